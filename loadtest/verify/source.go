@@ -1,0 +1,172 @@
+package verify
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+)
+
+// CheckDB reads SKU skuID from db and checks it: the one call a test or a
+// script needs. The error is about reading; violations are in the Report.
+func CheckDB(ctx context.Context, db *sql.DB, skuID int64, want Expect) (Report, error) {
+	s, err := FromDB(ctx, db, skuID)
+	if err != nil {
+		return Report{}, err
+	}
+	return Check(s, want), nil
+}
+
+// FromDB reads SKU skuID, its orders and its user_purchases in one
+// consistent read (a REPEATABLE READ transaction), so a sale still running
+// shows a coherent state rather than a torn one.
+func FromDB(ctx context.Context, db *sql.DB, skuID int64) (Snapshot, error) {
+	s := Snapshot{Source: "database", HasTotal: true, Purchases: map[string]int64{}}
+	tx, err := db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
+	if err != nil {
+		return s, fmt.Errorf("verify: begin: %w", err)
+	}
+	// The transaction only reads: its rollback cannot lose anything.
+	defer tx.Rollback()
+
+	err = tx.QueryRowContext(ctx,
+		`SELECT id, total_stock, stock, sold, per_user_limit FROM skus WHERE id = ?`, skuID).
+		Scan(&s.SKU.ID, &s.SKU.TotalStock, &s.SKU.Stock, &s.SKU.Sold, &s.SKU.PerUserLimit)
+	if errors.Is(err, sql.ErrNoRows) {
+		return s, fmt.Errorf("%w: %d", ErrNotFound, skuID)
+	}
+	if err != nil {
+		return s, fmt.Errorf("verify: read sku %d: %w", skuID, err)
+	}
+
+	rows, err := tx.QueryContext(ctx,
+		`SELECT id, user_id, quantity, COALESCE(idempotency_key, '') FROM orders WHERE sku_id = ? ORDER BY id`, skuID)
+	if err != nil {
+		return s, fmt.Errorf("verify: read orders: %w", err)
+	}
+	for rows.Next() {
+		var o Order
+		if err := rows.Scan(&o.ID, &o.UserID, &o.Quantity, &o.IdempotencyKey); err != nil {
+			rows.Close()
+			return s, fmt.Errorf("verify: read orders: %w", err)
+		}
+		s.Orders = append(s.Orders, o)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return s, fmt.Errorf("verify: read orders: %w", err)
+	}
+
+	rows, err = tx.QueryContext(ctx, `SELECT user_id, quantity FROM user_purchases WHERE sku_id = ?`, skuID)
+	if err != nil {
+		return s, fmt.Errorf("verify: read user_purchases: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var u string
+		var q int64
+		if err := rows.Scan(&u, &q); err != nil {
+			return s, fmt.Errorf("verify: read user_purchases: %w", err)
+		}
+		s.Purchases[u] = q
+	}
+	if err := rows.Err(); err != nil {
+		return s, fmt.Errorf("verify: read user_purchases: %w", err)
+	}
+	return s, nil
+}
+
+// maxPages bounds the walk through the admin order list (at 500 a page, a
+// million orders), so a server that never ends its list cannot hang a run.
+const maxPages = 2000
+
+// FromAPI reads SKU skuID and pages through its orders with the admin API at
+// baseURL. user_purchases is not visible there, so it is not checked.
+func FromAPI(ctx context.Context, c *http.Client, baseURL, token string, skuID int64) (Snapshot, error) {
+	s := Snapshot{Source: "api"}
+	base := strings.TrimRight(baseURL, "/")
+	var sku struct {
+		ID           int64  `json:"id"`
+		TotalStock   *int64 `json:"total_stock"`
+		Stock        int64  `json:"stock"`
+		Sold         int64  `json:"sold"`
+		PerUserLimit int64  `json:"per_user_limit"`
+	}
+	if err := getJSON(ctx, c, fmt.Sprintf("%s/admin/v1/skus/%d", base, skuID), token, &sku); err != nil {
+		return s, err
+	}
+	s.SKU = SKU{ID: sku.ID, Stock: sku.Stock, Sold: sku.Sold, PerUserLimit: sku.PerUserLimit}
+	if sku.TotalStock != nil {
+		s.SKU.TotalStock, s.HasTotal = *sku.TotalStock, true
+	}
+
+	after := ""
+	for range maxPages {
+		q := url.Values{"limit": {"500"}}
+		if after != "" {
+			q.Set("after", after)
+		}
+		var page struct {
+			Orders []struct {
+				ID             int64  `json:"id"`
+				OrderID        int64  `json:"order_id"`
+				UserID         string `json:"user_id"`
+				Quantity       int64  `json:"quantity"`
+				IdempotencyKey string `json:"idempotency_key"`
+			} `json:"orders"`
+			NextAfter *json.Number `json:"next_after"`
+		}
+		if err := getJSON(ctx, c, fmt.Sprintf("%s/admin/v1/skus/%d/orders?%s", base, skuID, q.Encode()), token, &page); err != nil {
+			return s, err
+		}
+		for _, o := range page.Orders {
+			id := o.ID
+			if id == 0 {
+				id = o.OrderID
+			}
+			s.Orders = append(s.Orders, Order{ID: id, UserID: o.UserID, Quantity: o.Quantity, IdempotencyKey: o.IdempotencyKey})
+		}
+		if page.NextAfter == nil || len(page.Orders) == 0 {
+			return s, nil
+		}
+		next := page.NextAfter.String()
+		if next == after {
+			return s, fmt.Errorf("verify: admin order list repeats the page after %s", after)
+		}
+		after = next
+	}
+	return s, fmt.Errorf("verify: admin order list longer than %d pages", maxPages)
+}
+
+func getJSON(ctx context.Context, c *http.Client, u, token string, v any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return fmt.Errorf("verify: %w", err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := c.Do(req)
+	if err != nil {
+		return fmt.Errorf("verify: GET %s: %w", u, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return fmt.Errorf("verify: GET %s: %w", u, err)
+	}
+	if resp.StatusCode == http.StatusNotFound {
+		return fmt.Errorf("%w: GET %s: %s", ErrNotFound, u, strings.TrimSpace(string(body)))
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("verify: GET %s: status %s: %s", u, strconv.Itoa(resp.StatusCode), strings.TrimSpace(string(body)))
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		return fmt.Errorf("verify: GET %s: %w", u, err)
+	}
+	return nil
+}

@@ -1,0 +1,313 @@
+// Package verify checks a finished flash sale for oversell: it reads what the
+// database (or, for a deployment it cannot reach, the admin API) says about
+// one SKU and reports every broken invariant by name.
+//
+// A load run is only as convincing as its verifier, so the checks are plain
+// arithmetic over a Snapshot; FromDB and FromAPI only gather the numbers.
+package verify
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+)
+
+// Violation names. They are stable: scripts and tests match on them.
+const (
+	// NegativeStock: the SKU's stock is below zero.
+	NegativeStock = "negative_stock"
+	// StockDoesNotAddUp: stock + sold differs from total_stock.
+	StockDoesNotAddUp = "stock_does_not_add_up"
+	// TotalStockChanged: total_stock is not the stock the sale started with
+	// (a load run never restocks).
+	TotalStockChanged = "total_stock_changed"
+	// Oversold: more units sold than the sale started with.
+	Oversold = "oversold"
+	// NotSoldOut: the sale was expected to sell out but stock remains.
+	NotSoldOut = "not_sold_out"
+	// OrderWithoutDecrement: the orders hold more units than were sold.
+	OrderWithoutDecrement = "order_without_decrement"
+	// UnitSoldWithoutOrder: more units were sold than the orders hold.
+	UnitSoldWithoutOrder = "unit_sold_without_order"
+	// UserOverLimit: a user's orders add up to more than per_user_limit.
+	UserOverLimit = "user_over_limit"
+	// PurchasesDisagreeWithOrders: user_purchases does not match the sum of
+	// the user's orders.
+	PurchasesDisagreeWithOrders = "purchases_disagree_with_orders"
+	// DuplicateIdempotencyKey: one Idempotency-Key names two orders.
+	DuplicateIdempotencyKey = "duplicate_idempotency_key"
+	// AcknowledgedOrderMissing: a client was answered 201/200 with an order
+	// that is not there (or belongs to someone else).
+	AcknowledgedOrderMissing = "acknowledged_order_missing"
+	// APIDisagreesWithDatabase: the admin API shows other numbers or other
+	// orders than the database.
+	APIDisagreesWithDatabase = "api_disagrees_with_database"
+)
+
+// SKU is the stock row of one SKU.
+type SKU struct {
+	ID           int64 `json:"id"`
+	TotalStock   int64 `json:"total_stock"`
+	Stock        int64 `json:"stock"`
+	Sold         int64 `json:"sold"`
+	PerUserLimit int64 `json:"per_user_limit"`
+}
+
+// Order is one order row.
+type Order struct {
+	ID             int64  `json:"id"`
+	UserID         string `json:"user_id"`
+	Quantity       int64  `json:"quantity"`
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
+}
+
+// Snapshot is everything the checks look at, read from one source.
+type Snapshot struct {
+	Source string // "database" or "api"
+	SKU    SKU
+	Orders []Order
+	// Purchases is user_purchases by user; nil when the source cannot see
+	// the table (the API), and then it is not checked.
+	Purchases map[string]int64
+	// HasTotal is false when the source does not show total_stock (the
+	// API); then total_stock is taken as stock + sold.
+	HasTotal bool
+}
+
+// Ack is an order a client was told about (201 Created or a 200 replay).
+type Ack struct {
+	OrderID int64
+	UserID  string
+}
+
+// Expect is what the sale should have ended with.
+type Expect struct {
+	// InitialStock is the stock the SKU was created with.
+	InitialStock int64
+	// SoldOut requires sold == InitialStock and stock == 0: set it when the
+	// load offered more buyers than stock.
+	SoldOut bool
+	// Acknowledged lists the orders clients were answered with; each must
+	// exist, for the same user.
+	Acknowledged []Ack
+}
+
+// Violation is one broken invariant.
+type Violation struct {
+	Name    string `json:"name"`
+	Message string `json:"message"`
+}
+
+func (v Violation) String() string { return v.Name + ": " + v.Message }
+
+// Report is the outcome of Check.
+type Report struct {
+	Source     string      `json:"source"`
+	SKU        SKU         `json:"sku"`
+	Orders     int64       `json:"orders"`
+	Units      int64       `json:"units"`
+	Users      int         `json:"users"`
+	MaxPerUser int64       `json:"max_per_user"`
+	Violations []Violation `json:"violations"`
+}
+
+// OK reports whether no invariant is broken.
+func (r Report) OK() bool { return len(r.Violations) == 0 }
+
+// Err returns nil when r is OK, else an error naming every violation.
+func (r Report) Err() error {
+	if r.OK() {
+		return nil
+	}
+	msgs := make([]string, len(r.Violations))
+	for i, v := range r.Violations {
+		msgs[i] = v.String()
+	}
+	return fmt.Errorf("verify: %s: %d violation(s): %s", r.Source, len(r.Violations), strings.Join(msgs, "; "))
+}
+
+// Names returns the names of the violations, sorted, without repeats.
+func (r Report) Names() []string {
+	var names []string
+	for _, v := range r.Violations {
+		names = append(names, v.Name)
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
+}
+
+// ErrNotFound is returned by FromDB and FromAPI when the SKU does not exist.
+var ErrNotFound = errors.New("verify: sku not found")
+
+// maxListed bounds how many offenders one message names.
+const maxListed = 5
+
+// Check runs every invariant over s and returns the report.
+func Check(s Snapshot, want Expect) Report {
+	r := Report{Source: s.Source, SKU: s.SKU}
+	add := func(name, format string, args ...any) {
+		r.Violations = append(r.Violations, Violation{Name: name, Message: fmt.Sprintf(format, args...)})
+	}
+	sku := s.SKU
+	total := sku.TotalStock
+	if !s.HasTotal {
+		total = sku.Stock + sku.Sold
+	}
+
+	if sku.Stock < 0 {
+		add(NegativeStock, "sku %d has stock %d", sku.ID, sku.Stock)
+	}
+	if s.HasTotal && sku.Stock+sku.Sold != sku.TotalStock {
+		add(StockDoesNotAddUp, "sku %d: stock %d + sold %d = %d, total_stock %d",
+			sku.ID, sku.Stock, sku.Sold, sku.Stock+sku.Sold, sku.TotalStock)
+	}
+	if total != want.InitialStock {
+		add(TotalStockChanged, "sku %d: total stock is %d, the sale started with %d", sku.ID, total, want.InitialStock)
+	}
+	if sku.Sold > want.InitialStock {
+		add(Oversold, "sku %d: sold %d units of an initial stock of %d", sku.ID, sku.Sold, want.InitialStock)
+	}
+	if want.SoldOut && (sku.Stock != 0 || sku.Sold != want.InitialStock) {
+		add(NotSoldOut, "sku %d: expected sold out (sold %d, stock 0), got sold %d, stock %d",
+			sku.ID, want.InitialStock, sku.Sold, sku.Stock)
+	}
+
+	perUser := map[string]int64{}
+	byKey := map[string]int64{}
+	byID := make(map[int64]Order, len(s.Orders))
+	var dupKeys []string
+	for _, o := range s.Orders {
+		r.Orders++
+		r.Units += o.Quantity
+		perUser[o.UserID] += o.Quantity
+		byID[o.ID] = o
+		if o.IdempotencyKey == "" {
+			continue
+		}
+		if first, ok := byKey[o.IdempotencyKey]; ok {
+			dupKeys = append(dupKeys, fmt.Sprintf("%q (orders %d and %d)", o.IdempotencyKey, first, o.ID))
+			continue
+		}
+		byKey[o.IdempotencyKey] = o.ID
+	}
+	r.Users = len(perUser)
+	for _, q := range perUser {
+		r.MaxPerUser = max(r.MaxPerUser, q)
+	}
+
+	switch {
+	case r.Units > sku.Sold:
+		add(OrderWithoutDecrement, "sku %d: %d order(s) hold %d unit(s) but sold is %d: %d unit(s) ordered without a stock decrement",
+			sku.ID, r.Orders, r.Units, sku.Sold, r.Units-sku.Sold)
+	case r.Units < sku.Sold:
+		add(UnitSoldWithoutOrder, "sku %d: sold is %d but %d order(s) hold only %d unit(s): %d unit(s) sold without an order",
+			sku.ID, sku.Sold, r.Orders, r.Units, sku.Sold-r.Units)
+	}
+
+	var over []string
+	for _, u := range sortedKeys(perUser) {
+		if perUser[u] > sku.PerUserLimit {
+			over = append(over, fmt.Sprintf("%s has %d", u, perUser[u]))
+		}
+	}
+	if len(over) > 0 {
+		add(UserOverLimit, "sku %d: %d user(s) over the per-user limit of %d: %s",
+			sku.ID, len(over), sku.PerUserLimit, listed(over))
+	}
+
+	if s.Purchases != nil {
+		var off []string
+		users := map[string]bool{}
+		for u := range perUser {
+			users[u] = true
+		}
+		for u := range s.Purchases {
+			users[u] = true
+		}
+		for _, u := range sortedKeys(users) {
+			if perUser[u] != s.Purchases[u] {
+				off = append(off, fmt.Sprintf("%s: user_purchases %d, orders %d", u, s.Purchases[u], perUser[u]))
+			}
+		}
+		if len(off) > 0 {
+			add(PurchasesDisagreeWithOrders, "sku %d: %d user(s): %s", sku.ID, len(off), listed(off))
+		}
+	}
+
+	if len(dupKeys) > 0 {
+		add(DuplicateIdempotencyKey, "sku %d: %d key(s) name more than one order: %s", sku.ID, len(dupKeys), listed(dupKeys))
+	}
+
+	var missing []string
+	for _, a := range want.Acknowledged {
+		o, ok := byID[a.OrderID]
+		switch {
+		case !ok:
+			missing = append(missing, fmt.Sprintf("order %d (user %s) not found", a.OrderID, a.UserID))
+		case o.UserID != a.UserID:
+			missing = append(missing, fmt.Sprintf("order %d was acknowledged to %s but belongs to %s", a.OrderID, a.UserID, o.UserID))
+		}
+	}
+	if len(missing) > 0 {
+		add(AcknowledgedOrderMissing, "sku %d: %d of %d acknowledged order(s) lost: %s",
+			sku.ID, len(missing), len(want.Acknowledged), listed(missing))
+	}
+	return r
+}
+
+// Compare reports where the API's view differs from the database's.
+func Compare(db, api Snapshot) []Violation {
+	var diffs []string
+	if db.SKU.Stock != api.SKU.Stock || db.SKU.Sold != api.SKU.Sold || db.SKU.PerUserLimit != api.SKU.PerUserLimit {
+		diffs = append(diffs, fmt.Sprintf("sku %d: database stock %d sold %d limit %d, API stock %d sold %d limit %d",
+			db.SKU.ID, db.SKU.Stock, db.SKU.Sold, db.SKU.PerUserLimit, api.SKU.Stock, api.SKU.Sold, api.SKU.PerUserLimit))
+	}
+	apiByID := make(map[int64]Order, len(api.Orders))
+	for _, o := range api.Orders {
+		apiByID[o.ID] = o
+	}
+	var orderDiffs []string
+	for _, o := range db.Orders {
+		a, ok := apiByID[o.ID]
+		switch {
+		case !ok:
+			orderDiffs = append(orderDiffs, fmt.Sprintf("order %d missing from the API", o.ID))
+		case a.UserID != o.UserID || a.Quantity != o.Quantity:
+			orderDiffs = append(orderDiffs, fmt.Sprintf("order %d: database %s×%d, API %s×%d", o.ID, o.UserID, o.Quantity, a.UserID, a.Quantity))
+		}
+		delete(apiByID, o.ID)
+	}
+	extra := make([]int64, 0, len(apiByID))
+	for id := range apiByID {
+		extra = append(extra, id)
+	}
+	slices.Sort(extra)
+	for _, id := range extra {
+		orderDiffs = append(orderDiffs, fmt.Sprintf("order %d listed by the API is not in the database", id))
+	}
+	if len(orderDiffs) > 0 {
+		diffs = append(diffs, fmt.Sprintf("%d order(s) differ: %s", len(orderDiffs), listed(orderDiffs)))
+	}
+	if len(diffs) == 0 {
+		return nil
+	}
+	return []Violation{{Name: APIDisagreesWithDatabase, Message: strings.Join(diffs, "; ")}}
+}
+
+func listed(items []string) string {
+	if len(items) <= maxListed {
+		return strings.Join(items, ", ")
+	}
+	return strings.Join(items[:maxListed], ", ") + fmt.Sprintf(", and %d more", len(items)-maxListed)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

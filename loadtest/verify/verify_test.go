@@ -1,0 +1,460 @@
+package verify_test
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/pressly/goose/v3"
+
+	"github.com/seckill/seckill/loadtest/verify"
+	"github.com/seckill/seckill/migrations"
+)
+
+// testDB is this package's own database, created by TestMain with the
+// service's schema and dropped afterwards.
+var testDB *sql.DB
+
+// rootDSN names the server without a database; SECKILL_TEST_MYSQL_DSN
+// overrides the local default.
+func rootDSN() string {
+	if dsn := os.Getenv("SECKILL_TEST_MYSQL_DSN"); dsn != "" {
+		return dsn
+	}
+	return "root@tcp(127.0.0.1:3306)/"
+}
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	cfg, err := mysql.ParseDSN(rootDSN())
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "verify tests: SECKILL_TEST_MYSQL_DSN: %v\n", err)
+		return 1
+	}
+	cfg.DBName = ""
+	cfg.ParseTime = true
+	cfg.MultiStatements = true
+	admin, err := sql.Open("mysql", cfg.FormatDSN())
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "verify tests: %v\n", err)
+		return 1
+	}
+	defer admin.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := admin.PingContext(ctx); err != nil {
+		fmt.Fprintf(os.Stderr, "verify tests need MariaDB/MySQL at %s (set SECKILL_TEST_MYSQL_DSN): %v\n", cfg.Addr, err)
+		return 1
+	}
+
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	name := "seckill_verify_test_" + hex.EncodeToString(b[:])
+	if _, err := admin.ExecContext(ctx, "CREATE DATABASE "+name); err != nil {
+		fmt.Fprintf(os.Stderr, "verify tests: create database: %v\n", err)
+		return 1
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := admin.ExecContext(ctx, "DROP DATABASE "+name); err != nil {
+			fmt.Fprintf(os.Stderr, "verify tests: drop database %s: %v\n", name, err)
+		}
+	}()
+
+	cfg.DBName = name
+	testDB, err = sql.Open("mysql", cfg.FormatDSN())
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "verify tests: %v\n", err)
+		return 1
+	}
+	defer testDB.Close()
+	goose.SetBaseFS(migrations.FS)
+	goose.SetLogger(goose.NopLogger())
+	if err := goose.SetDialect("mysql"); err != nil {
+		fmt.Fprintf(os.Stderr, "verify tests: %v\n", err)
+		return 1
+	}
+	if err := goose.UpContext(ctx, testDB, "mysql"); err != nil {
+		fmt.Fprintf(os.Stderr, "verify tests: migrate: %v\n", err)
+		return 1
+	}
+	return m.Run()
+}
+
+const (
+	seedStock = 10
+	seedLimit = 2
+)
+
+// seedSale creates a SKU of seedStock units, limit seedLimit, and sells
+// sold units the way the service does: stock down, sold up, one order and
+// a user_purchases row per buyer, in one transaction. Buyers u1 and u2 take
+// two units each, later buyers one.
+func seedSale(t *testing.T, sold int) int64 {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := testDB.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	now := time.Now().UTC()
+	res, err := tx.ExecContext(ctx, `INSERT INTO skus (name, total_stock, stock, sold, per_user_limit, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?)`, t.Name(), seedStock, seedStock-sold, sold, seedLimit, now, now)
+	if err != nil {
+		t.Fatalf("seed sku: %v", err)
+	}
+	skuID, err := res.LastInsertId()
+	if err != nil {
+		t.Fatal(err)
+	}
+	left := sold
+	for u := 1; left > 0; u++ {
+		user := "u" + strconv.Itoa(u)
+		n := 1
+		if u <= 2 {
+			n = min(2, left)
+		}
+		left -= n
+		for i := range n {
+			buyOrder(t, tx, skuID, user, fmt.Sprintf("%d-%s-%d", skuID, user, i))
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO user_purchases (sku_id, user_id, quantity, per_user_limit) VALUES (?, ?, ?, ?)`,
+			skuID, user, n, seedLimit); err != nil {
+			t.Fatalf("seed purchase: %v", err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	return skuID
+}
+
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// buyOrder inserts one order row of one unit, and nothing else. An empty
+// key stores NULL, as the service does for a request without one.
+func buyOrder(t *testing.T, db execer, skuID int64, user, key string) {
+	t.Helper()
+	var k sql.NullString
+	if key != "" {
+		k = sql.NullString{String: key, Valid: true}
+	}
+	if _, err := db.ExecContext(context.Background(),
+		`INSERT INTO orders (sku_id, user_id, quantity, idempotency_key, created_at) VALUES (?, ?, 1, ?, ?)`,
+		skuID, user, k, time.Now().UTC()); err != nil {
+		t.Fatalf("insert order: %v", err)
+	}
+}
+
+func mustExec(t *testing.T, query string, args ...any) {
+	t.Helper()
+	res, err := testDB.ExecContext(context.Background(), query, args...)
+	if err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		t.Fatalf("%s: changed %d rows (%v); the tamper did nothing", query, n, err)
+	}
+}
+
+// TestCheckDB_tampered changes rows behind the service's back and expects
+// the verifier to name exactly what was broken.
+func TestCheckDB_tampered(t *testing.T) {
+	tests := []struct {
+		name    string
+		sold    int
+		soldOut bool
+		tamper  func(t *testing.T, skuID int64)
+		acks    func(skuID int64) []verify.Ack
+		want    []string
+	}{
+		{name: "clean sale", sold: seedStock, soldOut: true},
+		{name: "clean sale still running", sold: 7},
+		{
+			name: "extra order", sold: seedStock, soldOut: true,
+			tamper: func(t *testing.T, skuID int64) { buyOrder(t, testDB, skuID, "intruder", "") },
+			want:   []string{verify.OrderWithoutDecrement, verify.PurchasesDisagreeWithOrders},
+		},
+		{
+			name: "extra order with its purchase row", sold: seedStock, soldOut: true,
+			tamper: func(t *testing.T, skuID int64) {
+				buyOrder(t, testDB, skuID, "intruder", "")
+				mustExec(t, `INSERT INTO user_purchases (sku_id, user_id, quantity, per_user_limit) VALUES (?, 'intruder', 1, ?)`, skuID, seedLimit)
+			},
+			want: []string{verify.OrderWithoutDecrement},
+		},
+		{
+			name: "unit sold without an order", sold: seedStock - 1, soldOut: true,
+			tamper: func(t *testing.T, skuID int64) {
+				mustExec(t, `UPDATE skus SET sold = sold + 1, stock = stock - 1 WHERE id = ?`, skuID)
+			},
+			want: []string{verify.UnitSoldWithoutOrder},
+		},
+		{
+			name: "order deleted", sold: seedStock, soldOut: true,
+			tamper: func(t *testing.T, skuID int64) {
+				mustExec(t, `DELETE FROM orders WHERE sku_id = ? AND user_id = 'u3'`, skuID)
+				mustExec(t, `DELETE FROM user_purchases WHERE sku_id = ? AND user_id = 'u3'`, skuID)
+			},
+			want: []string{verify.UnitSoldWithoutOrder},
+		},
+		{
+			// The CHECK on user_purchases refuses quantity > per_user_limit,
+			// so the tamper raises the copied limit first.
+			name: "user over the limit", sold: seedStock - 1, soldOut: true,
+			tamper: func(t *testing.T, skuID int64) {
+				buyOrder(t, testDB, skuID, "u1", "")
+				mustExec(t, `UPDATE user_purchases SET per_user_limit = 3, quantity = 3 WHERE sku_id = ? AND user_id = 'u1'`, skuID)
+				mustExec(t, `UPDATE skus SET sold = sold + 1, stock = stock - 1 WHERE id = ?`, skuID)
+			},
+			want: []string{verify.UserOverLimit},
+		},
+		{
+			name: "user over the limit through orders only", sold: seedStock, soldOut: true,
+			tamper: func(t *testing.T, skuID int64) {
+				mustExec(t, `UPDATE orders SET user_id = 'u1' WHERE sku_id = ? AND user_id = 'u3'`, skuID)
+			},
+			want: []string{verify.UserOverLimit, verify.PurchasesDisagreeWithOrders},
+		},
+		{
+			name: "oversold by a restock behind the service's back", sold: seedStock, soldOut: true,
+			tamper: func(t *testing.T, skuID int64) {
+				mustExec(t, `UPDATE skus SET total_stock = total_stock + 1, sold = sold + 1 WHERE id = ?`, skuID)
+				buyOrder(t, testDB, skuID, "late", "")
+				mustExec(t, `INSERT INTO user_purchases (sku_id, user_id, quantity, per_user_limit) VALUES (?, 'late', 1, ?)`, skuID, seedLimit)
+			},
+			want: []string{verify.Oversold, verify.TotalStockChanged, verify.NotSoldOut},
+		},
+		{
+			name: "purchases drift from orders", sold: seedStock, soldOut: true,
+			tamper: func(t *testing.T, skuID int64) {
+				mustExec(t, `UPDATE user_purchases SET quantity = 1 WHERE sku_id = ? AND user_id = 'u1'`, skuID)
+			},
+			want: []string{verify.PurchasesDisagreeWithOrders},
+		},
+		{name: "stock left over", sold: seedStock - 1, soldOut: true, want: []string{verify.NotSoldOut}},
+		{
+			name: "acknowledged order lost", sold: seedStock, soldOut: true,
+			acks: func(int64) []verify.Ack { return []verify.Ack{{OrderID: 1 << 40, UserID: "u9"}} },
+			want: []string{verify.AcknowledgedOrderMissing},
+		},
+		{
+			name: "acknowledged order belongs to someone else", sold: seedStock, soldOut: true,
+			acks: func(skuID int64) []verify.Ack {
+				var id int64
+				if err := testDB.QueryRow(`SELECT MIN(id) FROM orders WHERE sku_id = ? AND user_id = 'u1'`, skuID).Scan(&id); err != nil {
+					panic(err)
+				}
+				return []verify.Ack{{OrderID: id, UserID: "u2"}}
+			},
+			want: []string{verify.AcknowledgedOrderMissing},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			skuID := seedSale(t, tt.sold)
+			if tt.tamper != nil {
+				tt.tamper(t, skuID)
+			}
+			want := verify.Expect{InitialStock: seedStock, SoldOut: tt.soldOut}
+			if tt.acks != nil {
+				want.Acknowledged = tt.acks(skuID)
+			}
+			rep, err := verify.CheckDB(context.Background(), testDB, skuID, want)
+			if err != nil {
+				t.Fatalf("CheckDB(sku %d) error: %v", skuID, err)
+			}
+			if got := rep.Names(); !slices.Equal(got, sorted(tt.want)) {
+				t.Fatalf("CheckDB(sku %d) violations = %v; want %v\nreport: %v", skuID, got, sorted(tt.want), rep.Err())
+			}
+			// Every message names its violation and the SKU, so a failing
+			// run says what broke without a debugger.
+			for _, v := range rep.Violations {
+				if !strings.Contains(v.String(), v.Name) || !strings.Contains(v.Message, fmt.Sprintf("sku %d", skuID)) {
+					t.Errorf("violation %q does not name itself and sku %d", v, skuID)
+				}
+			}
+			if err := rep.Err(); (err == nil) != (len(tt.want) == 0) {
+				t.Errorf("Report.Err() = %v; want error iff violations", err)
+			} else if err != nil {
+				for _, name := range tt.want {
+					if !strings.Contains(err.Error(), name) {
+						t.Errorf("Report.Err() = %q; want it to name %s", err, name)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestCheckDB_unknownSKU(t *testing.T) {
+	t.Parallel()
+	_, err := verify.CheckDB(context.Background(), testDB, 1<<50, verify.Expect{InitialStock: 1})
+	if err == nil || !strings.Contains(err.Error(), "not found") {
+		t.Fatalf("CheckDB(unknown sku) error = %v; want not found", err)
+	}
+}
+
+// TestCheck covers what the database's constraints make impossible to
+// tamper with, so it can only be shown on a hand-made snapshot.
+func TestCheck(t *testing.T) {
+	sku := verify.SKU{ID: 7, TotalStock: 3, Stock: 0, Sold: 3, PerUserLimit: 1}
+	orders := []verify.Order{{ID: 1, UserID: "a", Quantity: 1, IdempotencyKey: "k1"}, {ID: 2, UserID: "b", Quantity: 1, IdempotencyKey: "k2"}, {ID: 3, UserID: "c", Quantity: 1}}
+	tests := []struct {
+		name string
+		snap verify.Snapshot
+		want []string
+	}{
+		{name: "clean", snap: verify.Snapshot{SKU: sku, Orders: orders, HasTotal: true}},
+		{
+			name: "negative stock",
+			snap: verify.Snapshot{SKU: verify.SKU{ID: 7, TotalStock: 3, Stock: -1, Sold: 4, PerUserLimit: 2}, HasTotal: true,
+				Orders: append(slices.Clone(orders), verify.Order{ID: 4, UserID: "d", Quantity: 1})},
+			want: []string{verify.NegativeStock, verify.Oversold, verify.NotSoldOut},
+		},
+		{
+			name: "stock does not add up",
+			snap: verify.Snapshot{SKU: verify.SKU{ID: 7, TotalStock: 3, Stock: 1, Sold: 3, PerUserLimit: 1}, Orders: orders, HasTotal: true},
+			want: []string{verify.StockDoesNotAddUp, verify.NotSoldOut},
+		},
+		{
+			name: "duplicate idempotency key",
+			snap: verify.Snapshot{SKU: sku, HasTotal: true, Orders: []verify.Order{orders[0], orders[1], {ID: 3, UserID: "c", Quantity: 1, IdempotencyKey: "k1"}}},
+			want: []string{verify.DuplicateIdempotencyKey},
+		},
+		{
+			name: "api view without total stock",
+			snap: verify.Snapshot{SKU: verify.SKU{ID: 7, Stock: 1, Sold: 2, PerUserLimit: 1}, Orders: orders[:2]},
+			want: []string{verify.NotSoldOut},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rep := verify.Check(tt.snap, verify.Expect{InitialStock: 3, SoldOut: true})
+			if got := rep.Names(); !slices.Equal(got, sorted(tt.want)) {
+				t.Fatalf("Check() violations = %v; want %v\nreport: %v", got, sorted(tt.want), rep.Err())
+			}
+		})
+	}
+}
+
+// TestFromAPI pages through a fake admin API and compares the result with
+// the database's view of the same sale.
+func TestFromAPI(t *testing.T) {
+	t.Parallel()
+	skuID := seedSale(t, seedStock)
+	dbSnap, err := verify.FromDB(context.Background(), testDB, skuID)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	for _, tc := range []struct {
+		name   string
+		orders []verify.Order
+		sold   int64
+		want   []string
+	}{
+		{name: "agrees", orders: dbSnap.Orders, sold: dbSnap.SKU.Sold},
+		{name: "order missing and sold wrong", orders: dbSnap.Orders[1:], sold: dbSnap.SKU.Sold - 1, want: []string{verify.APIDisagreesWithDatabase}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const token = "0123456789abcdef-token"
+			srv := httptest.NewServer(fakeAdmin(t, token, skuID, tc.sold, seedStock-tc.sold, tc.orders))
+			t.Cleanup(srv.Close)
+			apiSnap, err := verify.FromAPI(context.Background(), srv.Client(), srv.URL, token, skuID)
+			if err != nil {
+				t.Fatalf("FromAPI() error: %v", err)
+			}
+			if len(apiSnap.Orders) != len(tc.orders) {
+				t.Fatalf("FromAPI() read %d orders; want %d", len(apiSnap.Orders), len(tc.orders))
+			}
+			var got []string
+			for _, v := range verify.Compare(dbSnap, apiSnap) {
+				got = append(got, v.Name)
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Fatalf("Compare() = %v; want %v", got, tc.want)
+			}
+		})
+	}
+
+	t.Run("wrong token", func(t *testing.T) {
+		srv := httptest.NewServer(fakeAdmin(t, "right-token-0123456", skuID, 0, 0, nil))
+		t.Cleanup(srv.Close)
+		if _, err := verify.FromAPI(context.Background(), srv.Client(), srv.URL, "wrong-token-0123456", skuID); err == nil || !strings.Contains(err.Error(), "401") {
+			t.Fatalf("FromAPI(wrong token) error = %v; want status 401", err)
+		}
+	})
+}
+
+// fakeAdmin serves the admin API's SKU and paged order list, three orders a
+// page whatever limit is asked, to exercise the paging.
+func fakeAdmin(t *testing.T, token string, skuID, sold, stock int64, orders []verify.Order) http.Handler {
+	t.Helper()
+	mux := http.NewServeMux()
+	auth := func(w http.ResponseWriter, r *http.Request) bool {
+		if r.Header.Get("Authorization") != "Bearer "+token {
+			w.WriteHeader(http.StatusUnauthorized)
+			return false
+		}
+		return true
+	}
+	mux.HandleFunc(fmt.Sprintf("GET /admin/v1/skus/%d", skuID), func(w http.ResponseWriter, r *http.Request) {
+		if auth(w, r) {
+			writeJSON(t, w, map[string]any{"id": skuID, "name": "x", "stock": stock, "sold": sold, "version": 1, "per_user_limit": seedLimit})
+		}
+	})
+	mux.HandleFunc(fmt.Sprintf("GET /admin/v1/skus/%d/orders", skuID), func(w http.ResponseWriter, r *http.Request) {
+		if !auth(w, r) {
+			return
+		}
+		after, _ := strconv.ParseInt(r.URL.Query().Get("after"), 10, 64)
+		var page []map[string]any
+		var next any
+		for _, o := range orders {
+			if o.ID <= after {
+				continue
+			}
+			if len(page) == 3 {
+				next = page[2]["order_id"]
+				break
+			}
+			page = append(page, map[string]any{"order_id": o.ID, "sku_id": skuID, "user_id": o.UserID, "quantity": o.Quantity})
+		}
+		writeJSON(t, w, map[string]any{"orders": page, "next_after": next})
+	})
+	return mux
+}
+
+func writeJSON(t *testing.T, w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	if err := json.NewEncoder(w).Encode(v); err != nil {
+		t.Errorf("encode: %v", err)
+	}
+}
+
+func sorted(s []string) []string {
+	s = slices.Clone(s)
+	slices.Sort(s)
+	return s
+}
