@@ -1,0 +1,86 @@
+package handler
+
+import (
+	"errors"
+	"log/slog"
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/seckill/seckill/service"
+)
+
+// errorBody is every error answer: {"error":{"code":"...","message":"..."}}.
+type errorBody struct {
+	Error errorDetail `json:"error"`
+}
+
+type errorDetail struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// Stable error codes of the API.
+const (
+	codeInvalid             = "invalid_request"
+	codeTooLarge            = "request_too_large"
+	codeUnauthorized        = "unauthorized"
+	codeNotFound            = "not_found"
+	codeSKUNotFound         = "sku_not_found"
+	codeOrderNotFound       = "order_not_found"
+	codeSoldOut             = "sold_out"
+	codeLimitExceeded       = "limit_exceeded"
+	codeSaleNotActive       = "sale_not_active"
+	codeIdempotencyConflict = "idempotency_conflict"
+	codeBusy                = "busy"
+	codeRateLimited         = "rate_limited"
+	codeUnavailable         = "unavailable"
+	codeInternal            = "internal"
+	codeMethodNotAllowed    = "method_not_allowed"
+)
+
+// errorMap is the one place where domain errors become HTTP: sentinel →
+// status, stable code and the message clients see.
+var errorMap = []struct {
+	err     error
+	status  int
+	code    string
+	message string
+}{
+	{service.ErrSKUNotFound, http.StatusNotFound, codeSKUNotFound, "no such sku"},
+	{service.ErrNotFound, http.StatusNotFound, codeNotFound, "not found"},
+	{service.ErrSoldOut, http.StatusConflict, codeSoldOut, "the sku is sold out"},
+	{service.ErrLimitExceeded, http.StatusConflict, codeLimitExceeded, "this user has reached the sku's per-user limit"},
+	{service.ErrSaleNotActive, http.StatusConflict, codeSaleNotActive, "the sale of this sku is not open now"},
+	{service.ErrIdempotencyConflict, http.StatusConflict, codeIdempotencyConflict, "this Idempotency-Key was used with a different request"},
+	{service.ErrBusy, http.StatusTooManyRequests, codeBusy, "too many buyers are waiting for this sku; retry shortly"},
+	{service.ErrUnavailable, http.StatusServiceUnavailable, codeUnavailable, "the service cannot complete this now; retry with the same Idempotency-Key"},
+}
+
+// fail writes err as the API's error body. ErrInvalid carries its own
+// message (written for clients); unknown errors are logged once with their
+// cause and answered 500 without details.
+func fail(c *gin.Context, log *slog.Logger, err error) {
+	if errors.Is(err, service.ErrInvalid) {
+		abort(c, http.StatusBadRequest, codeInvalid, err.Error())
+		return
+	}
+	for _, m := range errorMap {
+		if errors.Is(err, m.err) {
+			if m.status == http.StatusTooManyRequests || m.status == http.StatusServiceUnavailable {
+				c.Header("Retry-After", "1")
+			}
+			if m.status == http.StatusServiceUnavailable {
+				log.WarnContext(c.Request.Context(), "request unavailable", "path", c.FullPath(), "err", err)
+			}
+			abort(c, m.status, m.code, m.message)
+			return
+		}
+	}
+	log.ErrorContext(c.Request.Context(), "internal error", "path", c.FullPath(), "err", err)
+	abort(c, http.StatusInternalServerError, codeInternal, "internal error")
+}
+
+func abort(c *gin.Context, status int, code, message string) {
+	c.AbortWithStatusJSON(status, errorBody{errorDetail{Code: code, Message: message}})
+}

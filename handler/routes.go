@@ -1,0 +1,113 @@
+// Package handler is the HTTP API on Gin: routes.go lists it whole, one
+// file per resource, and errors.go maps domain errors to statuses and
+// stable codes. Handlers decode, validate, call one service method, encode.
+package handler
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/seckill/seckill/internal/logging"
+	"github.com/seckill/seckill/service"
+)
+
+// Readiness reports the state of the dependencies for /readyz.
+type Readiness interface {
+	// MySQL returns nil when the database answers.
+	MySQL(ctx context.Context) error
+	// Redis returns nil when Redis (a quorum, with Redlock) answers.
+	Redis(ctx context.Context) error
+}
+
+// Config is what the API needs.
+type Config struct {
+	Orders       *service.Orders
+	Catalog      *service.Catalog
+	Ready        Readiness
+	AdminToken   string
+	MaxBodyBytes int64
+	Log          *slog.Logger
+	// Extra routes mounted as they are (metrics, bench endpoints).
+	Extra map[string]http.Handler
+}
+
+// New returns the whole API.
+func New(cfg Config) http.Handler {
+	gin.SetMode(gin.ReleaseMode)
+	r := gin.New()
+	r.HandleMethodNotAllowed = true
+	r.Use(requestID(), recovery(cfg.Log))
+	r.NoRoute(func(c *gin.Context) { abort(c, http.StatusNotFound, codeNotFound, "no such route") })
+	r.NoMethod(func(c *gin.Context) {
+		abort(c, http.StatusMethodNotAllowed, codeMethodNotAllowed, "method not allowed on this route")
+	})
+
+	o := &orders{orders: cfg.Orders, max: cfg.MaxBodyBytes, log: cfg.Log}
+	s := &skus{catalog: cfg.Catalog, orders: cfg.Orders, max: cfg.MaxBodyBytes, log: cfg.Log}
+	h := &health{ready: cfg.Ready, orders: cfg.Orders}
+
+	r.GET("/healthz", h.live)
+	r.GET("/readyz", h.readiness)
+	r.GET("/openapi.yaml", serveOpenAPI)
+
+	api := r.Group("/api/v1")
+	api.POST("/orders", o.create)
+	api.GET("/orders/:id", o.get)
+	api.GET("/skus/:id", s.get)
+
+	admin := r.Group("/admin/v1", adminAuth(cfg.AdminToken))
+	admin.POST("/skus", s.create)
+	admin.GET("/skus/:id", s.adminGet)
+	admin.PUT("/skus/:id/stock", s.setStock)
+	admin.GET("/skus/:id/orders", s.listOrders)
+
+	for path, h := range cfg.Extra {
+		r.GET(path, gin.WrapH(h))
+	}
+	return r
+}
+
+// requestID gives every request an ID (a sane incoming X-Request-ID is
+// kept), echoes it, and puts it in the context for the logs.
+func requestID() gin.HandlerFunc {
+	var prefix [6]byte
+	_, _ = rand.Read(prefix[:]) // crypto/rand.Read never fails
+	base := hex.EncodeToString(prefix[:]) + "-"
+	var n atomic.Uint64
+	return func(c *gin.Context) {
+		id := c.GetHeader("X-Request-ID")
+		if !saneID(id) {
+			id = base + strconv.FormatUint(n.Add(1), 10)
+		}
+		c.Header("X-Request-ID", id)
+		c.Request = c.Request.WithContext(logging.WithRequestID(c.Request.Context(), id))
+		c.Next()
+	}
+}
+
+func saneID(id string) bool {
+	if id == "" || len(id) > 64 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if id[i] < 0x21 || id[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+func recovery(log *slog.Logger) gin.HandlerFunc {
+	return gin.CustomRecoveryWithWriter(io.Discard, func(c *gin.Context, v any) {
+		log.ErrorContext(c.Request.Context(), "panic", "path", c.FullPath(), "panic", v)
+		abort(c, http.StatusInternalServerError, codeInternal, "internal error")
+	})
+}

@@ -1,0 +1,177 @@
+package handler
+
+import (
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/seckill/seckill/service"
+)
+
+type skus struct {
+	catalog *service.Catalog
+	orders  *service.Orders
+	max     int64
+	log     *slog.Logger
+}
+
+// skuJSON is the shoppers' view of a SKU.
+type skuJSON struct {
+	ID           int64      `json:"id"`
+	Name         string     `json:"name"`
+	Stock        int64      `json:"stock"`
+	PerUserLimit int64      `json:"per_user_limit"`
+	StartsAt     *time.Time `json:"starts_at"`
+	EndsAt       *time.Time `json:"ends_at"`
+}
+
+// adminSKUJSON is the admins' view of a SKU.
+type adminSKUJSON struct {
+	skuJSON
+	Sold    int64 `json:"sold"`
+	Version int64 `json:"version"`
+}
+
+func publicSKU(s service.SKU) skuJSON {
+	return skuJSON{ID: s.ID, Name: s.Name, Stock: s.Stock, PerUserLimit: s.PerUserLimit, StartsAt: s.StartsAt, EndsAt: s.EndsAt}
+}
+
+func adminSKU(s service.SKU) adminSKUJSON {
+	return adminSKUJSON{skuJSON: publicSKU(s), Sold: s.Sold, Version: s.Version}
+}
+
+func (h *skus) get(c *gin.Context) {
+	id, ok := pathID(c, "id")
+	if !ok {
+		return
+	}
+	s, err := h.orders.SKU(c.Request.Context(), id)
+	if err != nil {
+		fail(c, h.log, err)
+		return
+	}
+	c.JSON(http.StatusOK, publicSKU(s))
+}
+
+func (h *skus) adminGet(c *gin.Context) {
+	id, ok := pathID(c, "id")
+	if !ok {
+		return
+	}
+	s, err := h.catalog.SKU(c.Request.Context(), id)
+	if err != nil {
+		fail(c, h.log, err)
+		return
+	}
+	c.JSON(http.StatusOK, adminSKU(s))
+}
+
+type createSKURequest struct {
+	Name         *string    `json:"name"`
+	Stock        *int64     `json:"stock"`
+	PerUserLimit *int64     `json:"per_user_limit"`
+	StartsAt     *time.Time `json:"starts_at"`
+	EndsAt       *time.Time `json:"ends_at"`
+}
+
+func (h *skus) create(c *gin.Context) {
+	var body createSKURequest
+	if !decode(c, h.max, &body) {
+		return
+	}
+	switch {
+	case body.Name == nil:
+		abort(c, http.StatusBadRequest, codeInvalid, `field "name" is required`)
+		return
+	case body.Stock == nil:
+		abort(c, http.StatusBadRequest, codeInvalid, `field "stock" is required`)
+		return
+	}
+	n := service.NewSKU{Name: *body.Name, Stock: *body.Stock, PerUserLimit: 1, StartsAt: body.StartsAt, EndsAt: body.EndsAt}
+	if body.PerUserLimit != nil {
+		if *body.PerUserLimit < 1 {
+			abort(c, http.StatusBadRequest, codeInvalid, "per_user_limit must be at least 1")
+			return
+		}
+		n.PerUserLimit = *body.PerUserLimit
+	}
+	s, err := h.catalog.Create(c.Request.Context(), n)
+	if err != nil {
+		fail(c, h.log, err)
+		return
+	}
+	c.JSON(http.StatusCreated, adminSKU(s))
+}
+
+type stockRequest struct {
+	Stock *int64 `json:"stock"`
+}
+
+func (h *skus) setStock(c *gin.Context) {
+	id, ok := pathID(c, "id")
+	if !ok {
+		return
+	}
+	var body stockRequest
+	if !decode(c, h.max, &body) {
+		return
+	}
+	if body.Stock == nil {
+		abort(c, http.StatusBadRequest, codeInvalid, `field "stock" is required`)
+		return
+	}
+	s, err := h.catalog.SetStock(c.Request.Context(), id, *body.Stock)
+	if err != nil {
+		fail(c, h.log, err)
+		return
+	}
+	c.JSON(http.StatusOK, adminSKU(s))
+}
+
+type orderPage struct {
+	Orders    []orderResponse `json:"orders"`
+	NextAfter *int64          `json:"next_after"`
+}
+
+// listOrders pages through a SKU's orders by id: ?limit= (1–1000, default
+// 100) and ?after= (the next_after of the previous page).
+func (h *skus) listOrders(c *gin.Context) {
+	id, ok := pathID(c, "id")
+	if !ok {
+		return
+	}
+	limit, after := 100, int64(0)
+	if v := c.Query("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			abort(c, http.StatusBadRequest, codeInvalid, "limit must be an integer between 1 and 1000")
+			return
+		}
+		limit = n
+	}
+	if v := c.Query("after"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			abort(c, http.StatusBadRequest, codeInvalid, "after must be a non-negative integer")
+			return
+		}
+		after = n
+	}
+	list, err := h.catalog.Orders(c.Request.Context(), id, after, limit)
+	if err != nil {
+		fail(c, h.log, err)
+		return
+	}
+	page := orderPage{Orders: make([]orderResponse, len(list))}
+	for i, o := range list {
+		page.Orders[i] = orderJSON(o)
+	}
+	if len(list) == limit {
+		last := list[len(list)-1].ID
+		page.NextAfter = &last
+	}
+	c.JSON(http.StatusOK, page)
+}

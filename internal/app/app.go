@@ -1,0 +1,229 @@
+// Package app wires the service together: it opens the stores, builds
+// the lock, the order flow and the HTTP API, and runs them until the
+// context ends, then shuts down in order.
+package app
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+	"gorm.io/gorm"
+
+	"github.com/seckill/seckill/handler"
+	"github.com/seckill/seckill/internal/config"
+	"github.com/seckill/seckill/internal/database"
+	"github.com/seckill/seckill/lock"
+	"github.com/seckill/seckill/repository"
+	"github.com/seckill/seckill/service"
+)
+
+// Migrate runs a migration command against the configured database.
+func Migrate(ctx context.Context, cfg config.Config, command string, log *slog.Logger) error {
+	if cfg.Embedded() {
+		return errors.New("migrate: SECKILL_MYSQL_DSN (mysql.dsn) is required; the embedded store migrates itself")
+	}
+	db, err := database.OpenMySQL(cfg.MySQL.DSN, dbOptions(cfg))
+	if err != nil {
+		return err
+	}
+	defer database.Close(db)
+	return database.Migrate(ctx, db, command, log)
+}
+
+func dbOptions(cfg config.Config) database.Options {
+	return database.Options{MaxOpenConns: cfg.MySQL.MaxOpenConns, MaxIdleConns: cfg.MySQL.MaxIdleConns, ConnMaxLife: cfg.MySQL.ConnMaxLife}
+}
+
+// Serve runs the service until ctx ends. In embedded mode (no DSN) it
+// starts in-process Redis and SQLite, seeds a demo SKU and prints how to
+// use it on stdout. ready, if not nil, receives the listening address.
+func Serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.Writer, ready func(addr string)) (err error) {
+	var closers []func() error
+	defer func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			if cerr := closers[i](); cerr != nil {
+				log.Warn("close", "err", cerr)
+			}
+		}
+	}()
+
+	embedded := cfg.Embedded()
+	generatedToken := false
+	if cfg.Admin.Token == "" {
+		cfg.Admin.Token = randomToken()
+		generatedToken = true
+	}
+
+	var db *gorm.DB
+	if embedded {
+		dir, err := os.MkdirTemp("", "seckill-quickstart-")
+		if err != nil {
+			return err
+		}
+		closers = append(closers, func() error { return os.RemoveAll(dir) })
+		db, err = database.OpenSQLite(filepath.Join(dir, "seckill.db"))
+		if err != nil {
+			return err
+		}
+		closers = append(closers, func() error { return database.Close(db) })
+		if err := database.Migrate(ctx, db, "up", slog.New(slog.DiscardHandler)); err != nil {
+			return err
+		}
+	} else {
+		db, err = database.OpenMySQL(cfg.MySQL.DSN, dbOptions(cfg))
+		if err != nil {
+			return err
+		}
+		closers = append(closers, func() error { return database.Close(db) })
+	}
+	store := repository.New(db)
+
+	addrs := cfg.Redis.Addrs
+	if embedded && len(addrs) == 0 {
+		mr := miniredis.NewMiniRedis()
+		if err := mr.StartAddr("127.0.0.1:0"); err != nil {
+			return fmt.Errorf("embedded redis: %w", err)
+		}
+		closers = append(closers, func() error { mr.Close(); return nil })
+		addrs = []string{mr.Addr()}
+	}
+	redises := make([]redis.UniversalClient, len(addrs))
+	for i, a := range addrs {
+		c := redis.NewClient(&redis.Options{
+			Addr:         a,
+			Password:     cfg.Redis.Password,
+			DB:           cfg.Redis.DB,
+			DialTimeout:  cfg.Redis.DialTimeout,
+			ReadTimeout:  cfg.Redis.IOTimeout,
+			WriteTimeout: cfg.Redis.IOTimeout,
+			PoolSize:     cfg.Redis.PoolSize,
+			MaxRetries:   -1, // the lock retries on its own terms
+		})
+		redises[i] = c
+		closers = append(closers, c.Close)
+	}
+	lockOpts := []lock.Option{
+		lock.WithPrefix(cfg.Lock.Prefix),
+		lock.WithTTL(cfg.Lock.TTL),
+		lock.WithQueueMax(cfg.Lock.QueueMax),
+		lock.WithWatchdog(cfg.Lock.Watchdog),
+		lock.WithRetry(time.Millisecond, 32*time.Millisecond, 0),
+	}
+	var lc *lock.Client
+	if len(redises) == 1 {
+		lc = lock.New(redises[0], lockOpts...)
+	} else {
+		lc = lock.NewRedlock(redises, lockOpts...)
+	}
+	// The marks are a cache: with Redlock they live on the first master.
+	marks := soldOutMarks{rdb: redises[0], prefix: cfg.Lock.Prefix + "soldout:", ttl: cfg.SoldOut.SharedTTL}
+
+	orders := service.NewOrders(store, locker{lc}, marks, service.OrdersConfig{
+		Strategy:       service.Strategy(cfg.Order.Strategy),
+		QueueMax:       cfg.Order.QueueMax,
+		BatchMax:       cfg.Order.BatchMax,
+		RequestTimeout: cfg.Order.RequestTimeout,
+		TxTimeout:      cfg.Order.TxTimeout,
+		LockWait:       cfg.Lock.Wait,
+		MaxRetries:     cfg.Order.MaxRetries,
+		IdleTimeout:    cfg.Order.IdleTimeout,
+		SoldOutTTL:     cfg.SoldOut.LocalTTL,
+	}, log, nil)
+	catalog := service.NewCatalog(store, orders, log)
+
+	api := handler.New(handler.Config{
+		Orders:       orders,
+		Catalog:      catalog,
+		Ready:        readiness{store: store, redises: redises},
+		AdminToken:   cfg.Admin.Token,
+		MaxBodyBytes: cfg.HTTP.MaxBodyBytes,
+		Log:          log,
+	})
+	srv := &http.Server{
+		Handler:           api,
+		ReadHeaderTimeout: cfg.HTTP.ReadHeaderTimeout,
+		ReadTimeout:       cfg.HTTP.ReadTimeout,
+		WriteTimeout:      cfg.HTTP.WriteTimeout,
+		IdleTimeout:       cfg.HTTP.IdleTimeout,
+		MaxHeaderBytes:    16 << 10,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	ln, err := net.Listen("tcp", cfg.HTTP.Addr)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", cfg.HTTP.Addr, err)
+	}
+	url := "http://" + ln.Addr().String()
+
+	mode := "mysql+redis"
+	if len(redises) > 1 {
+		mode = fmt.Sprintf("mysql+redlock(%d)", len(redises))
+	}
+	if embedded {
+		mode = "embedded"
+		demo, err := catalog.Create(ctx, service.NewSKU{Name: "Demo flash-sale item", Stock: 100, PerUserLimit: 1})
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("seed demo sku: %w", err)
+		}
+		printQuickStart(stdout, url, cfg.Admin.Token, demo)
+	} else if generatedToken {
+		fmt.Fprintf(stdout, "admin token (generated): %s\n", cfg.Admin.Token)
+	}
+	log.Info("serving", "url", url, "mode", mode, "strategy", cfg.Order.Strategy)
+
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	if ready != nil {
+		ready(ln.Addr().String())
+	}
+	select {
+	case err := <-serveErr:
+		return fmt.Errorf("http: %w", err)
+	case <-ctx.Done():
+	}
+
+	log.Info("shutting down", "timeout", cfg.HTTP.ShutdownTimeout)
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.HTTP.ShutdownTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	var httpErr, ordersErr error
+	wg.Add(2)
+	go func() { defer wg.Done(); httpErr = srv.Shutdown(sctx) }()
+	go func() { defer wg.Done(); ordersErr = orders.Shutdown(sctx) }()
+	wg.Wait()
+	if err := errors.Join(httpErr, ordersErr); err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	log.Info("stopped")
+	return nil
+}
+
+func printQuickStart(w io.Writer, url, token string, demo service.SKU) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "\nseckill is running at %s (embedded mode: in-process Redis and SQLite, discarded at exit)\n", url)
+	fmt.Fprintf(&b, "  admin token: %s\n", token)
+	fmt.Fprintf(&b, "  demo SKU:    id %d, %q, %d units, %d per user\n\n", demo.ID, demo.Name, demo.Stock, demo.PerUserLimit)
+	fmt.Fprintf(&b, "Buy one:\n  curl -s -X POST %s/api/v1/orders -H 'Content-Type: application/json' -d '{\"sku_id\":%d,\"user_id\":\"u-1\",\"quantity\":1}'\n\n", url, demo.ID)
+	fmt.Fprintf(&b, "See the stock as an admin:\n  curl -s %s/admin/v1/skus/%d -H 'Authorization: Bearer %s'\n\n", url, demo.ID, token)
+	fmt.Fprint(w, b.String())
+}
+
+func randomToken() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+	return hex.EncodeToString(b[:])
+}

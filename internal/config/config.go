@@ -1,0 +1,297 @@
+// Package config loads the service's one typed Config: defaults, then an
+// optional YAML file, then SECKILL_* environment variables, then validation.
+// An invalid value fails start-up with a message that names its key.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Config is everything the service can be told. The zero value is not
+// useful: start from Default.
+type Config struct {
+	HTTP    HTTP    `yaml:"http"`
+	MySQL   MySQL   `yaml:"mysql"`
+	Redis   Redis   `yaml:"redis"`
+	Admin   Admin   `yaml:"admin"`
+	Order   Order   `yaml:"order"`
+	Lock    Lock    `yaml:"lock"`
+	SoldOut SoldOut `yaml:"sold_out"`
+	Log     Log     `yaml:"log"`
+}
+
+// HTTP configures the listener and its protective limits.
+type HTTP struct {
+	Addr              string        `yaml:"addr"`                // default 127.0.0.1:8080
+	ReadHeaderTimeout time.Duration `yaml:"read_header_timeout"` // default 5s
+	ReadTimeout       time.Duration `yaml:"read_timeout"`        // default 10s
+	WriteTimeout      time.Duration `yaml:"write_timeout"`       // default 30s
+	IdleTimeout       time.Duration `yaml:"idle_timeout"`        // default 120s
+	ShutdownTimeout   time.Duration `yaml:"shutdown_timeout"`    // default 20s
+	MaxBodyBytes      int64         `yaml:"max_body_bytes"`      // default 4096
+}
+
+// MySQL configures the source of truth. An empty DSN selects the embedded
+// SQLite store of the quick start.
+type MySQL struct {
+	DSN          string        `yaml:"dsn"`
+	MaxOpenConns int           `yaml:"max_open_conns"` // default 64
+	MaxIdleConns int           `yaml:"max_idle_conns"` // default 64
+	ConnMaxLife  time.Duration `yaml:"conn_max_life"`  // default 5m
+}
+
+// Redis configures the lock and the shared sold-out marks. No address
+// selects the embedded in-process Redis of the quick start; more than one
+// selects Redlock across independent masters.
+type Redis struct {
+	Addrs       []string      `yaml:"addrs"`
+	Password    string        `yaml:"password"`
+	DB          int           `yaml:"db"`
+	DialTimeout time.Duration `yaml:"dial_timeout"` // default 200ms
+	IOTimeout   time.Duration `yaml:"io_timeout"`   // default 200ms
+	PoolSize    int           `yaml:"pool_size"`    // default 64
+}
+
+// Admin configures the admin API. An empty token is generated at start
+// (quick start only: with a MySQL DSN the token is required).
+type Admin struct {
+	Token string `yaml:"token"`
+}
+
+// Strategies lists the order strategies, the first being the default.
+var Strategies = []string{"locked", "per-request", "conditional", "optimistic", "pessimistic"}
+
+// Order configures the order path.
+type Order struct {
+	Strategy       string        `yaml:"strategy"`        // default locked
+	QueueMax       int           `yaml:"queue_max"`       // waiting requests per SKU per process, default 10000
+	BatchMax       int           `yaml:"batch_max"`       // orders per transaction, default 256
+	RequestTimeout time.Duration `yaml:"request_timeout"` // how long a buyer waits in all, default 10s
+	TxTimeout      time.Duration `yaml:"tx_timeout"`      // one batch transaction, default 5s
+	MaxRetries     int           `yaml:"max_retries"`     // version conflicts per batch, default 50
+	IdleTimeout    time.Duration `yaml:"idle_timeout"`    // an idle SKU worker exits after, default 5s
+}
+
+// Lock configures the per-SKU Redis lock.
+type Lock struct {
+	Prefix   string        `yaml:"prefix"`    // default "seckill:lock:"
+	TTL      time.Duration `yaml:"ttl"`       // lease, default 10s
+	Wait     time.Duration `yaml:"wait"`      // longest wait for the lock before selling without it, default 3s
+	QueueMax int           `yaml:"queue_max"` // local waiters per key, default 1024
+	Watchdog bool          `yaml:"watchdog"`  // renew the lease while held, default true
+}
+
+// SoldOut configures the sold-out fast path.
+type SoldOut struct {
+	LocalTTL  time.Duration `yaml:"local_ttl"`  // how long a local mark is trusted, default 500ms
+	SharedTTL time.Duration `yaml:"shared_ttl"` // lifetime of the shared mark in Redis, default 10m
+}
+
+// Log configures log/slog.
+type Log struct {
+	Level  string `yaml:"level"`  // debug, info, warn, error; default info
+	Format string `yaml:"format"` // text or json; default json, text in the quick start
+}
+
+// Default returns the documented defaults.
+func Default() Config {
+	return Config{
+		HTTP: HTTP{
+			Addr:              "127.0.0.1:8080",
+			ReadHeaderTimeout: 5 * time.Second,
+			ReadTimeout:       10 * time.Second,
+			WriteTimeout:      30 * time.Second,
+			IdleTimeout:       120 * time.Second,
+			ShutdownTimeout:   20 * time.Second,
+			MaxBodyBytes:      4096,
+		},
+		MySQL: MySQL{MaxOpenConns: 64, MaxIdleConns: 64, ConnMaxLife: 5 * time.Minute},
+		Redis: Redis{DialTimeout: 200 * time.Millisecond, IOTimeout: 200 * time.Millisecond, PoolSize: 64},
+		Order: Order{
+			Strategy:       Strategies[0],
+			QueueMax:       10000,
+			BatchMax:       256,
+			RequestTimeout: 10 * time.Second,
+			TxTimeout:      5 * time.Second,
+			MaxRetries:     50,
+			IdleTimeout:    5 * time.Second,
+		},
+		Lock: Lock{
+			Prefix:   "seckill:lock:",
+			TTL:      10 * time.Second,
+			Wait:     3 * time.Second,
+			QueueMax: 1024,
+			Watchdog: true,
+		},
+		SoldOut: SoldOut{LocalTTL: 500 * time.Millisecond, SharedTTL: 10 * time.Minute},
+		Log:     Log{Level: "info"},
+	}
+}
+
+// Load builds the Config: defaults, the YAML file at path (if path is not
+// empty), then environment overrides read through getenv, then Validate.
+func Load(path string, getenv func(string) string) (Config, error) {
+	cfg := Default()
+	if path != "" {
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			return Config{}, fmt.Errorf("config: %w", err)
+		}
+		dec := yaml.NewDecoder(bytes.NewReader(raw))
+		dec.KnownFields(true)
+		if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) { // io.EOF: an empty file
+			return Config{}, fmt.Errorf("config %s: %w", path, err)
+		}
+	}
+	if err := cfg.applyEnv(getenv); err != nil {
+		return Config{}, err
+	}
+	return cfg, cfg.Validate()
+}
+
+// Embedded reports whether the quick start's in-process stores are used.
+func (c Config) Embedded() bool { return c.MySQL.DSN == "" }
+
+func (c *Config) applyEnv(getenv func(string) string) error {
+	str := func(key string, dst *string) {
+		if v := getenv(key); v != "" {
+			*dst = v
+		}
+	}
+	str("SECKILL_HTTP_ADDR", &c.HTTP.Addr)
+	str("SECKILL_MYSQL_DSN", &c.MySQL.DSN)
+	str("SECKILL_ADMIN_TOKEN", &c.Admin.Token)
+	str("SECKILL_LOG_LEVEL", &c.Log.Level)
+	str("SECKILL_LOG_FORMAT", &c.Log.Format)
+	str("SECKILL_ORDER_STRATEGY", &c.Order.Strategy)
+	str("SECKILL_REDIS_PASSWORD", &c.Redis.Password)
+	str("SECKILL_LOCK_PREFIX", &c.Lock.Prefix)
+	if v := getenv("SECKILL_REDIS_ADDRS"); v != "" {
+		c.Redis.Addrs = nil
+		for _, a := range strings.Split(v, ",") {
+			if a = strings.TrimSpace(a); a != "" {
+				c.Redis.Addrs = append(c.Redis.Addrs, a)
+			}
+		}
+	}
+	ints := []struct {
+		key string
+		dst *int
+	}{
+		{"SECKILL_ORDER_QUEUE_MAX", &c.Order.QueueMax},
+		{"SECKILL_ORDER_BATCH_MAX", &c.Order.BatchMax},
+		{"SECKILL_MYSQL_MAX_OPEN_CONNS", &c.MySQL.MaxOpenConns},
+	}
+	for _, it := range ints {
+		if v := getenv(it.key); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				return fmt.Errorf("config: %s=%q: not an integer", it.key, v)
+			}
+			*it.dst = n
+		}
+	}
+	durs := []struct {
+		key string
+		dst *time.Duration
+	}{
+		{"SECKILL_ORDER_REQUEST_TIMEOUT", &c.Order.RequestTimeout},
+		{"SECKILL_LOCK_TTL", &c.Lock.TTL},
+		{"SECKILL_HTTP_SHUTDOWN_TIMEOUT", &c.HTTP.ShutdownTimeout},
+	}
+	for _, it := range durs {
+		if v := getenv(it.key); v != "" {
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				return fmt.Errorf("config: %s=%q: not a duration", it.key, v)
+			}
+			*it.dst = d
+		}
+	}
+	return nil
+}
+
+// Validate reports the first invalid setting, naming its key.
+func (c Config) Validate() error {
+	if _, _, err := net.SplitHostPort(c.HTTP.Addr); err != nil {
+		return fmt.Errorf("config: http.addr %q: %v", c.HTTP.Addr, err)
+	}
+	positive := []struct {
+		key string
+		v   int64
+	}{
+		{"http.read_header_timeout", int64(c.HTTP.ReadHeaderTimeout)},
+		{"http.read_timeout", int64(c.HTTP.ReadTimeout)},
+		{"http.write_timeout", int64(c.HTTP.WriteTimeout)},
+		{"http.idle_timeout", int64(c.HTTP.IdleTimeout)},
+		{"http.shutdown_timeout", int64(c.HTTP.ShutdownTimeout)},
+		{"http.max_body_bytes", c.HTTP.MaxBodyBytes},
+		{"mysql.max_open_conns", int64(c.MySQL.MaxOpenConns)},
+		{"redis.dial_timeout", int64(c.Redis.DialTimeout)},
+		{"redis.io_timeout", int64(c.Redis.IOTimeout)},
+		{"redis.pool_size", int64(c.Redis.PoolSize)},
+		{"order.queue_max", int64(c.Order.QueueMax)},
+		{"order.batch_max", int64(c.Order.BatchMax)},
+		{"order.request_timeout", int64(c.Order.RequestTimeout)},
+		{"order.tx_timeout", int64(c.Order.TxTimeout)},
+		{"order.max_retries", int64(c.Order.MaxRetries)},
+		{"order.idle_timeout", int64(c.Order.IdleTimeout)},
+		{"lock.ttl", int64(c.Lock.TTL)},
+		{"lock.wait", int64(c.Lock.Wait)},
+		{"lock.queue_max", int64(c.Lock.QueueMax)},
+		{"sold_out.local_ttl", int64(c.SoldOut.LocalTTL)},
+		{"sold_out.shared_ttl", int64(c.SoldOut.SharedTTL)},
+	}
+	for _, p := range positive {
+		if p.v <= 0 {
+			return fmt.Errorf("config: %s must be positive", p.key)
+		}
+	}
+	if c.MySQL.MaxIdleConns < 0 {
+		return errors.New("config: mysql.max_idle_conns must not be negative")
+	}
+	if c.Order.BatchMax > 10000 {
+		return errors.New("config: order.batch_max must be at most 10000")
+	}
+	if c.Lock.TTL <= c.Order.TxTimeout && !c.Lock.Watchdog {
+		return errors.New("config: lock.ttl must exceed order.tx_timeout unless lock.watchdog is on")
+	}
+	if !slices.Contains(Strategies, c.Order.Strategy) {
+		return fmt.Errorf("config: order.strategy %q: want one of %s", c.Order.Strategy, strings.Join(Strategies, ", "))
+	}
+	if c.Lock.Prefix == "" {
+		return errors.New("config: lock.prefix must not be empty")
+	}
+	for _, a := range c.Redis.Addrs {
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			return fmt.Errorf("config: redis.addrs %q: %v", a, err)
+		}
+	}
+	if c.MySQL.DSN != "" && len(c.Redis.Addrs) == 0 {
+		return errors.New("config: redis.addrs (SECKILL_REDIS_ADDRS) is required with mysql.dsn: the embedded Redis is for the quick start only")
+	}
+	if c.MySQL.DSN != "" && c.Admin.Token == "" {
+		return errors.New("config: admin.token (SECKILL_ADMIN_TOKEN) is required with mysql.dsn")
+	}
+	if c.Admin.Token != "" && len(c.Admin.Token) < 16 {
+		return errors.New("config: admin.token must be at least 16 characters")
+	}
+	if !slices.Contains([]string{"debug", "info", "warn", "error"}, c.Log.Level) {
+		return fmt.Errorf("config: log.level %q: want debug, info, warn or error", c.Log.Level)
+	}
+	if !slices.Contains([]string{"", "text", "json"}, c.Log.Format) {
+		return fmt.Errorf("config: log.format %q: want text or json", c.Log.Format)
+	}
+	return nil
+}

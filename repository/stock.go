@@ -1,0 +1,381 @@
+// Package repository implements service.Store with GORM over MySQL (or
+// MariaDB) and, for the quick start, SQLite. Correctness lives here: every
+// stock decrement is one conditional UPDATE whose rows-affected is checked,
+// and the schema refuses what the application must never write.
+package repository
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+
+	"github.com/seckill/seckill/service"
+)
+
+var _ service.Store = (*Stock)(nil)
+
+// Stock is the GORM store of SKUs and orders.
+type Stock struct {
+	db     *gorm.DB
+	sqlite bool
+}
+
+// New returns a Stock over db, which must have the schema of migrations/.
+func New(db *gorm.DB) *Stock {
+	return &Stock{db: db, sqlite: db.Dialector.Name() == "sqlite"}
+}
+
+type skuRow struct {
+	ID           int64 `gorm:"primaryKey"`
+	Name         string
+	TotalStock   int64
+	Stock        int64
+	Sold         int64
+	Version      int64
+	Fence        int64
+	PerUserLimit int64
+	StartsAt     *time.Time
+	EndsAt       *time.Time
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
+}
+
+func (skuRow) TableName() string { return "skus" }
+
+func (r skuRow) domain() service.SKU {
+	return service.SKU{
+		ID: r.ID, Name: r.Name, TotalStock: r.TotalStock, Stock: r.Stock, Sold: r.Sold,
+		Version: r.Version, Fence: r.Fence, PerUserLimit: r.PerUserLimit,
+		StartsAt: r.StartsAt, EndsAt: r.EndsAt, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
+	}
+}
+
+type orderRow struct {
+	ID             int64 `gorm:"primaryKey"`
+	SKUID          int64 `gorm:"column:sku_id"`
+	UserID         string
+	Quantity       int64
+	IdempotencyKey *string
+	CreatedAt      time.Time
+}
+
+func (orderRow) TableName() string { return "orders" }
+
+func (r orderRow) domain() service.Order {
+	o := service.Order{ID: r.ID, SKUID: r.SKUID, UserID: r.UserID, Quantity: r.Quantity, CreatedAt: r.CreatedAt}
+	if r.IdempotencyKey != nil {
+		o.IdempotencyKey = *r.IdempotencyKey
+	}
+	return o
+}
+
+type purchaseRow struct {
+	SKUID        int64  `gorm:"column:sku_id;primaryKey"`
+	UserID       string `gorm:"primaryKey"`
+	Quantity     int64
+	PerUserLimit int64
+}
+
+func (purchaseRow) TableName() string { return "user_purchases" }
+
+// CommitBatch runs one batch in ONE transaction: read the SKU, the orders
+// already under the batch's idempotency keys and the buyers' holdings;
+// decide with service.Allocate; then one conditional UPDATE (version, and
+// fence when b.Fence > 0, or only stock >= n in ModeConditional), one
+// multi-row INSERT of orders and one upsert of holdings. A conditional
+// UPDATE that matches no row returns service.ErrConflict.
+func (s *Stock) CommitBatch(ctx context.Context, b service.Batch) (service.BatchResult, error) {
+	var res service.BatchResult
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		var sku skuRow
+		read := tx
+		if b.Mode == service.ModePessimistic && !s.sqlite { // SQLite locks the whole file anyway
+			read = read.Clauses(clause.Locking{Strength: clause.LockingStrengthUpdate})
+		}
+		if err := read.Take(&sku, b.SKUID).Error; err != nil {
+			return err
+		}
+		existing, err := s.ordersByKey(tx, b.Requests)
+		if err != nil {
+			return err
+		}
+		bought, err := s.holdings(tx, b.SKUID, b.Requests)
+		if err != nil {
+			return err
+		}
+		a := service.Allocate(sku.domain(), b.Requests, existing, bought, b.Now)
+		res.Stock = sku.Stock
+		if a.Units > 0 {
+			if err := s.decrement(tx, b, sku, a.Units); err != nil {
+				return err
+			}
+			if err := s.insertOrders(tx, &a); err != nil {
+				return err
+			}
+			if err := s.addHoldings(tx, sku, &a, bought); err != nil {
+				return err
+			}
+			res.Stock -= a.Units
+		}
+		a.Resolve()
+		res.Outcomes = a.Outcomes
+		return nil
+	})
+	if err != nil {
+		return service.BatchResult{}, s.translate(err, len(b.Requests))
+	}
+	return res, nil
+}
+
+func (s *Stock) decrement(tx *gorm.DB, b service.Batch, sku skuRow, units int64) error {
+	set := map[string]any{
+		"stock":      gorm.Expr("stock - ?", units),
+		"sold":       gorm.Expr("sold + ?", units),
+		"version":    gorm.Expr("version + 1"),
+		"updated_at": b.Now,
+	}
+	q := tx.Model(&skuRow{}).Where("id = ? AND stock >= ?", sku.ID, units)
+	if b.Mode != service.ModeConditional {
+		q = q.Where("version = ?", sku.Version)
+	}
+	if b.Fence > 0 {
+		q = q.Where("fence < ?", b.Fence)
+		set["fence"] = b.Fence
+	}
+	r := q.Updates(set)
+	if r.Error != nil {
+		return r.Error
+	}
+	if r.RowsAffected != 1 {
+		return service.ErrConflict
+	}
+	return nil
+}
+
+func (s *Stock) insertOrders(tx *gorm.DB, a *service.Allocation) error {
+	rows := make([]orderRow, len(a.New))
+	for k, i := range a.New {
+		o := a.Outcomes[i].Placed.Order
+		rows[k] = orderRow{SKUID: o.SKUID, UserID: o.UserID, Quantity: o.Quantity, CreatedAt: o.CreatedAt}
+		if o.IdempotencyKey != "" {
+			key := o.IdempotencyKey
+			rows[k].IdempotencyKey = &key
+		}
+	}
+	if err := tx.Create(&rows).Error; err != nil {
+		return err
+	}
+	for k, i := range a.New {
+		a.Outcomes[i].Placed.Order.ID = rows[k].ID
+	}
+	return nil
+}
+
+// addHoldings adds each buyer's new units to user_purchases. It adds
+// deltas rather than writing totals, so that even without the version
+// guard (ModeConditional) the CHECK constraint sees the true holding.
+func (s *Stock) addHoldings(tx *gorm.DB, sku skuRow, a *service.Allocation, before map[string]int64) error {
+	rows := make([]purchaseRow, 0, len(a.Bought))
+	for _, i := range a.New { // arrival order: deterministic lock order
+		u := a.Outcomes[i].Placed.Order.UserID
+		if n, ok := a.Bought[u]; ok {
+			rows = append(rows, purchaseRow{SKUID: sku.ID, UserID: u, Quantity: n - before[u], PerUserLimit: sku.PerUserLimit})
+			delete(a.Bought, u)
+		}
+	}
+	add := gorm.Expr("quantity + VALUES(quantity)")
+	if s.sqlite {
+		add = gorm.Expr("user_purchases.quantity + excluded.quantity")
+	}
+	return tx.Clauses(clause.OnConflict{
+		Columns:   []clause.Column{{Name: "sku_id"}, {Name: "user_id"}},
+		DoUpdates: clause.Assignments(map[string]any{"quantity": add}),
+	}).Create(&rows).Error
+}
+
+func (s *Stock) ordersByKey(tx *gorm.DB, reqs []service.OrderRequest) (map[string]service.Order, error) {
+	var keys []string
+	for _, r := range reqs {
+		if r.IdempotencyKey != "" {
+			keys = append(keys, r.IdempotencyKey)
+		}
+	}
+	if len(keys) == 0 {
+		return nil, nil
+	}
+	var rows []orderRow
+	if err := tx.Where("idempotency_key IN ?", keys).Find(&rows).Error; err != nil {
+		return nil, err
+	}
+	m := make(map[string]service.Order, len(rows))
+	for _, r := range rows {
+		m[*r.IdempotencyKey] = r.domain()
+	}
+	return m, nil
+}
+
+func (s *Stock) holdings(tx *gorm.DB, skuID int64, reqs []service.OrderRequest) (map[string]int64, error) {
+	seen := make(map[string]bool, len(reqs))
+	users := make([]string, 0, len(reqs))
+	for _, r := range reqs {
+		if !seen[r.UserID] {
+			seen[r.UserID] = true
+			users = append(users, r.UserID)
+		}
+	}
+	var rows []purchaseRow
+	if err := tx.Where("sku_id = ? AND user_id IN ?", skuID, users).Find(&rows).Error; err != nil {
+		return nil, err
+	}
+	m := make(map[string]int64, len(rows))
+	for _, r := range rows {
+		m[r.UserID] = r.Quantity
+	}
+	return m, nil
+}
+
+// Order returns one order, or service.ErrNotFound.
+func (s *Stock) Order(ctx context.Context, id int64) (service.Order, error) {
+	var r orderRow
+	if err := s.db.WithContext(ctx).Take(&r, id).Error; err != nil {
+		return service.Order{}, s.translate(err, 0)
+	}
+	return r.domain(), nil
+}
+
+// OrderByKey returns the order placed under an idempotency key, or
+// service.ErrNotFound.
+func (s *Stock) OrderByKey(ctx context.Context, key string) (service.Order, error) {
+	var r orderRow
+	if err := s.db.WithContext(ctx).Where("idempotency_key = ?", key).Take(&r).Error; err != nil {
+		return service.Order{}, s.translate(err, 0)
+	}
+	return r.domain(), nil
+}
+
+// SKU returns one SKU, or service.ErrSKUNotFound.
+func (s *Stock) SKU(ctx context.Context, id int64) (service.SKU, error) {
+	var r skuRow
+	if err := s.db.WithContext(ctx).Take(&r, id).Error; err != nil {
+		return service.SKU{}, s.translate(err, 1)
+	}
+	return r.domain(), nil
+}
+
+// CreateSKU inserts a SKU and returns it with its id.
+func (s *Stock) CreateSKU(ctx context.Context, sku service.SKU) (service.SKU, error) {
+	r := skuRow{
+		Name: sku.Name, TotalStock: sku.TotalStock, Stock: sku.Stock, PerUserLimit: sku.PerUserLimit,
+		StartsAt: sku.StartsAt, EndsAt: sku.EndsAt, CreatedAt: sku.CreatedAt, UpdatedAt: sku.UpdatedAt,
+	}
+	if err := s.db.WithContext(ctx).Create(&r).Error; err != nil {
+		return service.SKU{}, s.translate(err, 0)
+	}
+	return r.domain(), nil
+}
+
+// SetStock sets the remaining stock; total_stock follows so that
+// stock + sold == total_stock keeps holding. It bumps the version, so an
+// order batch that read the old stock retries.
+func (s *Stock) SetStock(ctx context.Context, id, stock int64) (service.SKU, error) {
+	var out skuRow
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		r := tx.Model(&skuRow{}).Where("id = ?", id).Updates(map[string]any{
+			"stock":       stock,
+			"total_stock": gorm.Expr("sold + ?", stock),
+			"version":     gorm.Expr("version + 1"),
+			"updated_at":  time.Now().UTC(),
+		})
+		if r.Error != nil {
+			return r.Error
+		}
+		if r.RowsAffected == 0 {
+			return gorm.ErrRecordNotFound
+		}
+		return tx.Take(&out, id).Error
+	})
+	if err != nil {
+		return service.SKU{}, s.translate(err, 1)
+	}
+	return out.domain(), nil
+}
+
+// OrdersBySKU returns up to limit orders of a SKU with ids above after,
+// oldest first.
+func (s *Stock) OrdersBySKU(ctx context.Context, skuID, after int64, limit int) ([]service.Order, error) {
+	var rows []orderRow
+	err := s.db.WithContext(ctx).Where("sku_id = ? AND id > ?", skuID, after).
+		Order("id").Limit(limit).Find(&rows).Error
+	if err != nil {
+		return nil, s.translate(err, 0)
+	}
+	out := make([]service.Order, len(rows))
+	for i, r := range rows {
+		out[i] = r.domain()
+	}
+	return out, nil
+}
+
+// Ping reports whether the database answers.
+func (s *Stock) Ping(ctx context.Context) error {
+	sqlDB, err := s.db.DB()
+	if err != nil {
+		return err
+	}
+	if err := sqlDB.PingContext(ctx); err != nil {
+		return fmt.Errorf("%w: %w", service.ErrUnavailable, err)
+	}
+	return nil
+}
+
+// Constraint violations, by driver.
+const (
+	mysqlDuplicate         = 1062
+	mysqlCheckViolated     = 3819 // MySQL 8
+	mariadbCheckViolated   = 4025 // MariaDB
+	sqliteConstraintCheck  = 275
+	sqliteConstraintUnique = 2067
+)
+
+// translate maps driver errors to the service's sentinels; batch > 0 marks
+// an operation on a SKU, whose missing row is ErrSKUNotFound. A unique or
+// check violation means a concurrent writer got there first: with a lone
+// request that is the request's answer, in a batch it is a conflict that
+// a retry re-reads.
+func (s *Stock) translate(err error, batch int) error {
+	var (
+		myErr  *mysql.MySQLError
+		code   interface{ Code() int }
+		unique bool
+		check  bool
+	)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, service.ErrConflict):
+		return err
+	case errors.Is(err, gorm.ErrRecordNotFound):
+		if batch > 0 {
+			return service.ErrSKUNotFound
+		}
+		return service.ErrNotFound
+	case errors.As(err, &myErr):
+		unique = myErr.Number == mysqlDuplicate
+		check = myErr.Number == mysqlCheckViolated || myErr.Number == mariadbCheckViolated
+	case errors.As(err, &code):
+		unique = code.Code() == sqliteConstraintUnique
+		check = code.Code() == sqliteConstraintCheck
+	}
+	switch {
+	case check && batch == 1:
+		return fmt.Errorf("%w: %w", service.ErrLimitExceeded, err)
+	case check || unique:
+		return fmt.Errorf("%w: %w", service.ErrConflict, err)
+	}
+	return fmt.Errorf("%w: %w", service.ErrUnavailable, err)
+}

@@ -1,0 +1,470 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Strategy names how orders reach the database. Only StrategyLocked is
+// meant for production; the others exist to be measured against it.
+type Strategy string
+
+// The order strategies.
+const (
+	// StrategyLocked coalesces the buyers of a SKU in a bounded per-SKU
+	// queue; one worker per SKU takes the lock once per batch and commits
+	// up to BatchMax orders in one transaction.
+	StrategyLocked Strategy = "locked"
+	// StrategyPerRequest takes the lock for every request and commits it
+	// alone: the design people usually write.
+	StrategyPerRequest Strategy = "per-request"
+	// StrategyConditional uses no lock: one UPDATE ... WHERE stock >= n per order.
+	StrategyConditional Strategy = "conditional"
+	// StrategyOptimistic uses no lock: a version compare-and-swap per order
+	// with bounded retries.
+	StrategyOptimistic Strategy = "optimistic"
+	// StrategyPessimistic uses no Redis lock: SELECT ... FOR UPDATE per order.
+	StrategyPessimistic Strategy = "pessimistic"
+)
+
+// OrdersConfig tunes the order path; see internal/config for the defaults.
+type OrdersConfig struct {
+	Strategy       Strategy
+	QueueMax       int           // waiting requests per SKU per process
+	BatchMax       int           // requests per transaction
+	RequestTimeout time.Duration // how long one buyer waits in all
+	TxTimeout      time.Duration // one batch: lock wait plus transaction
+	LockWait       time.Duration // longest wait for the lock before selling without it
+	MaxRetries     int           // version conflicts tolerated per batch
+	IdleTimeout    time.Duration // an idle SKU worker exits after this
+	SoldOutTTL     time.Duration // how long a local sold-out mark is trusted
+}
+
+// Observer receives what the order path does, for metrics. Methods must
+// be cheap and safe for concurrent use.
+type Observer interface {
+	OrderResult(result string)
+	QueueDepth(skuID int64, depth int)
+	QueueRejected(skuID int64)
+	Batch(size int, commit time.Duration, retries int, err error)
+	Degraded(on bool)
+	SoldOutFastPath()
+}
+
+type nopObserver struct{}
+
+func (nopObserver) OrderResult(string)                   {}
+func (nopObserver) QueueDepth(int64, int)                {}
+func (nopObserver) QueueRejected(int64)                  {}
+func (nopObserver) Batch(int, time.Duration, int, error) {}
+func (nopObserver) Degraded(bool)                        {}
+func (nopObserver) SoldOutFastPath()                     {}
+
+// redisProbeInterval is how long the order path sells without the lock
+// after Redis was found unreachable before it tries the lock again.
+const redisProbeInterval = time.Second
+
+// Orders is the order flow. It is safe for concurrent use; Shutdown stops it.
+type Orders struct {
+	store  Store
+	locker Locker
+	marks  SoldOutMarks
+	cfg    OrdersConfig
+	log    *slog.Logger
+	obs    Observer
+
+	mu      sync.Mutex
+	queues  map[int64]*skuQueue
+	closing bool
+	quit    chan struct{} // closed by Shutdown: idle workers exit at once
+	abort   atomic.Bool   // Shutdown ran out of time: answer, don't commit
+	workers sync.WaitGroup
+
+	marksMu      sync.Mutex
+	soldOut      map[int64]*soldOutMark
+	lockDownTill atomic.Int64 // unix nanos until which the lock is skipped
+	degraded     atomic.Bool
+}
+
+// NewOrders returns the order flow over store, locker and marks. obs may be nil.
+func NewOrders(store Store, locker Locker, marks SoldOutMarks, cfg OrdersConfig, log *slog.Logger, obs Observer) *Orders {
+	if obs == nil {
+		obs = nopObserver{}
+	}
+	if cfg.Strategy == "" {
+		cfg.Strategy = StrategyLocked
+	}
+	return &Orders{
+		store: store, locker: locker, marks: marks, cfg: cfg, log: log, obs: obs,
+		queues:  map[int64]*skuQueue{},
+		soldOut: map[int64]*soldOutMark{},
+		quit:    make(chan struct{}),
+	}
+}
+
+// Degraded reports whether the last attempt to take a lock found Redis
+// unreachable, so that orders are sold on the database's guard alone.
+func (o *Orders) Degraded() bool { return o.degraded.Load() }
+
+// pending is one buyer waiting for its answer.
+type pending struct {
+	req   OrderRequest
+	state atomic.Int32 // queued → taken by the worker, or queued → abandoned
+	done  chan Outcome // buffered: the worker never blocks on it
+}
+
+const (
+	queued int32 = iota
+	taken
+	abandoned
+)
+
+type skuQueue struct {
+	id int64
+	ch chan *pending
+}
+
+// Place sells r or says why not. A request whose ctx ends while it waits
+// is not charged; one already in a committing batch gets that batch's answer.
+func (o *Orders) Place(ctx context.Context, r OrderRequest) (Placed, error) {
+	if err := r.Validate(); err != nil {
+		return Placed{}, err
+	}
+	if o.isSoldOut(ctx, r.SKUID) {
+		if r.IdempotencyKey == "" {
+			o.obs.SoldOutFastPath()
+			return Placed{}, ErrSoldOut
+		}
+		// A retry of a committed order must find it even after the sale.
+		if ord, err := o.store.OrderByKey(ctx, r.IdempotencyKey); err == nil {
+			if !ord.Same(r) {
+				return Placed{}, ErrIdempotencyConflict
+			}
+			return Placed{Order: ord}, nil
+		} else if !errors.Is(err, ErrNotFound) {
+			return Placed{}, err
+		}
+		o.obs.SoldOutFastPath()
+		return Placed{}, ErrSoldOut
+	}
+	ctx, cancel := context.WithTimeout(ctx, o.cfg.RequestTimeout)
+	defer cancel()
+	p := &pending{req: r, done: make(chan Outcome, 1)}
+	if o.cfg.Strategy != StrategyLocked {
+		if o.closingNow() {
+			return Placed{}, fmt.Errorf("%w: shutting down", ErrUnavailable)
+		}
+		p.state.Store(taken)
+		o.commit(ctx, r.SKUID, []*pending{p})
+		out := <-p.done
+		return out.Placed, out.Err
+	}
+	if err := o.enqueue(p); err != nil {
+		return Placed{}, err
+	}
+	select {
+	case out := <-p.done:
+		return out.Placed, out.Err
+	case <-ctx.Done():
+		if p.state.CompareAndSwap(queued, abandoned) {
+			return Placed{}, fmt.Errorf("%w: gave up waiting: %w", ErrUnavailable, ctx.Err())
+		}
+		// The worker took it: its batch answers within TxTimeout.
+		out := <-p.done
+		return out.Placed, out.Err
+	}
+}
+
+func (o *Orders) closingNow() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.closing
+}
+
+// enqueue adds p to its SKU's queue, starting the SKU's worker if none runs.
+func (o *Orders) enqueue(p *pending) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.closing {
+		return fmt.Errorf("%w: shutting down", ErrUnavailable)
+	}
+	q, ok := o.queues[p.req.SKUID]
+	if !ok {
+		q = &skuQueue{id: p.req.SKUID, ch: make(chan *pending, o.cfg.QueueMax)}
+		o.queues[q.id] = q
+		o.workers.Add(1)
+		go o.work(q)
+	}
+	select {
+	case q.ch <- p:
+		o.obs.QueueDepth(q.id, len(q.ch))
+		return nil
+	default:
+		o.obs.QueueRejected(q.id)
+		return ErrBusy
+	}
+}
+
+// work is the one worker of a SKU in this process. It exits when its queue
+// stayed empty for IdleTimeout, or at once when Shutdown finds it empty.
+func (o *Orders) work(q *skuQueue) {
+	defer o.workers.Done()
+	idle := time.NewTimer(o.cfg.IdleTimeout)
+	defer idle.Stop()
+	batch := make([]*pending, 0, o.cfg.BatchMax)
+	for {
+		var first *pending
+		select {
+		case first = <-q.ch: // queued work first, also while shutting down
+		default:
+			select {
+			case first = <-q.ch:
+			case <-idle.C:
+			case <-o.quit:
+			}
+		}
+		if first == nil {
+			if o.retire(q) {
+				return
+			}
+			idle.Reset(o.cfg.IdleTimeout)
+			continue
+		}
+		batch = append(batch[:0], first)
+	drain:
+		for len(batch) < o.cfg.BatchMax {
+			select {
+			case p := <-q.ch:
+				batch = append(batch, p)
+			default:
+				break drain
+			}
+		}
+		o.obs.QueueDepth(q.id, len(q.ch))
+		o.commit(context.Background(), q.id, batch)
+		clear(batch)
+		if !idle.Stop() {
+			select {
+			case <-idle.C:
+			default:
+			}
+		}
+		idle.Reset(o.cfg.IdleTimeout)
+	}
+}
+
+// retire removes an empty queue from the map so that its worker can exit;
+// it reports false when a request arrived meanwhile.
+func (o *Orders) retire(q *skuQueue) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if len(q.ch) > 0 {
+		return false
+	}
+	delete(o.queues, q.id)
+	return true
+}
+
+// commit answers every request of batch (all for one SKU): it takes the
+// lock when the strategy wants one, runs one transaction with bounded
+// retries on version conflicts, releases the lock and publishes sold-out.
+func (o *Orders) commit(parent context.Context, skuID int64, batch []*pending) {
+	live := batch[:0:0]
+	for _, p := range batch {
+		if p.state.Load() == taken || p.state.CompareAndSwap(queued, taken) {
+			live = append(live, p)
+		}
+	}
+	if len(live) == 0 {
+		return
+	}
+	answer := func(i int, out Outcome) {
+		live[i].done <- out
+		o.obs.OrderResult(ResultOf(out.Err, out.Placed.Created))
+	}
+	if o.abort.Load() {
+		for i := range live {
+			answer(i, Outcome{Err: fmt.Errorf("%w: shutting down", ErrUnavailable)})
+		}
+		return
+	}
+	if o.localSoldOut(skuID) && !anyKeyed(live) {
+		for i := range live {
+			o.obs.SoldOutFastPath()
+			answer(i, Outcome{Err: ErrSoldOut})
+		}
+		return
+	}
+
+	ctx, cancel := context.WithTimeout(parent, o.cfg.TxTimeout)
+	defer cancel()
+	b := Batch{SKUID: skuID, Requests: make([]OrderRequest, len(live)), Mode: ModeVersion}
+	for i, p := range live {
+		b.Requests[i] = p.req
+	}
+	switch o.cfg.Strategy {
+	case StrategyConditional:
+		b.Mode = ModeConditional
+	case StrategyPessimistic:
+		b.Mode = ModePessimistic
+	}
+
+	var lease Lease
+	if o.cfg.Strategy == StrategyLocked || o.cfg.Strategy == StrategyPerRequest {
+		lease = o.obtain(ctx, skuID)
+	}
+	if lease != nil {
+		b.Fence = lease.Fence()
+		if lost := lease.Lost(); lost != nil {
+			done := make(chan struct{})
+			defer close(done)
+			go func() {
+				select {
+				case <-lost:
+					o.log.Warn("lock lease lost during a batch; aborting it", "sku", skuID)
+					cancel()
+				case <-done:
+				}
+			}()
+		}
+	}
+
+	start := time.Now()
+	var (
+		res     BatchResult
+		err     error
+		retries int
+	)
+	for {
+		b.Now = time.Now().UTC()
+		res, err = o.store.CommitBatch(ctx, b)
+		if !errors.Is(err, ErrConflict) || retries >= o.cfg.MaxRetries || ctx.Err() != nil {
+			break
+		}
+		retries++
+		if lease == nil {
+			// Unlocked contenders: spread the retries out.
+			backoff(ctx, retries)
+		}
+	}
+	if lease != nil {
+		rctx, rcancel := context.WithTimeout(context.Background(), time.Second)
+		if rerr := lease.Release(rctx); rerr != nil {
+			o.log.Warn("lock release failed", "sku", skuID, "err", rerr)
+		}
+		rcancel()
+	}
+	o.obs.Batch(len(live), time.Since(start), retries, err)
+
+	if err != nil {
+		switch {
+		case errors.Is(err, ErrSKUNotFound):
+		case errors.Is(err, ErrConflict):
+			err = fmt.Errorf("%w: too much contention on sku %d: %w", ErrUnavailable, skuID, err)
+		case errors.Is(err, ErrUnavailable):
+		default:
+			o.log.Error("order batch failed", "sku", skuID, "size", len(live), "err", err)
+			err = fmt.Errorf("%w: %w", ErrUnavailable, err)
+		}
+		for i := range live {
+			answer(i, Outcome{Err: err})
+		}
+		return
+	}
+	for i, out := range res.Outcomes {
+		answer(i, out)
+	}
+	if res.Stock == 0 {
+		o.markSoldOut(skuID)
+	}
+}
+
+func anyKeyed(ps []*pending) bool {
+	for _, p := range ps {
+		if p.req.IdempotencyKey != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// obtain takes the SKU's lock, or returns nil to sell without it: when
+// Redis is unreachable (degraded mode) or the lock stayed held elsewhere
+// for LockWait. Either way the version column keeps the sale correct.
+func (o *Orders) obtain(ctx context.Context, skuID int64) Lease {
+	if time.Now().UnixNano() < o.lockDownTill.Load() {
+		return nil
+	}
+	lctx, cancel := context.WithTimeout(ctx, o.cfg.LockWait)
+	defer cancel()
+	lease, err := o.locker.Obtain(lctx, "sku:"+strconv.FormatInt(skuID, 10))
+	switch {
+	case err == nil:
+		if o.degraded.CompareAndSwap(true, false) {
+			o.log.Info("redis reachable again: selling under the lock")
+			o.obs.Degraded(false)
+		}
+		return lease
+	case errors.Is(err, ErrLockUnavailable):
+		o.lockDownTill.Store(time.Now().Add(redisProbeInterval).UnixNano())
+		if o.degraded.CompareAndSwap(false, true) {
+			o.log.Warn("redis unreachable: selling on the database guard alone (degraded)", "err", err)
+			o.obs.Degraded(true)
+		}
+	default:
+		o.log.Debug("lock not obtained; selling on the database guard alone", "sku", skuID, "err", err)
+	}
+	return nil
+}
+
+// backoff waits a jittered, exponentially growing pause, or until ctx ends.
+func backoff(ctx context.Context, attempt int) {
+	ceiling := time.Millisecond << min(attempt, 6)
+	t := time.NewTimer(rand.N(ceiling) + 100*time.Microsecond)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+// Order returns the order with the given id.
+func (o *Orders) Order(ctx context.Context, id int64) (Order, error) {
+	return o.store.Order(ctx, id)
+}
+
+// SKU returns the SKU with the given id.
+func (o *Orders) SKU(ctx context.Context, id int64) (SKU, error) {
+	return o.store.SKU(ctx, id)
+}
+
+// Shutdown stops taking orders and drains what is queued. When ctx ends
+// first, the requests still queued are answered ErrUnavailable, uncharged.
+func (o *Orders) Shutdown(ctx context.Context) error {
+	o.mu.Lock()
+	if !o.closing {
+		o.closing = true
+		close(o.quit)
+	}
+	o.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		o.workers.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		o.abort.Store(true)
+		<-done // every batch in flight is bounded by TxTimeout
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,197 @@
+// Package service is the domain of the flash sale: SKUs, orders, the order
+// flow that coalesces buyers of one SKU into batched transactions, and the
+// interfaces it needs from storage and locking. It imports neither Gin,
+// GORM nor go-redis: adapters implement what it declares here.
+package service
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Domain errors. Adapters wrap driver errors with these (using %w); the
+// handler maps each to one HTTP status and one stable code.
+var (
+	ErrNotFound            = errors.New("not found")
+	ErrSKUNotFound         = errors.New("sku not found")
+	ErrSoldOut             = errors.New("sold out")
+	ErrLimitExceeded       = errors.New("per-user limit exceeded")
+	ErrSaleNotActive       = errors.New("sale not active")
+	ErrIdempotencyConflict = errors.New("idempotency key reused with a different request")
+	ErrBusy                = errors.New("too many buyers waiting for this sku")
+	ErrUnavailable         = errors.New("service unavailable")
+	ErrInvalid             = errors.New("invalid request")
+
+	// ErrConflict is returned by a Store when the conditional UPDATE matched
+	// no row because the version or fence moved: the caller retries.
+	ErrConflict = errors.New("concurrent update")
+	// ErrLockUnavailable is returned by a Locker when Redis cannot be
+	// reached (not when the lock is merely held): the order path then sells
+	// without the lock, guarded by the version column alone.
+	ErrLockUnavailable = errors.New("lock backend unavailable")
+)
+
+// SKU is a sellable item with its stock.
+type SKU struct {
+	ID           int64
+	Name         string
+	TotalStock   int64 // initial stock plus restocks: Stock + Sold
+	Stock        int64
+	Sold         int64
+	Version      int64
+	Fence        int64
+	PerUserLimit int64
+	StartsAt     *time.Time
+	EndsAt       *time.Time
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
+}
+
+// Active reports whether the sale window contains now.
+func (s SKU) Active(now time.Time) bool {
+	if s.StartsAt != nil && now.Before(*s.StartsAt) {
+		return false
+	}
+	if s.EndsAt != nil && !now.Before(*s.EndsAt) {
+		return false
+	}
+	return true
+}
+
+// Order is one committed purchase.
+type Order struct {
+	ID             int64
+	SKUID          int64
+	UserID         string
+	Quantity       int64
+	IdempotencyKey string
+	CreatedAt      time.Time
+}
+
+// OrderRequest is what a buyer asks for.
+type OrderRequest struct {
+	SKUID          int64
+	UserID         string
+	Quantity       int64
+	IdempotencyKey string // optional
+}
+
+// Limits on what a buyer can send. Larger values are refused as invalid.
+const (
+	MaxUserIDLen         = 64
+	MaxIdempotencyKeyLen = 128
+	MaxQuantity          = 1 << 30
+	MaxNameLen           = 200
+	MaxStock             = 1 << 40
+)
+
+// Validate reports ErrInvalid, wrapped with the reason, for a request that
+// can never succeed whatever the stock.
+func (r OrderRequest) Validate() error {
+	switch {
+	case r.SKUID < 1:
+		return invalid("sku_id must be a positive integer")
+	case r.UserID == "":
+		return invalid("user_id must not be empty")
+	case len(r.UserID) > MaxUserIDLen:
+		return invalid("user_id must be at most 64 bytes")
+	case r.Quantity < 1:
+		return invalid("quantity must be at least 1")
+	case r.Quantity > MaxQuantity:
+		return invalid("quantity is too large")
+	case len(r.IdempotencyKey) > MaxIdempotencyKeyLen:
+		return invalid("Idempotency-Key must be at most 128 characters")
+	}
+	return nil
+}
+
+// Same reports whether o answers r: the idempotency check.
+func (o Order) Same(r OrderRequest) bool {
+	return o.SKUID == r.SKUID && o.UserID == r.UserID && o.Quantity == r.Quantity
+}
+
+type invalidError struct{ reason string }
+
+func (e invalidError) Error() string { return e.reason }
+func (e invalidError) Unwrap() error { return ErrInvalid }
+
+func invalid(reason string) error { return invalidError{reason} }
+
+// Placed is the answer to a successful OrderRequest.
+type Placed struct {
+	Order   Order
+	Created bool // false when an idempotent replay found the earlier order
+}
+
+// CommitMode selects how a Store guards the stock decrement.
+type CommitMode int
+
+const (
+	// ModeVersion requires the version read in the same transaction (and,
+	// when Fence > 0, a fence newer than the stored one).
+	ModeVersion CommitMode = iota
+	// ModeConditional requires only stock >= n: no version, no fence.
+	ModeConditional
+	// ModePessimistic reads the SKU row with SELECT ... FOR UPDATE.
+	ModePessimistic
+)
+
+// Batch is one transaction's worth of requests for one SKU, in arrival order.
+type Batch struct {
+	SKUID    int64
+	Requests []OrderRequest
+	Mode     CommitMode
+	Fence    int64 // lock fencing token; 0 when there is none
+	Now      time.Time
+}
+
+// Outcome answers one request of a Batch: a placed order or a domain error.
+type Outcome struct {
+	Placed Placed
+	Err    error
+}
+
+// BatchResult is what a committed Batch did.
+type BatchResult struct {
+	Outcomes []Outcome // one per request, in order
+	Stock    int64     // stock left after the commit
+}
+
+// Store is the source of truth. The implementation must decrement stock
+// only through a conditional UPDATE and report ErrConflict when it matched
+// no row, so that a retry re-reads.
+type Store interface {
+	CommitBatch(ctx context.Context, b Batch) (BatchResult, error)
+	Order(ctx context.Context, id int64) (Order, error)
+	OrderByKey(ctx context.Context, key string) (Order, error)
+	SKU(ctx context.Context, id int64) (SKU, error)
+	CreateSKU(ctx context.Context, s SKU) (SKU, error)
+	SetStock(ctx context.Context, id, stock int64) (SKU, error)
+	OrdersBySKU(ctx context.Context, skuID, after int64, limit int) ([]Order, error)
+	Ping(ctx context.Context) error
+}
+
+// Locker obtains per-SKU leases. It returns ErrLockUnavailable (wrapped)
+// when its backend cannot be reached and another error when the lock is
+// held elsewhere until ctx is done.
+type Locker interface {
+	Obtain(ctx context.Context, key string) (Lease, error)
+}
+
+// Lease is a held lock.
+type Lease interface {
+	// Fence is a token strictly greater than any earlier lease's on the
+	// same key, or 0 when the backend cannot promise that (Redlock).
+	Fence() int64
+	// Lost is closed when the lease was found gone while held.
+	Lost() <-chan struct{}
+	Release(ctx context.Context) error
+}
+
+// SoldOutMarks is the shared sold-out mark, seen by every instance.
+type SoldOutMarks interface {
+	SoldOut(ctx context.Context, skuID int64) (bool, error)
+	MarkSoldOut(ctx context.Context, skuID int64) error
+	ClearSoldOut(ctx context.Context, skuID int64) error
+}

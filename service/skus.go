@@ -1,0 +1,140 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// NewSKU is what an admin asks to create.
+type NewSKU struct {
+	Name         string
+	Stock        int64
+	PerUserLimit int64 // 0 means 1
+	StartsAt     *time.Time
+	EndsAt       *time.Time
+}
+
+// Validate reports ErrInvalid, wrapped with the reason.
+func (n NewSKU) Validate() error {
+	switch {
+	case strings.TrimSpace(n.Name) == "":
+		return invalid("name must not be empty")
+	case utf8.RuneCountInString(n.Name) > MaxNameLen:
+		return invalid("name must be at most 200 characters")
+	case n.Stock < 0 || n.Stock > MaxStock:
+		return invalid("stock must be between 0 and 2^40")
+	case n.PerUserLimit < 0 || n.PerUserLimit > MaxQuantity:
+		return invalid("per_user_limit must be between 1 and 2^30")
+	case n.StartsAt != nil && n.EndsAt != nil && !n.StartsAt.Before(*n.EndsAt):
+		return invalid("starts_at must be before ends_at")
+	}
+	return nil
+}
+
+// Catalog is the admin side: SKUs and their stock.
+type Catalog struct {
+	store  Store
+	orders *Orders
+	log    *slog.Logger
+}
+
+// NewCatalog returns the admin operations; restocks clear the sold-out
+// marks of orders.
+func NewCatalog(store Store, orders *Orders, log *slog.Logger) *Catalog {
+	return &Catalog{store: store, orders: orders, log: log}
+}
+
+// Create adds a SKU.
+func (c *Catalog) Create(ctx context.Context, n NewSKU) (SKU, error) {
+	if err := n.Validate(); err != nil {
+		return SKU{}, err
+	}
+	if n.PerUserLimit == 0 {
+		n.PerUserLimit = 1
+	}
+	now := time.Now().UTC()
+	return c.store.CreateSKU(ctx, SKU{
+		Name:         n.Name,
+		TotalStock:   n.Stock,
+		Stock:        n.Stock,
+		PerUserLimit: n.PerUserLimit,
+		StartsAt:     utc(n.StartsAt),
+		EndsAt:       utc(n.EndsAt),
+		CreatedAt:    now,
+		UpdatedAt:    now,
+	})
+}
+
+// SKU returns one SKU.
+func (c *Catalog) SKU(ctx context.Context, id int64) (SKU, error) {
+	return c.store.SKU(ctx, id)
+}
+
+// SetStock sets the remaining stock of a SKU (what is sold stays sold)
+// and clears its sold-out mark when stock is added.
+func (c *Catalog) SetStock(ctx context.Context, id, stock int64) (SKU, error) {
+	if stock < 0 || stock > MaxStock {
+		return SKU{}, invalid("stock must be between 0 and 2^40")
+	}
+	s, err := c.store.SetStock(ctx, id, stock)
+	if err != nil {
+		return SKU{}, err
+	}
+	if stock > 0 {
+		if err := c.orders.clearSoldOut(ctx, id); err != nil {
+			c.log.Warn("shared sold-out mark not cleared; it expires on its own", "sku", id, "err", err)
+		}
+	}
+	return s, nil
+}
+
+// Orders returns up to limit orders of a SKU with ids above after.
+func (c *Catalog) Orders(ctx context.Context, skuID, after int64, limit int) ([]Order, error) {
+	if limit < 1 || limit > 1000 {
+		return nil, invalid("limit must be between 1 and 1000")
+	}
+	if after < 0 {
+		return nil, invalid("after must not be negative")
+	}
+	if _, err := c.store.SKU(ctx, skuID); err != nil {
+		return nil, err
+	}
+	return c.store.OrdersBySKU(ctx, skuID, after, limit)
+}
+
+func utc(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
+
+// ResultOf names the outcome of an order for metrics and logs.
+func ResultOf(err error, created bool) string {
+	switch {
+	case err == nil && created:
+		return "created"
+	case err == nil:
+		return "replayed"
+	case errors.Is(err, ErrSoldOut):
+		return "sold_out"
+	case errors.Is(err, ErrLimitExceeded):
+		return "limit_exceeded"
+	case errors.Is(err, ErrSaleNotActive):
+		return "sale_not_active"
+	case errors.Is(err, ErrIdempotencyConflict):
+		return "idempotency_conflict"
+	case errors.Is(err, ErrSKUNotFound):
+		return "sku_not_found"
+	case errors.Is(err, ErrBusy):
+		return "busy"
+	case errors.Is(err, ErrUnavailable):
+		return "unavailable"
+	}
+	return "error"
+}
