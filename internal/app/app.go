@@ -130,9 +130,9 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 		lc = lock.NewRedlock(redises, lockOpts...)
 	}
 	// The marks are a cache: with Redlock they live on the first master.
-	marks := soldOutMarks{rdb: redises[0], prefix: cfg.Lock.Prefix + "soldout:", ttl: cfg.SoldOut.SharedTTL}
+	marks := NewSoldOutMarks(redises[0], cfg.Lock.Prefix+"soldout:", cfg.SoldOut.SharedTTL)
 
-	orders := service.NewOrders(store, locker{lc}, marks, service.OrdersConfig{
+	orders := service.NewOrders(store, NewLocker(lc), marks, service.OrdersConfig{
 		Strategy:       service.Strategy(cfg.Order.Strategy),
 		QueueMax:       cfg.Order.QueueMax,
 		BatchMax:       cfg.Order.BatchMax,

@@ -13,8 +13,10 @@ import (
 	"github.com/seckill/seckill/service"
 )
 
-// locker adapts *lock.Client to service.Locker, translating "Redis is
-// unreachable" into the service's sentinel.
+// NewLocker adapts a *lock.Client to service.Locker, translating "Redis
+// is unreachable" into service.ErrLockUnavailable.
+func NewLocker(c *lock.Client) service.Locker { return locker{c} }
+
 type locker struct{ c *lock.Client }
 
 func (l locker) Obtain(ctx context.Context, key string) (service.Lease, error) {
@@ -26,6 +28,12 @@ func (l locker) Obtain(ctx context.Context, key string) (service.Lease, error) {
 		return nil, err
 	}
 	return lk, nil
+}
+
+// NewSoldOutMarks returns the shared sold-out marks kept in rdb under
+// prefix, each expiring after ttl.
+func NewSoldOutMarks(rdb redis.UniversalClient, prefix string, ttl time.Duration) service.SoldOutMarks {
+	return soldOutMarks{rdb: rdb, prefix: prefix, ttl: ttl}
 }
 
 // soldOutMarks keeps the shared sold-out marks in Redis, one key per SKU
