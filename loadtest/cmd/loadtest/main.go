@@ -1,0 +1,146 @@
+// Command loadtest runs the flash-sale load test and prints its verdict:
+// it starts MariaDB, Redis and N seckill instances (or targets a running
+// deployment), drives k6 at one SKU, optionally kills Redis, an instance or
+// MariaDB mid-sale, and verifies that nothing was oversold, lost or
+// doubled. It exits 1 on any violated invariant, 2 when the run itself
+// could not be carried out.
+//
+//	go run ./loadtest/cmd/loadtest                 # full run, 3 instances
+//	go run ./loadtest/cmd/loadtest -smoke          # ~30 seconds
+//	go run ./loadtest/cmd/loadtest -fault redis    # Redis killed mid-sale
+//	go run ./loadtest/cmd/loadtest -target -base-urls https://a,https://b -admin-token ...
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/seckill/seckill/loadtest/harness"
+)
+
+// errViolated marks a run that completed and found a broken invariant.
+var errViolated = errors.New("invariants violated")
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	switch {
+	case err == nil:
+	case errors.Is(err, errViolated):
+		os.Exit(1)
+	case errors.Is(err, flag.ErrHelp):
+		os.Exit(2)
+	default:
+		fmt.Fprintln(os.Stderr, "loadtest:", err)
+		os.Exit(2)
+	}
+}
+
+type listFlag []string
+
+func (l *listFlag) String() string { return strings.Join(*l, ",") }
+func (l *listFlag) Set(v string) error {
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			*l = append(*l, s)
+		}
+	}
+	return nil
+}
+
+type envFlag []string
+
+func (e *envFlag) String() string { return strings.Join(*e, " ") }
+func (e *envFlag) Set(v string) error {
+	if !strings.Contains(v, "=") {
+		return fmt.Errorf("%q: want KEY=VALUE", v)
+	}
+	*e = append(*e, v)
+	return nil
+}
+
+// smokeRequested reports whether args hold -smoke before any non-flag.
+func smokeRequested(args []string) bool {
+	for _, a := range args {
+		switch strings.TrimLeft(a, "-") {
+		case "smoke", "smoke=true", "smoke=1":
+			return true
+		}
+	}
+	return false
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("loadtest", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	// -smoke picks the defaults the other flags start from, so that
+	// "-smoke -stock 1000" combines both.
+	def := harness.Default()
+	if smokeRequested(args) {
+		def = harness.Smoke()
+	}
+	fs.Bool("smoke", false, "the ~30 second run of make test: small stock, low rate (other flags still apply)")
+	var (
+		cfg      harness.Config
+		baseURLs listFlag
+		redis    listFlag
+		env      envFlag
+	)
+	fs.IntVar(&cfg.Instances, "instances", def.Instances, "service instances to start")
+	fs.Int64Var(&cfg.Stock, "stock", def.Stock, "initial stock of the SKU")
+	fs.Int64Var(&cfg.PerUserLimit, "per-user-limit", def.PerUserLimit, "the SKU's per-user limit")
+	fs.IntVar(&cfg.StartRate, "start-rate", def.StartRate, "arrival rate at the start, orders/s")
+	fs.IntVar(&cfg.Rate, "rate", def.Rate, "peak arrival rate, orders/s (past the machine's limit k6 drops arrivals)")
+	fs.DurationVar(&cfg.Ramp, "ramp", def.Ramp, "time to ramp to -rate")
+	fs.DurationVar(&cfg.Hold, "hold", def.Hold, "time held at -rate")
+	fs.IntVar(&cfg.MaxVUs, "max-vus", def.MaxVUs, "k6 virtual users at most")
+	fs.DurationVar(&cfg.P95, "p95", def.P95, "latency bound: 95% of order requests faster than this")
+	fs.DurationVar(&cfg.P99, "p99", def.P99, "latency bound: 99% of order requests faster than this")
+	fs.BoolVar(&cfg.ExpectSoldOut, "expect-sold-out", def.ExpectSoldOut, "require the sale to sell out (sold == stock, stock == 0)")
+	fs.StringVar(&cfg.Fault, "fault", def.Fault, "fault injected mid-sale: "+strings.Join(harness.Faults, ", "))
+	fs.Float64Var(&cfg.FaultAt, "fault-at", def.FaultAt, "share of the stock sold when the fault strikes")
+	fs.DurationVar(&cfg.FaultFor, "fault-for", def.FaultFor, "how long the victim stays down")
+	fs.DurationVar(&cfg.UnavailableGrace, "unavailable-grace", def.UnavailableGrace, "503s still accepted this long after the victim is back")
+	fs.BoolVar(&cfg.Target, "target", false, "verify a deployment already running at -base-urls (nothing is started)")
+	fs.Var(&baseURLs, "base-urls", "comma-separated base URLs of the service (target mode)")
+	fs.StringVar(&cfg.AdminToken, "admin-token", os.Getenv("SECKILL_ADMIN_TOKEN"), "admin token (target mode; default $SECKILL_ADMIN_TOKEN)")
+	fs.StringVar(&cfg.MySQLDSN, "mysql-dsn", def.MySQLDSN, "MariaDB/MySQL server DSN, no database: each run creates its own")
+	fs.Var(&redis, "redis-addrs", "use these Redis servers instead of starting a private redis-server")
+	fs.StringVar(&cfg.ServiceBin, "bin", "", "prebuilt seckill binary (default: go build ./cmd/seckill)")
+	fs.Var(&env, "env", "KEY=VALUE for every instance, repeatable (e.g. SECKILL_ORDER_STRATEGY=conditional)")
+	fs.StringVar(&cfg.K6, "k6", "", "k6 binary (default: PATH, then $(go env GOPATH)/bin, else go install go.k6.io/k6@"+harness.K6Version+")")
+	fs.StringVar(&cfg.Script, "script", "", "k6 script (default loadtest/sale.js)")
+	fs.StringVar(&cfg.ResultsDir, "results", "", "results directory (default loadtest/results)")
+	fs.StringVar(&cfg.Name, "name", "", "run name (default: time and fault)")
+	fs.BoolVar(&cfg.Keep, "keep", false, "keep the run's database and work directory")
+	quiet := fs.Bool("q", false, "print only the summary")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	cfg.BaseURLs, cfg.RedisAddrs, cfg.Env = baseURLs, redis, env
+	cfg.Log = stderr
+	if *quiet {
+		cfg.Log = io.Discard
+	}
+
+	res, err := harness.Run(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	res.Summary.WriteText(stdout, res.Dir)
+	if !res.Pass() {
+		return errViolated
+	}
+	return nil
+}

@@ -1,0 +1,264 @@
+package harness
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// K6Version is the k6 the runner installs when none is found.
+const K6Version = "v1.8.1"
+
+// FindK6 returns the k6 binary: explicit if set, else k6 on PATH, else
+// $(go env GOPATH)/bin/k6.
+func FindK6(explicit string) (string, error) {
+	if explicit != "" {
+		if _, err := os.Stat(explicit); err != nil {
+			return "", fmt.Errorf("k6: %w", err)
+		}
+		return explicit, nil
+	}
+	if p, err := exec.LookPath("k6"); err == nil {
+		return p, nil
+	}
+	if out, err := exec.Command("go", "env", "GOPATH").Output(); err == nil {
+		for _, dir := range filepath.SplitList(strings.TrimSpace(string(out))) {
+			p := filepath.Join(dir, "bin", "k6")
+			if _, err := os.Stat(p); err == nil {
+				return p, nil
+			}
+		}
+	}
+	return "", fmt.Errorf("k6 not found on PATH nor in $(go env GOPATH)/bin: install it with `go install go.k6.io/k6@%s`", K6Version)
+}
+
+// EnsureK6 finds k6, or installs it with go install (bounded by ctx).
+func EnsureK6(ctx context.Context, explicit string, log io.Writer) (string, error) {
+	if p, err := FindK6(explicit); err == nil || explicit != "" {
+		return p, err
+	}
+	fmt.Fprintf(log, "k6 not found: go install go.k6.io/k6@%s (a few minutes the first time)\n", K6Version)
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "go", "install", "go.k6.io/k6@"+K6Version)
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("install k6: %w", err)
+	}
+	return FindK6("")
+}
+
+// moduleRoot is the directory of the go.mod enclosing dir.
+func moduleRoot(dir string) (string, error) {
+	cmd := exec.Command("go", "env", "GOMOD")
+	cmd.Dir = dir
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %w", err)
+	}
+	mod := strings.TrimSpace(string(out))
+	if mod == "" || mod == os.DevNull {
+		return "", fmt.Errorf("%s is not inside the seckill module", dir)
+	}
+	return filepath.Dir(mod), nil
+}
+
+// buildService compiles cmd/seckill into dir.
+func buildService(ctx context.Context, root, dir string) (string, error) {
+	bin := filepath.Join(dir, "seckill")
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/seckill")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("build the service: %w\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// freePort asks the kernel for a free loopback port.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// poll calls f every interval until it returns nil or timeout passes; the
+// error names what was awaited and f's last error.
+func poll(ctx context.Context, what string, timeout, interval time.Duration, f func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var last error
+	for {
+		cctx, ccancel := context.WithTimeout(ctx, max(interval, time.Second))
+		last = f(cctx)
+		ccancel()
+		if last == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s: not ready after %s: %w", what, timeout, errors.Join(last, ctx.Err()))
+		case <-time.After(interval):
+		}
+	}
+}
+
+func pingDB(dsn string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		db, err := sql.Open("mysql", dsn)
+		if err != nil {
+			return err
+		}
+		defer db.Close()
+		return db.PingContext(ctx)
+	}
+}
+
+func dialTCP(addr string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		var d net.Dialer
+		c, err := d.DialContext(ctx, "tcp", addr)
+		if err != nil {
+			return err
+		}
+		return c.Close()
+	}
+}
+
+func httpOK(c *http.Client, url string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("GET %s: %s", url, resp.Status)
+		}
+		return nil
+	}
+}
+
+// ensureSharedMySQL makes sure the MariaDB at dsn answers, starting the
+// system's mariadbd when it is local and down.
+func ensureSharedMySQL(ctx context.Context, dsn string, log io.Writer) error {
+	if pingDB(dsn)(ctx) == nil {
+		return nil
+	}
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return fmt.Errorf("mysql dsn: %w", err)
+	}
+	host, _, _ := net.SplitHostPort(cfg.Addr)
+	if host != "127.0.0.1" && host != "localhost" {
+		return fmt.Errorf("MySQL at %s does not answer", cfg.Addr)
+	}
+	fmt.Fprintln(log, "MariaDB is down: starting /usr/sbin/mariadbd")
+	if err := os.MkdirAll("/run/mysqld", 0o755); err != nil {
+		return fmt.Errorf("start MariaDB: %w", err)
+	}
+	if out, err := exec.CommandContext(ctx, "chown", "mysql:mysql", "/run/mysqld").CombinedOutput(); err != nil {
+		return fmt.Errorf("start MariaDB: chown /run/mysqld: %w: %s", err, out)
+	}
+	if out, err := exec.CommandContext(ctx, "start-stop-daemon", "--start", "--oknodo", "--background",
+		"--exec", "/usr/sbin/mariadbd").CombinedOutput(); err != nil {
+		return fmt.Errorf("start MariaDB: %w: %s", err, out)
+	}
+	return poll(ctx, "MariaDB", 60*time.Second, 250*time.Millisecond, pingDB(dsn))
+}
+
+// startRedis starts a private redis-server on a free loopback port: no
+// persistence, so a restart is an empty Redis, the harshest case.
+func startRedis(ctx context.Context, ps *procs, dir string) (*proc, string, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, "", err
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	p := ps.add(&proc{
+		name: "redis-server", path: "redis-server",
+		args: []string{"--bind", "127.0.0.1", "--port", strconv.Itoa(port), "--save", "", "--appendonly", "no", "--dir", dir},
+		log:  filepath.Join(dir, "redis.log"),
+	})
+	if err := p.start(); err != nil {
+		return nil, "", err
+	}
+	if err := poll(ctx, "redis-server", 15*time.Second, 50*time.Millisecond, dialTCP(addr)); err != nil {
+		return nil, "", err
+	}
+	return p, addr, nil
+}
+
+// startMariaDB installs and starts a private mariadbd in dir on a free
+// port, so that killing it disrupts nobody else. It accepts root without a
+// password (grant tables skipped) on loopback only.
+func startMariaDB(ctx context.Context, ps *procs, dir string, log io.Writer) (*proc, string, error) {
+	data := filepath.Join(dir, "mariadb")
+	if err := os.MkdirAll(data, 0o755); err != nil {
+		return nil, "", err
+	}
+	fmt.Fprintln(log, "installing a private MariaDB for the restart fault")
+	ictx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	install := exec.CommandContext(ictx, "mariadb-install-db", "--no-defaults", "--datadir="+data,
+		"--user="+currentUser(), "--auth-root-authentication-method=normal", "--skip-test-db")
+	if out, err := install.CombinedOutput(); err != nil {
+		return nil, "", fmt.Errorf("mariadb-install-db: %w\n%s", err, out)
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, "", err
+	}
+	p := ps.add(&proc{
+		name: "mariadbd", path: "mariadbd",
+		args: []string{"--no-defaults", "--datadir=" + data, "--user=" + currentUser(),
+			"--port=" + strconv.Itoa(port), "--bind-address=127.0.0.1",
+			"--socket=" + filepath.Join(dir, "mariadb.sock"), "--pid-file=" + filepath.Join(dir, "mariadb.pid"),
+			"--skip-grant-tables", "--max-connections=1000", "--innodb-buffer-pool-size=256M"},
+		log: filepath.Join(dir, "mariadb.log"),
+	})
+	if path, err := exec.LookPath("mariadbd"); err == nil {
+		p.path = path
+	} else {
+		p.path = "/usr/sbin/mariadbd"
+	}
+	if err := p.start(); err != nil {
+		return nil, "", err
+	}
+	dsn := fmt.Sprintf("root@tcp(127.0.0.1:%d)/", port)
+	if err := poll(ctx, "private mariadbd", 60*time.Second, 200*time.Millisecond, pingDB(dsn)); err != nil {
+		return nil, "", err
+	}
+	return p, dsn, nil
+}
+
+// currentUser names the user mariadbd runs as: this one, since the data
+// directory is ours.
+func currentUser() string {
+	if u, err := user.Current(); err == nil {
+		return u.Username
+	}
+	return "root"
+}

@@ -1,0 +1,205 @@
+package harness
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/seckill/seckill/loadtest/verify"
+)
+
+// k6Result is where a k6 run left its output.
+type k6Result struct {
+	ExitCode int
+	Summary  string // --summary-export JSON
+	Console  string // console.log lines of sale.js
+	Report   string // the web dashboard's HTML export
+	Stdout   string
+}
+
+// k6ThresholdsFailed is k6's exit code when a threshold failed.
+const k6ThresholdsFailed = 99
+
+func ms(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
+
+func (r *run) runK6(ctx context.Context, k6 string) (k6Result, error) {
+	cfg := r.cfg
+	res := k6Result{
+		Summary: filepath.Join(r.dir, "k6-summary.json"),
+		Console: filepath.Join(r.dir, "k6-console.log"),
+		Report:  filepath.Join(r.dir, "report.html"),
+		Stdout:  filepath.Join(r.dir, "k6.txt"),
+	}
+	period := "1s"
+	if cfg.Ramp+cfg.Hold > 2*time.Minute {
+		period = "5s"
+	}
+	vars := map[string]string{
+		"BASE_URLS":  strings.Join(r.baseURLs, ","),
+		"SKU_ID":     strconv.FormatInt(r.skuID, 10),
+		"RUN_ID":     r.id + "-" + randomHex(2),
+		"FAULT":      cfg.Fault,
+		"START_RATE": strconv.Itoa(cfg.StartRate),
+		"RATE":       strconv.Itoa(cfg.Rate),
+		"RAMP":       cfg.Ramp.String(),
+		"HOLD":       cfg.Hold.String(),
+		"PRE_VUS":    strconv.Itoa(min(cfg.MaxVUs, max(50, cfg.Rate/10))),
+		"MAX_VUS":    strconv.Itoa(cfg.MaxVUs),
+		"P95_MS":     ms(cfg.P95),
+		"P99_MS":     ms(cfg.P99),
+	}
+	args := []string{"run", "--no-usage-report", "--no-color",
+		"--console-output", res.Console, "--summary-export", res.Summary}
+	for _, k := range sortedKeys(vars) {
+		args = append(args, "-e", k+"="+vars[k])
+	}
+	args = append(args, cfg.Script)
+	p := r.ps.add(&proc{
+		name: "k6", path: k6, args: args, log: res.Stdout,
+		env: append(os.Environ(),
+			"K6_WEB_DASHBOARD=true",
+			"K6_WEB_DASHBOARD_PORT=-1", // no listener; export only
+			"K6_WEB_DASHBOARD_PERIOD="+period,
+			"K6_WEB_DASHBOARD_EXPORT="+res.Report,
+		),
+	})
+	r.event("k6: %d → %d orders/s over %s, hold %s, %d instance(s), fault %s",
+		cfg.StartRate, cfg.Rate, cfg.Ramp, cfg.Hold, len(r.baseURLs), cfg.Fault)
+	if err := p.start(); err != nil {
+		return res, err
+	}
+	// k6 ends by itself after ramp + hold + its graceful stop; the bound
+	// catches a wedged run.
+	wctx, cancel := context.WithTimeout(ctx, cfg.Ramp+cfg.Hold+3*time.Minute)
+	defer cancel()
+	err := p.waitExit(wctx)
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &exit):
+		res.ExitCode = exit.ExitCode()
+	default:
+		p.stop(5 * time.Second)
+		return res, fmt.Errorf("k6: %w (see %s)", err, res.Stdout)
+	}
+	if _, serr := os.Stat(res.Summary); serr != nil {
+		return res, fmt.Errorf("k6 exited %d without a summary (see %s)", res.ExitCode, res.Stdout)
+	}
+	return res, nil
+}
+
+// consoleLog is what sale.js wrote to the console.
+type consoleLog struct {
+	Acks        []verify.Ack
+	Unavailable []time.Time // 503s and dropped connections
+	Unexpected  []string    // samples of answers outside the contract
+}
+
+// readConsole parses k6's console output, whose lines look like
+// time="..." level=info msg="ack 123 user" source=console.
+func readConsole(path string) (consoleLog, error) {
+	var c consoleLog
+	f, err := os.Open(path)
+	if os.IsNotExist(err) {
+		return c, nil // nothing was logged
+	}
+	if err != nil {
+		return c, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		msg := consoleMsg(sc.Text())
+		f := strings.Fields(msg)
+		if len(f) == 0 {
+			continue
+		}
+		switch f[0] {
+		case "ack":
+			if len(f) != 3 {
+				continue
+			}
+			id, err := strconv.ParseInt(f[1], 10, 64)
+			if err != nil {
+				return c, fmt.Errorf("console: bad ack %q", msg)
+			}
+			c.Acks = append(c.Acks, verify.Ack{OrderID: id, UserID: f[2]})
+		case "unavail":
+			if len(f) < 2 {
+				continue
+			}
+			msec, err := strconv.ParseInt(f[1], 10, 64)
+			if err != nil {
+				return c, fmt.Errorf("console: bad unavail %q", msg)
+			}
+			c.Unavailable = append(c.Unavailable, time.UnixMilli(msec))
+		case "unexpected":
+			if len(c.Unexpected) < 20 {
+				c.Unexpected = append(c.Unexpected, msg)
+			}
+		}
+	}
+	return c, sc.Err()
+}
+
+// consoleMsg extracts msg="..." from a logrus text line, or returns the
+// line when it is not one.
+func consoleMsg(line string) string {
+	i := strings.Index(line, `msg="`)
+	if i < 0 {
+		return line
+	}
+	rest := line[i+4:]
+	if s, err := strconv.QuotedPrefix(rest); err == nil {
+		if u, err := strconv.Unquote(s); err == nil {
+			return u
+		}
+	}
+	return strings.Trim(rest, `"`)
+}
+
+// k6Summary is the part of --summary-export the summary shows.
+type k6Summary struct {
+	Metrics map[string]map[string]any `json:"metrics"`
+}
+
+func readK6Summary(path string) (k6Summary, error) {
+	var s k6Summary
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return s, err
+	}
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return s, fmt.Errorf("%s: %w", path, err)
+	}
+	return s, nil
+}
+
+func (s k6Summary) value(metric, field string) float64 {
+	v, _ := s.Metrics[metric][field].(float64)
+	return v
+}
+
+// failedThresholds lists the thresholds k6 marked failed. In the summary
+// export, a threshold's value is true when it failed.
+func (s k6Summary) failedThresholds() []string {
+	var failed []string
+	for _, name := range sortedKeys(s.Metrics) {
+		th, _ := s.Metrics[name]["thresholds"].(map[string]any)
+		for _, expr := range sortedKeys(th) {
+			if b, _ := th[expr].(bool); b {
+				failed = append(failed, name+": "+expr)
+			}
+		}
+	}
+	return failed
+}

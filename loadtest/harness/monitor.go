@@ -1,0 +1,148 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// monitorState is what watch saw. It is written by watch's goroutine and
+// read after it has returned.
+type monitorState struct {
+	firstSold  time.Time // first poll that saw sold > 0
+	soldOut    time.Time // first poll that saw stock == 0
+	faultStart time.Time // victim killed
+	faultBack  time.Time // victim restarted and answering
+	faultSold  int64     // units sold when the fault struck
+	faultErr   error
+	samples    []sample
+}
+
+type sample struct {
+	At   float64 `json:"t"` // seconds since k6 started
+	Sold int64   `json:"sold"`
+}
+
+// stockReading reads the SKU's stock and sold: from the database when the
+// run owns it, else from the admin API.
+func (r *run) stockReading(ctx context.Context) (stock, sold int64, err error) {
+	if r.db != nil {
+		err = r.db.QueryRowContext(ctx, "SELECT stock, sold FROM skus WHERE id = ?", r.skuID).Scan(&stock, &sold)
+		return stock, sold, err
+	}
+	var out struct {
+		Stock int64 `json:"stock"`
+		Sold  int64 `json:"sold"`
+	}
+	for _, base := range r.baseURLs {
+		if err = r.admin(ctx, http.MethodGet, fmt.Sprintf("%s/admin/v1/skus/%d", base, r.skuID), nil, http.StatusOK, &out); err == nil {
+			return out.Stock, out.Sold, nil
+		}
+	}
+	return 0, 0, err
+}
+
+// watch polls the sale every 100ms until ctx ends, noting when it started
+// and sold out, and injects the configured fault once FaultAt of the stock
+// is sold. It returns only when the victim is back.
+func (r *run) watch(ctx context.Context, start time.Time) {
+	m := &r.monitor
+	threshold := int64(float64(r.cfg.Stock) * r.cfg.FaultAt)
+	faultDone := make(chan struct{})
+	faulted := r.cfg.Fault == FaultNone
+	if faulted {
+		close(faultDone)
+	}
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	lastSample := time.Time{}
+	for {
+		select {
+		case <-ctx.Done():
+			if !faulted {
+				m.faultErr = fmt.Errorf("the %s fault was never injected: the sale never reached %d units sold (%.0f%% of the stock)",
+					r.cfg.Fault, threshold, r.cfg.FaultAt*100)
+				close(faultDone)
+			}
+			<-faultDone
+			return
+		case now := <-tick.C:
+			pctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+			stock, sold, err := r.stockReading(pctx)
+			cancel()
+			if err != nil {
+				continue
+			}
+			since := now.Sub(start).Seconds()
+			if now.Sub(lastSample) >= 500*time.Millisecond {
+				m.samples = append(m.samples, sample{At: since, Sold: sold})
+				lastSample = now
+			}
+			if sold > 0 && m.firstSold.IsZero() {
+				m.firstSold = now
+				r.event("first unit sold (%.1fs after k6 started)", since)
+			}
+			if stock == 0 && m.soldOut.IsZero() {
+				m.soldOut = now
+				r.event("sold out: %d units (%.1fs after k6 started)", sold, since)
+			}
+			if !faulted && sold >= threshold {
+				faulted = true
+				if stock == 0 {
+					m.faultErr = fmt.Errorf("the sale sold out before the %s fault could strike: raise -stock or lower -fault-at", r.cfg.Fault)
+					close(faultDone)
+					continue
+				}
+				m.faultSold = sold
+				// Restoring the victim must finish even when k6 is done.
+				go func() {
+					defer close(faultDone)
+					m.faultErr = r.inject(context.WithoutCancel(ctx))
+				}()
+			}
+		}
+	}
+}
+
+// inject kills the victim, keeps it down for FaultFor and brings it back.
+func (r *run) inject(ctx context.Context) error {
+	m := &r.monitor
+	var victim *proc
+	var ready func(context.Context) error
+	switch r.cfg.Fault {
+	case FaultRedis:
+		victim = r.redis
+		ready = func(ctx context.Context) error {
+			return poll(ctx, "redis-server", 15*time.Second, 50*time.Millisecond, dialTCP(r.redisAddr))
+		}
+	case FaultInstance:
+		i := len(r.instances) - 1
+		victim = r.instances[i]
+		ready = func(ctx context.Context) error { return r.waitReady(ctx, i, r.baseURLs[i]) }
+	case FaultMySQL:
+		victim = r.mariadb
+		ready = func(ctx context.Context) error {
+			return poll(ctx, "mariadbd", 60*time.Second, 100*time.Millisecond, pingDB(r.serverDSN))
+		}
+	default:
+		return fmt.Errorf("unknown fault %q", r.cfg.Fault)
+	}
+
+	m.faultStart = time.Now()
+	r.event("FAULT: SIGKILL %s (sold %d of %d)", victim.name, m.faultSold, r.cfg.Stock)
+	if err := victim.kill(); err != nil {
+		return err
+	}
+	time.Sleep(r.cfg.FaultFor)
+	r.event("FAULT: restarting %s", victim.name)
+	if err := victim.start(); err != nil {
+		return err
+	}
+	if err := ready(ctx); err != nil {
+		return err
+	}
+	m.faultBack = time.Now()
+	r.event("FAULT: %s back after %.1fs", victim.name, m.faultBack.Sub(m.faultStart).Seconds())
+	return nil
+}

@@ -1,0 +1,337 @@
+package harness
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/seckill/seckill/loadtest/verify"
+)
+
+// Violation names the runner adds to the verifier's.
+const (
+	// UnavailableOutsideFault: a 503 or dropped connection outside the
+	// fault window (from the kill to UnavailableGrace after the restart).
+	UnavailableOutsideFault = "unavailable_outside_fault"
+	// K6Thresholds: k6 reported an answer outside the contract or latency
+	// past the bound.
+	K6Thresholds = "k6_thresholds"
+)
+
+// Summary is what a run measured and concluded; it is written as
+// summary.json and printed as text.
+type Summary struct {
+	Run          string   `json:"run"`
+	Mode         string   `json:"mode"` // local or target
+	Fault        string   `json:"fault"`
+	BaseURLs     []string `json:"base_urls"`
+	SKUID        int64    `json:"sku_id"`
+	Stock        int64    `json:"stock"`
+	PerUserLimit int64    `json:"per_user_limit"`
+	PeakRate     int      `json:"peak_rate"`
+	Duration     string   `json:"duration"`
+
+	Requests    int64            `json:"requests"`
+	ReqPerSec   float64          `json:"requests_per_second"`
+	Dropped     int64            `json:"dropped_iterations"`
+	ByStatus    map[string]int64 `json:"by_status"`
+	ByCode      map[string]int64 `json:"by_code"`
+	Unexpected  int64            `json:"unexpected"`
+	Retried     int64            `json:"retried"`
+	GaveUp      int64            `json:"gave_up"`
+	LatencyMS   Latency          `json:"order_latency_ms"`
+	BoundMS     Latency          `json:"order_latency_bound_ms"`
+	Thresholds  []string         `json:"failed_thresholds"`
+	K6ExitCode  int              `json:"k6_exit_code"`
+	UnexpSample []string         `json:"unexpected_samples,omitempty"`
+
+	SoldOutAfter  float64  `json:"sold_out_after_s"`  // k6 start → stock 0; 0 if never
+	SellingWindow float64  `json:"selling_window_s"`  // first → last order
+	OrdersPerSec  float64  `json:"orders_per_second"` // over the selling window
+	Progress      []sample `json:"sold_over_time"`
+
+	FaultStart  float64 `json:"fault_start_s,omitempty"` // since k6 start
+	FaultBack   float64 `json:"fault_back_s,omitempty"`
+	SoldAtFault int64   `json:"sold_at_fault,omitempty"`
+	Unavailable int     `json:"unavailable_answers"`
+
+	Acknowledged int            `json:"acknowledged_orders"`
+	Database     *verify.Report `json:"database,omitempty"`
+	API          *verify.Report `json:"api"`
+
+	Violations []verify.Violation `json:"violations"`
+	Pass       bool               `json:"pass"`
+	Events     []string           `json:"events"`
+}
+
+// Latency is in milliseconds.
+type Latency struct {
+	P50 float64 `json:"p50,omitempty"`
+	P95 float64 `json:"p95"`
+	P99 float64 `json:"p99"`
+	Max float64 `json:"max,omitempty"`
+}
+
+// settle waits until the SKU's numbers stop moving (requests whose client
+// gave up may still be in a queue), at most 30s.
+func (r *run) settle(ctx context.Context) {
+	var lastStock, lastSold int64 = -1, -1
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		stock, sold, err := r.stockReading(ctx)
+		if err == nil && stock == lastStock && sold == lastSold {
+			return
+		}
+		lastStock, lastSold = stock, sold
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func (r *run) verify(ctx context.Context, k6Start time.Time, k6res k6Result) (Summary, error) {
+	cfg := r.cfg
+	r.settle(ctx)
+	s := Summary{
+		Run: r.id, Mode: "local", Fault: cfg.Fault, BaseURLs: r.baseURLs, SKUID: r.skuID,
+		Stock: cfg.Stock, PerUserLimit: cfg.PerUserLimit, PeakRate: cfg.Rate,
+		Duration: (cfg.Ramp + cfg.Hold).String(), K6ExitCode: k6res.ExitCode,
+		BoundMS: Latency{P95: float64(cfg.P95.Milliseconds()), P99: float64(cfg.P99.Milliseconds())},
+	}
+	if cfg.Target {
+		s.Mode = "target"
+	}
+
+	ks, err := readK6Summary(k6res.Summary)
+	if err != nil {
+		return s, err
+	}
+	s.Requests = int64(ks.value("http_reqs", "count"))
+	s.ReqPerSec = ks.value("http_reqs", "rate")
+	s.Dropped = int64(ks.value("dropped_iterations", "count"))
+	s.Unexpected = int64(ks.value("unexpected_status", "count"))
+	s.Retried = int64(ks.value("retried", "count"))
+	s.GaveUp = int64(ks.value("gave_up", "count"))
+	s.ByStatus, s.ByCode = map[string]int64{}, map[string]int64{}
+	for name := range ks.Metrics {
+		if n := int64(ks.value(name, "count")); n > 0 {
+			if st, ok := strings.CutPrefix(name, "status_"); ok {
+				s.ByStatus[st] = n
+			} else if code, ok := strings.CutPrefix(name, "code_"); ok {
+				s.ByCode[code] = n
+			}
+		}
+	}
+	lat := "http_req_duration{kind:order}"
+	s.LatencyMS = Latency{P50: ks.value(lat, "med"), P95: ks.value(lat, "p(95)"), P99: ks.value(lat, "p(99)"), Max: ks.value(lat, "max")}
+	s.Thresholds = ks.failedThresholds()
+
+	cons, err := readConsole(k6res.Console)
+	if err != nil {
+		return s, err
+	}
+	s.Acknowledged = len(cons.Acks)
+	s.Unavailable = len(cons.Unavailable)
+	s.UnexpSample = cons.Unexpected
+
+	m := r.monitor
+	s.Progress = m.samples
+	if !m.soldOut.IsZero() {
+		s.SoldOutAfter = round(m.soldOut.Sub(k6Start).Seconds(), 2)
+	}
+	if !m.faultStart.IsZero() {
+		s.FaultStart = round(m.faultStart.Sub(k6Start).Seconds(), 2)
+		s.SoldAtFault = m.faultSold
+	}
+	if !m.faultBack.IsZero() {
+		s.FaultBack = round(m.faultBack.Sub(k6Start).Seconds(), 2)
+	}
+
+	want := verify.Expect{InitialStock: cfg.Stock, SoldOut: cfg.ExpectSoldOut, Acknowledged: cons.Acks}
+	var dbSnap verify.Snapshot
+	if r.db != nil {
+		vctx, cancel := context.WithTimeout(ctx, time.Minute)
+		dbSnap, err = verify.FromDB(vctx, r.db, r.skuID)
+		cancel()
+		if err != nil {
+			return s, err
+		}
+		rep := verify.Check(dbSnap, want)
+		s.Database = &rep
+		s.Violations = append(s.Violations, rep.Violations...)
+		var first, last time.Time
+		err := r.db.QueryRowContext(ctx, "SELECT MIN(created_at), MAX(created_at) FROM orders WHERE sku_id = ?", r.skuID).Scan(&first, &last)
+		if err == nil && !first.IsZero() {
+			s.SellingWindow = round(last.Sub(first).Seconds(), 2)
+		}
+	}
+	vctx, cancel := context.WithTimeout(ctx, time.Minute)
+	apiSnap, err := verify.FromAPI(vctx, r.client, r.baseURLs[0], r.token, r.skuID)
+	cancel()
+	if err != nil {
+		return s, err
+	}
+	apiWant := want
+	if r.db != nil {
+		apiWant.Acknowledged = nil // checked once, on the database
+	}
+	rep := verify.Check(apiSnap, apiWant)
+	s.API = &rep
+	if r.db != nil {
+		// The database's findings are already listed; the API's own are
+		// only news where it disagrees.
+		s.Violations = append(s.Violations, verify.Compare(dbSnap, apiSnap)...)
+	} else {
+		s.Violations = append(s.Violations, rep.Violations...)
+		s.SellingWindow = 0
+	}
+	if s.SellingWindow > 0 {
+		s.OrdersPerSec = round(float64(rep.Orders)/s.SellingWindow, 0)
+	}
+
+	s.Violations = append(s.Violations, r.unavailableOutside(cons.Unavailable)...)
+	if len(s.Thresholds) > 0 || (k6res.ExitCode != 0 && k6res.ExitCode != k6ThresholdsFailed) {
+		msg := strings.Join(s.Thresholds, "; ")
+		if k6res.ExitCode != k6ThresholdsFailed && k6res.ExitCode != 0 {
+			msg = fmt.Sprintf("k6 exited %d (see k6.txt)", k6res.ExitCode)
+		}
+		s.Violations = append(s.Violations, verify.Violation{Name: K6Thresholds, Message: msg})
+	}
+	s.Pass = len(s.Violations) == 0
+	for _, e := range r.events {
+		s.Events = append(s.Events, fmt.Sprintf("%+.2fs %s", e.At.Sub(k6Start).Seconds(), e.What))
+	}
+	return s, nil
+}
+
+// unavailableOutside reports 503s and dropped connections outside the
+// fault window.
+func (r *run) unavailableOutside(at []time.Time) []verify.Violation {
+	m := r.monitor
+	from, to := m.faultStart.Add(-time.Second), m.faultBack.Add(r.cfg.UnavailableGrace)
+	var outside []time.Time
+	for _, t := range at {
+		if m.faultStart.IsZero() || t.Before(from) || t.After(to) {
+			outside = append(outside, t)
+		}
+	}
+	if len(outside) == 0 {
+		return nil
+	}
+	sort.Slice(outside, func(i, j int) bool { return outside[i].Before(outside[j]) })
+	window := "no fault was injected"
+	if !m.faultStart.IsZero() {
+		window = fmt.Sprintf("the fault window is %s to %s", from.Format("15:04:05.000"), to.Format("15:04:05.000"))
+	}
+	return []verify.Violation{{Name: UnavailableOutsideFault, Message: fmt.Sprintf(
+		"%d answer(s) 503 or dropped outside the fault, first at %s, last at %s; %s",
+		len(outside), outside[0].Format("15:04:05.000"), outside[len(outside)-1].Format("15:04:05.000"), window)}}
+}
+
+func round(v float64, digits int) float64 {
+	p := math.Pow(10, float64(digits))
+	return math.Round(v*p) / p
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// writeResults writes summary.json and summary.txt beside k6's files and
+// points results/latest at the run.
+func (r *run) writeResults(s Summary) error {
+	raw, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(r.dir, "summary.json"), append(raw, '\n'), 0o644); err != nil {
+		return err
+	}
+	var b strings.Builder
+	s.WriteText(&b, r.dir)
+	if err := os.WriteFile(filepath.Join(r.dir, "summary.txt"), []byte(b.String()), 0o644); err != nil {
+		return err
+	}
+	latest := filepath.Join(filepath.Dir(r.dir), "latest")
+	_ = os.Remove(latest) // absent the first time
+	return os.Symlink(filepath.Base(r.dir), latest)
+}
+
+// WriteText prints the summary for people.
+func (s Summary) WriteText(w io.Writer, dir string) {
+	p := func(format string, args ...any) { fmt.Fprintf(w, format+"\n", args...) }
+	p("")
+	p("seckill load test %s — %s, fault: %s, %d instance(s)", s.Run, s.Mode, s.Fault, len(s.BaseURLs))
+	p("  sale          sku %d, stock %d, per-user limit %d; arrivals ramp to %d/s over %s",
+		s.SKUID, s.Stock, s.PerUserLimit, s.PeakRate, s.Duration)
+	p("  requests      %d (%.0f/s), %d retried, %d gave up, %d arrivals dropped by k6 (machine limit)",
+		s.Requests, s.ReqPerSec, s.Retried, s.GaveUp, s.Dropped)
+	p("  by status     %s", counts(s.ByStatus))
+	p("  by code       %s", counts(s.ByCode))
+	p("  order latency p50 %s  p95 %s  p99 %s  max %s   (bound: p95 < %s, p99 < %s)",
+		msec(s.LatencyMS.P50), msec(s.LatencyMS.P95), msec(s.LatencyMS.P99), msec(s.LatencyMS.Max), msec(s.BoundMS.P95), msec(s.BoundMS.P99))
+	if s.SoldOutAfter > 0 {
+		p("  sold out      %.1fs after the start; orders placed over %.1fs, %.0f orders/s", s.SoldOutAfter, s.SellingWindow, s.OrdersPerSec)
+	} else {
+		p("  sold out      never")
+	}
+	if s.Fault != FaultNone {
+		p("  fault         %s killed at %.1fs (sold %d), back at %.1fs; %d answers 503/dropped",
+			s.Fault, s.FaultStart, s.SoldAtFault, s.FaultBack, s.Unavailable)
+	}
+	if d := s.Database; d != nil {
+		p("  database      sold %d, stock %d, %d orders holding %d units, %d users, at most %d per user",
+			d.SKU.Sold, d.SKU.Stock, d.Orders, d.Units, d.Users, d.MaxPerUser)
+	}
+	if a := s.API; a != nil {
+		p("  api           sold %d, stock %d, %d orders listed", a.SKU.Sold, a.SKU.Stock, a.Orders)
+	}
+	p("  acknowledged  %d orders told to clients", s.Acknowledged)
+	for _, u := range s.UnexpSample {
+		p("  unexpected    %s", u)
+	}
+	if s.Pass {
+		p("  VERDICT       PASS: no oversell, nothing lost or doubled; every invariant holds")
+	} else {
+		p("  VERDICT       FAIL: %d violation(s)", len(s.Violations))
+		for _, v := range s.Violations {
+			p("    - %s", v)
+		}
+	}
+	if dir != "" {
+		p("  results       %s (report.html, summary.json, k6-summary.json, logs)", dir)
+	}
+}
+
+func counts(m map[string]int64) string {
+	if len(m) == 0 {
+		return "-"
+	}
+	parts := make([]string, 0, len(m))
+	for _, k := range sortedKeys(m) {
+		parts = append(parts, k+": "+strconv.FormatInt(m[k], 10))
+	}
+	return strings.Join(parts, "  ")
+}
+
+func msec(v float64) string {
+	if v >= 1000 {
+		return strconv.FormatFloat(v/1000, 'f', 2, 64) + "s"
+	}
+	return strconv.FormatFloat(v, 'f', 0, 64) + "ms"
+}

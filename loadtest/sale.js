@@ -1,0 +1,244 @@
+// sale.js — a flash-sale spike against one SKU, for k6 (v1.8).
+//
+// The arrival rate ramps from START_RATE to RATE orders/s over RAMP, holds
+// for HOLD, across every base URL in BASE_URLS. Buyers are mostly distinct
+// users, plus a pool of repeat buyers who keep trying past the per-user
+// limit; most requests carry an Idempotency-Key and some are replayed with
+// it; a small share is malformed and must be refused with 400 (or 413).
+//
+// Thresholds fail the run on any answer outside the contract (a 5xx, a 503
+// outside a fault run, a 400 to a good request, a 2xx to a bad one, a replay
+// that returns another order) and on latency past P95_MS / P99_MS.
+//
+// Every order a client is told about is written to the console output as
+// "ack <order_id> <user_id>", and every 503 or connection failure as
+// "unavail <unix ms> <status>", so that the runner can check each
+// acknowledged order exists and 503s fell inside the fault window.
+//
+// Run it through `make loadtest`; by hand:
+//   k6 run -e BASE_URLS=http://127.0.0.1:8080 -e SKU_ID=1 loadtest/sale.js
+import http from 'k6/http';
+import exec from 'k6/execution';
+import { sleep } from 'k6';
+import { Counter } from 'k6/metrics';
+
+function env(name, def) {
+  const v = __ENV[name];
+  return v === undefined || v === '' ? def : v;
+}
+function num(name, def) {
+  const v = Number(env(name, def));
+  if (!Number.isFinite(v)) throw new Error(`${name}=${__ENV[name]} is not a number`);
+  return v;
+}
+
+const BASE_URLS = env('BASE_URLS', 'http://127.0.0.1:8080').split(',').map((u) => u.trim().replace(/\/+$/, '')).filter((u) => u);
+const SKU_ID = num('SKU_ID', 0);
+const RUN = env('RUN_ID', `lt${Date.now().toString(36)}`);
+const FAULT = env('FAULT', 'none'); // none | redis | instance | mysql
+const START_RATE = num('START_RATE', 50);
+const RATE = num('RATE', 2000);
+const RAMP = env('RAMP', '10s');
+const HOLD = env('HOLD', '10s');
+const PRE_VUS = num('PRE_VUS', 200);
+const MAX_VUS = num('MAX_VUS', 2000);
+const REPEAT_SHARE = num('REPEAT_SHARE', 0.2);
+const REPEAT_USERS = num('REPEAT_USERS', 50);
+const MALFORMED_SHARE = num('MALFORMED_SHARE', 0.02);
+const NOKEY_SHARE = num('NOKEY_SHARE', 0.05);
+const REPLAY_SHARE = num('REPLAY_SHARE', 0.1);
+const CONFLICT_SHARE = num('CONFLICT_SHARE', 0.02);
+const MAX_ATTEMPTS = num('MAX_ATTEMPTS', 8);
+const P95_MS = num('P95_MS', 1000);
+const P99_MS = num('P99_MS', 3000);
+const REQ_TIMEOUT = env('REQ_TIMEOUT', '30s');
+
+if (!SKU_ID) throw new Error('SKU_ID is required');
+if (BASE_URLS.length === 0) throw new Error('BASE_URLS is required');
+
+// 503 is part of the contract while something is down; a dead instance
+// shows as a connection failure (status 0). Outside a fault, neither is.
+const ALLOW_503 = FAULT !== 'none';
+const ALLOW_CONN_ERR = FAULT === 'instance';
+
+export const options = {
+  discardResponseBodies: false,
+  scenarios: {
+    sale: {
+      executor: 'ramping-arrival-rate',
+      startRate: START_RATE,
+      timeUnit: '1s',
+      preAllocatedVUs: PRE_VUS,
+      maxVUs: MAX_VUS,
+      stages: [
+        { target: RATE, duration: RAMP },
+        { target: RATE, duration: HOLD },
+      ],
+      gracefulStop: '40s',
+    },
+  },
+  thresholds: {
+    unexpected_status: ['count==0'],
+    idempotency_broken: ['count==0'],
+    'http_req_duration{kind:order}': [`p(95)<${P95_MS}`, `p(99)<${P99_MS}`],
+  },
+  summaryTrendStats: ['avg', 'min', 'med', 'max', 'p(90)', 'p(95)', 'p(99)'],
+};
+
+const unexpected = new Counter('unexpected_status');
+const idempotencyBroken = new Counter('idempotency_broken');
+const retried = new Counter('retried');
+const gaveUp = new Counter('gave_up');
+const STATUSES = [0, 200, 201, 400, 404, 409, 413, 429, 500, 502, 503, 504];
+const byStatus = {};
+for (const s of STATUSES) byStatus[s] = new Counter(`status_${s}`);
+const statusOther = new Counter('status_other');
+const CODES = ['sold_out', 'limit_exceeded', 'idempotency_conflict', 'busy', 'unavailable', 'invalid_request', 'request_too_large'];
+const byCode = {};
+for (const c of CODES) byCode[c] = new Counter(`code_${c}`);
+
+let logged = 0; // unexpected answers logged by this VU, bounded
+
+function errorCode(res) {
+  try {
+    const c = res.json('error.code');
+    return typeof c === 'string' ? c : '';
+  } catch (_) {
+    return '';
+  }
+}
+
+function count(res) {
+  (byStatus[res.status] || statusOther).add(1);
+  const code = errorCode(res);
+  if (byCode[code]) byCode[code].add(1);
+  if (res.status === 503 || res.status === 0) console.log(`unavail ${Date.now()} ${res.status}`);
+  return code;
+}
+
+function flag(kind, res, code, why) {
+  unexpected.add(1, { kind, status: String(res.status) });
+  if (logged < 5) {
+    logged++;
+    const body = (res.body || res.error || '').toString().slice(0, 200);
+    console.log(`unexpected ${kind} ${res.status} ${code} ${why}: ${body}`);
+  }
+}
+
+function post(url, body, key, kind) {
+  const headers = { 'Content-Type': 'application/json' };
+  if (key !== null) headers['Idempotency-Key'] = key;
+  return http.post(url, body, { headers, tags: { kind }, timeout: REQ_TIMEOUT });
+}
+
+function retryable(res, key) {
+  if (res.status === 429) return true; // busy: never processed
+  // Without a key a retry after a lost answer is a second purchase, so only
+  // keyed requests are retried after 503 or a dropped connection.
+  return key !== null && (res.status === 503 || res.status === 0);
+}
+
+// order sends one purchase, retrying with the same Idempotency-Key on
+// another instance after a busy, unavailable or dropped answer. A replay
+// (or a retry whose first answer was lost) may be answered 200.
+function order(body, key, first, replay) {
+  let res;
+  let code = '';
+  for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
+    const base = BASE_URLS[(first + attempt) % BASE_URLS.length];
+    res = post(`${base}/api/v1/orders`, body, key, 'order');
+    code = count(res);
+    const ok = { 200: key !== null && (replay || attempt > 0), 201: true, 409: ['sold_out', 'limit_exceeded'].includes(code), 429: true };
+    ok[503] = ALLOW_503;
+    ok[0] = ALLOW_CONN_ERR;
+    if (!ok[res.status]) flag('order', res, code, 'not an answer a valid order may get');
+    if (!retryable(res, key)) return { res, code };
+    if (attempt + 1 === MAX_ATTEMPTS) break;
+    retried.add(1);
+    const after = Number(res.headers['Retry-After']);
+    const backoff = Math.min(2, 0.05 * 2 ** attempt);
+    sleep(Math.min(Number.isFinite(after) && after > 0 ? after : backoff, 2) * (0.5 + Math.random()));
+  }
+  gaveUp.add(1);
+  return { res, code };
+}
+
+const MALFORMED = [
+  { name: 'bad json', body: () => '{"sku_id":', want: 400 },
+  { name: 'not an object', body: () => '[]', want: 400 },
+  { name: 'quantity 0', body: (u) => JSON.stringify({ sku_id: SKU_ID, user_id: u, quantity: 0 }), want: 400 },
+  { name: 'negative quantity', body: (u) => JSON.stringify({ sku_id: SKU_ID, user_id: u, quantity: -1 }), want: 400 },
+  { name: 'sku as string', body: (u) => JSON.stringify({ sku_id: 'abc', user_id: u, quantity: 1 }), want: 400 },
+  { name: 'no sku', body: (u) => JSON.stringify({ user_id: u, quantity: 1 }), want: 400 },
+  { name: 'empty user', body: () => JSON.stringify({ sku_id: SKU_ID, user_id: '', quantity: 1 }), want: 400 },
+  { name: 'key too long', body: (u) => JSON.stringify({ sku_id: SKU_ID, user_id: u, quantity: 1 }), key: 'k'.repeat(129), want: 400 },
+  { name: 'body too large', body: (u) => JSON.stringify({ sku_id: SKU_ID, user_id: u, quantity: 1, pad: 'x'.repeat(8192) }), want: 413 },
+];
+
+function malformed(it) {
+  const m = MALFORMED[it % MALFORMED.length];
+  const base = BASE_URLS[it % BASE_URLS.length];
+  const res = post(`${base}/api/v1/orders`, m.body(`${RUN}-bad${it}`), m.key === undefined ? null : m.key, 'malformed');
+  const code = count(res);
+  // Under a fault the service may refuse before it validates.
+  if (res.status !== m.want && !(ALLOW_503 && res.status === 503) && !(ALLOW_CONN_ERR && res.status === 0)) {
+    flag('malformed', res, code, `${m.name}: want ${m.want}`);
+  }
+}
+
+function orderID(res) {
+  try {
+    return res.json('order_id');
+  } catch (_) {
+    return undefined;
+  }
+}
+
+export default function () {
+  const it = exec.scenario.iterationInTest;
+  if (Math.random() < MALFORMED_SHARE) {
+    malformed(it);
+    return;
+  }
+  const user = Math.random() < REPEAT_SHARE ? `${RUN}-r${Math.floor(Math.random() * REPEAT_USERS)}` : `${RUN}-u${it}`;
+  const body = JSON.stringify({ sku_id: SKU_ID, user_id: user, quantity: 1 });
+  const key = Math.random() < NOKEY_SHARE ? null : `${RUN}-k${it}`;
+  const { res } = order(body, key, it, false);
+  if (res.status !== 201 && res.status !== 200) return;
+
+  const id = orderID(res);
+  if (!id) {
+    flag('order', res, '', 'a 2xx without order_id');
+    return;
+  }
+  console.log(`ack ${id} ${user}`);
+  if (key === null) return;
+
+  if (Math.random() < REPLAY_SHARE) {
+    // The same key and body again, maybe on another instance: the same order.
+    const { res: again } = order(body, key, it + 1, true);
+    if (again.status === 200 || again.status === 201) {
+      const id2 = orderID(again);
+      if (again.status !== 200 || id2 !== id) {
+        idempotencyBroken.add(1);
+        flag('replay', again, '', `replay of order ${id} answered ${again.status} with order ${id2}`);
+      }
+    } else if (again.status !== 503 && again.status !== 0 && again.status !== 429) {
+      idempotencyBroken.add(1);
+      flag('replay', again, errorCode(again), `replay of order ${id} was refused`);
+    }
+  }
+  if (Math.random() < CONFLICT_SHARE) {
+    // The same key with another body must be refused, never sold twice.
+    const other = JSON.stringify({ sku_id: SKU_ID, user_id: `${user}-other`, quantity: 1 });
+    const base = BASE_URLS[(it + 2) % BASE_URLS.length];
+    const res3 = post(`${base}/api/v1/orders`, other, key, 'conflict');
+    const code = count(res3);
+    if (res3.status === 200 || res3.status === 201) {
+      idempotencyBroken.add(1);
+      flag('conflict', res3, code, `key of order ${id} reused with another body was accepted`);
+    } else if (!(res3.status === 409 && (code === 'idempotency_conflict' || code === 'sold_out')) && !(ALLOW_503 && res3.status === 503) && !(ALLOW_CONN_ERR && res3.status === 0)) {
+      flag('conflict', res3, code, 'want 409 idempotency_conflict (or sold_out)');
+    }
+  }
+}
