@@ -1,0 +1,106 @@
+package harness
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestReadConsole(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "console.log")
+	lines := []string{
+		`time="2026-11-22T05:10:38Z" level=info msg="ack 12 lt-u1" source=console`,
+		`time="2026-11-22T05:10:38Z" level=info msg="unavail 1700000000123 503" source=console`,
+		`time="2026-11-22T05:10:38Z" level=info msg="unexpected order 500  not an answer: {\"error\":{}}" source=console`,
+		`time="2026-11-22T05:10:38Z" level=info msg="ack 13 lt-r7" source=console`,
+		`noise`,
+	}
+	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := readConsole(path)
+	if err != nil {
+		t.Fatalf("readConsole() error: %v", err)
+	}
+	if len(c.Acks) != 2 || c.Acks[0].OrderID != 12 || c.Acks[1].UserID != "lt-r7" {
+		t.Errorf("readConsole() acks = %+v; want orders 12 (lt-u1) and 13 (lt-r7)", c.Acks)
+	}
+	if len(c.Unavailable) != 1 || c.Unavailable[0].UnixMilli() != 1700000000123 {
+		t.Errorf("readConsole() unavailable = %v; want one at 1700000000123", c.Unavailable)
+	}
+	if len(c.Unexpected) != 1 || !strings.Contains(c.Unexpected[0], `{"error":{}}`) {
+		t.Errorf("readConsole() unexpected = %q; want the 500 with its unquoted body", c.Unexpected)
+	}
+	if c, err := readConsole(filepath.Join(t.TempDir(), "absent")); err != nil || len(c.Acks) != 0 {
+		t.Errorf("readConsole(absent) = %+v, %v; want empty, nil", c, err)
+	}
+}
+
+func TestFailedThresholds(t *testing.T) {
+	s := k6Summary{Metrics: map[string]map[string]any{
+		"unexpected_status":             {"count": 3.0, "thresholds": map[string]any{"count==0": true}},
+		"http_req_duration{kind:order}": {"p(95)": 10.0, "thresholds": map[string]any{"p(95)<1000": false, "p(99)<3000": true}},
+		"http_reqs":                     {"count": 100.0},
+	}}
+	want := []string{"http_req_duration{kind:order}: p(99)<3000", "unexpected_status: count==0"}
+	if got := s.failedThresholds(); !slices.Equal(got, want) {
+		t.Errorf("failedThresholds() = %q; want %q", got, want)
+	}
+}
+
+func TestUnavailableOutside(t *testing.T) {
+	start := time.Date(2026, 11, 22, 5, 0, 0, 0, time.UTC)
+	r := &run{cfg: Config{UnavailableGrace: 10 * time.Second}}
+	r.monitor.faultStart, r.monitor.faultBack = start, start.Add(3*time.Second)
+	tests := []struct {
+		name string
+		at   []time.Time
+		want int // violations
+	}{
+		{name: "none", want: 0},
+		{name: "during the outage", at: []time.Time{start.Add(time.Second)}, want: 0},
+		{name: "within the grace", at: []time.Time{start.Add(12 * time.Second)}, want: 0},
+		{name: "before the fault", at: []time.Time{start.Add(-5 * time.Second)}, want: 1},
+		{name: "after the grace", at: []time.Time{start.Add(time.Second), start.Add(20 * time.Second)}, want: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := r.unavailableOutside(tt.at)
+			if len(got) != tt.want {
+				t.Fatalf("unavailableOutside(%v) = %v; want %d violation(s)", tt.at, got, tt.want)
+			}
+			if len(got) == 1 && got[0].Name != UnavailableOutsideFault {
+				t.Errorf("violation name = %q; want %q", got[0].Name, UnavailableOutsideFault)
+			}
+		})
+	}
+	noFault := &run{}
+	if got := noFault.unavailableOutside([]time.Time{start}); len(got) != 1 || !strings.Contains(got[0].Message, "no fault") {
+		t.Errorf("unavailableOutside without a fault = %v; want one violation saying no fault was injected", got)
+	}
+}
+
+func TestNormalize_refuses(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  Config
+		want string
+	}{
+		{name: "unknown fault", cfg: Config{Fault: "disk"}, want: "fault"},
+		{name: "target without token", cfg: Config{Target: true, BaseURLs: []string{"http://x"}}, want: "admin token"},
+		{name: "target with fault", cfg: Config{Target: true, BaseURLs: []string{"http://x"}, AdminToken: strings.Repeat("t", 16), Fault: FaultRedis}, want: "cannot inject"},
+		{name: "redis fault on shared redis", cfg: Config{Fault: FaultRedis, RedisAddrs: []string{"127.0.0.1:6379"}}, want: "own redis-server"},
+		{name: "instance fault alone", cfg: Config{Fault: FaultInstance, Instances: 1}, want: "at least 2"},
+		{name: "fault-at past the stock", cfg: Config{FaultAt: 1}, want: "fault-at"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := normalize(tt.cfg); err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("normalize(%+v) error = %v; want it to mention %q", tt.cfg, err, tt.want)
+			}
+		})
+	}
+}
