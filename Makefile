@@ -1,0 +1,39 @@
+# One Makefile mirrors CI: .ci/run calls `make test`.
+GO      ?= go
+GOBIN   := $(shell $(GO) env GOBIN)
+ifeq ($(GOBIN),)
+GOBIN   := $(shell $(GO) env GOPATH)/bin
+endif
+export PATH := $(GOBIN):$(PATH)
+
+.PHONY: run test deps test-only lint bench loadtest build
+
+## run: the service on its embedded default (in-process Redis and SQLite)
+run:
+	$(GO) run ./cmd/seckill
+
+## build: the binary in bin/
+build:
+	$(GO) build -o bin/seckill ./cmd/seckill
+
+## test: install/start MariaDB, Redis and k6 when missing, then the whole suite with -race
+test: deps test-only
+
+test-only:
+	$(GO) test -race -count=1 -timeout 30m ./...
+
+deps:
+	./scripts/deps.sh
+
+## lint: go vet and staticcheck
+lint:
+	$(GO) vet ./...
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@latest ./...
+
+## bench: Go benchmarks of the lock
+bench: deps
+	$(GO) test -run '^$$' -bench . -benchmem ./lock/
+
+## loadtest: the k6 flash sale against 3 instances, verified (ARGS="-fault redis" ...)
+loadtest: deps
+	$(GO) run ./loadtest/cmd/loadtest $(ARGS)

@@ -1,0 +1,427 @@
+package service_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"gorm.io/gorm"
+
+	"github.com/seckill/seckill/internal/app"
+	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/lock"
+	"github.com/seckill/seckill/repository"
+	"github.com/seckill/seckill/service"
+)
+
+// rig is one service instance on a real MariaDB database and real Redis.
+type rig struct {
+	db     *gorm.DB
+	store  service.Store
+	orders *service.Orders
+	obs    *observer
+}
+
+type rigOptions struct {
+	redisAddr string // default: the shared test Redis
+	store     func(service.Store) service.Store
+	cfg       func(*service.OrdersConfig)
+}
+
+func newRig(t *testing.T, dsn string, o rigOptions) *rig {
+	t.Helper()
+	db := testenv.DB(t, dsn)
+	var store service.Store = repository.New(db)
+	if o.store != nil {
+		store = o.store(store)
+	}
+	addr := o.redisAddr
+	if addr == "" {
+		addr = testenv.RedisAddr()
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+	t.Cleanup(func() { rdb.Close() })
+	prefix := testenv.Name("test:orders:") + ":"
+	cfg := service.OrdersConfig{
+		Strategy:       service.StrategyLocked,
+		QueueMax:       10000,
+		BatchMax:       64,
+		RequestTimeout: 20 * time.Second,
+		TxTimeout:      10 * time.Second,
+		LockWait:       3 * time.Second,
+		MaxRetries:     200,
+		IdleTimeout:    time.Second,
+		SoldOutTTL:     time.Minute,
+	}
+	if o.cfg != nil {
+		o.cfg(&cfg)
+	}
+	obs := &observer{depth: make(chan int, 100000)}
+	lc := lock.New(rdb, lock.WithPrefix(prefix), lock.WithTTL(10*time.Second))
+	orders := service.NewOrders(store, app.NewLocker(lc), app.NewSoldOutMarks(rdb, prefix+"soldout:", time.Minute), cfg, testenv.Logger(), obs)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		if err := orders.Shutdown(ctx); err != nil {
+			t.Errorf("Shutdown: %v", err)
+		}
+	})
+	return &rig{db: db, store: store, orders: orders, obs: obs}
+}
+
+func createSKU(t *testing.T, store service.Store, stock, limit int64) service.SKU {
+	t.Helper()
+	now := time.Now().UTC()
+	s, err := store.CreateSKU(context.Background(), service.SKU{Name: "test", TotalStock: stock, Stock: stock, PerUserLimit: limit, CreatedAt: now, UpdatedAt: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// observer records queue depths so tests can wait for "queued" without sleeping.
+type observer struct {
+	depth chan int
+}
+
+func (o *observer) OrderResult(string) {}
+func (o *observer) QueueDepth(_ int64, d int) {
+	select {
+	case o.depth <- d:
+	default:
+	}
+}
+func (o *observer) QueueRejected(int64)                  {}
+func (o *observer) Batch(int, time.Duration, int, error) {}
+func (o *observer) Degraded(bool)                        {}
+func (o *observer) SoldOutFastPath()                     {}
+
+// waitDepth waits until the queue of the test's SKU reported depth >= n.
+func (o *observer) waitDepth(t *testing.T, n int) {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case d := <-o.depth:
+			if d >= n {
+				return
+			}
+		case <-timeout:
+			t.Fatalf("queue never reached depth %d", n)
+		}
+	}
+}
+
+// gatedStore blocks the first CommitBatch until release is closed.
+type gatedStore struct {
+	service.Store
+	entered, release chan struct{}
+	once             sync.Once
+	commits          atomic.Int64
+}
+
+func gate(s service.Store) *gatedStore {
+	return &gatedStore{Store: s, entered: make(chan struct{}), release: make(chan struct{})}
+}
+
+func (g *gatedStore) CommitBatch(ctx context.Context, b service.Batch) (service.BatchResult, error) {
+	g.commits.Add(1)
+	g.once.Do(func() {
+		close(g.entered)
+		<-g.release
+	})
+	return g.Store.CommitBatch(ctx, b)
+}
+
+// checkInvariants asserts DESIGN.md's invariants 1–4 for a SKU and returns
+// the units sold.
+func checkInvariants(t *testing.T, db *gorm.DB, skuID int64) int64 {
+	t.Helper()
+	var sku struct{ TotalStock, Stock, Sold, PerUserLimit int64 }
+	if err := db.Raw("SELECT total_stock, stock, sold, per_user_limit FROM skus WHERE id = ?", skuID).Scan(&sku).Error; err != nil {
+		t.Fatal(err)
+	}
+	var orders struct{ N, Units int64 }
+	db.Raw("SELECT COUNT(*) AS n, COALESCE(SUM(quantity), 0) AS units FROM orders WHERE sku_id = ?", skuID).Scan(&orders)
+	if sku.Stock < 0 {
+		t.Errorf("stock = %d; want >= 0", sku.Stock)
+	}
+	if sku.Stock+sku.Sold != sku.TotalStock {
+		t.Errorf("stock %d + sold %d != total %d", sku.Stock, sku.Sold, sku.TotalStock)
+	}
+	if orders.Units != sku.Sold {
+		t.Errorf("orders hold %d units (%d rows); sold = %d", orders.Units, orders.N, sku.Sold)
+	}
+	var over int64
+	db.Raw("SELECT COUNT(*) FROM (SELECT user_id FROM orders WHERE sku_id = ? GROUP BY user_id HAVING SUM(quantity) > ?) x", skuID, sku.PerUserLimit).Scan(&over)
+	if over != 0 {
+		t.Errorf("%d users over the per-user limit %d", over, sku.PerUserLimit)
+	}
+	var mismatched int64
+	db.Raw(`SELECT COUNT(*) FROM (SELECT user_id, SUM(quantity) q FROM orders WHERE sku_id = ? GROUP BY user_id) o
+		LEFT JOIN user_purchases p ON p.sku_id = ? AND p.user_id = o.user_id WHERE p.quantity IS NULL OR p.quantity <> o.q`, skuID, skuID).Scan(&mismatched)
+	if mismatched != 0 {
+		t.Errorf("%d users whose holdings disagree with their orders", mismatched)
+	}
+	return sku.Sold
+}
+
+// buyers sends n distinct buyers plus every tenth again, all released at
+// once, and counts the answers by result. onCreated runs after each sale.
+func buyers(t *testing.T, o *service.Orders, skuID int64, n int, onCreated func(int64)) map[string]int {
+	t.Helper()
+	var (
+		mu      sync.Mutex
+		results = map[string]int{}
+		created atomic.Int64
+		wg      sync.WaitGroup
+		start   = make(chan struct{})
+	)
+	buy := func(user string) {
+		defer wg.Done()
+		<-start
+		p, err := o.Place(context.Background(), service.OrderRequest{SKUID: skuID, UserID: user, Quantity: 1})
+		mu.Lock()
+		results[service.ResultOf(err, p.Created)]++
+		mu.Unlock()
+		if err == nil && onCreated != nil {
+			onCreated(created.Add(1))
+		}
+	}
+	for i := range n {
+		wg.Add(1)
+		go buy(fmt.Sprintf("u-%d", i))
+		if i%10 == 0 {
+			wg.Add(1)
+			go buy(fmt.Sprintf("u-%d", i))
+		}
+	}
+	close(start)
+	wg.Wait()
+	return results
+}
+
+func TestPlace_ConcurrentBuyersSellExactlyTheStock(t *testing.T) {
+	t.Parallel()
+	dsn := testenv.Database(t)
+	r := newRig(t, dsn, rigOptions{})
+	sku := createSKU(t, r.store, 500, 1)
+
+	results := buyers(t, r.orders, sku.ID, 2000, nil)
+
+	if results["created"] != 500 {
+		t.Errorf("created = %d; want 500 (results %v)", results["created"], results)
+	}
+	if got := results["sold_out"] + results["limit_exceeded"] + results["created"]; got != 2200 {
+		t.Errorf("answered %d of 2200 with created/sold_out/limit_exceeded: %v", got, results)
+	}
+	if sold := checkInvariants(t, r.db, sku.ID); sold != 500 {
+		t.Errorf("sold = %d; want 500", sold)
+	}
+}
+
+func TestPlace_EveryStrategySellsExactlyTheStock(t *testing.T) {
+	t.Parallel()
+	for _, s := range []service.Strategy{service.StrategyLocked, service.StrategyPerRequest, service.StrategyConditional, service.StrategyOptimistic, service.StrategyPessimistic} {
+		t.Run(string(s), func(t *testing.T) {
+			t.Parallel()
+			dsn := testenv.Database(t)
+			r := newRig(t, dsn, rigOptions{cfg: func(c *service.OrdersConfig) { c.Strategy = s }})
+			sku := createSKU(t, r.store, 100, 1)
+			results := buyers(t, r.orders, sku.ID, 300, nil)
+			if results["created"] != 100 {
+				t.Errorf("%s: created = %d; want 100 (results %v)", s, results["created"], results)
+			}
+			if sold := checkInvariants(t, r.db, sku.ID); sold != 100 {
+				t.Errorf("%s: sold = %d; want 100", s, sold)
+			}
+		})
+	}
+}
+
+func TestPlace_TwoInstancesShareOneSKU(t *testing.T) {
+	t.Parallel()
+	dsn := testenv.Database(t)
+	a := newRig(t, dsn, rigOptions{})
+	b := newRig(t, dsn, rigOptions{})
+	sku := createSKU(t, a.store, 300, 1)
+	var wg sync.WaitGroup
+	var ra, rb map[string]int
+	wg.Add(2)
+	go func() { defer wg.Done(); ra = buyers(t, a.orders, sku.ID, 500, nil) }()
+	go func() { defer wg.Done(); rb = buyers(t, b.orders, sku.ID, 500, nil) }()
+	wg.Wait()
+	// Users u-0.. exist in both crowds: the per-user limit spans instances.
+	if got := ra["created"] + rb["created"]; got != 300 {
+		t.Errorf("created = %d + %d; want 300", ra["created"], rb["created"])
+	}
+	if sold := checkInvariants(t, a.db, sku.ID); sold != 300 {
+		t.Errorf("sold = %d; want 300", sold)
+	}
+}
+
+func TestPlace_RedisKilledMidSaleFallsBackAndRecovers(t *testing.T) {
+	t.Parallel()
+	srv := testenv.StartRedis(t)
+	dsn := testenv.Database(t)
+	r := newRig(t, dsn, rigOptions{redisAddr: srv.Addr})
+	sku := createSKU(t, r.store, 400, 1)
+
+	var kill sync.Once
+	results := buyers(t, r.orders, sku.ID, 1500, func(n int64) {
+		if n == 50 {
+			kill.Do(srv.Stop)
+		}
+	})
+	if results["created"] != 400 {
+		t.Errorf("created = %d; want 400 (results %v)", results["created"], results)
+	}
+	if sold := checkInvariants(t, r.db, sku.ID); sold != 400 {
+		t.Errorf("sold = %d; want 400", sold)
+	}
+	if !r.orders.Degraded() {
+		t.Errorf("Degraded() = false after Redis was killed; want true")
+	}
+
+	// Redis comes back: the next orders go through the lock again.
+	srv.Start()
+	more := createSKU(t, r.store, 1000, 1)
+	deadline := time.Now().Add(10 * time.Second)
+	for i := 0; r.orders.Degraded(); i++ {
+		if time.Now().After(deadline) {
+			t.Fatal("still degraded 10s after Redis came back")
+		}
+		if _, err := r.orders.Place(context.Background(), service.OrderRequest{SKUID: more.ID, UserID: fmt.Sprintf("r-%d", i), Quantity: 1}); err != nil {
+			t.Fatalf("Place after recovery: %v", err)
+		}
+	}
+	checkInvariants(t, r.db, more.ID)
+}
+
+func TestPlace_AbandonedWhileQueuedIsNotCharged(t *testing.T) {
+	t.Parallel()
+	dsn := testenv.Database(t)
+	var g *gatedStore
+	r := newRig(t, dsn, rigOptions{store: func(s service.Store) service.Store { g = gate(s); return g }})
+	sku := createSKU(t, r.store, 10, 1)
+
+	first := make(chan error, 1)
+	go func() {
+		_, err := r.orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: "first", Quantity: 1})
+		first <- err
+	}()
+	<-g.entered // the worker is inside the first batch's transaction
+
+	ctx, cancel := context.WithCancel(context.Background())
+	left := make(chan error, 1)
+	go func() {
+		_, err := r.orders.Place(ctx, service.OrderRequest{SKUID: sku.ID, UserID: "left", Quantity: 1})
+		left <- err
+	}()
+	r.obs.waitDepth(t, 1)
+	cancel()
+	if err := <-left; !errors.Is(err, service.ErrUnavailable) || !errors.Is(err, context.Canceled) {
+		t.Errorf("Place(cancelled while queued) = %v; want ErrUnavailable wrapping context.Canceled", err)
+	}
+	close(g.release)
+	if err := <-first; err != nil {
+		t.Fatalf("Place(first) = %v", err)
+	}
+	// A later batch must not charge the buyer who left.
+	if _, err := r.orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: "later", Quantity: 1}); err != nil {
+		t.Fatal(err)
+	}
+	var charged int64
+	r.db.Raw("SELECT COUNT(*) FROM orders WHERE sku_id = ? AND user_id = 'left'", sku.ID).Scan(&charged)
+	if charged != 0 {
+		t.Errorf("the buyer who left has %d orders; want 0", charged)
+	}
+	if sold := checkInvariants(t, r.db, sku.ID); sold != 2 {
+		t.Errorf("sold = %d; want 2", sold)
+	}
+}
+
+func TestPlace_FullQueueIsBusyAndShutdownAnswersEveryone(t *testing.T) {
+	t.Parallel()
+	dsn := testenv.Database(t)
+	var g *gatedStore
+	r := newRig(t, dsn, rigOptions{
+		store: func(s service.Store) service.Store { g = gate(s); return g },
+		cfg:   func(c *service.OrdersConfig) { c.QueueMax = 5 },
+	})
+	sku := createSKU(t, r.store, 100, 1)
+
+	answers := make(chan error, 6)
+	place := func(user string) {
+		_, err := r.orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: user, Quantity: 1})
+		answers <- err
+	}
+	go place("first")
+	<-g.entered
+	for i := range 5 {
+		go place(fmt.Sprintf("queued-%d", i))
+	}
+	r.obs.waitDepth(t, 5)
+	if _, err := r.orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: "one-too-many", Quantity: 1}); !errors.Is(err, service.ErrBusy) {
+		t.Errorf("Place(queue full) = %v; want ErrBusy", err)
+	}
+
+	shutdown := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		shutdown <- r.orders.Shutdown(ctx)
+	}()
+	close(g.release)
+	for range 6 {
+		if err := <-answers; err != nil {
+			t.Errorf("queued request answered %v during shutdown; want an order", err)
+		}
+	}
+	if err := <-shutdown; err != nil {
+		t.Errorf("Shutdown = %v", err)
+	}
+	if _, err := r.orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: "after", Quantity: 1}); !errors.Is(err, service.ErrUnavailable) {
+		t.Errorf("Place after Shutdown = %v; want ErrUnavailable", err)
+	}
+	if sold := checkInvariants(t, r.db, sku.ID); sold != 6 {
+		t.Errorf("sold = %d; want 6", sold)
+	}
+}
+
+func TestPlace_SoldOutFastPathSkipsTheDatabase(t *testing.T) {
+	t.Parallel()
+	dsn := testenv.Database(t)
+	var g *gatedStore
+	r := newRig(t, dsn, rigOptions{store: func(s service.Store) service.Store {
+		g = gate(s)
+		close(g.release) // no gate: only count
+		return g
+	}})
+	sku := createSKU(t, r.store, 1, 1)
+	last, err := r.orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: "a", Quantity: 1, IdempotencyKey: "last-unit"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := g.commits.Load()
+	for i := range 100 {
+		_, err := r.orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: fmt.Sprintf("b-%d", i), Quantity: 1})
+		if !errors.Is(err, service.ErrSoldOut) {
+			t.Fatalf("Place after sell-out = %v; want ErrSoldOut", err)
+		}
+	}
+	if n := g.commits.Load() - before; n != 0 {
+		t.Errorf("100 sold-out rejects ran %d transactions; want 0", n)
+	}
+	// A retry of the last sale still finds its order.
+	again, err := r.orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: "a", Quantity: 1, IdempotencyKey: "last-unit"})
+	if err != nil || again.Created || again.Order.ID != last.Order.ID {
+		t.Errorf("replay after sell-out = %+v, %v; want order %d, not created", again, err, last.Order.ID)
+	}
+	checkInvariants(t, r.db, sku.ID)
+}
