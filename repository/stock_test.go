@@ -1,0 +1,195 @@
+package repository_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/repository"
+	"github.com/seckill/seckill/service"
+)
+
+func setup(t *testing.T, stock, limit int64) (*gorm.DB, *repository.Stock, service.SKU) {
+	t.Helper()
+	db := testenv.DB(t, testenv.Database(t))
+	s := repository.New(db)
+	now := time.Now().UTC()
+	sku, err := s.CreateSKU(context.Background(), service.SKU{Name: "t", TotalStock: stock, Stock: stock, PerUserLimit: limit, CreatedAt: now, UpdatedAt: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db, s, sku
+}
+
+func batch(skuID, fence int64, users ...string) service.Batch {
+	b := service.Batch{SKUID: skuID, Fence: fence, Now: time.Now().UTC()}
+	for _, u := range users {
+		b.Requests = append(b.Requests, service.OrderRequest{SKUID: skuID, UserID: u, Quantity: 1})
+	}
+	return b
+}
+
+func TestCommitBatch_OneTransactionPerBatch(t *testing.T) {
+	t.Parallel()
+	db, s, sku := setup(t, 3, 1)
+	res, err := s.CommitBatch(context.Background(), batch(sku.ID, 0, "a", "b", "a", "c", "d"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []error{nil, nil, service.ErrLimitExceeded, nil, service.ErrSoldOut}
+	for i, out := range res.Outcomes {
+		if !errors.Is(out.Err, want[i]) || (want[i] == nil) != (out.Err == nil) {
+			t.Errorf("request %d = %v; want %v", i, out.Err, want[i])
+		}
+		if out.Err == nil && out.Placed.Order.ID == 0 {
+			t.Errorf("request %d: order has no id", i)
+		}
+	}
+	if res.Stock != 0 {
+		t.Errorf("Stock = %d; want 0", res.Stock)
+	}
+	got, _ := s.SKU(context.Background(), sku.ID)
+	if got.Sold != 3 || got.Stock != 0 || got.Version != sku.Version+1 {
+		t.Errorf("after one batch: sold %d stock %d version %d; want 3, 0, %d", got.Sold, got.Stock, got.Version, sku.Version+1)
+	}
+	var orders int64
+	db.Raw("SELECT COUNT(*) FROM orders WHERE sku_id = ?", sku.ID).Scan(&orders)
+	if orders != 3 {
+		t.Errorf("orders = %d; want 3", orders)
+	}
+}
+
+func TestCommitBatch_StaleFenceIsRefused(t *testing.T) {
+	t.Parallel()
+	_, s, sku := setup(t, 10, 1)
+	ctx := context.Background()
+	if _, err := s.CommitBatch(ctx, batch(sku.ID, 100, "new-holder")); err != nil {
+		t.Fatalf("fence 100: %v", err)
+	}
+	// A holder whose lease expired still carries the older token 99.
+	_, err := s.CommitBatch(ctx, batch(sku.ID, 99, "stale-holder"))
+	if !errors.Is(err, service.ErrConflict) {
+		t.Errorf("CommitBatch(fence 99 after 100) = %v; want ErrConflict", err)
+	}
+	got, _ := s.SKU(ctx, sku.ID)
+	if got.Sold != 1 || got.Fence != 100 {
+		t.Errorf("sold %d fence %d; want 1, 100 (the stale write must change nothing)", got.Sold, got.Fence)
+	}
+}
+
+func TestCommitBatch_VersionMovedIsAConflict(t *testing.T) {
+	t.Parallel()
+	db, s, sku := setup(t, 10, 1)
+	// Between the transaction's read and its UPDATE, another writer commits:
+	// the hook runs just before the UPDATE, on a separate connection.
+	other := testenv.DB(t, dsnOf(t, db))
+	bumped := false
+	if err := db.Callback().Update().Before("gorm:update").Register("test:interleave", func(tx *gorm.DB) {
+		if bumped || tx.Statement.Table != "skus" {
+			return
+		}
+		bumped = true
+		if err := other.Exec("UPDATE skus SET version = version + 1 WHERE id = ?", sku.ID).Error; err != nil {
+			t.Errorf("interleaved write: %v", err)
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.CommitBatch(context.Background(), batch(sku.ID, 0, "a"))
+	if !errors.Is(err, service.ErrConflict) {
+		t.Fatalf("CommitBatch with a moved version = %v; want ErrConflict", err)
+	}
+	got, _ := s.SKU(context.Background(), sku.ID)
+	if got.Sold != 0 {
+		t.Errorf("sold = %d after a conflict; want 0", got.Sold)
+	}
+	// The retry re-reads and succeeds.
+	if _, err := s.CommitBatch(context.Background(), batch(sku.ID, 0, "a")); err != nil {
+		t.Errorf("retry: %v", err)
+	}
+}
+
+func dsnOf(t *testing.T, db *gorm.DB) string {
+	t.Helper()
+	var name string
+	db.Raw("SELECT DATABASE()").Scan(&name)
+	return testenv.MySQLDSN() + name
+}
+
+func TestSchema_RefusesWhatMustNeverBeWritten(t *testing.T) {
+	t.Parallel()
+	db, s, sku := setup(t, 1, 1)
+	ctx := context.Background()
+	if _, err := s.CommitBatch(ctx, service.Batch{SKUID: sku.ID, Now: time.Now().UTC(), Requests: []service.OrderRequest{{SKUID: sku.ID, UserID: "a", Quantity: 1, IdempotencyKey: "k"}}}); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		sql  string
+		args []any
+	}{
+		{"negative stock", "UPDATE skus SET stock = -1, total_stock = sold - 1 WHERE id = ?", []any{sku.ID}},
+		{"stock that does not add up", "UPDATE skus SET stock = stock + 1 WHERE id = ?", []any{sku.ID}},
+		{"duplicate idempotency key", "INSERT INTO orders (sku_id, user_id, quantity, idempotency_key, created_at) VALUES (?, 'b', 1, 'k', NOW())", []any{sku.ID}},
+		{"user over the per-user limit", "UPDATE user_purchases SET quantity = quantity + 1 WHERE sku_id = ?", []any{sku.ID}},
+		{"order of a missing sku", "INSERT INTO orders (sku_id, user_id, quantity, created_at) VALUES (?, 'b', 1, NOW())", []any{sku.ID + 1000}},
+		{"zero quantity", "INSERT INTO orders (sku_id, user_id, quantity, created_at) VALUES (?, 'b', 0, NOW())", []any{sku.ID}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := db.Exec(tt.sql, tt.args...).Error; err == nil {
+				t.Errorf("the database accepted %s", tt.name)
+			}
+		})
+	}
+}
+
+func TestSetStock_KeepsTheBooksBalanced(t *testing.T) {
+	t.Parallel()
+	_, s, sku := setup(t, 2, 5)
+	ctx := context.Background()
+	if _, err := s.CommitBatch(ctx, batch(sku.ID, 0, "a", "b")); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.SetStock(ctx, sku.ID, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Stock != 7 || got.Sold != 2 || got.TotalStock != 9 {
+		t.Errorf("after restock: stock %d sold %d total %d; want 7, 2, 9", got.Stock, got.Sold, got.TotalStock)
+	}
+	if _, err := s.SetStock(ctx, sku.ID+1000, 1); !errors.Is(err, service.ErrSKUNotFound) {
+		t.Errorf("SetStock(missing) = %v; want ErrSKUNotFound", err)
+	}
+}
+
+func TestOrdersBySKU_Pages(t *testing.T) {
+	t.Parallel()
+	_, s, sku := setup(t, 5, 1)
+	ctx := context.Background()
+	if _, err := s.CommitBatch(ctx, batch(sku.ID, 0, "a", "b", "c", "d", "e")); err != nil {
+		t.Fatal(err)
+	}
+	var seen []string
+	var after int64
+	for range 10 {
+		page, err := s.OrdersBySKU(ctx, sku.ID, after, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page) == 0 {
+			break
+		}
+		for _, o := range page {
+			seen = append(seen, o.UserID)
+		}
+		after = page[len(page)-1].ID
+	}
+	if len(seen) != 5 {
+		t.Errorf("paged through %v; want 5 orders", seen)
+	}
+}
