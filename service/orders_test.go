@@ -44,7 +44,7 @@ func newRig(t *testing.T, dsn string, o rigOptions) *rig {
 	if addr == "" {
 		addr = testenv.RedisAddr()
 	}
-	rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+	rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond, DialerRetries: 1})
 	t.Cleanup(func() { rdb.Close() })
 	prefix := testenv.Name("test:orders:") + ":"
 	cfg := service.OrdersConfig{

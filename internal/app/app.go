@@ -112,6 +112,10 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 			WriteTimeout: cfg.Redis.IOTimeout,
 			PoolSize:     cfg.Redis.PoolSize,
 			MaxRetries:   -1, // the lock retries on its own terms
+			// Fail fast when Redis is down: the order path then sells on
+			// the database's guard instead of waiting out dial retries.
+			DialerRetries:      1,
+			DialerRetryTimeout: time.Millisecond,
 		})
 		redises[i] = c
 		closers = append(closers, c.Close)

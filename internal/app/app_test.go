@@ -1,0 +1,234 @@
+package app_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/seckill/seckill/internal/app"
+	"github.com/seckill/seckill/internal/config"
+	"github.com/seckill/seckill/internal/testenv"
+)
+
+const token = "test-admin-token-0123456789"
+
+// instance starts one service process-equivalent (its own pools, lock
+// client, queues and HTTP server) and returns its base URL.
+func instance(t *testing.T, dsn, redisAddr, prefix string) string {
+	t.Helper()
+	cfg := config.Default()
+	cfg.HTTP.Addr = "127.0.0.1:0"
+	cfg.MySQL.DSN = dsn
+	cfg.MySQL.MaxOpenConns = 16
+	cfg.MySQL.MaxIdleConns = 16
+	cfg.Redis.Addrs = []string{redisAddr}
+	cfg.Admin.Token = token
+	cfg.Lock.Prefix = prefix
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	addr := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() {
+		var out bytes.Buffer
+		done <- app.Serve(ctx, cfg, testenv.Logger(), &out, func(a string) { addr <- a })
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("instance shutdown: %v", err)
+		}
+	})
+	select {
+	case a := <-addr:
+		return "http://" + a
+	case err := <-done:
+		t.Fatalf("instance did not start: %v", err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("instance did not start within 20s")
+	}
+	return ""
+}
+
+var client = &http.Client{
+	Timeout:   60 * time.Second,
+	Transport: &http.Transport{MaxIdleConns: 4000, MaxIdleConnsPerHost: 1000},
+}
+
+func call(t *testing.T, method, url, body string, headers ...string) (int, map[string]any) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Errorf("%s %s: %v", method, url, err)
+		return 0, nil
+	}
+	defer resp.Body.Close()
+	var m map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&m); err != nil {
+		t.Errorf("%s %s: status %d, body not JSON: %v", method, url, resp.StatusCode, err)
+	}
+	return resp.StatusCode, m
+}
+
+// sale runs 2,000 distinct buyers plus 10% who try twice (with a fresh
+// Idempotency-Key each time) against the instances, round robin, and
+// returns the statuses. midway runs once, after the 100th sale.
+func sale(t *testing.T, urls []string, skuID int64, midway func()) map[int]int {
+	t.Helper()
+	var (
+		mu       sync.Mutex
+		statuses = map[int]int{}
+		created  atomic.Int64
+		once     sync.Once
+		wg       sync.WaitGroup
+		start    = make(chan struct{})
+		n        atomic.Int64
+	)
+	buy := func(user string, attempt int) {
+		defer wg.Done()
+		<-start
+		url := urls[int(n.Add(1))%len(urls)]
+		body := fmt.Sprintf(`{"sku_id":%d,"user_id":%q,"quantity":1}`, skuID, user)
+		status, _ := call(t, http.MethodPost, url+"/api/v1/orders", body, "Idempotency-Key", fmt.Sprintf("%s-%d", user, attempt))
+		mu.Lock()
+		statuses[status]++
+		mu.Unlock()
+		if status == http.StatusCreated && created.Add(1) == 100 && midway != nil {
+			once.Do(midway)
+		}
+	}
+	for i := range 2000 {
+		user := fmt.Sprintf("buyer-%d", i)
+		wg.Add(1)
+		go buy(user, 1)
+		if i%10 == 0 {
+			wg.Add(1)
+			go buy(user, 2)
+		}
+	}
+	close(start)
+	wg.Wait()
+	return statuses
+}
+
+// verify checks the invariants through the admin API and returns sold.
+func verify(t *testing.T, url string, skuID int64) {
+	t.Helper()
+	status, sku := call(t, http.MethodGet, fmt.Sprintf("%s/admin/v1/skus/%d", url, skuID), "", "Authorization", "Bearer "+token)
+	if status != http.StatusOK {
+		t.Fatalf("admin get sku: %d", status)
+	}
+	if sku["sold"] != 500.0 || sku["stock"] != 0.0 {
+		t.Errorf("sku after the sale: sold %v stock %v; want 500, 0", sku["sold"], sku["stock"])
+	}
+	perUser := map[string]int{}
+	orders := 0
+	after := 0.0
+	for range 100 {
+		_, page := call(t, http.MethodGet, fmt.Sprintf("%s/admin/v1/skus/%d/orders?limit=1000&after=%d", url, skuID, int64(after)), "", "Authorization", "Bearer "+token)
+		list, _ := page["orders"].([]any)
+		for _, o := range list {
+			m := o.(map[string]any)
+			perUser[m["user_id"].(string)] += int(m["quantity"].(float64))
+			orders++
+		}
+		next, ok := page["next_after"].(float64)
+		if !ok {
+			break
+		}
+		after = next
+	}
+	if orders != 500 {
+		t.Errorf("orders = %d; want 500", orders)
+	}
+	for u, q := range perUser {
+		if q > 1 {
+			t.Errorf("user %s holds %d units; the limit is 1", u, q)
+		}
+	}
+}
+
+func createSKU(t *testing.T, url string) int64 {
+	t.Helper()
+	status, sku := call(t, http.MethodPost, url+"/admin/v1/skus", `{"name":"flash","stock":500,"per_user_limit":1}`, "Authorization", "Bearer "+token)
+	if status != http.StatusCreated {
+		t.Fatalf("create sku: %d %v", status, sku)
+	}
+	return int64(sku["id"].(float64))
+}
+
+func checkStatuses(t *testing.T, statuses map[int]int, allowed ...int) {
+	t.Helper()
+	total := 0
+	for s, n := range statuses {
+		total += n
+		ok := false
+		for _, a := range allowed {
+			ok = ok || s == a
+		}
+		if !ok {
+			t.Errorf("%d answers with status %d, outside the contract %v", n, s, allowed)
+		}
+	}
+	if statuses[http.StatusServiceUnavailable] > 0 {
+		t.Logf("%d answers were 503 (deadline passed on a loaded machine)", statuses[http.StatusServiceUnavailable])
+	}
+	if total != 2200 {
+		t.Errorf("%d answers; want 2200", total)
+	}
+	if statuses[http.StatusCreated] != 500 {
+		t.Errorf("%d answered 201; want 500 (%v)", statuses[http.StatusCreated], statuses)
+	}
+}
+
+func TestThreeInstancesSellExactlyTheStock(t *testing.T) {
+	dsn := testenv.Database(t)
+	prefix := testenv.Name("test:app:") + ":"
+	urls := []string{
+		instance(t, dsn, testenv.RedisAddr(), prefix),
+		instance(t, dsn, testenv.RedisAddr(), prefix),
+		instance(t, dsn, testenv.RedisAddr(), prefix),
+	}
+	skuID := createSKU(t, urls[0])
+	statuses := sale(t, urls, skuID, nil)
+	// 503 is in the contract (a buyer's deadline passing on a loaded box),
+	// uncharged; whatever happens, exactly the stock is sold.
+	checkStatuses(t, statuses, http.StatusCreated, http.StatusConflict, http.StatusServiceUnavailable)
+	verify(t, urls[1], skuID)
+}
+
+func TestThreeInstancesSellExactlyTheStockWhenRedisStops(t *testing.T) {
+	srv := testenv.StartRedis(t)
+	dsn := testenv.Database(t)
+	prefix := testenv.Name("test:app:") + ":"
+	urls := []string{
+		instance(t, dsn, srv.Addr, prefix),
+		instance(t, dsn, srv.Addr, prefix),
+		instance(t, dsn, srv.Addr, prefix),
+	}
+	skuID := createSKU(t, urls[0])
+	statuses := sale(t, urls, skuID, srv.Stop)
+	checkStatuses(t, statuses, http.StatusCreated, http.StatusConflict, http.StatusServiceUnavailable)
+	verify(t, urls[2], skuID)
+
+	_, ready := call(t, http.MethodGet, urls[0]+"/readyz", "")
+	if ready["status"] != "degraded" || ready["redis"] != "down" {
+		t.Errorf("/readyz with Redis stopped = %v; want degraded, redis down", ready)
+	}
+}
