@@ -35,7 +35,9 @@ type Config struct {
 	AdminToken   string
 	MaxBodyBytes int64
 	Log          *slog.Logger
-	// Extra routes mounted as they are (metrics, bench endpoints).
+	// Middleware runs on every request after the request ID (metrics).
+	Middleware []gin.HandlerFunc
+	// Extra GET routes mounted as they are (metrics, bench endpoints).
 	Extra map[string]http.Handler
 }
 
@@ -45,6 +47,7 @@ func New(cfg Config) http.Handler {
 	r := gin.New()
 	r.HandleMethodNotAllowed = true
 	r.Use(requestID(), recovery(cfg.Log))
+	r.Use(cfg.Middleware...)
 	r.NoRoute(func(c *gin.Context) { abort(c, http.StatusNotFound, codeNotFound, "no such route") })
 	r.NoMethod(func(c *gin.Context) {
 		abort(c, http.StatusMethodNotAllowed, codeMethodNotAllowed, "method not allowed on this route")

@@ -133,7 +133,8 @@ type skuQueue struct {
 
 // Place sells r or says why not. A request whose ctx ends while it waits
 // is not charged; one already in a committing batch gets that batch's answer.
-func (o *Orders) Place(ctx context.Context, r OrderRequest) (Placed, error) {
+func (o *Orders) Place(ctx context.Context, r OrderRequest) (placed Placed, err error) {
+	defer func() { o.obs.OrderResult(ResultOf(err, placed.Created)) }()
 	if err := r.Validate(); err != nil {
 		return Placed{}, err
 	}
@@ -287,7 +288,6 @@ func (o *Orders) commit(parent context.Context, skuID int64, batch []*pending) {
 	}
 	answer := func(i int, out Outcome) {
 		live[i].done <- out
-		o.obs.OrderResult(ResultOf(out.Err, out.Placed.Created))
 	}
 	if o.abort.Load() {
 		for i := range live {

@@ -135,6 +135,8 @@ func ResultOf(err error, created bool) string {
 		return "busy"
 	case errors.Is(err, ErrUnavailable):
 		return "unavailable"
+	case errors.Is(err, ErrInvalid):
+		return "invalid"
 	}
 	return "error"
 }

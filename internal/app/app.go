@@ -20,12 +20,14 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/gin-gonic/gin"
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
 	"github.com/seckill/seckill/handler"
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/internal/database"
+	"github.com/seckill/seckill/internal/metrics"
 	"github.com/seckill/seckill/lock"
 	"github.com/seckill/seckill/repository"
 	"github.com/seckill/seckill/service"
@@ -120,7 +122,9 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 		redises[i] = c
 		closers = append(closers, c.Close)
 	}
+	mx := metrics.New()
 	lockOpts := []lock.Option{
+		lock.WithObserver(mx.Lock()),
 		lock.WithPrefix(cfg.Lock.Prefix),
 		lock.WithTTL(cfg.Lock.TTL),
 		lock.WithQueueMax(cfg.Lock.QueueMax),
@@ -146,7 +150,7 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 		MaxRetries:     cfg.Order.MaxRetries,
 		IdleTimeout:    cfg.Order.IdleTimeout,
 		SoldOutTTL:     cfg.SoldOut.LocalTTL,
-	}, log, nil)
+	}, log, mx)
 	catalog := service.NewCatalog(store, orders, log)
 
 	api := handler.New(handler.Config{
@@ -156,6 +160,8 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 		AdminToken:   cfg.Admin.Token,
 		MaxBodyBytes: cfg.HTTP.MaxBodyBytes,
 		Log:          log,
+		Middleware:   []gin.HandlerFunc{mx.Middleware()},
+		Extra:        map[string]http.Handler{"/metrics": mx.Handler()},
 	})
 	srv := &http.Server{
 		Handler:           api,

@@ -1,0 +1,204 @@
+// Package metrics publishes what the order path, the lock and the HTTP
+// API do as Prometheus series on GET /metrics. It implements
+// service.Observer and lock.Observer.
+package metrics
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/seckill/seckill/lock"
+	"github.com/seckill/seckill/service"
+)
+
+// Metrics holds the service's series in a registry of its own.
+type Metrics struct {
+	reg *prometheus.Registry
+
+	orders          *prometheus.CounterVec
+	lockAcquire     *prometheus.HistogramVec
+	lockAttempts    prometheus.Histogram
+	lockWaiters     *prometheus.GaugeVec
+	lockRenewals    *prometheus.CounterVec
+	lockLost        prometheus.Counter
+	queueDepth      *prometheus.GaugeVec
+	queueRejections *prometheus.CounterVec
+	batchSize       prometheus.Histogram
+	txSeconds       *prometheus.HistogramVec
+	txRetries       prometheus.Counter
+	degraded        prometheus.Gauge
+	soldOutFastPath prometheus.Counter
+	httpRequests    *prometheus.CounterVec
+	httpSeconds     *prometheus.HistogramVec
+}
+
+var (
+	_ service.Observer = (*Metrics)(nil)
+	_ lock.Observer    = lockObserver{}
+)
+
+// New registers every series, with the Go and process collectors.
+func New() *Metrics {
+	latency := []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
+	m := &Metrics{
+		reg: prometheus.NewRegistry(),
+		orders: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "seckill_orders_total", Help: "Order requests answered, by result (created, replayed, sold_out, limit_exceeded, busy, unavailable, ...).",
+		}, []string{"result"}),
+		lockAcquire: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "seckill_lock_acquire_seconds", Help: "Time to obtain a per-SKU lock, including local queueing, by outcome.", Buckets: latency,
+		}, []string{"outcome"}),
+		lockAttempts: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "seckill_lock_acquire_attempts", Help: "Redis attempts per lock acquisition.", Buckets: []float64{0, 1, 2, 3, 5, 10, 20, 50, 100},
+		}),
+		lockWaiters: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "seckill_lock_waiters", Help: "Goroutines waiting locally for a lock key.",
+		}, []string{"key"}),
+		lockRenewals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "seckill_lock_renewals_total", Help: "Lease renewals by result (ok, failed).",
+		}, []string{"result"}),
+		lockLost: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "seckill_lock_lost_total", Help: "Leases found gone while held.",
+		}),
+		queueDepth: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "seckill_queue_depth", Help: "Order requests waiting in a SKU's queue.",
+		}, []string{"sku"}),
+		queueRejections: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "seckill_queue_rejections_total", Help: "Order requests refused because the SKU's queue was full (429).",
+		}, []string{"sku"}),
+		batchSize: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "seckill_batch_size", Help: "Order requests per transaction.", Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512},
+		}),
+		txSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "seckill_tx_seconds", Help: "Time to commit one batch, retries included, by outcome (ok, error).", Buckets: latency,
+		}, []string{"outcome"}),
+		txRetries: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "seckill_tx_retries_total", Help: "Batch transactions retried after a version or fence conflict.",
+		}),
+		degraded: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "seckill_degraded", Help: "1 while Redis is unreachable and orders are sold on the database's guard alone.",
+		}),
+		soldOutFastPath: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "seckill_soldout_fastpath_total", Help: "Order requests refused as sold out without a transaction.",
+		}),
+		httpRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "seckill_http_requests_total", Help: "HTTP requests by route and status code.",
+		}, []string{"route", "code"}),
+		httpSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "seckill_http_request_seconds", Help: "HTTP request latency by route.", Buckets: latency,
+		}, []string{"route"}),
+	}
+	m.reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		m.orders, m.lockAcquire, m.lockAttempts, m.lockWaiters, m.lockRenewals, m.lockLost,
+		m.queueDepth, m.queueRejections, m.batchSize, m.txSeconds, m.txRetries,
+		m.degraded, m.soldOutFastPath, m.httpRequests, m.httpSeconds,
+	)
+	return m
+}
+
+// Handler serves the registry in the Prometheus exposition format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+}
+
+// Middleware counts and times requests by route template (never by raw
+// path, whose ids would explode the series).
+func (m *Metrics) Middleware() gin.HandlerFunc {
+	return func(c *gin.Context) {
+		start := time.Now()
+		c.Next()
+		route := c.FullPath()
+		if route == "" {
+			route = "unmatched"
+		}
+		m.httpRequests.WithLabelValues(route, strconv.Itoa(c.Writer.Status())).Inc()
+		m.httpSeconds.WithLabelValues(route).Observe(time.Since(start).Seconds())
+	}
+}
+
+// OrderResult implements service.Observer.
+func (m *Metrics) OrderResult(result string) { m.orders.WithLabelValues(result).Inc() }
+
+// QueueDepth implements service.Observer; an empty queue's series is removed.
+func (m *Metrics) QueueDepth(skuID int64, depth int) {
+	sku := strconv.FormatInt(skuID, 10)
+	if depth == 0 {
+		m.queueDepth.DeleteLabelValues(sku)
+		return
+	}
+	m.queueDepth.WithLabelValues(sku).Set(float64(depth))
+}
+
+// QueueRejected implements service.Observer.
+func (m *Metrics) QueueRejected(skuID int64) {
+	m.queueRejections.WithLabelValues(strconv.FormatInt(skuID, 10)).Inc()
+}
+
+// Batch implements service.Observer.
+func (m *Metrics) Batch(size int, commit time.Duration, retries int, err error) {
+	m.batchSize.Observe(float64(size))
+	outcome := "ok"
+	if err != nil {
+		outcome = "error"
+	}
+	m.txSeconds.WithLabelValues(outcome).Observe(commit.Seconds())
+	m.txRetries.Add(float64(retries))
+}
+
+// Degraded implements service.Observer.
+func (m *Metrics) Degraded(on bool) {
+	v := 0.0
+	if on {
+		v = 1
+	}
+	m.degraded.Set(v)
+}
+
+// SoldOutFastPath implements service.Observer.
+func (m *Metrics) SoldOutFastPath() { m.soldOutFastPath.Inc() }
+
+// Lock returns the lock.Observer that feeds the seckill_lock_* series.
+func (m *Metrics) Lock() lock.Observer { return lockObserver{m} }
+
+type lockObserver struct{ m *Metrics }
+
+func (o lockObserver) Obtained(_ string, attempts int, wait time.Duration, err error) {
+	outcome := "obtained"
+	switch {
+	case errors.Is(err, lock.ErrUnavailable):
+		outcome = "unavailable"
+	case errors.Is(err, lock.ErrQueueFull):
+		outcome = "queue_full"
+	case err != nil:
+		outcome = "not_obtained"
+	}
+	o.m.lockAcquire.WithLabelValues(outcome).Observe(wait.Seconds())
+	o.m.lockAttempts.Observe(float64(attempts))
+}
+
+func (o lockObserver) QueueDepth(key string, depth int) {
+	if depth == 0 {
+		o.m.lockWaiters.DeleteLabelValues(key)
+		return
+	}
+	o.m.lockWaiters.WithLabelValues(key).Set(float64(depth))
+}
+
+func (o lockObserver) Refreshed(_ string, err error) {
+	result := "ok"
+	if err != nil {
+		result = "failed"
+	}
+	o.m.lockRenewals.WithLabelValues(result).Inc()
+}
+
+func (o lockObserver) LeaseLost(string) { o.m.lockLost.Inc() }
