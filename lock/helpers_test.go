@@ -1,0 +1,276 @@
+package lock_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// sharedAddr is the Redis used by tests that neither stop nor flush it.
+const sharedAddr = "127.0.0.1:6379"
+
+// sharedRedis returns a client of the shared Redis and a key prefix unique to
+// the test; the test's keys are deleted when it ends.
+func sharedRedis(t testing.TB) (*redis.Client, string) {
+	t.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: sharedAddr})
+	t.Cleanup(func() { rdb.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		t.Fatalf("shared Redis at %s: %v (these tests need a real Redis)", sharedAddr, err)
+	}
+	name := strings.NewReplacer("/", "_", " ", "_").Replace(t.Name())
+	prefix := fmt.Sprintf("locktest:%s:%d:", name, time.Now().UnixNano())
+	t.Cleanup(func() { deleteKeys(t, prefix) })
+	return rdb, prefix
+}
+
+// newShared returns another, independent client of the shared Redis, as a
+// separate process would have.
+func newShared(t testing.TB) *redis.Client {
+	t.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: sharedAddr})
+	t.Cleanup(func() { rdb.Close() })
+	return rdb
+}
+
+func deleteKeys(t testing.TB, prefix string) {
+	rdb := redis.NewClient(&redis.Options{Addr: sharedAddr})
+	defer rdb.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var cursor uint64
+	for range 10_000 { // bounded: a test creates a handful of keys
+		keys, next, err := rdb.Scan(ctx, cursor, prefix+"*", 1000).Result()
+		if err != nil {
+			t.Logf("cleanup of %s*: %v", prefix, err)
+			return
+		}
+		if len(keys) > 0 {
+			rdb.Del(ctx, keys...)
+		}
+		if cursor = next; cursor == 0 {
+			return
+		}
+	}
+}
+
+// redisServer is a redis-server of the test's own, without persistence, on a
+// free loopback port, so the test may stop, restart or flush it.
+type redisServer struct {
+	t    testing.TB
+	port int
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+}
+
+func startRedis(t testing.TB) *redisServer {
+	t.Helper()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Skipf("redis-server not installed: %v", err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	s := &redisServer{t: t, port: port}
+	s.start()
+	t.Cleanup(s.stop)
+	return s
+}
+
+func (s *redisServer) addr() string { return "127.0.0.1:" + strconv.Itoa(s.port) }
+
+// client returns a go-redis client of s, closed when the test ends.
+func (s *redisServer) client() *redis.Client {
+	rdb := redis.NewClient(&redis.Options{Addr: s.addr()})
+	s.t.Cleanup(func() { rdb.Close() })
+	return rdb
+}
+
+// start runs redis-server and waits until it answers PING.
+func (s *redisServer) start() {
+	s.t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd != nil {
+		s.t.Fatalf("redis-server on %d already running", s.port)
+	}
+	cmd := exec.Command("redis-server",
+		"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", s.t.TempDir(),
+		"--loglevel", "warning")
+	if err := cmd.Start(); err != nil {
+		s.t.Fatalf("start redis-server: %v", err)
+	}
+	s.cmd = cmd
+
+	rdb := redis.NewClient(&redis.Options{Addr: s.addr(), MaxRetries: -1})
+	defer rdb.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		err := rdb.Ping(ctx).Err()
+		cancel()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("redis-server on %d not ready: %v", s.port, err)
+		}
+		time.Sleep(5 * time.Millisecond) // readiness poll, bounded above
+	}
+}
+
+// stop kills redis-server (SIGKILL, like a crash) and waits for it to exit.
+func (s *redisServer) stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return
+	}
+	_ = s.cmd.Process.Kill()
+	_ = s.cmd.Wait() // "signal: killed" is the expected outcome
+	s.cmd = nil
+}
+
+// restart crashes the server and starts it again, empty (no persistence).
+func (s *redisServer) restart() {
+	s.t.Helper()
+	s.stop()
+	s.start()
+}
+
+// cmdCounter is a go-redis hook counting round trips (a pipeline is one) and
+// the largest number of lock scripts in flight at once.
+type cmdCounter struct {
+	n        atomic.Int64
+	inFlight atomic.Int64
+	maxEval  atomic.Int64
+}
+
+func countCommands(rdb *redis.Client) *cmdCounter {
+	c := &cmdCounter{}
+	rdb.AddHook(c)
+	return c
+}
+
+func (c *cmdCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (c *cmdCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		c.n.Add(1)
+		if name := cmd.Name(); name == "evalsha" || name == "eval" {
+			n := c.inFlight.Add(1)
+			defer c.inFlight.Add(-1)
+			for {
+				m := c.maxEval.Load()
+				if n <= m || c.maxEval.CompareAndSwap(m, n) {
+					break
+				}
+			}
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (c *cmdCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		c.n.Add(1)
+		return next(ctx, cmds)
+	}
+}
+
+// waitAtLeast polls, at most 5s, until n round trips were counted.
+func (c *cmdCounter) waitAtLeast(t testing.TB, n int64) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for c.n.Load() < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("round trips = %d after 5s; want >= %d", c.n.Load(), n)
+		}
+		time.Sleep(time.Millisecond) // bounded poll
+	}
+}
+
+// recorder is an Observer that keeps what it saw.
+type recorder struct {
+	mu       sync.Mutex
+	obtained []error
+	attempts []int
+	depth    map[string]int
+	refresh  []error
+	lost     []string
+	changed  chan struct{} // receives (without blocking) on every event
+}
+
+func newRecorder() *recorder {
+	return &recorder{depth: map[string]int{}, changed: make(chan struct{}, 1)}
+}
+
+func (r *recorder) notify() {
+	select {
+	case r.changed <- struct{}{}:
+	default:
+	}
+}
+
+func (r *recorder) Obtained(key string, attempts int, wait time.Duration, err error) {
+	r.mu.Lock()
+	r.obtained = append(r.obtained, err)
+	r.attempts = append(r.attempts, attempts)
+	r.mu.Unlock()
+	r.notify()
+}
+
+func (r *recorder) QueueDepth(key string, depth int) {
+	r.mu.Lock()
+	r.depth[key] = depth
+	r.mu.Unlock()
+	r.notify()
+}
+
+func (r *recorder) Refreshed(key string, err error) {
+	r.mu.Lock()
+	r.refresh = append(r.refresh, err)
+	r.mu.Unlock()
+	r.notify()
+}
+
+func (r *recorder) LeaseLost(key string) {
+	r.mu.Lock()
+	r.lost = append(r.lost, key)
+	r.mu.Unlock()
+	r.notify()
+}
+
+// waitDepth waits, at most 5s, until key's queue depth is want.
+func (r *recorder) waitDepth(t testing.TB, key string, want int) {
+	t.Helper()
+	timeout := time.After(5 * time.Second)
+	for {
+		r.mu.Lock()
+		got := r.depth[key]
+		r.mu.Unlock()
+		if got == want {
+			return
+		}
+		select {
+		case <-r.changed:
+		case <-timeout:
+			t.Fatalf("queue depth of %q = %d; want %d", key, got, want)
+		}
+	}
+}

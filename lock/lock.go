@@ -1,0 +1,344 @@
+// Package lock implements a distributed lock (a lease) on Redis, for
+// cutting contention, not for guaranteeing correctness on its own.
+//
+// A Client obtains a lease with one atomic SET NX PX, identified by a random
+// 128-bit token, and releases or refreshes it with a Lua script that first
+// checks the token, so a holder whose lease expired cannot free or extend the
+// next holder's. With a single Redis (New) every successful Obtain also
+// returns a fencing token, strictly increasing per key, that a resource can
+// use to reject writes from a stale holder. NewRedlock spreads the lease over
+// independent Redis masters with the Redlock algorithm (go-redsync), which
+// has no fencing.
+//
+// Within one Client (one process), at most one goroutine per key competes in
+// Redis at a time; the others wait in a bounded FIFO queue and are handed the
+// key when it is released. Obtain fails fast with ErrUnavailable when Redis
+// cannot be reached, so a caller can tell "Redis is down" from "someone else
+// has the lock" (ErrNotObtained).
+//
+// A lease can always be lost behind its holder's back (GC pause, network
+// delay, clock jump, failover). Keep the real invariant in the resource: a
+// conditional write checked against a version or the fencing token. See
+// docs/locking.md.
+package lock
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	mrand "math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Errors returned by this package. Check them with errors.Is: they are often
+// wrapped with a cause, and context errors are joined to them.
+var (
+	// ErrNotObtained means the lock is held by someone else and Obtain ran
+	// out of attempts or of context before it was free.
+	ErrNotObtained = errors.New("lock: not obtained")
+	// ErrQueueFull means too many goroutines of this Client already wait for
+	// the key (see WithQueueMax). No Redis round trip was made.
+	ErrQueueFull = errors.New("lock: wait queue full")
+	// ErrNotHeld means the lease is no longer ours: it expired (and may have
+	// been taken by someone else) or the Lock was already released.
+	ErrNotHeld = errors.New("lock: not held")
+	// ErrUnavailable means Redis (or, in Redlock mode, too many of its
+	// nodes to reach a quorum) could not be reached. It never means
+	// contention; a caller may fall back to a path that does not need the
+	// lock.
+	ErrUnavailable = errors.New("lock: redis unavailable")
+)
+
+// errTaken is what a backend reports when someone else holds the key.
+var errTaken = errors.New("lock: taken")
+
+// unavailableAttempts is how many consecutive attempts that cannot reach
+// Redis Obtain makes before giving up with ErrUnavailable.
+const unavailableAttempts = 2
+
+// backend is a lease store: one Redis (fenced) or several (Redlock).
+type backend interface {
+	// obtain takes the lease, returning the fencing token (0 without
+	// fencing), errTaken when held by someone else, or an error wrapping
+	// ErrUnavailable when the store cannot be reached.
+	obtain(ctx context.Context, key, token string, ttl time.Duration) (int64, error)
+	// release deletes the lease if it is still ours, else ErrNotHeld.
+	release(ctx context.Context, key, token string) error
+	// refresh extends the lease to ttl if it is still ours, else ErrNotHeld.
+	refresh(ctx context.Context, key, token string, ttl time.Duration) error
+}
+
+// Client obtains locks. It is safe for concurrent use; create one per Redis
+// setup and share it, since its local wait queues only work within a Client.
+type Client struct {
+	be   backend
+	opts options
+
+	mu    sync.Mutex
+	slots map[string]*slot
+}
+
+// New returns a Client that keeps its leases in one Redis (standalone,
+// Sentinel-managed or Cluster) and issues fencing tokens. The Client does not
+// own rdb: closing it is the caller's job.
+func New(rdb redis.UniversalClient, opts ...Option) *Client {
+	o := newOptions(opts)
+	return newClient(&single{rdb: rdb, fenceTTL: o.fenceTTL}, o)
+}
+
+func newClient(be backend, o options) *Client {
+	return &Client{be: be, opts: o, slots: make(map[string]*slot)}
+}
+
+// Obtain takes the lock for key, retrying with back-off while someone else
+// holds it (see WithRetry), after waiting its turn behind other goroutines of
+// this Client that want the same key (see WithQueueMax).
+//
+// It returns ErrQueueFull at once when the local queue is full;
+// ErrNotObtained when attempts run out; ErrNotObtained joined with ctx.Err()
+// when ctx is done first; and ErrUnavailable, after at most two attempts,
+// when Redis cannot be reached (see WithAttemptTimeout). Every returned Lock
+// must be released, even after it was lost, to free the local slot.
+func (c *Client) Obtain(ctx context.Context, key string) (*Lock, error) {
+	start := time.Now()
+	l, attempts, err := c.obtain(ctx, key)
+	c.opts.observer.Obtained(key, attempts, time.Since(start), err)
+	return l, err
+}
+
+func (c *Client) obtain(ctx context.Context, key string) (*Lock, int, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, 0, fmt.Errorf("%w: %w", ErrNotObtained, err)
+	}
+	if err := c.enter(ctx, key); err != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil && errors.Is(err, ctxErr) {
+			return nil, 0, fmt.Errorf("%w: %w", ErrNotObtained, err)
+		}
+		return nil, 0, err
+	}
+	l, attempts, err := c.compete(ctx, key)
+	if err != nil {
+		c.leave(key)
+		return nil, attempts, err
+	}
+	return l, attempts, nil
+}
+
+// compete runs the Redis side of Obtain while this goroutine owns the slot.
+func (c *Client) compete(ctx context.Context, key string) (*Lock, int, error) {
+	var (
+		rkey     = c.opts.prefix + key
+		token    = rand.Text() // 26 base32 characters: 130 bits from crypto/rand
+		attempts int
+		down     int   // consecutive attempts that could not reach Redis
+		lastErr  error // wrapping ErrUnavailable, if the last attempt failed so
+		timer    *time.Timer
+	)
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		attempts++
+		start := time.Now()
+		actx, cancel := context.WithTimeout(ctx, c.opts.attemptTO)
+		fence, err := c.be.obtain(actx, rkey, token, c.opts.ttl)
+		cancel()
+		switch {
+		case err == nil:
+			return c.newLock(key, rkey, token, fence, start), attempts, nil
+		case ctx.Err() != nil:
+			if !errors.Is(err, errTaken) {
+				// The SET may have reached Redis even though we gave up
+				// waiting for its answer; do not leave an orphan lease
+				// blocking others for a whole TTL.
+				c.abandon(ctx, rkey, token)
+			}
+			return nil, attempts, fmt.Errorf("%w: %w", ErrNotObtained, ctx.Err())
+		case errors.Is(err, errTaken):
+			down, lastErr = 0, nil
+		case errors.Is(err, ErrUnavailable):
+			down++
+			lastErr = err
+			if down >= unavailableAttempts {
+				return nil, attempts, err
+			}
+		default:
+			return nil, attempts, err
+		}
+		if c.opts.maxAttempts > 0 && attempts >= c.opts.maxAttempts {
+			if lastErr != nil {
+				return nil, attempts, lastErr
+			}
+			return nil, attempts, ErrNotObtained
+		}
+
+		d := c.backoff(attempts)
+		if timer == nil {
+			timer = time.NewTimer(d)
+		} else {
+			timer.Reset(d)
+		}
+		select {
+		case <-timer.C:
+		case <-ctx.Done():
+			if lastErr != nil {
+				return nil, attempts, fmt.Errorf("%w: %w", lastErr, ctx.Err())
+			}
+			return nil, attempts, fmt.Errorf("%w: %w", ErrNotObtained, ctx.Err())
+		}
+	}
+}
+
+// backoff returns the delay after the given failed attempt (1-based):
+// uniform in [0, min(maxBackoff, minBackoff*2^(attempt-1))] ("full jitter").
+func (c *Client) backoff(attempt int) time.Duration {
+	ceiling := c.opts.maxBackoff
+	if shift := attempt - 1; shift < 32 {
+		ceiling = min(ceiling, c.opts.minBackoff<<shift)
+	}
+	return mrand.N(ceiling + 1)
+}
+
+// abandon deletes a lease we might have obtained without hearing about it.
+// It runs on its own short deadline because ctx is already done.
+func (c *Client) abandon(ctx context.Context, rkey, token string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 100*time.Millisecond)
+	defer cancel()
+	// Best effort: if this fails too, the lease expires after its TTL.
+	_ = c.be.release(ctx, rkey, token)
+}
+
+func (c *Client) newLock(key, rkey, token string, fence int64, start time.Time) *Lock {
+	l := &Lock{
+		c:     c,
+		key:   key,
+		rkey:  rkey,
+		token: token,
+		fence: fence,
+		lost:  make(chan struct{}),
+	}
+	if c.opts.watchdog {
+		ctx, cancel := context.WithCancel(context.Background())
+		l.stopWatchdog = cancel
+		l.watchdogDone = make(chan struct{})
+		go l.watch(ctx, c.opts.ttl, start.Add(c.opts.ttl))
+	}
+	return l
+}
+
+// Lock is a held lease. Its methods are safe for concurrent use.
+type Lock struct {
+	c     *Client
+	key   string
+	rkey  string
+	token string
+	fence int64
+	lost  chan struct{}
+
+	released     atomic.Bool
+	stopWatchdog context.CancelFunc // nil without watchdog
+	watchdogDone chan struct{}
+}
+
+// Key returns the key the Lock was obtained for, without the Client's prefix.
+func (l *Lock) Key() string { return l.key }
+
+// Token returns the random value (130 bits from crypto/rand) that identifies
+// this lease in Redis.
+func (l *Lock) Token() string { return l.token }
+
+// Fence returns the fencing token issued with this lease: per key, strictly
+// greater than every fence issued before it. It is 0 in Redlock mode, where
+// independent masters cannot agree on an order.
+func (l *Lock) Fence() int64 { return l.fence }
+
+// Lost returns a channel the watchdog closes when it finds the lease gone,
+// or cannot renew it before it would expire. Without WithWatchdog it is never
+// closed, which does not mean the lease is still held.
+func (l *Lock) Lost() <-chan struct{} { return l.lost }
+
+// Release deletes the lease if it is still ours, stops the watchdog and hands
+// the key to the next local waiter. It returns ErrNotHeld if the lease had
+// expired (leaving any new holder's lease untouched) or was already released,
+// and an error wrapping ErrUnavailable if Redis could not be reached, in which
+// case the lease expires after its TTL. The local slot is freed in every case.
+func (l *Lock) Release(ctx context.Context) error {
+	if !l.released.CompareAndSwap(false, true) {
+		return ErrNotHeld
+	}
+	defer l.c.leave(l.key)
+	l.stop()
+	err := l.c.be.release(ctx, l.rkey, l.token)
+	if err != nil && !errors.Is(err, ErrNotHeld) && ctx.Err() != nil {
+		return fmt.Errorf("lock: release: %w", ctx.Err())
+	}
+	return err
+}
+
+// Refresh extends the lease to ttl from now if it is still ours. It returns
+// ErrNotHeld if the lease expired or the Lock was released, and an error
+// wrapping ErrUnavailable if Redis could not be reached. The watchdog, if on,
+// keeps renewing with the Client's TTL.
+func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
+	if l.released.Load() {
+		return ErrNotHeld
+	}
+	err := l.c.be.refresh(ctx, l.rkey, l.token, max(ttl, time.Millisecond))
+	if err != nil && !errors.Is(err, ErrNotHeld) && ctx.Err() != nil {
+		err = fmt.Errorf("lock: refresh: %w", ctx.Err())
+	}
+	l.c.opts.observer.Refreshed(l.key, err)
+	return err
+}
+
+// stop ends the watchdog and waits for it, so that no renewal races with the
+// release that follows.
+func (l *Lock) stop() {
+	if l.stopWatchdog == nil {
+		return
+	}
+	l.stopWatchdog()
+	<-l.watchdogDone
+}
+
+// watch renews the lease every ttl/3 until ctx is cancelled. It closes lost
+// when a renewal finds the lease gone, or when renewals have failed for so
+// long that the lease may have expired before the next one.
+func (l *Lock) watch(ctx context.Context, ttl time.Duration, validUntil time.Time) {
+	defer close(l.watchdogDone)
+	period := max(ttl/3, time.Millisecond)
+	t := time.NewTimer(period)
+	defer t.Stop()
+	obs := l.c.opts.observer
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		start := time.Now()
+		rctx, cancel := context.WithTimeout(ctx, period)
+		err := l.c.be.refresh(rctx, l.rkey, l.token, ttl)
+		cancel()
+		if ctx.Err() != nil {
+			return // released meanwhile; the outcome no longer matters
+		}
+		obs.Refreshed(l.key, err)
+		switch {
+		case err == nil:
+			validUntil = start.Add(ttl)
+		case errors.Is(err, ErrNotHeld), time.Until(validUntil) <= period:
+			close(l.lost)
+			obs.LeaseLost(l.key)
+			return
+		}
+		t.Reset(period)
+	}
+}

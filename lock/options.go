@@ -1,0 +1,126 @@
+package lock
+
+import "time"
+
+// Option configures a Client. Options are applied in order by New and
+// NewRedlock; a later option overrides an earlier one.
+type Option func(*options)
+
+type options struct {
+	ttl         time.Duration
+	attemptTO   time.Duration
+	prefix      string
+	minBackoff  time.Duration
+	maxBackoff  time.Duration
+	maxAttempts int
+	queueMax    int
+	watchdog    bool
+	fenceTTL    time.Duration
+	observer    Observer
+}
+
+func defaultOptions() options {
+	return options{
+		ttl:        10 * time.Second,
+		attemptTO:  250 * time.Millisecond,
+		prefix:     "lock:",
+		minBackoff: time.Millisecond,
+		maxBackoff: 64 * time.Millisecond,
+		queueMax:   1024,
+		fenceTTL:   24 * time.Hour,
+		observer:   NopObserver{},
+	}
+}
+
+func newOptions(opts []Option) options {
+	o := defaultOptions()
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return o
+}
+
+// WithTTL sets the lease time-to-live. The default is 10s. A lease that is
+// neither released nor refreshed expires after ttl, whatever its holder
+// believes; values below 1ms are raised to 1ms (Redis PX resolution).
+func WithTTL(d time.Duration) Option {
+	return func(o *options) { o.ttl = max(d, time.Millisecond) }
+}
+
+// WithAttemptTimeout bounds each Redis attempt made by Obtain. The default is
+// 250ms, far above a healthy round trip (well under 1ms) and short enough
+// that two attempts against an unreachable Redis fail fast with
+// ErrUnavailable even when the go-redis client retries its dials. An attempt
+// that runs out of time counts as Redis being unreachable. Non-positive
+// values restore the default.
+func WithAttemptTimeout(d time.Duration) Option {
+	return func(o *options) {
+		if d <= 0 {
+			d = 250 * time.Millisecond
+		}
+		o.attemptTO = d
+	}
+}
+
+// WithPrefix sets the prefix prepended to every key in Redis. The default is
+// "lock:". The fence counter lives at prefix+key+":fence". With Redis Cluster,
+// put a hash tag in the key ("{sku:1}") so both land in the same slot.
+func WithPrefix(p string) Option {
+	return func(o *options) { o.prefix = p }
+}
+
+// WithRetry sets how Obtain retries while the lock is held by someone else:
+// exponential back-off starting at minBackoff, capped at maxBackoff, with full
+// jitter (each delay is uniform in [0, cap]), for at most maxAttempts Redis
+// attempts. The defaults are 1ms, 64ms and 0; maxAttempts <= 0 means retry
+// until the context is done. Non-positive back-offs fall back to the
+// defaults, and maxBackoff is raised to minBackoff if smaller.
+func WithRetry(minBackoff, maxBackoff time.Duration, maxAttempts int) Option {
+	return func(o *options) {
+		if minBackoff <= 0 {
+			minBackoff = time.Millisecond
+		}
+		if maxBackoff <= 0 {
+			maxBackoff = 64 * time.Millisecond
+		}
+		o.minBackoff = minBackoff
+		o.maxBackoff = max(maxBackoff, minBackoff)
+		o.maxAttempts = max(maxAttempts, 0)
+	}
+}
+
+// WithQueueMax bounds how many goroutines of this Client may wait locally for
+// the same key while another of its goroutines competes for or holds it. The
+// default is 1024. When the queue is full Obtain fails at once with
+// ErrQueueFull, without a Redis round trip; n <= 0 means no waiting at all.
+func WithQueueMax(n int) Option {
+	return func(o *options) { o.queueMax = max(n, 0) }
+}
+
+// WithWatchdog turns on automatic lease renewal. The default is off. While a
+// Lock is held a goroutine refreshes it every TTL/3 and closes Lock.Lost as
+// soon as a renewal finds the lease gone (or cannot reach Redis before the
+// lease would have run out), so the holder can abort its critical section.
+func WithWatchdog(on bool) Option {
+	return func(o *options) { o.watchdog = on }
+}
+
+// WithFenceTTL sets the idle expiry of the per-key fence counter, refreshed on
+// every successful Obtain. The default is 24h; values below 1ms are raised to
+// 1ms. When the counter has expired it is re-seeded from the Redis clock in
+// microseconds, so fencing tokens keep increasing (see docs/locking.md).
+// It has no effect in Redlock mode, which has no fencing.
+func WithFenceTTL(d time.Duration) Option {
+	return func(o *options) { o.fenceTTL = max(d, time.Millisecond) }
+}
+
+// WithObserver sets the Observer that receives acquire, queue and lease
+// events. The default is NopObserver. A nil Observer restores the default.
+func WithObserver(obs Observer) Option {
+	return func(o *options) {
+		if obs == nil {
+			obs = NopObserver{}
+		}
+		o.observer = obs
+	}
+}

@@ -1,0 +1,82 @@
+package lock
+
+import (
+	"context"
+	"slices"
+)
+
+// slot is the per-key, per-Client right to compete for a key in Redis and,
+// once obtained, to hold it. Exactly one goroutine owns a busy slot; the
+// others wait in FIFO order on their own channel, which the owner closes to
+// hand the slot over. Nobody polls Redis while waiting locally.
+type slot struct {
+	busy    bool
+	waiters []chan struct{}
+}
+
+// enter takes the slot for key, waiting in line behind at most queueMax other
+// goroutines. It fails at once with ErrQueueFull when the line is full, and
+// with ctx's error when ctx is done first.
+func (c *Client) enter(ctx context.Context, key string) error {
+	c.mu.Lock()
+	s := c.slots[key]
+	if s == nil {
+		s = &slot{}
+		c.slots[key] = s
+	}
+	if !s.busy {
+		s.busy = true
+		c.mu.Unlock()
+		return nil
+	}
+	if len(s.waiters) >= c.opts.queueMax {
+		c.mu.Unlock()
+		return ErrQueueFull
+	}
+	ready := make(chan struct{})
+	s.waiters = append(s.waiters, ready)
+	depth := len(s.waiters)
+	c.mu.Unlock()
+	c.opts.observer.QueueDepth(key, depth)
+
+	select {
+	case <-ready:
+		return nil
+	case <-ctx.Done():
+	}
+
+	c.mu.Lock()
+	i := slices.Index(s.waiters, ready)
+	if i < 0 {
+		// The slot was handed to us while ctx expired: pass it on.
+		c.mu.Unlock()
+		c.leave(key)
+		return ctx.Err()
+	}
+	s.waiters = slices.Delete(s.waiters, i, i+1)
+	depth = len(s.waiters)
+	c.mu.Unlock()
+	c.opts.observer.QueueDepth(key, depth)
+	return ctx.Err()
+}
+
+// leave hands the slot for key to the longest waiting goroutine, or frees it.
+func (c *Client) leave(key string) {
+	c.mu.Lock()
+	s := c.slots[key]
+	if len(s.waiters) == 0 {
+		delete(c.slots, key)
+		c.mu.Unlock()
+		return
+	}
+	next := s.waiters[0]
+	s.waiters[0] = nil
+	s.waiters = s.waiters[1:]
+	depth := len(s.waiters)
+	if depth == 0 {
+		s.waiters = nil // let the backing array go
+	}
+	c.mu.Unlock()
+	close(next)
+	c.opts.observer.QueueDepth(key, depth)
+}

@@ -1,0 +1,114 @@
+package lock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-redsync/redsync/v4"
+	redsyncredis "github.com/go-redsync/redsync/v4/redis"
+	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
+	"github.com/redis/go-redis/v9"
+)
+
+// NewRedlock returns a Client that holds each lease on a majority of the
+// given independent Redis masters (the Redlock algorithm, via go-redsync):
+// an attempt succeeds when len(rdbs)/2+1 nodes accepted it within the lease
+// time minus 1% clock drift, and release deletes the lease on every node.
+//
+// Locks from this Client have Fence() == 0: independent masters cannot issue
+// one increasing sequence. Redlock's safety assumes bounded clock drift, no
+// process pause longer than the lease, and nodes that do not forget a lease
+// when they restart (persistence with fsync, or a restart delayed by one
+// TTL); see docs/locking.md. Obtain returns ErrUnavailable when too many
+// nodes are unreachable for a quorum, ErrNotObtained when the others hold it.
+func NewRedlock(rdbs []redis.UniversalClient, opts ...Option) *Client {
+	pools := make([]redsyncredis.Pool, len(rdbs))
+	for i, rdb := range rdbs {
+		pools[i] = goredis.NewPool(rdb)
+	}
+	o := newOptions(opts)
+	return newClient(&redlock{
+		rs:     redsync.New(pools...),
+		nodes:  len(rdbs),
+		quorum: len(rdbs)/2 + 1,
+	}, o)
+}
+
+// redlock is the backend over independent masters.
+type redlock struct {
+	rs     *redsync.Redsync
+	nodes  int
+	quorum int
+}
+
+func (r *redlock) mutex(key, token string, ttl time.Duration) *redsync.Mutex {
+	return r.rs.NewMutex(key,
+		redsync.WithExpiry(ttl),
+		redsync.WithTries(1),
+		redsync.WithValue(token),
+		redsync.WithGenValueFunc(func() (string, error) { return token, nil }),
+	)
+}
+
+func (r *redlock) obtain(ctx context.Context, key, token string, ttl time.Duration) (int64, error) {
+	err := r.mutex(key, token, ttl).TryLockContext(ctx)
+	if err == nil {
+		return 0, nil
+	}
+	if r.noQuorum(err) {
+		return 0, fmt.Errorf("%w: obtain: %w", ErrUnavailable, err)
+	}
+	return 0, errTaken
+}
+
+func (r *redlock) release(ctx context.Context, key, token string) error {
+	ok, err := r.mutex(key, token, time.Second).UnlockContext(ctx)
+	switch {
+	case ok:
+		return nil
+	case r.noQuorum(err):
+		return fmt.Errorf("%w: release: %w", ErrUnavailable, err)
+	default:
+		return ErrNotHeld
+	}
+}
+
+func (r *redlock) refresh(ctx context.Context, key, token string, ttl time.Duration) error {
+	ok, err := r.mutex(key, token, ttl).ExtendContext(ctx)
+	switch {
+	case ok:
+		return nil
+	case r.noQuorum(err):
+		return fmt.Errorf("%w: refresh: %w", ErrUnavailable, err)
+	default:
+		return ErrNotHeld
+	}
+}
+
+// noQuorum reports whether so many nodes were unreachable that a quorum was
+// impossible, whatever the others answered.
+func (r *redlock) noQuorum(err error) bool {
+	return countUnreachable(err) > r.nodes-r.quorum
+}
+
+// countUnreachable counts the nodes whose error in a (joined) redsync error
+// says they could not be reached.
+func countUnreachable(err error) int {
+	if err == nil {
+		return 0
+	}
+	if joined, ok := err.(interface{ Unwrap() []error }); ok {
+		n := 0
+		for _, e := range joined.Unwrap() {
+			n += countUnreachable(e)
+		}
+		return n
+	}
+	var node *redsync.RedisError
+	if errors.As(err, &node) && unreachable(node.Err) {
+		return 1
+	}
+	return 0
+}
