@@ -10,10 +10,14 @@
 // outside a fault run, a 400 to a good request, a 2xx to a bad one, a replay
 // that returns another order) and on latency past P95_MS / P99_MS.
 //
-// Every order a client is told about is written to the console output as
-// "ack <order_id> <user_id>", and every 503 or connection failure as
-// "unavail <unix ms> <status>", so that the runner can check each
-// acknowledged order exists and 503s fell inside the fault window.
+// The console output is the clients' record, checked by the runner against
+// the database: "ack <order_id> <user>" for every order a buyer was told
+// about (it must exist), "unsure <user>" for a buyer left without an answer
+// (only such a buyer may own an order nobody was told about), "refused
+// <key> <user> <code>" for a keyed buyer refused after an attempt of
+// unknown outcome (its key must name no order), and "unavail <unix ms>
+// <status>" for every 503 or dropped connection (they must fall inside the
+// fault window).
 //
 // Run it through `make loadtest`; by hand:
 //   k6 run -e BASE_URLS=http://127.0.0.1:8080 -e SKU_ID=1 loadtest/sale.js
@@ -51,7 +55,7 @@ const CONFLICT_SHARE = num('CONFLICT_SHARE', 0.02);
 const MAX_ATTEMPTS = num('MAX_ATTEMPTS', 8);
 const P95_MS = num('P95_MS', 1000);
 const P99_MS = num('P99_MS', 3000);
-const REQ_TIMEOUT = env('REQ_TIMEOUT', '30s');
+const REQ_TIMEOUT = env('REQ_TIMEOUT', '15s');
 
 if (!SKU_ID) throw new Error('SKU_ID is required');
 if (BASE_URLS.length === 0) throw new Error('BASE_URLS is required');
@@ -74,7 +78,9 @@ export const options = {
         { target: RATE, duration: RAMP },
         { target: RATE, duration: HOLD },
       ],
-      gracefulStop: '40s',
+      // Long enough for every iteration to finish its retries, so that no
+      // buyer is cut off without a record of what it was told.
+      gracefulStop: '2m',
     },
   },
   thresholds: {
@@ -140,10 +146,12 @@ function retryable(res, key) {
 
 // order sends one purchase, retrying with the same Idempotency-Key on
 // another instance after a busy, unavailable or dropped answer. A replay
-// (or a retry whose first answer was lost) may be answered 200.
+// (or a retry whose first answer was lost) may be answered 200. unsure
+// tells whether an attempt's outcome was unknown (503 or dropped).
 function order(body, key, first, replay) {
   let res;
   let code = '';
+  let unsure = false;
   for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
     const base = BASE_URLS[(first + attempt) % BASE_URLS.length];
     res = post(`${base}/api/v1/orders`, body, key, 'order');
@@ -152,7 +160,8 @@ function order(body, key, first, replay) {
     ok[503] = ALLOW_503;
     ok[0] = ALLOW_CONN_ERR;
     if (!ok[res.status]) flag('order', res, code, 'not an answer a valid order may get');
-    if (!retryable(res, key)) return { res, code };
+    if (!retryable(res, key)) return { res, code, unsure: unsure || res.status === 503 || res.status === 0 };
+    unsure = unsure || res.status === 503 || res.status === 0;
     if (attempt + 1 === MAX_ATTEMPTS) break;
     retried.add(1);
     const after = Number(res.headers['Retry-After']);
@@ -160,7 +169,7 @@ function order(body, key, first, replay) {
     sleep(Math.min(Number.isFinite(after) && after > 0 ? after : backoff, 2) * (0.5 + Math.random()));
   }
   gaveUp.add(1);
-  return { res, code };
+  return { res, code, unsure };
 }
 
 const MALFORMED = [
@@ -203,8 +212,18 @@ export default function () {
   const user = Math.random() < REPEAT_SHARE ? `${RUN}-r${Math.floor(Math.random() * REPEAT_USERS)}` : `${RUN}-u${it}`;
   const body = JSON.stringify({ sku_id: SKU_ID, user_id: user, quantity: 1 });
   const key = Math.random() < NOKEY_SHARE ? null : `${RUN}-k${it}`;
-  const { res } = order(body, key, it, false);
-  if (res.status !== 201 && res.status !== 200) return;
+  const { res, code, unsure } = order(body, key, it, false);
+  if (res.status !== 201 && res.status !== 200) {
+    if (unsure && res.status !== 409) {
+      // The buyer never learned whether it bought: an order may exist.
+      console.log(`unsure ${user}`);
+    } else if (unsure && key !== null) {
+      // Refused after an attempt of unknown outcome: if that attempt had
+      // bought, the key names an order and this refusal is a lie.
+      console.log(`refused ${key} ${user} ${code}`);
+    }
+    return;
+  }
 
   const id = orderID(res);
   if (!id) {

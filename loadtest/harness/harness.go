@@ -175,7 +175,8 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 	defer func() {
 		r.ps.stopAll(15 * time.Second)
 		if r.db != nil {
-			if r.dbName != "" && !cfg.Keep {
+			// A private MariaDB goes with its data directory.
+			if r.dbName != "" && !cfg.Keep && r.mariadb == nil {
 				dctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 				if _, derr := r.db.ExecContext(dctx, "DROP DATABASE IF EXISTS "+r.dbName); derr != nil {
 					fmt.Fprintf(r.log, "warning: drop database %s: %v\n", r.dbName, derr)

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/seckill/seckill/loadtest/verify"
 )
 
 func TestReadConsole(t *testing.T) {
@@ -16,6 +18,8 @@ func TestReadConsole(t *testing.T) {
 		`time="2026-11-22T05:10:38Z" level=info msg="unavail 1700000000123 503" source=console`,
 		`time="2026-11-22T05:10:38Z" level=info msg="unexpected order 500  not an answer: {\"error\":{}}" source=console`,
 		`time="2026-11-22T05:10:38Z" level=info msg="ack 13 lt-r7" source=console`,
+		`time="2026-11-22T05:10:38Z" level=info msg="unsure lt-u5" source=console`,
+		`time="2026-11-22T05:10:38Z" level=info msg="refused lt-k9 lt-u9 sold_out" source=console`,
 		`noise`,
 	}
 	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
@@ -25,8 +29,14 @@ func TestReadConsole(t *testing.T) {
 	if err != nil {
 		t.Fatalf("readConsole() error: %v", err)
 	}
-	if len(c.Acks) != 2 || c.Acks[0].OrderID != 12 || c.Acks[1].UserID != "lt-r7" {
-		t.Errorf("readConsole() acks = %+v; want orders 12 (lt-u1) and 13 (lt-r7)", c.Acks)
+	if a := c.Clients.Acknowledged; len(a) != 2 || a[0].OrderID != 12 || a[1].UserID != "lt-r7" {
+		t.Errorf("readConsole() acks = %+v; want orders 12 (lt-u1) and 13 (lt-r7)", a)
+	}
+	if u := c.Clients.Unsure; len(u) != 1 || u[0] != "lt-u5" {
+		t.Errorf("readConsole() unsure = %q; want [lt-u5]", u)
+	}
+	if f := c.Clients.Refused; len(f) != 1 || f[0] != (verify.Refusal{Key: "lt-k9", UserID: "lt-u9", Code: "sold_out"}) {
+		t.Errorf("readConsole() refused = %+v; want key lt-k9 of lt-u9, sold_out", f)
 	}
 	if len(c.Unavailable) != 1 || c.Unavailable[0].UnixMilli() != 1700000000123 {
 		t.Errorf("readConsole() unavailable = %v; want one at 1700000000123", c.Unavailable)
@@ -34,7 +44,7 @@ func TestReadConsole(t *testing.T) {
 	if len(c.Unexpected) != 1 || !strings.Contains(c.Unexpected[0], `{"error":{}}`) {
 		t.Errorf("readConsole() unexpected = %q; want the 500 with its unquoted body", c.Unexpected)
 	}
-	if c, err := readConsole(filepath.Join(t.TempDir(), "absent")); err != nil || len(c.Acks) != 0 {
+	if c, err := readConsole(filepath.Join(t.TempDir(), "absent")); err != nil || len(c.Clients.Acknowledged) != 0 {
 		t.Errorf("readConsole(absent) = %+v, %v; want empty, nil", c, err)
 	}
 }

@@ -98,7 +98,7 @@ func (r *run) runK6(ctx context.Context, k6 string) (k6Result, error) {
 
 // consoleLog is what sale.js wrote to the console.
 type consoleLog struct {
-	Acks        []verify.Ack
+	Clients     verify.Clients
 	Unavailable []time.Time // 503s and dropped connections
 	Unexpected  []string    // samples of answers outside the contract
 }
@@ -132,7 +132,15 @@ func readConsole(path string) (consoleLog, error) {
 			if err != nil {
 				return c, fmt.Errorf("console: bad ack %q", msg)
 			}
-			c.Acks = append(c.Acks, verify.Ack{OrderID: id, UserID: f[2]})
+			c.Clients.Acknowledged = append(c.Clients.Acknowledged, verify.Ack{OrderID: id, UserID: f[2]})
+		case "unsure":
+			if len(f) == 2 {
+				c.Clients.Unsure = append(c.Clients.Unsure, f[1])
+			}
+		case "refused":
+			if len(f) == 4 {
+				c.Clients.Refused = append(c.Clients.Refused, verify.Refusal{Key: f[1], UserID: f[2], Code: f[3]})
+			}
 		case "unavail":
 			if len(f) < 2 {
 				continue

@@ -63,9 +63,11 @@ type Summary struct {
 	SoldAtFault int64   `json:"sold_at_fault,omitempty"`
 	Unavailable int     `json:"unavailable_answers"`
 
-	Acknowledged int            `json:"acknowledged_orders"`
-	Database     *verify.Report `json:"database,omitempty"`
-	API          *verify.Report `json:"api"`
+	Acknowledged        int            `json:"acknowledged_orders"`
+	Unanswered          int            `json:"unanswered_requests"`   // the buyer never learned the outcome
+	RefusedAfterUnknown int            `json:"refused_after_unknown"` // keyed, refused after a 503/dropped attempt
+	Database            *verify.Report `json:"database,omitempty"`
+	API                 *verify.Report `json:"api"`
 
 	Violations []verify.Violation `json:"violations"`
 	Pass       bool               `json:"pass"`
@@ -140,7 +142,9 @@ func (r *run) verify(ctx context.Context, k6Start time.Time, k6res k6Result) (Su
 	if err != nil {
 		return s, err
 	}
-	s.Acknowledged = len(cons.Acks)
+	s.Acknowledged = len(cons.Clients.Acknowledged)
+	s.Unanswered = len(cons.Clients.Unsure)
+	s.RefusedAfterUnknown = len(cons.Clients.Refused)
 	s.Unavailable = len(cons.Unavailable)
 	s.UnexpSample = cons.Unexpected
 
@@ -157,7 +161,7 @@ func (r *run) verify(ctx context.Context, k6Start time.Time, k6res k6Result) (Su
 		s.FaultBack = round(m.faultBack.Sub(k6Start).Seconds(), 2)
 	}
 
-	want := verify.Expect{InitialStock: cfg.Stock, SoldOut: cfg.ExpectSoldOut, Acknowledged: cons.Acks}
+	want := verify.Expect{InitialStock: cfg.Stock, SoldOut: cfg.ExpectSoldOut, Clients: &cons.Clients}
 	var dbSnap verify.Snapshot
 	if r.db != nil {
 		vctx, cancel := context.WithTimeout(ctx, time.Minute)
@@ -183,7 +187,7 @@ func (r *run) verify(ctx context.Context, k6Start time.Time, k6res k6Result) (Su
 	}
 	apiWant := want
 	if r.db != nil {
-		apiWant.Acknowledged = nil // checked once, on the database
+		apiWant.Clients = nil // checked once, on the database
 	}
 	rep := verify.Check(apiSnap, apiWant)
 	s.API = &rep
@@ -301,7 +305,8 @@ func (s Summary) WriteText(w io.Writer, dir string) {
 	if a := s.API; a != nil {
 		p("  api           sold %d, stock %d, %d orders listed", a.SKU.Sold, a.SKU.Stock, a.Orders)
 	}
-	p("  acknowledged  %d orders told to clients", s.Acknowledged)
+	p("  clients       %d orders acknowledged, %d requests left unanswered, %d refused after an unknown outcome",
+		s.Acknowledged, s.Unanswered, s.RefusedAfterUnknown)
 	for _, u := range s.UnexpSample {
 		p("  unexpected    %s", u)
 	}

@@ -41,6 +41,12 @@ const (
 	// AcknowledgedOrderMissing: a client was answered 201/200 with an order
 	// that is not there (or belongs to someone else).
 	AcknowledgedOrderMissing = "acknowledged_order_missing"
+	// PhantomOrder: an order no client was told about, whose user never
+	// had a request of unknown outcome that could have placed it.
+	PhantomOrder = "phantom_order"
+	// RefusedButOrdered: a client was refused (409) after an attempt of
+	// unknown outcome, yet its Idempotency-Key names an order.
+	RefusedButOrdered = "refused_but_ordered"
 	// APIDisagreesWithDatabase: the admin API shows other numbers or other
 	// orders than the database.
 	APIDisagreesWithDatabase = "api_disagrees_with_database"
@@ -82,6 +88,27 @@ type Ack struct {
 	UserID  string
 }
 
+// Refusal is a keyed request refused with 409 after an attempt whose
+// outcome the client never learned (503 or a dropped connection).
+type Refusal struct {
+	Key    string
+	UserID string
+	Code   string
+}
+
+// Clients is the complete record of what the load's clients were told.
+type Clients struct {
+	// Acknowledged lists the orders clients were answered with; each must
+	// exist, for the same user.
+	Acknowledged []Ack
+	// Unsure lists, once per request, the users left without an answer:
+	// only they may own an order nobody was told about.
+	Unsure []string
+	// Refused lists refusals after an unknown outcome; their keys must
+	// name no order.
+	Refused []Refusal
+}
+
 // Expect is what the sale should have ended with.
 type Expect struct {
 	// InitialStock is the stock the SKU was created with.
@@ -89,9 +116,9 @@ type Expect struct {
 	// SoldOut requires sold == InitialStock and stock == 0: set it when the
 	// load offered more buyers than stock.
 	SoldOut bool
-	// Acknowledged lists the orders clients were answered with; each must
-	// exist, for the same user.
-	Acknowledged []Ack
+	// Clients, when set, is checked against the orders: nothing a client
+	// was told may be contradicted, and no order may lack a buyer.
+	Clients *Clients
 }
 
 // Violation is one broken invariant.
@@ -240,8 +267,18 @@ func Check(s Snapshot, want Expect) Report {
 		add(DuplicateIdempotencyKey, "sku %d: %d key(s) name more than one order: %s", sku.ID, len(dupKeys), listed(dupKeys))
 	}
 
+	if want.Clients != nil {
+		checkClients(s, byID, byKey, *want.Clients, add)
+	}
+	return r
+}
+
+func checkClients(s Snapshot, byID map[int64]Order, byKey map[string]int64, c Clients, add func(name, format string, args ...any)) {
+	sku := s.SKU.ID
 	var missing []string
-	for _, a := range want.Acknowledged {
+	acked := make(map[int64]bool, len(c.Acknowledged))
+	for _, a := range c.Acknowledged {
+		acked[a.OrderID] = true
 		o, ok := byID[a.OrderID]
 		switch {
 		case !ok:
@@ -252,9 +289,46 @@ func Check(s Snapshot, want Expect) Report {
 	}
 	if len(missing) > 0 {
 		add(AcknowledgedOrderMissing, "sku %d: %d of %d acknowledged order(s) lost: %s",
-			sku.ID, len(missing), len(want.Acknowledged), listed(missing))
+			sku, len(missing), len(c.Acknowledged), listed(missing))
 	}
-	return r
+
+	unsure := map[string]int{}
+	for _, u := range c.Unsure {
+		unsure[u]++
+	}
+	var phantoms []string
+	unacked := 0
+	for _, o := range s.Orders {
+		if acked[o.ID] {
+			continue
+		}
+		unacked++
+		if unsure[o.UserID] > 0 {
+			unsure[o.UserID]--
+			continue
+		}
+		phantoms = append(phantoms, fmt.Sprintf("order %d of %s", o.ID, o.UserID))
+	}
+	if len(phantoms) > 0 {
+		add(PhantomOrder, "sku %d: %d order(s) no client was told about and no unanswered request explains (%d unacknowledged, %d unanswered requests): %s",
+			sku, len(phantoms), unacked, len(c.Unsure), listed(phantoms))
+	}
+
+	// Without keys in the snapshot (the admin API does not list them) the
+	// refusals cannot be checked.
+	if len(byKey) == 0 {
+		return
+	}
+	var lies []string
+	for _, f := range c.Refused {
+		if id, ok := byKey[f.Key]; ok {
+			lies = append(lies, fmt.Sprintf("key %q of %s was refused %s but holds order %d", f.Key, f.UserID, f.Code, id))
+		}
+	}
+	if len(lies) > 0 {
+		add(RefusedButOrdered, "sku %d: %d of %d refusal(s) after an unknown outcome contradict an order: %s",
+			sku, len(lies), len(c.Refused), listed(lies))
+	}
 }
 
 // Compare reports where the API's view differs from the database's.

@@ -184,7 +184,9 @@ func TestCheckDB_tampered(t *testing.T) {
 		sold    int
 		soldOut bool
 		tamper  func(t *testing.T, skuID int64)
-		acks    func(skuID int64) []verify.Ack
+		// clients, if set, edits the clients' record, which starts as
+		// every seeded order acknowledged.
+		clients func(c verify.Clients, seeded []verify.Order) verify.Clients
 		want    []string
 	}{
 		{name: "clean sale", sold: seedStock, soldOut: true},
@@ -252,33 +254,80 @@ func TestCheckDB_tampered(t *testing.T) {
 			want: []string{verify.PurchasesDisagreeWithOrders},
 		},
 		{name: "stock left over", sold: seedStock - 1, soldOut: true, want: []string{verify.NotSoldOut}},
+		// The clients' record: by default every seeded order was
+		// acknowledged to its buyer.
+		{
+			name: "every order acknowledged", sold: seedStock, soldOut: true,
+			clients: func(c verify.Clients, _ []verify.Order) verify.Clients { return c },
+		},
 		{
 			name: "acknowledged order lost", sold: seedStock, soldOut: true,
-			acks: func(int64) []verify.Ack { return []verify.Ack{{OrderID: 1 << 40, UserID: "u9"}} },
+			clients: func(c verify.Clients, _ []verify.Order) verify.Clients {
+				c.Acknowledged = append(c.Acknowledged, verify.Ack{OrderID: 1 << 40, UserID: "u9"})
+				return c
+			},
 			want: []string{verify.AcknowledgedOrderMissing},
 		},
 		{
 			name: "acknowledged order belongs to someone else", sold: seedStock, soldOut: true,
-			acks: func(skuID int64) []verify.Ack {
-				var id int64
-				if err := testDB.QueryRow(`SELECT MIN(id) FROM orders WHERE sku_id = ? AND user_id = 'u1'`, skuID).Scan(&id); err != nil {
-					panic(err)
-				}
-				return []verify.Ack{{OrderID: id, UserID: "u2"}}
+			clients: func(c verify.Clients, _ []verify.Order) verify.Clients {
+				c.Acknowledged[0].UserID = "someone-else"
+				return c
 			},
 			want: []string{verify.AcknowledgedOrderMissing},
+		},
+		{
+			// Every table agrees: only the clients' record shows that
+			// nobody placed this order.
+			name: "consistent order nobody placed", sold: seedStock - 1, soldOut: true,
+			tamper: func(t *testing.T, skuID int64) {
+				buyOrder(t, testDB, skuID, "ghost", "")
+				mustExec(t, `INSERT INTO user_purchases (sku_id, user_id, quantity, per_user_limit) VALUES (?, 'ghost', 1, ?)`, skuID, seedLimit)
+				mustExec(t, `UPDATE skus SET sold = sold + 1, stock = stock - 1 WHERE id = ?`, skuID)
+			},
+			clients: func(c verify.Clients, _ []verify.Order) verify.Clients { return c },
+			want:    []string{verify.PhantomOrder},
+		},
+		{
+			name: "order of a buyer left without an answer", sold: seedStock - 1, soldOut: true,
+			tamper: func(t *testing.T, skuID int64) {
+				buyOrder(t, testDB, skuID, "ghost", "")
+				mustExec(t, `INSERT INTO user_purchases (sku_id, user_id, quantity, per_user_limit) VALUES (?, 'ghost', 1, ?)`, skuID, seedLimit)
+				mustExec(t, `UPDATE skus SET sold = sold + 1, stock = stock - 1 WHERE id = ?`, skuID)
+			},
+			clients: func(c verify.Clients, _ []verify.Order) verify.Clients {
+				c.Unsure = []string{"ghost"}
+				return c
+			},
+		},
+		{
+			name: "refused after an unknown outcome but ordered", sold: seedStock, soldOut: true,
+			clients: func(c verify.Clients, orders []verify.Order) verify.Clients {
+				c.Refused = []verify.Refusal{{Key: orders[0].IdempotencyKey, UserID: orders[0].UserID, Code: "sold_out"}, {Key: "never-used", UserID: "u1", Code: "sold_out"}}
+				return c
+			},
+			want: []string{verify.RefusedButOrdered},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			skuID := seedSale(t, tt.sold)
+			seeded, err := verify.FromDB(context.Background(), testDB, skuID)
+			if err != nil {
+				t.Fatal(err)
+			}
 			if tt.tamper != nil {
 				tt.tamper(t, skuID)
 			}
 			want := verify.Expect{InitialStock: seedStock, SoldOut: tt.soldOut}
-			if tt.acks != nil {
-				want.Acknowledged = tt.acks(skuID)
+			if tt.clients != nil {
+				var c verify.Clients
+				for _, o := range seeded.Orders {
+					c.Acknowledged = append(c.Acknowledged, verify.Ack{OrderID: o.ID, UserID: o.UserID})
+				}
+				c = tt.clients(c, seeded.Orders)
+				want.Clients = &c
 			}
 			rep, err := verify.CheckDB(context.Background(), testDB, skuID, want)
 			if err != nil {
