@@ -1,0 +1,94 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func env(m map[string]string) func(string) string {
+	return func(k string) string { return m[k] }
+}
+
+func TestLoad_ShippedConfigsAreValid(t *testing.T) {
+	for _, f := range []string{"seckill.yaml", "local.yaml"} {
+		t.Run(f, func(t *testing.T) {
+			cfg, err := Load(filepath.Join("..", "..", "configs", f), env(nil))
+			if err != nil {
+				t.Fatalf("Load(%s) = %v", f, err)
+			}
+			if f == "seckill.yaml" && !equalConfig(cfg, Default()) {
+				t.Errorf("configs/seckill.yaml differs from Default(): the documented defaults are stale")
+			}
+		})
+	}
+}
+
+func equalConfig(a, b Config) bool {
+	return strings.Join(a.Redis.Addrs, ",") == strings.Join(b.Redis.Addrs, ",") &&
+		a.HTTP == b.HTTP && a.MySQL == b.MySQL && a.Order == b.Order && a.Lock == b.Lock &&
+		a.SoldOut == b.SoldOut && a.Log == b.Log && a.Admin == b.Admin &&
+		a.Redis.DialTimeout == b.Redis.DialTimeout && a.Redis.IOTimeout == b.Redis.IOTimeout &&
+		a.Redis.PoolSize == b.Redis.PoolSize && a.Redis.DB == b.Redis.DB
+}
+
+func TestLoad_EnvOverridesTheFile(t *testing.T) {
+	cfg, err := Load(filepath.Join("..", "..", "configs", "local.yaml"), env(map[string]string{
+		"SECKILL_HTTP_ADDR":       "127.0.0.1:9999",
+		"SECKILL_REDIS_ADDRS":     "127.0.0.1:7001, 127.0.0.1:7002,127.0.0.1:7003",
+		"SECKILL_ORDER_BATCH_MAX": "64",
+		"SECKILL_LOCK_TTL":        "3s",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.HTTP.Addr != "127.0.0.1:9999" || len(cfg.Redis.Addrs) != 3 || cfg.Order.BatchMax != 64 || cfg.Lock.TTL.String() != "3s" {
+		t.Errorf("env not applied: %+v", cfg)
+	}
+}
+
+func TestLoad_InvalidSettingsNameTheirKey(t *testing.T) {
+	dir := t.TempDir()
+	tests := []struct {
+		name string
+		yaml string
+		env  map[string]string
+		key  string
+	}{
+		{"unknown strategy", "", map[string]string{"SECKILL_ORDER_STRATEGY": "bogus"}, "order.strategy"},
+		{"bad address", "", map[string]string{"SECKILL_HTTP_ADDR": "nonsense"}, "http.addr"},
+		{"not an integer", "", map[string]string{"SECKILL_ORDER_QUEUE_MAX": "many"}, "SECKILL_ORDER_QUEUE_MAX"},
+		{"zero batch", "order:\n  batch_max: 0\n", nil, "order.batch_max"},
+		{"unknown yaml key", "order:\n  batchmax: 5\n", nil, "batchmax"},
+		{"dsn without token", "", map[string]string{"SECKILL_MYSQL_DSN": "root@tcp(127.0.0.1:3306)/x", "SECKILL_REDIS_ADDRS": "127.0.0.1:6379"}, "admin.token"},
+		{"dsn without redis", "", map[string]string{"SECKILL_MYSQL_DSN": "root@tcp(127.0.0.1:3306)/x", "SECKILL_ADMIN_TOKEN": "0123456789abcdef"}, "redis.addrs"},
+		{"short token", "", map[string]string{"SECKILL_ADMIN_TOKEN": "short"}, "admin.token"},
+		{"bad log level", "", map[string]string{"SECKILL_LOG_LEVEL": "loud"}, "log.level"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := ""
+			if tt.yaml != "" {
+				path = filepath.Join(dir, strings.ReplaceAll(tt.name, " ", "_")+".yaml")
+				if err := os.WriteFile(path, []byte(tt.yaml), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			_, err := Load(path, env(tt.env))
+			if err == nil || !strings.Contains(err.Error(), tt.key) {
+				t.Errorf("Load = %v; want an error naming %q", err, tt.key)
+			}
+		})
+	}
+}
+
+func TestLoad_EmptyFileMeansDefaults(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "empty.yaml")
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(path, env(nil)); err != nil {
+		t.Errorf("Load(empty file) = %v", err)
+	}
+}
