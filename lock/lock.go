@@ -275,7 +275,9 @@ func (l *Lock) Release(ctx context.Context) error {
 	}
 	defer l.c.leave(l.key)
 	l.stop()
-	err := l.c.be.release(ctx, l.rkey, l.token)
+	actx, cancel := context.WithTimeout(ctx, l.c.opts.attemptTO)
+	defer cancel()
+	err := l.c.be.release(actx, l.rkey, l.token)
 	if err != nil && !errors.Is(err, ErrNotHeld) && ctx.Err() != nil {
 		return fmt.Errorf("lock: release: %w", ctx.Err())
 	}
@@ -290,7 +292,9 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	if l.released.Load() {
 		return ErrNotHeld
 	}
-	err := l.c.be.refresh(ctx, l.rkey, l.token, max(ttl, time.Millisecond))
+	actx, cancel := context.WithTimeout(ctx, l.c.opts.attemptTO)
+	defer cancel()
+	err := l.c.be.refresh(actx, l.rkey, l.token, max(ttl, time.Millisecond))
 	if err != nil && !errors.Is(err, ErrNotHeld) && ctx.Err() != nil {
 		err = fmt.Errorf("lock: refresh: %w", ctx.Err())
 	}
@@ -324,7 +328,7 @@ func (l *Lock) watch(ctx context.Context, ttl time.Duration, validUntil time.Tim
 		case <-t.C:
 		}
 		start := time.Now()
-		rctx, cancel := context.WithTimeout(ctx, period)
+		rctx, cancel := context.WithTimeout(ctx, min(period, l.c.opts.attemptTO))
 		err := l.c.be.refresh(rctx, l.rkey, l.token, ttl)
 		cancel()
 		if ctx.Err() != nil {

@@ -47,12 +47,13 @@ func WithTTL(d time.Duration) Option {
 	return func(o *options) { o.ttl = max(d, time.Millisecond) }
 }
 
-// WithAttemptTimeout bounds each Redis attempt made by Obtain. The default is
+// WithAttemptTimeout bounds each Redis attempt made by Obtain, Release and
+// Refresh (in Redlock mode: each round over all nodes). The default is
 // 250ms, far above a healthy round trip (well under 1ms) and short enough
 // that two attempts against an unreachable Redis fail fast with
 // ErrUnavailable even when the go-redis client retries its dials. An attempt
-// that runs out of time counts as Redis being unreachable. Non-positive
-// values restore the default.
+// that runs out of time counts as Redis (or that node) being unreachable.
+// Non-positive values restore the default.
 func WithAttemptTimeout(d time.Duration) Option {
 	return func(o *options) {
 		if d <= 0 {
