@@ -173,11 +173,6 @@ func (r *run) verify(ctx context.Context, k6Start time.Time, k6res k6Result) (Su
 		rep := verify.Check(dbSnap, want)
 		s.Database = &rep
 		s.Violations = append(s.Violations, rep.Violations...)
-		var first, last time.Time
-		err := r.db.QueryRowContext(ctx, "SELECT MIN(created_at), MAX(created_at) FROM orders WHERE sku_id = ?", r.skuID).Scan(&first, &last)
-		if err == nil && !first.IsZero() {
-			s.SellingWindow = round(last.Sub(first).Seconds(), 2)
-		}
 	}
 	vctx, cancel := context.WithTimeout(ctx, time.Minute)
 	apiSnap, err := verify.FromAPI(vctx, r.client, r.baseURLs[0], r.token, r.skuID)
@@ -197,8 +192,8 @@ func (r *run) verify(ctx context.Context, k6Start time.Time, k6res k6Result) (Su
 		s.Violations = append(s.Violations, verify.Compare(dbSnap, apiSnap)...)
 	} else {
 		s.Violations = append(s.Violations, rep.Violations...)
-		s.SellingWindow = 0
 	}
+	s.SellingWindow = round(apiSnap.SellingWindow().Seconds(), 2)
 	if s.SellingWindow > 0 {
 		s.OrdersPerSec = round(float64(rep.Orders)/s.SellingWindow, 0)
 	}
@@ -290,7 +285,7 @@ func (s Summary) WriteText(w io.Writer, dir string) {
 	p("  order latency p50 %s  p95 %s  p99 %s  max %s   (bound: p95 < %s, p99 < %s)",
 		msec(s.LatencyMS.P50), msec(s.LatencyMS.P95), msec(s.LatencyMS.P99), msec(s.LatencyMS.Max), msec(s.BoundMS.P95), msec(s.BoundMS.P99))
 	if s.SoldOutAfter > 0 {
-		p("  sold out      %.1fs after the start; orders placed over %.1fs, %.0f orders/s", s.SoldOutAfter, s.SellingWindow, s.OrdersPerSec)
+		p("  sold out      %.1fs after the start; first to last order %.1fs (%.0f orders/s)", s.SoldOutAfter, s.SellingWindow, s.OrdersPerSec)
 	} else {
 		p("  sold out      never")
 	}

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // CheckDB reads SKU skuID from db and checks it: the one call a test or a
@@ -46,16 +47,19 @@ func FromDB(ctx context.Context, db *sql.DB, skuID int64) (Snapshot, error) {
 	}
 
 	rows, err := tx.QueryContext(ctx,
-		`SELECT id, user_id, quantity, COALESCE(idempotency_key, '') FROM orders WHERE sku_id = ? ORDER BY id`, skuID)
+		`SELECT id, user_id, quantity, COALESCE(idempotency_key, ''), created_at FROM orders WHERE sku_id = ? ORDER BY id`, skuID)
 	if err != nil {
 		return s, fmt.Errorf("verify: read orders: %w", err)
 	}
 	for rows.Next() {
 		var o Order
-		if err := rows.Scan(&o.ID, &o.UserID, &o.Quantity, &o.IdempotencyKey); err != nil {
+		// A string scans whether or not the DSN sets parseTime.
+		var created string
+		if err := rows.Scan(&o.ID, &o.UserID, &o.Quantity, &o.IdempotencyKey, &created); err != nil {
 			rows.Close()
 			return s, fmt.Errorf("verify: read orders: %w", err)
 		}
+		o.CreatedAt = parseTime(created)
 		s.Orders = append(s.Orders, o)
 	}
 	rows.Close()
@@ -114,11 +118,12 @@ func FromAPI(ctx context.Context, c *http.Client, baseURL, token string, skuID i
 		}
 		var page struct {
 			Orders []struct {
-				ID             int64  `json:"id"`
-				OrderID        int64  `json:"order_id"`
-				UserID         string `json:"user_id"`
-				Quantity       int64  `json:"quantity"`
-				IdempotencyKey string `json:"idempotency_key"`
+				ID             int64     `json:"id"`
+				OrderID        int64     `json:"order_id"`
+				UserID         string    `json:"user_id"`
+				Quantity       int64     `json:"quantity"`
+				IdempotencyKey string    `json:"idempotency_key"`
+				CreatedAt      time.Time `json:"created_at"`
 			} `json:"orders"`
 			NextAfter *json.Number `json:"next_after"`
 		}
@@ -130,7 +135,7 @@ func FromAPI(ctx context.Context, c *http.Client, baseURL, token string, skuID i
 			if id == 0 {
 				id = o.OrderID
 			}
-			s.Orders = append(s.Orders, Order{ID: id, UserID: o.UserID, Quantity: o.Quantity, IdempotencyKey: o.IdempotencyKey})
+			s.Orders = append(s.Orders, Order{ID: id, UserID: o.UserID, Quantity: o.Quantity, IdempotencyKey: o.IdempotencyKey, CreatedAt: o.CreatedAt})
 		}
 		if page.NextAfter == nil || len(page.Orders) == 0 {
 			return s, nil
@@ -142,6 +147,18 @@ func FromAPI(ctx context.Context, c *http.Client, baseURL, token string, skuID i
 		after = next
 	}
 	return s, fmt.Errorf("verify: admin order list longer than %d pages", maxPages)
+}
+
+// parseTime reads a DATETIME as the driver renders it, with parseTime
+// (RFC 3339) or without; only differences between times are used, so the
+// zone does not matter. An unreadable time is zero.
+func parseTime(v string) time.Time {
+	for _, layout := range []string{time.RFC3339Nano, "2006-01-02 15:04:05.999999"} {
+		if t, err := time.Parse(layout, v); err == nil {
+			return t
+		}
+	}
+	return time.Time{}
 }
 
 func getJSON(ctx context.Context, c *http.Client, u, token string, v any) error {

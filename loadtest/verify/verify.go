@@ -12,6 +12,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 )
 
 // Violation names. They are stable: scripts and tests match on them.
@@ -63,10 +64,11 @@ type SKU struct {
 
 // Order is one order row.
 type Order struct {
-	ID             int64  `json:"id"`
-	UserID         string `json:"user_id"`
-	Quantity       int64  `json:"quantity"`
-	IdempotencyKey string `json:"idempotency_key,omitempty"`
+	ID             int64     `json:"id"`
+	UserID         string    `json:"user_id"`
+	Quantity       int64     `json:"quantity"`
+	IdempotencyKey string    `json:"idempotency_key,omitempty"`
+	CreatedAt      time.Time `json:"created_at"`
 }
 
 // Snapshot is everything the checks look at, read from one source.
@@ -329,6 +331,24 @@ func checkClients(s Snapshot, byID map[int64]Order, byKey map[string]int64, c Cl
 		add(RefusedButOrdered, "sku %d: %d of %d refusal(s) after an unknown outcome contradict an order: %s",
 			sku, len(lies), len(c.Refused), listed(lies))
 	}
+}
+
+// SellingWindow is the time from the first order to the last, zero with
+// fewer than two orders or without their times.
+func (s Snapshot) SellingWindow() time.Duration {
+	var first, last time.Time
+	for _, o := range s.Orders {
+		if o.CreatedAt.IsZero() {
+			continue
+		}
+		if first.IsZero() || o.CreatedAt.Before(first) {
+			first = o.CreatedAt
+		}
+		if o.CreatedAt.After(last) {
+			last = o.CreatedAt
+		}
+	}
+	return last.Sub(first)
 }
 
 // Compare reports where the API's view differs from the database's.

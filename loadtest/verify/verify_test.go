@@ -416,6 +416,11 @@ func TestFromAPI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	for _, o := range dbSnap.Orders {
+		if o.CreatedAt.IsZero() || time.Since(o.CreatedAt) > time.Hour || time.Since(o.CreatedAt) < -time.Hour {
+			t.Fatalf("FromDB() order %d created_at = %v; want about now", o.ID, o.CreatedAt)
+		}
+	}
 
 	for _, tc := range []struct {
 		name   string
