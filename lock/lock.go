@@ -2,7 +2,7 @@
 // cutting contention, not for guaranteeing correctness on its own.
 //
 // A Client obtains a lease with one atomic SET NX PX, identified by a random
-// 128-bit token, and releases or refreshes it with a Lua script that first
+// 130-bit token, and releases or refreshes it with a Lua script that first
 // checks the token, so a holder whose lease expired cannot free or extend the
 // next holder's. With a single Redis (New) every successful Obtain also
 // returns a fencing token, strictly increasing per key, that a resource can
