@@ -41,16 +41,19 @@ var Faults = []string{FaultNone, FaultRedis, FaultInstance, FaultMySQL}
 
 // Config is one load run. Zero values take the defaults of Default.
 type Config struct {
-	Instances     int           // service instances started, default 3
-	Stock         int64         // initial stock of the SKU
-	PerUserLimit  int64         // the SKU's per-user limit, default 2
-	StartRate     int           // k6 arrival rate at the start, orders/s
-	Rate          int           // peak arrival rate, orders/s
-	Ramp          time.Duration // time to reach Rate
-	Hold          time.Duration // time at Rate
-	MaxVUs        int           // k6 VU ceiling; past it k6 drops arrivals
-	P95, P99      time.Duration // latency bounds of an order request
-	ExpectSoldOut bool          // require sold == stock at the end
+	Instances    int           // service instances started, default 3
+	Stock        int64         // initial stock of the SKU
+	PerUserLimit int64         // the SKU's per-user limit, default 2
+	StartRate    int           // k6 arrival rate at the start, orders/s
+	Rate         int           // peak arrival rate, orders/s
+	Ramp         time.Duration // time to reach Rate
+	Hold         time.Duration // time at Rate
+	MaxVUs       int           // k6 VU ceiling; past it k6 drops arrivals
+	// P95 and P99 bound the latency of an order request; zero takes the
+	// defaults: 1.5s and 3s, or 3s and 6s in a fault run, whose degraded
+	// path and retries are slower.
+	P95, P99      time.Duration
+	ExpectSoldOut bool // require sold == stock at the end
 
 	Fault    string        // one of Faults
 	FaultAt  float64       // share of the stock sold when the fault strikes, default 0.3
@@ -84,8 +87,8 @@ func Default() Config {
 	return Config{
 		Instances: 3, Stock: 20000, PerUserLimit: 2,
 		StartRate: 100, Rate: 4000, Ramp: 20 * time.Second, Hold: 20 * time.Second, MaxVUs: 3000,
-		P95: 1500 * time.Millisecond, P99: 3 * time.Second, ExpectSoldOut: true,
-		Fault: FaultNone, FaultAt: 0.3, FaultFor: 3 * time.Second, UnavailableGrace: 10 * time.Second,
+		ExpectSoldOut: true,
+		Fault:         FaultNone, FaultAt: 0.3, FaultFor: 3 * time.Second, UnavailableGrace: 10 * time.Second,
 		MySQLDSN: "root@tcp(127.0.0.1:3306)/",
 	}
 }
@@ -128,6 +131,8 @@ type run struct {
 	instances []*proc
 	baseURLs  []string
 	skuID     int64
+
+	loadBefore string
 
 	mu      sync.Mutex
 	events  []event
@@ -206,6 +211,7 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 	}
 	r.event("sku %d created: stock %d, per-user limit %d", r.skuID, cfg.Stock, cfg.PerUserLimit)
 
+	r.loadBefore = loadAverage()
 	mctx, stopMonitor := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -264,13 +270,25 @@ func normalize(cfg Config) (Config, error) {
 	for _, p := range []struct {
 		v   *time.Duration
 		def time.Duration
-	}{{&cfg.Ramp, d.Ramp}, {&cfg.Hold, d.Hold}, {&cfg.P95, d.P95}, {&cfg.P99, d.P99}, {&cfg.FaultFor, d.FaultFor}, {&cfg.UnavailableGrace, d.UnavailableGrace}} {
+	}{{&cfg.Ramp, d.Ramp}, {&cfg.Hold, d.Hold}, {&cfg.FaultFor, d.FaultFor}, {&cfg.UnavailableGrace, d.UnavailableGrace}} {
 		if *p.v == 0 {
 			*p.v = p.def
 		}
 	}
 	if cfg.Fault == "" {
 		cfg.Fault = FaultNone
+	}
+	if cfg.P95 == 0 {
+		cfg.P95 = 1500 * time.Millisecond
+		if cfg.Fault != FaultNone {
+			cfg.P95 = 3 * time.Second
+		}
+	}
+	if cfg.P99 == 0 {
+		cfg.P99 = 3 * time.Second
+		if cfg.Fault != FaultNone {
+			cfg.P99 = 6 * time.Second
+		}
 	}
 	if cfg.FaultAt == 0 {
 		cfg.FaultAt = d.FaultAt

@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -38,6 +39,7 @@ type Summary struct {
 	PerUserLimit int64    `json:"per_user_limit"`
 	PeakRate     int      `json:"peak_rate"`
 	Duration     string   `json:"duration"`
+	Machine      string   `json:"machine"` // CPUs and load average before and after
 
 	Requests    int64            `json:"requests"`
 	ReqPerSec   float64          `json:"requests_per_second"`
@@ -113,6 +115,7 @@ func (r *run) verify(ctx context.Context, k6Start time.Time, k6res k6Result) (Su
 	if cfg.Target {
 		s.Mode = "target"
 	}
+	s.Machine = fmt.Sprintf("%d CPUs, load average %s before, %s after", runtime.NumCPU(), r.loadBefore, loadAverage())
 
 	ks, err := readK6Summary(k6res.Summary)
 	if err != nil {
@@ -237,6 +240,19 @@ func (r *run) unavailableOutside(at []time.Time) []verify.Violation {
 		len(outside), outside[0].Format("15:04:05.000"), outside[len(outside)-1].Format("15:04:05.000"), window)}}
 }
 
+// loadAverage is the 1-minute load average, for the record: a busy box
+// explains slow runs.
+func loadAverage() string {
+	raw, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	if f := strings.Fields(string(raw)); len(f) > 0 {
+		return f[0]
+	}
+	return "?"
+}
+
 func round(v float64, digits int) float64 {
 	p := math.Pow(10, float64(digits))
 	return math.Round(v*p) / p
@@ -276,6 +292,9 @@ func (s Summary) WriteText(w io.Writer, dir string) {
 	p := func(format string, args ...any) { fmt.Fprintf(w, format+"\n", args...) }
 	p("")
 	p("seckill load test %s — %s, fault: %s, %d instance(s)", s.Run, s.Mode, s.Fault, len(s.BaseURLs))
+	if s.Machine != "" {
+		p("  machine       %s", s.Machine)
+	}
 	p("  sale          sku %d, stock %d, per-user limit %d; arrivals ramp to %d/s over %s",
 		s.SKUID, s.Stock, s.PerUserLimit, s.PeakRate, s.Duration)
 	p("  requests      %d (%.0f/s), %d retried, %d gave up, %d arrivals dropped by k6 (machine limit)",
@@ -311,6 +330,9 @@ func (s Summary) WriteText(w io.Writer, dir string) {
 		p("  VERDICT       FAIL: %d violation(s)", len(s.Violations))
 		for _, v := range s.Violations {
 			p("    - %s", v)
+			if v.Name == verify.NotSoldOut && s.ByCode["sold_out"] == 0 {
+				p("      (no buyer was told sold_out: the load offered fewer buyers than stock; lower -stock, raise -rate or -hold)")
+			}
 		}
 	}
 	if dir != "" {
