@@ -284,7 +284,7 @@ func TestOpenAPIContract(t *testing.T) {
 	}
 
 	want := map[string][]string{
-		"POST /api/v1/orders": {"200", "201", "400", "404", "409", "413", "429", "503"},
+		"POST /api/v1/orders":           {"200", "201", "400", "404", "409", "413", "429", "503"},
 		"PUT /admin/v1/skus/{id}/stock": {"200", "400", "401", "404", "413"},
 		"GET /readyz":                   {"200", "503"},
 	}

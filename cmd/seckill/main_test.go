@@ -1,0 +1,491 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/seckill/seckill/internal/testenv"
+)
+
+const token = "cmd-test-admin-token-0123456789"
+
+// env returns a getenv over vars.
+func env(vars map[string]string) func(string) string {
+	return func(k string) string { return vars[k] }
+}
+
+// emptyDatabase creates an empty database (no tables) and returns its DSN
+// and a pool on it; the database is dropped when the test ends.
+func emptyDatabase(t *testing.T) (string, *sql.DB) {
+	t.Helper()
+	mc, err := mysql.ParseDSN(testenv.MySQLDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, err := sql.Open("mysql", mc.FormatDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { admin.Close() })
+	name := testenv.Name("seckill_cmd_")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := admin.ExecContext(ctx, "CREATE DATABASE "+name); err != nil {
+		t.Fatalf("create database: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if _, err := admin.ExecContext(ctx, "DROP DATABASE "+name); err != nil {
+			t.Errorf("drop database %s: %v", name, err)
+		}
+	})
+	mc.DBName = name
+	db, err := sql.Open("mysql", mc.FormatDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return mc.FormatDSN(), db
+}
+
+func tables(t *testing.T, db *sql.DB) []string {
+	t.Helper()
+	rows, err := db.Query("SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE() ORDER BY table_name")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, n)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestMigrate runs `seckill migrate up`, `down`, `up` on an empty database.
+func TestMigrate(t *testing.T) {
+	t.Parallel()
+	dsn, db := emptyDatabase(t)
+	getenv := env(map[string]string{
+		"SECKILL_MYSQL_DSN":   dsn,
+		"SECKILL_REDIS_ADDRS": testenv.RedisAddr(),
+		"SECKILL_ADMIN_TOKEN": token,
+		"SECKILL_LOG_LEVEL":   "warn",
+	})
+	schema := []string{"orders", "skus", "user_purchases"}
+	hasSchema := func(got []string) bool {
+		for _, n := range schema {
+			if !slices.Contains(got, n) {
+				return false
+			}
+		}
+		return true
+	}
+	hasNone := func(got []string) bool {
+		for _, n := range schema {
+			if slices.Contains(got, n) {
+				return false
+			}
+		}
+		return true
+	}
+	if got := tables(t, db); len(got) != 0 {
+		t.Fatalf("fresh database holds %v; want no tables", got)
+	}
+	steps := []struct {
+		cmd  string
+		want func([]string) bool
+		desc string
+	}{
+		{"up", hasSchema, "the schema"},
+		{"up", hasSchema, "the schema (a second up is a no-op)"},
+		{"status", hasSchema, "the schema"},
+		{"down", hasNone, "none of the schema"},
+		{"up", hasSchema, "the schema again"},
+	}
+	for i, st := range steps {
+		var stdout, stderr bytes.Buffer
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err := run(ctx, []string{"migrate", st.cmd}, getenv, &stdout, &stderr)
+		cancel()
+		if err != nil {
+			t.Fatalf("step %d: seckill migrate %s: %v\n%s", i, st.cmd, err, stderr.String())
+		}
+		if got := tables(t, db); !st.want(got) {
+			t.Fatalf("step %d: after migrate %s the tables are %v; want %s %v", i, st.cmd, got, st.desc, schema)
+		}
+	}
+	// The schema that came back works: its constraints are there.
+	if _, err := db.Exec("INSERT INTO skus (name, total_stock, stock, created_at, updated_at) VALUES ('x', 1, -1, NOW(), NOW())"); err == nil {
+		t.Error("the re-created schema accepts negative stock")
+	}
+
+	var stderr bytes.Buffer
+	if err := run(context.Background(), []string{"migrate", "sideways"}, getenv, io.Discard, &stderr); err == nil || !strings.Contains(err.Error(), "sideways") {
+		t.Errorf("migrate sideways = %v; want an error naming the command", err)
+	}
+}
+
+// syncBuffer is an io.Writer that tells waiters when it was written.
+type syncBuffer struct {
+	mu      sync.Mutex
+	buf     bytes.Buffer
+	written chan struct{} // closed and replaced at every Write
+}
+
+func newSyncBuffer() *syncBuffer { return &syncBuffer{written: make(chan struct{})} }
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	close(b.written)
+	b.written = make(chan struct{})
+	return b.buf.Write(p)
+}
+
+// snapshot returns the text so far and a channel closed by the next Write.
+func (b *syncBuffer) snapshot() (string, <-chan struct{}) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String(), b.written
+}
+
+func (b *syncBuffer) String() string { s, _ := b.snapshot(); return s }
+
+// curl is a request as a printed curl line describes it.
+type curl struct {
+	method, url, body string
+	header            http.Header
+}
+
+// parseCurl understands the curl lines the quick start prints: words,
+// single-quoted strings, -s, -X METHOD, -H 'Name: value' and -d 'body'.
+func parseCurl(line string) (curl, error) {
+	var words []string
+	var cur strings.Builder
+	inWord, quoted := false, false
+	for _, r := range strings.TrimSpace(line) {
+		switch {
+		case quoted && r == '\'':
+			quoted = false
+		case quoted:
+			cur.WriteRune(r)
+		case r == '\'':
+			quoted, inWord = true, true
+		case r == ' ' || r == '\t':
+			if inWord {
+				words = append(words, cur.String())
+				cur.Reset()
+				inWord = false
+			}
+		default:
+			cur.WriteRune(r)
+			inWord = true
+		}
+	}
+	if quoted {
+		return curl{}, errors.New("unterminated quote")
+	}
+	if inWord {
+		words = append(words, cur.String())
+	}
+	if len(words) == 0 || words[0] != "curl" {
+		return curl{}, fmt.Errorf("not a curl line: %q", line)
+	}
+	c := curl{header: http.Header{}}
+	for i := 1; i < len(words); i++ {
+		w := words[i]
+		arg := func() (string, error) {
+			if i+1 >= len(words) {
+				return "", fmt.Errorf("%s without its argument", w)
+			}
+			i++
+			return words[i], nil
+		}
+		var err error
+		var v string
+		switch w {
+		case "-s":
+		case "-X":
+			c.method, err = arg()
+		case "-H":
+			if v, err = arg(); err == nil {
+				name, value, ok := strings.Cut(v, ":")
+				if !ok {
+					return curl{}, fmt.Errorf("header %q", v)
+				}
+				c.header.Add(strings.TrimSpace(name), strings.TrimSpace(value))
+			}
+		case "-d":
+			c.body, err = arg()
+		default:
+			if strings.HasPrefix(w, "-") || c.url != "" {
+				return curl{}, fmt.Errorf("unexpected %q", w)
+			}
+			c.url = w
+		}
+		if err != nil {
+			return curl{}, err
+		}
+	}
+	if c.method == "" {
+		c.method = http.MethodGet
+		if c.body != "" {
+			c.method = http.MethodPost // what curl does with -d
+		}
+	}
+	if c.url == "" {
+		return curl{}, errors.New("no URL")
+	}
+	return c, nil
+}
+
+func (c curl) do(t *testing.T) (int, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(c.method, c.url, strings.NewReader(c.body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header = c.header.Clone()
+	if c.body != "" && req.Header.Get("Content-Type") == "" {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded") // curl's default for -d
+	}
+	client := &http.Client{Timeout: 30 * time.Second}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", c.method, c.url, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, body
+}
+
+// TestQuickStart runs the service with nothing configured, as `go run
+// ./cmd/seckill` does, and follows its printed instructions to the letter.
+func TestQuickStart(t *testing.T) {
+	t.Parallel()
+	port := testenv.FreePort(t)
+	getenv := env(map[string]string{"SECKILL_HTTP_ADDR": "127.0.0.1:" + strconv.Itoa(port)})
+	stdout, stderr := newSyncBuffer(), newSyncBuffer()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, nil, getenv, stdout, stderr) }()
+	stopped := false
+	stop := func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("run after cancel = %v; want nil (a clean shutdown)\nstderr:\n%s", err, stderr)
+			}
+		case <-time.After(30 * time.Second):
+			t.Errorf("run did not return within 30s of cancel")
+		}
+	}
+	t.Cleanup(stop)
+
+	// Wait, bounded, until the admin curl line (printed last) is out.
+	deadline := time.After(30 * time.Second)
+	var out string
+	for {
+		var written <-chan struct{}
+		out, written = stdout.snapshot()
+		if strings.Contains(out, "Authorization: Bearer") && strings.HasSuffix(out, "\n") {
+			break
+		}
+		select {
+		case <-written:
+		case err := <-done:
+			stopped = true
+			t.Fatalf("run returned before printing the quick start: %v\nstdout:\n%s\nstderr:\n%s", err, out, stderr)
+		case <-deadline:
+			t.Fatalf("no quick start printed within 30s\nstdout:\n%s\nstderr:\n%s", out, stderr)
+		}
+	}
+
+	var buyLine, adminLine string
+	for _, l := range strings.Split(out, "\n") {
+		l = strings.TrimSpace(l)
+		switch {
+		case strings.HasPrefix(l, "curl ") && strings.Contains(l, "/api/v1/orders"):
+			buyLine = l
+		case strings.HasPrefix(l, "curl ") && strings.Contains(l, "/admin/v1/skus/"):
+			adminLine = l
+		}
+	}
+	if buyLine == "" || adminLine == "" {
+		t.Fatalf("quick start lacks the buy or the admin curl line:\n%s", out)
+	}
+
+	buy, err := parseCurl(buyLine)
+	if err != nil {
+		t.Fatalf("parse %q: %v", buyLine, err)
+	}
+	wantPrefix := "http://127.0.0.1:" + strconv.Itoa(port) + "/"
+	if buy.method != http.MethodPost || !strings.HasPrefix(buy.url, wantPrefix) {
+		t.Errorf("buy line = %s %s; want POST %s...", buy.method, buy.url, wantPrefix)
+	}
+	var req struct {
+		SKUID    int64  `json:"sku_id"`
+		UserID   string `json:"user_id"`
+		Quantity int64  `json:"quantity"`
+	}
+	if err := json.Unmarshal([]byte(buy.body), &req); err != nil {
+		t.Fatalf("buy body %q: %v", buy.body, err)
+	}
+	status, body := buy.do(t)
+	if status != http.StatusCreated {
+		t.Fatalf("the printed buy = %d %s; want 201", status, body)
+	}
+	var ord struct {
+		OrderID   int64     `json:"order_id"`
+		SKUID     int64     `json:"sku_id"`
+		UserID    string    `json:"user_id"`
+		Quantity  int64     `json:"quantity"`
+		CreatedAt time.Time `json:"created_at"`
+	}
+	if err := json.Unmarshal(body, &ord); err != nil {
+		t.Fatalf("order %s: %v", body, err)
+	}
+	if ord.OrderID < 1 || ord.SKUID != req.SKUID || ord.UserID != req.UserID || ord.Quantity != req.Quantity || ord.CreatedAt.IsZero() {
+		t.Errorf("order = %+v; want the printed request %+v with an id", ord, req)
+	}
+	// The same line again is that user's second unit: over the demo's limit of 1.
+	if status, body := buy.do(t); status != http.StatusConflict || !strings.Contains(string(body), `"limit_exceeded"`) {
+		t.Errorf("the printed buy again = %d %s; want 409 limit_exceeded", status, body)
+	}
+
+	admin, err := parseCurl(adminLine)
+	if err != nil {
+		t.Fatalf("parse %q: %v", adminLine, err)
+	}
+	tok, _ := strings.CutPrefix(admin.header.Get("Authorization"), "Bearer ")
+	if len(tok) < 16 || !strings.Contains(out, "admin token: "+tok) {
+		t.Errorf("admin line token %q is not the printed admin token:\n%s", tok, out)
+	}
+	status, body = admin.do(t)
+	if status != http.StatusOK {
+		t.Fatalf("the printed admin call = %d %s; want 200", status, body)
+	}
+	var sku struct {
+		ID    int64 `json:"id"`
+		Stock int64 `json:"stock"`
+		Sold  int64 `json:"sold"`
+	}
+	if err := json.Unmarshal(body, &sku); err != nil {
+		t.Fatalf("sku %s: %v", body, err)
+	}
+	if sku.ID != req.SKUID || sku.Sold != 1 || sku.Stock != 99 {
+		t.Errorf("admin view = %+v; want sku %d with sold 1, stock 99 (demo of 100)", sku, req.SKUID)
+	}
+	// Without the token the admin call is refused.
+	admin.header.Del("Authorization")
+	if status, _ := admin.do(t); status != http.StatusUnauthorized {
+		t.Errorf("the admin call without the token = %d; want 401", status)
+	}
+
+	stop()
+	if _, err := http.Get(wantPrefix + "healthz"); err == nil {
+		t.Error("the service still answers after run returned")
+	}
+}
+
+// TestInvalidConfig: a bad setting fails start-up at once with a message
+// naming its key, before anything listens or prints.
+func TestInvalidConfig(t *testing.T) {
+	t.Parallel()
+	base := map[string]string{
+		"SECKILL_MYSQL_DSN":   "root@tcp(127.0.0.1:1)/nowhere",
+		"SECKILL_REDIS_ADDRS": "127.0.0.1:1",
+		"SECKILL_ADMIN_TOKEN": token,
+	}
+	tests := []struct {
+		name string
+		vars map[string]string // merged over base; "" deletes
+		args []string
+		want string // the key the message must name
+	}{
+		{"strategy", map[string]string{"SECKILL_ORDER_STRATEGY": "bogus"}, nil, "order.strategy"},
+		{"http addr", map[string]string{"SECKILL_HTTP_ADDR": "nonsense"}, nil, "http.addr"},
+		{"http addr without port", map[string]string{"SECKILL_HTTP_ADDR": "127.0.0.1"}, nil, "http.addr"},
+		{"queue max not an integer", map[string]string{"SECKILL_ORDER_QUEUE_MAX": "many"}, nil, "SECKILL_ORDER_QUEUE_MAX"},
+		{"queue max zero", map[string]string{"SECKILL_ORDER_QUEUE_MAX": "0"}, nil, "order.queue_max"},
+		{"batch max too big", map[string]string{"SECKILL_ORDER_BATCH_MAX": "10001"}, nil, "order.batch_max"},
+		{"lock ttl not a duration", map[string]string{"SECKILL_LOCK_TTL": "forever"}, nil, "SECKILL_LOCK_TTL"},
+		{"request timeout negative", map[string]string{"SECKILL_ORDER_REQUEST_TIMEOUT": "-1s"}, nil, "order.request_timeout"},
+		{"redis addr", map[string]string{"SECKILL_REDIS_ADDRS": "localhost"}, nil, "redis.addrs"},
+		{"no redis with a dsn", map[string]string{"SECKILL_REDIS_ADDRS": ""}, nil, "redis.addrs"},
+		{"no token with a dsn", map[string]string{"SECKILL_ADMIN_TOKEN": ""}, nil, "admin.token"},
+		{"short token", map[string]string{"SECKILL_ADMIN_TOKEN": "short"}, nil, "admin.token"},
+		{"log level", map[string]string{"SECKILL_LOG_LEVEL": "loud"}, nil, "log.level"},
+		{"log format", map[string]string{"SECKILL_LOG_FORMAT": "xml"}, nil, "log.format"},
+		{"strategy in the quick start", map[string]string{"SECKILL_MYSQL_DSN": "", "SECKILL_REDIS_ADDRS": "", "SECKILL_ORDER_STRATEGY": "fastest"}, nil, "order.strategy"},
+		{"config file missing", nil, []string{"-config", "/nonexistent/seckill.yaml"}, "/nonexistent/seckill.yaml"},
+		{"unknown command", nil, []string{"launch"}, "usage"},
+		{"unknown flag", nil, []string{"-verbose"}, "verbose"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			vars := map[string]string{}
+			for k, v := range base {
+				vars[k] = v
+			}
+			for k, v := range tc.vars {
+				vars[k] = v
+			}
+			stdout, stderr := newSyncBuffer(), newSyncBuffer()
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- run(ctx, tc.args, env(vars), stdout, stderr) }()
+			var err error
+			select {
+			case err = <-done:
+			case <-time.After(10 * time.Second):
+				cancel()
+				<-done
+				t.Fatalf("run with an invalid config did not fail at once; it ran until cancelled\nstdout:\n%s", stdout)
+			}
+			cancel()
+			if err == nil {
+				t.Fatalf("run = nil; want an error naming %s", tc.want)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("run = %q; want it to name %s", err, tc.want)
+			}
+			if out := stdout.String(); out != "" {
+				t.Errorf("a failed start printed on stdout:\n%s", out)
+			}
+		})
+	}
+}
