@@ -427,24 +427,7 @@ func (r *run) bringUp(ctx context.Context) error {
 	r.event("database %s migrated", r.dbName)
 
 	for i := range cfg.Instances {
-		port, err := freePort()
-		if err != nil {
-			return err
-		}
-		addr := fmt.Sprintf("127.0.0.1:%d", port)
-		p := r.ps.add(&proc{
-			name: fmt.Sprintf("instance-%d", i), path: bin, args: []string{"serve"},
-			env: append(env, "SECKILL_HTTP_ADDR="+addr),
-			log: filepath.Join(r.dir, fmt.Sprintf("instance-%d.log", i)),
-		})
-		if err := p.start(); err != nil {
-			return err
-		}
-		r.instances = append(r.instances, p)
-		r.baseURLs = append(r.baseURLs, "http://"+addr)
-	}
-	for i, u := range r.baseURLs {
-		if err := r.waitReady(ctx, i, u); err != nil {
+		if err := r.startInstance(ctx, i, bin, env); err != nil {
 			return err
 		}
 	}
@@ -452,10 +435,44 @@ func (r *run) bringUp(ctx context.Context) error {
 	return nil
 }
 
+// startInstance starts instance i on a free port and waits until it is
+// ready. A port taken between the kernel's offer and the bind is retried.
+func (r *run) startInstance(ctx context.Context, i int, bin string, env []string) error {
+	var err error
+	for range 3 {
+		var port int
+		if port, err = freePort(); err != nil {
+			return err
+		}
+		addr := fmt.Sprintf("127.0.0.1:%d", port)
+		p := r.ps.add(&proc{
+			name: fmt.Sprintf("instance-%d", i), path: bin, args: []string{"serve"},
+			env: append(env[:len(env):len(env)], "SECKILL_HTTP_ADDR="+addr),
+			log: filepath.Join(r.dir, fmt.Sprintf("instance-%d.log", i)),
+		})
+		if err = p.start(); err != nil {
+			return err
+		}
+		if i < len(r.instances) {
+			r.instances[i], r.baseURLs[i] = p, "http://"+addr
+		} else {
+			r.instances = append(r.instances, p)
+			r.baseURLs = append(r.baseURLs, "http://"+addr)
+		}
+		if err = r.waitReady(ctx, i, r.baseURLs[i]); err == nil {
+			return nil
+		}
+		if alive, _ := p.running(); alive {
+			return err // up but not ready: not a port clash
+		}
+	}
+	return err
+}
+
 func (r *run) waitReady(ctx context.Context, i int, base string) error {
 	return poll(ctx, fmt.Sprintf("instance-%d (%s)", i, base), 60*time.Second, 100*time.Millisecond, func(ctx context.Context) error {
 		if alive, err := r.instances[i].running(); !alive {
-			return fmt.Errorf("instance-%d exited: %v (see %s)", i, err, r.instances[i].log)
+			return fmt.Errorf("instance-%d exited: %v (see %s): %w", i, err, r.instances[i].log, errGaveUp)
 		}
 		return httpOK(r.client, base+"/readyz")(ctx)
 	})

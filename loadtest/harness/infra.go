@@ -99,6 +99,10 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
+// errGaveUp, wrapped by a poll function, ends the wait at once: what it
+// waits for can no longer happen.
+var errGaveUp = errors.New("gave up")
+
 // poll calls f every interval until it returns nil or timeout passes; the
 // error names what was awaited and f's last error.
 func poll(ctx context.Context, what string, timeout, interval time.Duration, f func(context.Context) error) error {
@@ -111,6 +115,9 @@ func poll(ctx context.Context, what string, timeout, interval time.Duration, f f
 		ccancel()
 		if last == nil {
 			return nil
+		}
+		if errors.Is(last, errGaveUp) {
+			return fmt.Errorf("%s: %w", what, last)
 		}
 		select {
 		case <-ctx.Done():
