@@ -67,8 +67,15 @@ type Config struct {
 	BaseURLs   []string
 	AdminToken string
 
+	// RedisServers is how many private redis-servers to start, default 1;
+	// more than one puts the service in Redlock mode.
+	RedisServers int
+	// RedisKill is how many of them the redis fault kills, default 1:
+	// with 3 servers, 1 is a minority (the quorum holds), 2 a majority.
+	RedisKill int
+
 	MySQLDSN   string   // server DSN without a database, default root@tcp(127.0.0.1:3306)/
-	RedisAddrs []string // use these instead of a private redis-server (no Redis fault then)
+	RedisAddrs []string // use these instead of private redis-servers (no Redis fault then)
 	ServiceBin string   // prebuilt seckill binary; empty builds ./cmd/seckill
 	Env        []string // extra KEY=VALUE for every instance (SECKILL_ORDER_STRATEGY=...)
 	K6         string   // k6 binary; empty finds or installs it
@@ -121,16 +128,16 @@ type run struct {
 	ps     procs
 	client *http.Client
 
-	token     string
-	dbName    string
-	serverDSN string
-	db        *sql.DB
-	redis     *proc
-	redisAddr string
-	mariadb   *proc
-	instances []*proc
-	baseURLs  []string
-	skuID     int64
+	token      string
+	dbName     string
+	serverDSN  string
+	db         *sql.DB
+	redis      []*proc
+	redisAddrs []string
+	mariadb    *proc
+	instances  []*proc
+	baseURLs   []string
+	skuID      int64
 
 	loadBefore string
 
@@ -261,6 +268,8 @@ func normalize(cfg Config) (Config, error) {
 	setInt(&cfg.StartRate, d.StartRate)
 	setInt(&cfg.Rate, d.Rate)
 	setInt(&cfg.MaxVUs, d.MaxVUs)
+	setInt(&cfg.RedisServers, 1)
+	setInt(&cfg.RedisKill, 1)
 	if cfg.Stock == 0 {
 		cfg.Stock = d.Stock
 	}
@@ -314,6 +323,8 @@ func normalize(cfg Config) (Config, error) {
 		return cfg, errors.New("target mode cannot inject faults into a deployment it did not start")
 	case cfg.Fault == FaultRedis && len(cfg.RedisAddrs) > 0:
 		return cfg, errors.New("the redis fault kills the runner's own redis-server: do not pass Redis addresses with it")
+	case cfg.RedisServers < 1 || cfg.RedisServers > 7 || cfg.RedisKill < 1 || cfg.RedisKill > cfg.RedisServers:
+		return cfg, fmt.Errorf("redis-servers %d, redis-kill %d: want 1 to 7 servers and 1 to all of them killed", cfg.RedisServers, cfg.RedisKill)
 	case cfg.Fault == FaultInstance && cfg.Instances < 2:
 		return cfg, errors.New("the instance fault needs at least 2 instances")
 	}
@@ -369,13 +380,15 @@ func (r *run) bringUp(ctx context.Context) error {
 	} else if err := ensureSharedMySQL(ctx, r.serverDSN, r.log); err != nil {
 		return err
 	}
-	redisAddrs := cfg.RedisAddrs
-	if len(redisAddrs) == 0 {
-		p, addr, err := startRedis(ctx, &r.ps, r.work)
-		if err != nil {
-			return err
+	r.redisAddrs = cfg.RedisAddrs
+	if len(r.redisAddrs) == 0 {
+		for i := range cfg.RedisServers {
+			p, addr, err := startRedis(ctx, &r.ps, r.work, i)
+			if err != nil {
+				return err
+			}
+			r.redis, r.redisAddrs = append(r.redis, p), append(r.redisAddrs, addr)
 		}
-		r.redis, r.redisAddr, redisAddrs = p, addr, []string{addr}
 	}
 
 	mcfg, err := mysql.ParseDSN(r.serverDSN)
@@ -411,7 +424,7 @@ func (r *run) bringUp(ctx context.Context) error {
 	r.token = randomHex(16)
 	env := append(os.Environ(),
 		"SECKILL_MYSQL_DSN="+runDSN,
-		"SECKILL_REDIS_ADDRS="+strings.Join(redisAddrs, ","),
+		"SECKILL_REDIS_ADDRS="+strings.Join(r.redisAddrs, ","),
 		"SECKILL_ADMIN_TOKEN="+r.token,
 		"SECKILL_LOG_LEVEL=warn",
 		"SECKILL_LOCK_PREFIX=seckill:lt:"+r.id+":",

@@ -105,6 +105,7 @@ func TestNormalize_refuses(t *testing.T) {
 		{name: "redis fault on shared redis", cfg: Config{Fault: FaultRedis, RedisAddrs: []string{"127.0.0.1:6379"}}, want: "own redis-server"},
 		{name: "instance fault alone", cfg: Config{Fault: FaultInstance, Instances: 1}, want: "at least 2"},
 		{name: "fault-at past the stock", cfg: Config{FaultAt: 1}, want: "fault-at"},
+		{name: "killing more redis-servers than started", cfg: Config{Fault: FaultRedis, RedisServers: 3, RedisKill: 4}, want: "redis-kill"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

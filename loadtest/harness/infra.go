@@ -198,16 +198,16 @@ func ensureSharedMySQL(ctx context.Context, dsn string, log io.Writer) error {
 
 // startRedis starts a private redis-server on a free loopback port: no
 // persistence, so a restart is an empty Redis, the harshest case.
-func startRedis(ctx context.Context, ps *procs, dir string) (*proc, string, error) {
+func startRedis(ctx context.Context, ps *procs, dir string, i int) (*proc, string, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, "", err
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	p := ps.add(&proc{
-		name: "redis-server", path: "redis-server",
+		name: fmt.Sprintf("redis-server-%d", i), path: "redis-server",
 		args: []string{"--bind", "127.0.0.1", "--port", strconv.Itoa(port), "--save", "", "--appendonly", "no", "--dir", dir},
-		log:  filepath.Join(dir, "redis.log"),
+		log:  filepath.Join(dir, fmt.Sprintf("redis-%d.log", i)),
 	})
 	if err := p.start(); err != nil {
 		return nil, "", err

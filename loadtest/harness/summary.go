@@ -63,6 +63,7 @@ type Summary struct {
 	FaultStart  float64 `json:"fault_start_s,omitempty"` // since k6 start
 	FaultBack   float64 `json:"fault_back_s,omitempty"`
 	SoldAtFault int64   `json:"sold_at_fault,omitempty"`
+	Victims     string  `json:"fault_victims,omitempty"`
 	Unavailable int     `json:"unavailable_answers"`
 
 	Acknowledged        int            `json:"acknowledged_orders"`
@@ -159,6 +160,7 @@ func (r *run) verify(ctx context.Context, k6Start time.Time, k6res k6Result) (Su
 	if !m.faultStart.IsZero() {
 		s.FaultStart = round(m.faultStart.Sub(k6Start).Seconds(), 2)
 		s.SoldAtFault = m.faultSold
+		s.Victims = m.victims
 	}
 	if !m.faultBack.IsZero() {
 		s.FaultBack = round(m.faultBack.Sub(k6Start).Seconds(), 2)
@@ -309,8 +311,8 @@ func (s Summary) WriteText(w io.Writer, dir string) {
 		p("  sold out      never")
 	}
 	if s.Fault != FaultNone {
-		p("  fault         %s killed at %.1fs (sold %d), back at %.1fs; %d answers 503/dropped",
-			s.Fault, s.FaultStart, s.SoldAtFault, s.FaultBack, s.Unavailable)
+		p("  fault         %s: %s SIGKILLed at %.1fs (sold %d), back at %.1fs; %d answers 503/dropped",
+			s.Fault, s.Victims, s.FaultStart, s.SoldAtFault, s.FaultBack, s.Unavailable)
 	}
 	if d := s.Database; d != nil {
 		p("  database      sold %d, stock %d, %d orders holding %d units, %d users, at most %d per user",

@@ -119,6 +119,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.Var(&baseURLs, "base-urls", "comma-separated base URLs of the service (target mode)")
 	fs.StringVar(&cfg.AdminToken, "admin-token", os.Getenv("SECKILL_ADMIN_TOKEN"), "admin token (target mode; default $SECKILL_ADMIN_TOKEN)")
 	fs.StringVar(&cfg.MySQLDSN, "mysql-dsn", def.MySQLDSN, "MariaDB/MySQL server DSN, no database: each run creates its own")
+	fs.IntVar(&cfg.RedisServers, "redis-servers", 1, "private redis-servers to start; more than one selects Redlock")
+	fs.IntVar(&cfg.RedisKill, "redis-kill", 1, "redis-servers the redis fault kills (of 3: 1 is a minority, 2 a majority)")
 	fs.Var(&redis, "redis-addrs", "use these Redis servers instead of starting a private redis-server")
 	fs.StringVar(&cfg.ServiceBin, "bin", "", "prebuilt seckill binary (default: go build ./cmd/seckill)")
 	fs.Var(&env, "env", "KEY=VALUE for every instance, repeatable (e.g. SECKILL_ORDER_STRATEGY=conditional)")
