@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -57,6 +58,7 @@ type stack struct {
 	spec   *apiSpec
 	rdb    *redis.Client
 	prefix string // the test's Redis key prefix
+	orders *service.Orders
 }
 
 type stackOptions struct {
@@ -93,6 +95,7 @@ func newStack(t *testing.T, opts ...func(*stackOptions)) *stack {
 			IdleTimeout:    time.Second,
 			SoldOutTTL:     200 * time.Millisecond,
 		}, log, nil)
+	s.orders = orders
 	catalog := service.NewCatalog(store, orders, log)
 	srv := httptest.NewServer(handler.New(handler.Config{
 		Orders:       orders,
@@ -1288,5 +1291,79 @@ func TestConcurrentBuyers(t *testing.T) {
 	}
 	if st := s.state(t, sku); st.Stock != 0 || st.Sold != stock || st.Orders != stock {
 		t.Errorf("after the rush: %+v; want stock 0, sold %d, %d orders", st, stock, stock)
+	}
+}
+
+// heldStore commits each batch, then holds its result until released:
+// the batch's reads and writes are done, its answers not yet given.
+type heldStore struct {
+	service.Store
+	committed chan service.BatchResult
+	release   chan struct{}
+}
+
+func (h *heldStore) CommitBatch(ctx context.Context, b service.Batch) (service.BatchResult, error) {
+	res, err := h.Store.CommitBatch(ctx, b)
+	h.committed <- res
+	<-h.release
+	return res, err
+}
+
+// TestRestockRacingSoldOutMark restocks a SKU between the commit that
+// sold its last unit and that batch's sold-out mark. Once the order flow
+// has settled, no mark may say "sold out" of a SKU with stock: every
+// instance trusts the shared one for sold_out.shared_ttl (10 minutes by
+// default) and refuses buyers without asking the database.
+//
+// It fails today (the worker publishes the mark after the restock cleared
+// it), so it runs only with SECKILL_TEST_KNOWN_BUGS=1.
+func TestRestockRacingSoldOutMark(t *testing.T) {
+	if os.Getenv("SECKILL_TEST_KNOWN_BUGS") == "" {
+		t.Skip("known bug: a sold-out mark published after a concurrent restock outlives it; set SECKILL_TEST_KNOWN_BUGS=1")
+	}
+	t.Parallel()
+	held := &heldStore{committed: make(chan service.BatchResult, 16), release: make(chan struct{})}
+	s := newStack(t, func(o *stackOptions) {
+		o.wrap = func(st service.Store) service.Store { held.Store = st; return held }
+	})
+	var once sync.Once
+	open := func() { once.Do(func() { close(held.release) }) }
+	t.Cleanup(open)
+	sku := s.createSKU(t, `{"name":"race","stock":1}`)
+
+	first := make(chan reply, 1)
+	go func() {
+		first <- s.call(t, http.MethodPost, "/api/v1/orders", fmt.Sprintf(`{"sku_id":%d,"user_id":"a","quantity":1}`, sku))
+	}()
+	select {
+	case res := <-held.committed:
+		if res.Stock != 0 {
+			t.Fatalf("the batch left stock %d; want 0", res.Stock)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first order never reached the store")
+	}
+	// The last unit is committed; its batch has neither answered nor marked.
+	if r := s.call(t, http.MethodPut, fmt.Sprintf("/admin/v1/skus/%d/stock", sku), `{"stock":5}`, bearer...); r.status != http.StatusOK {
+		t.Fatalf("restock = %d %s", r.status, r.body)
+	}
+	open()
+	if r := <-first; r.status != http.StatusCreated {
+		t.Fatalf("first buyer = %d %q; want 201", r.status, r.code)
+	}
+	// Shutdown waits for the worker: its batch has done all it will do.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.orders.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	key := s.prefix + "soldout:" + strconv.FormatInt(sku, 10)
+	marked, err := s.rdb.Exists(ctx, key).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := s.state(t, sku); st.Stock > 0 && marked == 1 {
+		t.Errorf("sku %d has stock %d but its shared sold-out mark is set (ttl %v): buyers hear sold_out",
+			sku, st.Stock, s.rdb.TTL(ctx, key).Val())
 	}
 }
