@@ -2,6 +2,7 @@ package repository_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"testing"
 	"time"
@@ -14,6 +15,10 @@ import (
 )
 
 func setup(t *testing.T, stock, limit int64) (*gorm.DB, *repository.Stock, service.SKU) {
+	return setupB(t, stock, limit)
+}
+
+func setupB(t testing.TB, stock, limit int64) (*gorm.DB, *repository.Stock, service.SKU) {
 	t.Helper()
 	db := testenv.DB(t, testenv.Database(t))
 	s := repository.New(db)
@@ -84,32 +89,70 @@ func TestCommitBatch_StaleFenceIsRefused(t *testing.T) {
 func TestCommitBatch_VersionMovedIsAConflict(t *testing.T) {
 	t.Parallel()
 	db, s, sku := setup(t, 10, 1)
-	// Between the transaction's read and its UPDATE, another writer commits:
-	// the hook runs just before the UPDATE, on a separate connection.
-	other := testenv.DB(t, dsnOf(t, db))
-	bumped := false
-	if err := db.Callback().Update().Before("gorm:update").Register("test:interleave", func(tx *gorm.DB) {
-		if bumped || tx.Statement.Table != "skus" {
-			return
-		}
-		bumped = true
-		if err := other.Exec("UPDATE skus SET version = version + 1 WHERE id = ?", sku.ID).Error; err != nil {
-			t.Errorf("interleaved write: %v", err)
-		}
-	}); err != nil {
+	ctx := context.Background()
+	// Another writer bumps the version and holds its row lock: the batch
+	// reads the old version (a snapshot read does not wait), then its
+	// conditional UPDATE waits for the lock and, once the writer commits,
+	// finds the version moved.
+	other, err := testenv.DB(t, dsnOf(t, db)).DB()
+	if err != nil {
 		t.Fatal(err)
 	}
-	_, err := s.CommitBatch(context.Background(), batch(sku.ID, 0, "a"))
-	if !errors.Is(err, service.ErrConflict) {
+	writer, err := other.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := writer.Exec("UPDATE skus SET version = version + 1 WHERE id = ?", sku.ID); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.CommitBatch(ctx, batch(sku.ID, 0, "a"))
+		done <- err
+	}()
+	waitForLockWait(t, other, writer, done)
+	if err := writer.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; !errors.Is(err, service.ErrConflict) {
 		t.Fatalf("CommitBatch with a moved version = %v; want ErrConflict", err)
 	}
-	got, _ := s.SKU(context.Background(), sku.ID)
+	got, _ := s.SKU(ctx, sku.ID)
 	if got.Sold != 0 {
 		t.Errorf("sold = %d after a conflict; want 0", got.Sold)
 	}
 	// The retry re-reads and succeeds.
-	if _, err := s.CommitBatch(context.Background(), batch(sku.ID, 0, "a")); err != nil {
+	if _, err := s.CommitBatch(ctx, batch(sku.ID, 0, "a")); err != nil {
 		t.Errorf("retry: %v", err)
+	}
+}
+
+// waitForLockWait polls until some transaction waits for a row lock
+// held by writer.
+func waitForLockWait(t *testing.T, db *sql.DB, writer *sql.Tx, done <-chan error) {
+	t.Helper()
+	var trx string
+	if err := writer.QueryRow("SELECT trx_id FROM information_schema.innodb_trx WHERE trx_mysql_thread_id = CONNECTION_ID()").Scan(&trx); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		select {
+		case err := <-done:
+			t.Fatalf("CommitBatch returned %v without waiting for the row lock", err)
+		default:
+		}
+		var n int
+		if err := db.QueryRow("SELECT COUNT(*) FROM information_schema.innodb_lock_waits WHERE blocking_trx_id = ?", trx).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the batch never waited for the row lock")
+		}
+		time.Sleep(5 * time.Millisecond) // polling a server-side state, bounded above
 	}
 }
 

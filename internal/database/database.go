@@ -40,6 +40,7 @@ func OpenMySQL(dsn string, opt Options) (*gorm.DB, error) {
 	mc.ParseTime = true
 	mc.Loc = time.UTC
 	mc.InterpolateParams = true
+	mc.MultiStatements = true // the batch commit sends its reads, and its writes, in one round trip each
 	if mc.Timeout == 0 {
 		mc.Timeout = 2 * time.Second
 	}
