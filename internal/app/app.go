@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"path/filepath"
 	"strings"
@@ -195,6 +196,15 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 	}
 	log.Info("serving", "url", url, "mode", mode, "strategy", cfg.Order.Strategy)
 
+	if cfg.HTTP.DebugAddr != "" {
+		stopDebug, err := serveDebug(cfg.HTTP.DebugAddr, log)
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		closers = append(closers, stopDebug)
+	}
+
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 	if ready != nil {
@@ -236,4 +246,22 @@ func randomToken() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
 	return hex.EncodeToString(b[:])
+}
+
+// serveDebug serves net/http/pprof on addr until the returned func runs.
+func serveDebug(addr string, log *slog.Logger) (func() error, error) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen debug %s: %w", addr, err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	log.Info("pprof", "url", "http://"+ln.Addr().String()+"/debug/pprof/")
+	return srv.Close, nil
 }

@@ -40,6 +40,8 @@ type HTTP struct {
 	IdleTimeout       time.Duration `yaml:"idle_timeout"`        // default 120s
 	ShutdownTimeout   time.Duration `yaml:"shutdown_timeout"`    // default 20s
 	MaxBodyBytes      int64         `yaml:"max_body_bytes"`      // default 4096
+	// DebugAddr, when set, serves net/http/pprof there (keep it on loopback).
+	DebugAddr string `yaml:"debug_addr"` // default "" (off)
 }
 
 // MySQL configures the source of truth. An empty DSN selects the embedded
@@ -170,6 +172,7 @@ func (c *Config) applyEnv(getenv func(string) string) error {
 		}
 	}
 	str("SECKILL_HTTP_ADDR", &c.HTTP.Addr)
+	str("SECKILL_DEBUG_ADDR", &c.HTTP.DebugAddr)
 	str("SECKILL_MYSQL_DSN", &c.MySQL.DSN)
 	str("SECKILL_ADMIN_TOKEN", &c.Admin.Token)
 	str("SECKILL_LOG_LEVEL", &c.Log.Level)
@@ -226,6 +229,11 @@ func (c *Config) applyEnv(getenv func(string) string) error {
 func (c Config) Validate() error {
 	if _, _, err := net.SplitHostPort(c.HTTP.Addr); err != nil {
 		return fmt.Errorf("config: http.addr %q: %v", c.HTTP.Addr, err)
+	}
+	if c.HTTP.DebugAddr != "" {
+		if _, _, err := net.SplitHostPort(c.HTTP.DebugAddr); err != nil {
+			return fmt.Errorf("config: http.debug_addr %q: %v", c.HTTP.DebugAddr, err)
+		}
 	}
 	positive := []struct {
 		key string
