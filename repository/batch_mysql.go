@@ -27,12 +27,13 @@ func (s *Stock) commitMySQL(ctx context.Context, b service.Batch) (service.Batch
 		return service.BatchResult{}, err
 	}
 	a := service.Allocate(sku.domain(), b.Requests, existing, bought, b.Now)
-	res := service.BatchResult{Stock: sku.Stock}
+	res := service.BatchResult{Stock: sku.Stock, Version: sku.Version}
 	if a.Units > 0 {
 		if err := s.writeBatch(ctx, tx, b, sku, &a, bought); err != nil {
 			return service.BatchResult{}, err
 		}
 		res.Stock -= a.Units
+		res.Version++
 	}
 	if err := tx.Commit(); err != nil {
 		return service.BatchResult{}, err

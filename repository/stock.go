@@ -121,7 +121,7 @@ func (s *Stock) CommitBatch(ctx context.Context, b service.Batch) (service.Batch
 			return err
 		}
 		a := service.Allocate(sku.domain(), b.Requests, existing, bought, b.Now)
-		res.Stock = sku.Stock
+		res.Stock, res.Version = sku.Stock, sku.Version
 		if a.Units > 0 {
 			if err := s.decrement(tx, b, sku, a.Units); err != nil {
 				return err
@@ -133,6 +133,7 @@ func (s *Stock) CommitBatch(ctx context.Context, b service.Batch) (service.Batch
 				return err
 			}
 			res.Stock -= a.Units
+			res.Version++
 		}
 		a.Resolve()
 		res.Outcomes = a.Outcomes

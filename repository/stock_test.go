@@ -110,7 +110,7 @@ func TestCommitBatch_VersionMovedIsAConflict(t *testing.T) {
 		_, err := s.CommitBatch(ctx, batch(sku.ID, 0, "a"))
 		done <- err
 	}()
-	waitForLockWait(t, other, writer, done)
+	waitForLockWait(t, other, done)
 	if err := writer.Commit(); err != nil {
 		t.Fatal(err)
 	}
@@ -127,14 +127,10 @@ func TestCommitBatch_VersionMovedIsAConflict(t *testing.T) {
 	}
 }
 
-// waitForLockWait polls until some transaction waits for a row lock
-// held by writer.
-func waitForLockWait(t *testing.T, db *sql.DB, writer *sql.Tx, done <-chan error) {
+// waitForLockWait polls until the batch's conditional UPDATE is running
+// (it can only be waiting for the writer's row lock): its reads are done.
+func waitForLockWait(t *testing.T, db *sql.DB, done <-chan error) {
 	t.Helper()
-	var trx string
-	if err := writer.QueryRow("SELECT trx_id FROM information_schema.innodb_trx WHERE trx_mysql_thread_id = CONNECTION_ID()").Scan(&trx); err != nil {
-		t.Fatal(err)
-	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		select {
@@ -143,14 +139,16 @@ func waitForLockWait(t *testing.T, db *sql.DB, writer *sql.Tx, done <-chan error
 		default:
 		}
 		var n int
-		if err := db.QueryRow("SELECT COUNT(*) FROM information_schema.innodb_lock_waits WHERE blocking_trx_id = ?", trx).Scan(&n); err != nil {
+		err := db.QueryRow(`SELECT COUNT(*) FROM information_schema.processlist
+			WHERE db = DATABASE() AND info LIKE 'UPDATE skus SET stock%'`).Scan(&n)
+		if err != nil {
 			t.Fatal(err)
 		}
 		if n > 0 {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("the batch never waited for the row lock")
+			t.Fatal("the batch's UPDATE never started")
 		}
 		time.Sleep(5 * time.Millisecond) // polling a server-side state, bounded above
 	}

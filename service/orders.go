@@ -343,7 +343,7 @@ func (o *Orders) commit(parent context.Context, skuID int64, batch []*pending) {
 		retries int
 	)
 	for {
-		b.Now = time.Now().UTC()
+		b.Now = time.Now().UTC().Truncate(time.Microsecond) // what the database keeps
 		res, err = o.store.CommitBatch(ctx, b)
 		if !errors.Is(err, ErrConflict) || retries >= o.cfg.MaxRetries || ctx.Err() != nil {
 			break
@@ -382,7 +382,7 @@ func (o *Orders) commit(parent context.Context, skuID int64, batch []*pending) {
 		answer(i, out)
 	}
 	if res.Stock == 0 {
-		o.markSoldOut(skuID)
+		o.markSoldOut(skuID, res.Version)
 	}
 }
 

@@ -156,6 +156,7 @@ type Outcome struct {
 type BatchResult struct {
 	Outcomes []Outcome // one per request, in order
 	Stock    int64     // stock left after the commit
+	Version  int64     // the SKU's version after the commit
 }
 
 // Store is the source of truth. The implementation must decrement stock
@@ -189,9 +190,12 @@ type Lease interface {
 	Release(ctx context.Context) error
 }
 
-// SoldOutMarks is the shared sold-out mark, seen by every instance.
+// SoldOutMarks is the shared sold-out mark, seen by every instance. A mark
+// is the SKU version it was set at, signed: +v "sold out at version v",
+// -v "restocked at version v", 0 "no mark". A mark never replaces one of
+// a newer version, so a late "sold out" cannot undo a restock.
 type SoldOutMarks interface {
-	SoldOut(ctx context.Context, skuID int64) (bool, error)
-	MarkSoldOut(ctx context.Context, skuID int64) error
-	ClearSoldOut(ctx context.Context, skuID int64) error
+	Mark(ctx context.Context, skuID int64) (int64, error)
+	// SetMark stores mark unless the stored one is of a newer version.
+	SetMark(ctx context.Context, skuID, mark int64) error
 }

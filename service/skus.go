@@ -50,6 +50,7 @@ func NewCatalog(store Store, orders *Orders, log *slog.Logger) *Catalog {
 
 // Create adds a SKU.
 func (c *Catalog) Create(ctx context.Context, n NewSKU) (SKU, error) {
+	n.StartsAt, n.EndsAt = utc(n.StartsAt), utc(n.EndsAt) // as the database keeps them
 	if err := n.Validate(); err != nil {
 		return SKU{}, err
 	}
@@ -62,8 +63,8 @@ func (c *Catalog) Create(ctx context.Context, n NewSKU) (SKU, error) {
 		TotalStock:   n.Stock,
 		Stock:        n.Stock,
 		PerUserLimit: n.PerUserLimit,
-		StartsAt:     utc(n.StartsAt),
-		EndsAt:       utc(n.EndsAt),
+		StartsAt:     n.StartsAt,
+		EndsAt:       n.EndsAt,
 		CreatedAt:    now,
 		UpdatedAt:    now,
 	})
@@ -85,9 +86,8 @@ func (c *Catalog) SetStock(ctx context.Context, id, stock int64) (SKU, error) {
 		return SKU{}, err
 	}
 	if stock > 0 {
-		if err := c.orders.clearSoldOut(ctx, id); err != nil {
-			c.log.Warn("shared sold-out mark not cleared; it expires on its own", "sku", id, "err", err)
-		}
+		// A failure is logged by clearSoldOut; the mark expires on its own.
+		_ = c.orders.clearSoldOut(ctx, id, s.Version)
 	}
 	return s, nil
 }
@@ -110,7 +110,7 @@ func utc(t *time.Time) *time.Time {
 	if t == nil {
 		return nil
 	}
-	u := t.UTC()
+	u := t.UTC().Truncate(time.Microsecond)
 	return &u
 }
 

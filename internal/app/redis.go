@@ -37,29 +37,37 @@ func NewSoldOutMarks(rdb redis.UniversalClient, prefix string, ttl time.Duration
 }
 
 // soldOutMarks keeps the shared sold-out marks in Redis, one key per SKU
-// with an expiry, so a mark that a failed restock could not clear still
-// goes away on its own.
+// holding its signed version mark, with an expiry so that a mark nobody
+// could clear still goes away on its own.
 type soldOutMarks struct {
 	rdb    redis.UniversalClient
 	prefix string
 	ttl    time.Duration
 }
 
-var _ service.SoldOutMarks = soldOutMarks{}
+// setMark writes ARGV[1] unless the stored mark is of a newer version.
+var setMark = redis.NewScript(`
+local cur = tonumber(redis.call('GET', KEYS[1]) or '0')
+local new = tonumber(ARGV[1])
+if math.abs(new) >= math.abs(cur) then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  return 1
+end
+return 0
+`)
 
 func (m soldOutMarks) key(id int64) string { return m.prefix + strconv.FormatInt(id, 10) }
 
-func (m soldOutMarks) SoldOut(ctx context.Context, id int64) (bool, error) {
-	n, err := m.rdb.Exists(ctx, m.key(id)).Result()
-	return n == 1, err
+func (m soldOutMarks) Mark(ctx context.Context, id int64) (int64, error) {
+	v, err := m.rdb.Get(ctx, m.key(id)).Int64()
+	if errors.Is(err, redis.Nil) {
+		return 0, nil
+	}
+	return v, err
 }
 
-func (m soldOutMarks) MarkSoldOut(ctx context.Context, id int64) error {
-	return m.rdb.Set(ctx, m.key(id), 1, m.ttl).Err()
-}
-
-func (m soldOutMarks) ClearSoldOut(ctx context.Context, id int64) error {
-	return m.rdb.Del(ctx, m.key(id)).Err()
+func (m soldOutMarks) SetMark(ctx context.Context, id, mark int64) error {
+	return setMark.Run(ctx, m.rdb, []string{m.key(id)}, mark, m.ttl.Milliseconds()).Err()
 }
 
 // readiness implements handler.Readiness.
