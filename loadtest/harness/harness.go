@@ -26,6 +26,8 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/seckill/seckill/loadtest/verify"
 )
 
 // Faults the runner can inject mid-sale.
@@ -240,15 +242,15 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 	if ctx.Err() != nil {
 		return res, ctx.Err()
 	}
-	if !cfg.Target {
-		if err := r.checkAlive(); err != nil {
-			r.event("warning: %v", err)
-		}
-	}
+	crashed := r.checkAlive()
 
 	sum, err := r.verify(ctx, k6Start, k6res)
 	if err != nil {
 		return res, err
+	}
+	if crashed != nil {
+		sum.Violations = append(sum.Violations, verify.Violation{Name: InstanceExited, Message: crashed.Error()})
+		sum.Pass = false
 	}
 	res.Summary = sum
 	if err := r.writeResults(sum); err != nil {
@@ -491,14 +493,19 @@ func (r *run) waitReady(ctx context.Context, i int, base string) error {
 	})
 }
 
+// checkAlive reports the instances that died without being killed by the
+// fault (the victim was restarted, so it is alive again).
 func (r *run) checkAlive() error {
-	var errs []error
+	var dead []string
 	for _, p := range r.instances {
 		if alive, err := p.running(); !alive {
-			errs = append(errs, fmt.Errorf("%s exited during the run: %v (see %s)", p.name, err, p.log))
+			dead = append(dead, fmt.Sprintf("%s exited during the run: %v (see %s)", p.name, err, p.log))
 		}
 	}
-	return errors.Join(errs...)
+	if len(dead) == 0 {
+		return nil
+	}
+	return errors.New(strings.Join(dead, "; "))
 }
 
 func runCmd(ctx context.Context, env []string, path string, args ...string) ([]byte, error) {

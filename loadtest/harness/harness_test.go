@@ -115,3 +115,13 @@ func TestNormalize_refuses(t *testing.T) {
 		})
 	}
 }
+
+func TestLongestStall(t *testing.T) {
+	samples := []sample{{0, 0}, {0.5, 0}, {1, 10}, {1.5, 20}, {2, 20}, {2.5, 20}, {3, 20}, {3.5, 30}, {4, 30}, {4.5, 100}, {5, 100}, {9, 100}}
+	if got := longestStall(samples, 100); got != 1.5 {
+		t.Errorf("longestStall() = %v; want 1.5 (sold stuck at 20 from 1.5s to 3s; nothing before the first sale or after the sell-out counts)", got)
+	}
+	if got := longestStall(samples[:4], 100); got != 0 {
+		t.Errorf("longestStall(moving) = %v; want 0", got)
+	}
+}

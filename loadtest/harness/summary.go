@@ -22,6 +22,8 @@ const (
 	// UnavailableOutsideFault: a 503 or dropped connection outside the
 	// fault window (from the kill to UnavailableGrace after the restart).
 	UnavailableOutsideFault = "unavailable_outside_fault"
+	// InstanceExited: a service instance died on its own during the run.
+	InstanceExited = "instance_exited"
 	// K6Thresholds: k6 reported an answer outside the contract or latency
 	// past the bound.
 	K6Thresholds = "k6_thresholds"
@@ -56,6 +58,7 @@ type Summary struct {
 	UnexpSample []string         `json:"unexpected_samples,omitempty"`
 
 	SoldOutAfter  float64  `json:"sold_out_after_s"`  // k6 start → stock 0; 0 if never
+	LongestStall  float64  `json:"longest_stall_s"`   // longest time sold did not move before the sell-out
 	SellingWindow float64  `json:"selling_window_s"`  // first → last order
 	OrdersPerSec  float64  `json:"orders_per_second"` // over the selling window
 	Progress      []sample `json:"sold_over_time"`
@@ -154,6 +157,7 @@ func (r *run) verify(ctx context.Context, k6Start time.Time, k6res k6Result) (Su
 
 	m := r.monitor
 	s.Progress = m.samples
+	s.LongestStall = round(longestStall(m.samples, cfg.Stock), 1)
 	if !m.soldOut.IsZero() {
 		s.SoldOutAfter = round(m.soldOut.Sub(k6Start).Seconds(), 2)
 	}
@@ -242,6 +246,27 @@ func (r *run) unavailableOutside(at []time.Time) []verify.Violation {
 		len(outside), outside[0].Format("15:04:05.000"), outside[len(outside)-1].Format("15:04:05.000"), window)}}
 }
 
+// longestStall is the longest time between the first sale and the
+// sell-out in which sold did not move: a stuck lock or a dead database
+// shows here even when every invariant holds.
+func longestStall(samples []sample, stock int64) float64 {
+	var longest, since float64
+	var last int64 = -1
+	for _, x := range samples {
+		switch {
+		case x.Sold >= stock:
+			return longest
+		case x.Sold == 0:
+			continue
+		case x.Sold != last:
+			last, since = x.Sold, x.At
+		default:
+			longest = max(longest, x.At-since)
+		}
+	}
+	return longest
+}
+
 // loadAverage is the 1-minute load average, for the record: a busy box
 // explains slow runs.
 func loadAverage() string {
@@ -306,7 +331,8 @@ func (s Summary) WriteText(w io.Writer, dir string) {
 	p("  order latency p50 %s  p95 %s  p99 %s  max %s   (bound: p95 < %s, p99 < %s)",
 		msec(s.LatencyMS.P50), msec(s.LatencyMS.P95), msec(s.LatencyMS.P99), msec(s.LatencyMS.Max), msec(s.BoundMS.P95), msec(s.BoundMS.P99))
 	if s.SoldOutAfter > 0 {
-		p("  sold out      %.1fs after the start; first to last order %.1fs (%.0f orders/s)", s.SoldOutAfter, s.SellingWindow, s.OrdersPerSec)
+		p("  sold out      %.1fs after the start; first to last order %.1fs (%.0f orders/s); longest stall %.1fs",
+			s.SoldOutAfter, s.SellingWindow, s.OrdersPerSec, s.LongestStall)
 	} else {
 		p("  sold out      never")
 	}
