@@ -2,6 +2,7 @@
 //
 //	seckill [serve]              run the service (the default)
 //	seckill migrate up|down|status
+//	seckill healthcheck          exit 0 if the running server's /readyz answers 200
 //
 // With nothing configured it runs the embedded quick start: in-process
 // Redis and SQLite, a demo SKU, and a printed curl line. See README.md.
@@ -31,7 +32,7 @@ func main() {
 	}
 }
 
-const usage = `usage: seckill [-config file.yaml] [serve | migrate up|down|status]`
+const usage = `usage: seckill [-config file.yaml] [serve | migrate up|down|status | healthcheck]`
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("seckill", flag.ContinueOnError)
@@ -56,9 +57,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 
 	switch cmd := fs.Args(); {
 	case len(cmd) == 0 || (len(cmd) == 1 && cmd[0] == "serve"):
+		if err := cfg.ValidateServe(); err != nil {
+			return err
+		}
 		return app.Serve(ctx, cfg, log, stdout, nil)
 	case len(cmd) == 2 && cmd[0] == "migrate":
 		return app.Migrate(ctx, cfg, cmd[1], log)
+	case len(cmd) == 1 && cmd[0] == "healthcheck":
+		return healthcheck(ctx, cfg.HTTP.Addr)
 	default:
 		return errors.New(usage)
 	}

@@ -225,6 +225,21 @@ func (c *Config) applyEnv(getenv func(string) string) error {
 	return nil
 }
 
+// ValidateServe adds to Validate what serving needs beyond migrating:
+// with a real database, a real Redis and an admin token.
+func (c Config) ValidateServe() error {
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	if c.MySQL.DSN != "" && len(c.Redis.Addrs) == 0 {
+		return errors.New("config: redis.addrs (SECKILL_REDIS_ADDRS) is required with mysql.dsn: the embedded Redis is for the quick start only")
+	}
+	if c.MySQL.DSN != "" && c.Admin.Token == "" {
+		return errors.New("config: admin.token (SECKILL_ADMIN_TOKEN) is required with mysql.dsn")
+	}
+	return nil
+}
+
 // Validate reports the first invalid setting, naming its key.
 func (c Config) Validate() error {
 	if _, _, err := net.SplitHostPort(c.HTTP.Addr); err != nil {
@@ -285,12 +300,6 @@ func (c Config) Validate() error {
 		if _, _, err := net.SplitHostPort(a); err != nil {
 			return fmt.Errorf("config: redis.addrs %q: %v", a, err)
 		}
-	}
-	if c.MySQL.DSN != "" && len(c.Redis.Addrs) == 0 {
-		return errors.New("config: redis.addrs (SECKILL_REDIS_ADDRS) is required with mysql.dsn: the embedded Redis is for the quick start only")
-	}
-	if c.MySQL.DSN != "" && c.Admin.Token == "" {
-		return errors.New("config: admin.token (SECKILL_ADMIN_TOKEN) is required with mysql.dsn")
 	}
 	if c.Admin.Token != "" && len(c.Admin.Token) < 16 {
 		return errors.New("config: admin.token must be at least 16 characters")

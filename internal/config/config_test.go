@@ -75,7 +75,10 @@ func TestLoad_InvalidSettingsNameTheirKey(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			_, err := Load(path, env(tt.env))
+			cfg, err := Load(path, env(tt.env))
+			if err == nil {
+				err = cfg.ValidateServe()
+			}
 			if err == nil || !strings.Contains(err.Error(), tt.key) {
 				t.Errorf("Load = %v; want an error naming %q", err, tt.key)
 			}
@@ -90,5 +93,15 @@ func TestLoad_EmptyFileMeansDefaults(t *testing.T) {
 	}
 	if _, err := Load(path, env(nil)); err != nil {
 		t.Errorf("Load(empty file) = %v", err)
+	}
+}
+
+func TestValidate_MigrateNeedsOnlyTheDSN(t *testing.T) {
+	cfg, err := Load("", env(map[string]string{"SECKILL_MYSQL_DSN": "root@tcp(127.0.0.1:3306)/x"}))
+	if err != nil {
+		t.Errorf("Load(DSN only) = %v; want ok for migrate", err)
+	}
+	if err := cfg.ValidateServe(); err == nil {
+		t.Error("ValidateServe(DSN only) = nil; want redis.addrs required")
 	}
 }
