@@ -1,0 +1,57 @@
+// bench.js — the closed-loop benchmark of `make bench`: VUS concurrent
+// buyers, each sending its next order as soon as the last was answered,
+// for DURATION, spread over SKU_IDS (comma-separated). Every buyer is a
+// distinct user (per-user limits never refuse), so on a SKU with stock
+// every answer should be 201, and on a sold-out SKU every answer 409.
+// TARGET_PATH=/bench/constant measures the HTTP ceiling instead.
+//
+//   k6 run -e URL=http://127.0.0.1:8080 -e SKU_IDS=1 -e VUS=1000 loadtest/bench.js
+import http from 'k6/http';
+import { Counter } from 'k6/metrics';
+
+const URL = (__ENV.URL || 'http://127.0.0.1:8080').replace(/\/+$/, '');
+const PATH = __ENV.TARGET_PATH || '/api/v1/orders';
+const SKUS = (__ENV.SKU_IDS || '1').split(',').map(Number);
+const RUN = __ENV.RUN_ID || `b${Date.now().toString(36)}`;
+
+const created = new Counter('orders_created');
+const rejected = new Counter('orders_rejected');
+const unexpected = new Counter('unexpected_status');
+
+export const options = {
+  scenarios: {
+    buyers: {
+      executor: 'constant-vus',
+      vus: Number(__ENV.VUS || 1000),
+      duration: __ENV.DURATION || '10s',
+      gracefulStop: '10s',
+    },
+  },
+  discardResponseBodies: true,
+  summaryTrendStats: ['avg', 'p(50)', 'p(95)', 'p(99)', 'max'],
+  thresholds: {
+    // A benchmark that got answers outside the contract measured nothing.
+    unexpected_status: ['count==0'],
+  },
+};
+
+const params = { headers: { 'Content-Type': 'application/json' }, timeout: '60s' };
+
+export default function () {
+  const sku = SKUS[(__VU + __ITER) % SKUS.length];
+  const body = `{"sku_id":${sku},"user_id":"${RUN}-${__VU}-${__ITER}","quantity":1}`;
+  const res = http.post(URL + PATH, body, params);
+  if (res.status === 201) {
+    created.add(1);
+  } else if (res.status === 409 || res.status === 429) {
+    rejected.add(1);
+  } else {
+    unexpected.add(1);
+  }
+}
+
+export function handleSummary(data) {
+  const out = {};
+  if (__ENV.SUMMARY) out[__ENV.SUMMARY] = JSON.stringify(data);
+  return out;
+}
