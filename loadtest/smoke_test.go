@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/loadtest/harness"
 )
 
@@ -32,6 +33,7 @@ func TestSmoke(t *testing.T) {
 	cfg := harness.Smoke()
 	cfg.Name = "smoke-" + time.Now().Format("20060102-150405")
 	cfg.Log = testLog{t}
+	cfg.MySQLDSN = testenv.MySQLDSN()
 	res, err := harness.Run(ctx, cfg)
 	if err != nil {
 		t.Fatalf("smoke run could not be carried out: %v", err)

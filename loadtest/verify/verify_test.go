@@ -2,9 +2,7 @@ package verify_test
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -19,6 +17,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/pressly/goose/v3"
 
+	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/loadtest/verify"
 	"github.com/seckill/seckill/migrations"
 )
@@ -27,21 +26,12 @@ import (
 // service's schema and dropped afterwards.
 var testDB *sql.DB
 
-// rootDSN names the server without a database; SECKILL_TEST_MYSQL_DSN
-// overrides the local default.
-func rootDSN() string {
-	if dsn := os.Getenv("SECKILL_TEST_MYSQL_DSN"); dsn != "" {
-		return dsn
-	}
-	return "root@tcp(127.0.0.1:3306)/"
-}
-
 func TestMain(m *testing.M) {
 	os.Exit(run(m))
 }
 
 func run(m *testing.M) int {
-	cfg, err := mysql.ParseDSN(rootDSN())
+	cfg, err := mysql.ParseDSN(testenv.MySQLDSN())
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "verify tests: SECKILL_TEST_MYSQL_DSN: %v\n", err)
 		return 1
@@ -62,9 +52,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	name := "seckill_verify_test_" + hex.EncodeToString(b[:])
+	name := testenv.Name("seckill_verify_test_")
 	if _, err := admin.ExecContext(ctx, "CREATE DATABASE "+name); err != nil {
 		fmt.Fprintf(os.Stderr, "verify tests: create database: %v\n", err)
 		return 1

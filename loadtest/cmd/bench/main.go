@@ -1,0 +1,626 @@
+// Command bench runs the same k6 scenario (loadtest/bench.js) against each
+// order strategy in turn, on this machine, in one run, next to the HTTP
+// ceiling measured on the same box, and prints one table with the ratios
+// between them. Every run also verifies from the database that nothing
+// was oversold. Figures are only comparable within one run: read the ratios.
+//
+//	go run ./loadtest/cmd/bench                 (make bench)
+//	go run ./loadtest/cmd/bench -duration 20s -vus 1000 -low-vus 50
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/loadtest/harness"
+	"github.com/seckill/seckill/loadtest/verify"
+)
+
+const token = "bench-admin-token-0123456789"
+
+type options struct {
+	vus, lowVUs int
+	duration    time.Duration
+	strategies  []string
+	skus        int
+	dsn         string
+	out         string
+	k6          string
+}
+
+// benchCase is one k6 run against one freshly started instance.
+type benchCase struct {
+	name     string
+	strategy string // "" for the ceiling
+	vus      int
+	skus     int
+	soldOut  bool // the SKU is sold out before the run: every answer is a reject
+	ceiling  bool
+}
+
+// row is what one case measured.
+type row struct {
+	Case          string  `json:"case"`
+	VUs           int     `json:"vus"`
+	Seconds       float64 `json:"seconds"`
+	Requests      int64   `json:"requests"`
+	Orders        int64   `json:"orders"`
+	Rejects       int64   `json:"rejects"`
+	Unexpected    int64   `json:"unexpected"`
+	OrdersPerSec  float64 `json:"orders_per_s"`
+	RejectsPerSec float64 `json:"rejects_per_s"`
+	ReqPerSec     float64 `json:"req_per_s"`
+	P50, P95, P99 float64 // ms
+	SQLPerOrder   float64 `json:"sql_statements_per_order"`
+	SQLPerReject  float64 `json:"sql_statements_per_reject"`
+	RedisPerReq   float64 `json:"redis_commands_per_request"`
+	Batches       int64   `json:"batches"`
+	RSSMB         float64 `json:"rss_peak_mb"`
+	Verified      string  `json:"verified"`
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, stdout io.Writer) error {
+	var o options
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.IntVar(&o.vus, "vus", 1000, "concurrent buyers of the main runs")
+	fs.IntVar(&o.lowVUs, "low-vus", 50, "concurrent buyers of the flat-cost runs")
+	fs.DurationVar(&o.duration, "duration", 10*time.Second, "length of each k6 run")
+	strategies := fs.String("strategies", "locked,per-request,conditional,optimistic,pessimistic", "order strategies to compare")
+	fs.IntVar(&o.skus, "skus", 100, "SKUs of the many-SKU run")
+	fs.StringVar(&o.dsn, "mysql", "root@tcp(127.0.0.1:3306)/", "MySQL server DSN, without a database")
+	fs.StringVar(&o.out, "out", "", "results directory (default loadtest/results/bench-<time>)")
+	fs.StringVar(&o.k6, "k6", "", "k6 binary (default: PATH, then GOPATH/bin, else go install)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	o.strategies = strings.Split(*strategies, ",")
+	root, err := moduleRoot()
+	if err != nil {
+		return err
+	}
+	if o.out == "" {
+		o.out = filepath.Join(root, "loadtest", "results", "bench-"+time.Now().Format("20060102-150405"))
+	}
+	if err := os.MkdirAll(o.out, 0o755); err != nil {
+		return err
+	}
+	k6, err := harness.EnsureK6(ctx, o.k6, os.Stderr)
+	if err != nil {
+		return err
+	}
+	bin := filepath.Join(o.out, "seckill")
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/seckill")
+	build.Dir, build.Stdout, build.Stderr = root, os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		return fmt.Errorf("build: %w", err)
+	}
+	rs, err := startRedis(ctx, o.out)
+	if err != nil {
+		return err
+	}
+	defer rs.stop()
+
+	cases := []benchCase{{name: "ceiling (constant answer)", vus: o.vus, ceiling: true}}
+	for _, s := range o.strategies {
+		cases = append(cases, benchCase{name: s, strategy: s, vus: o.vus, skus: 1})
+	}
+	cases = append(cases,
+		benchCase{name: "locked, sold out", strategy: "locked", vus: o.vus, skus: 1, soldOut: true},
+		benchCase{name: fmt.Sprintf("locked, %d SKUs", o.skus), strategy: "locked", vus: o.vus, skus: o.skus},
+		benchCase{name: "ceiling (constant answer)", vus: o.lowVUs, ceiling: true},
+		benchCase{name: "locked", strategy: "locked", vus: o.lowVUs, skus: 1},
+		benchCase{name: "per-request", strategy: "per-request", vus: o.lowVUs, skus: 1},
+		benchCase{name: "conditional", strategy: "conditional", vus: o.lowVUs, skus: 1},
+	)
+	fmt.Fprintf(stdout, "bench: %d runs of %s on %d CPUs; results in %s\n", len(cases), o.duration, runtime.NumCPU(), o.out)
+	var rows []row
+	failed := false
+	for i, c := range cases {
+		r, err := runCase(ctx, o, c, i, bin, k6, rs)
+		if err != nil {
+			return fmt.Errorf("%s @%d: %w", c.name, c.vus, err)
+		}
+		fmt.Fprintf(stdout, "  %-28s %5d VUs  %8.0f orders/s  %8.0f rejects/s  p99 %6.0f ms  %s\n", r.Case, r.VUs, r.OrdersPerSec, r.RejectsPerSec, r.P99, r.Verified)
+		failed = failed || r.Verified != "ok" || r.Unexpected > 0
+		rows = append(rows, r)
+	}
+	var table bytes.Buffer
+	writeTable(&table, rows, o)
+	fmt.Fprint(stdout, "\n", table.String())
+	raw, _ := json.MarshalIndent(rows, "", "  ")
+	if err := os.WriteFile(filepath.Join(o.out, "bench.json"), raw, 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(o.out, "bench.md"), table.Bytes(), 0o644); err != nil {
+		return err
+	}
+	if failed {
+		return errors.New("a run was oversold or answered outside the contract (see the verified column)")
+	}
+	return nil
+}
+
+func runCase(ctx context.Context, o options, c benchCase, i int, bin, k6 string, rs *redisServer) (row, error) {
+	r := row{Case: c.name, VUs: c.vus, Verified: "n/a"}
+	mc, err := mysql.ParseDSN(o.dsn)
+	if err != nil {
+		return r, err
+	}
+	dbName := fmt.Sprintf("seckill_bench_%d_%d", time.Now().Unix(), i)
+	admin, err := sql.Open("mysql", mc.FormatDSN())
+	if err != nil {
+		return r, err
+	}
+	defer admin.Close()
+	if _, err := admin.ExecContext(ctx, "CREATE DATABASE "+dbName); err != nil {
+		return r, fmt.Errorf("create database: %w", err)
+	}
+	defer admin.ExecContext(context.Background(), "DROP DATABASE "+dbName)
+	mc.DBName = dbName
+	dsn := mc.FormatDSN()
+
+	port, err := freePort()
+	if err != nil {
+		return r, err
+	}
+	base := "http://127.0.0.1:" + strconv.Itoa(port)
+	env := append(os.Environ(),
+		"SECKILL_MYSQL_DSN="+dsn,
+		"SECKILL_REDIS_ADDRS="+rs.addr,
+		"SECKILL_ADMIN_TOKEN="+token,
+		"SECKILL_HTTP_ADDR=127.0.0.1:"+strconv.Itoa(port),
+		"SECKILL_LOG_LEVEL=error",
+		"SECKILL_LOCK_PREFIX="+fmt.Sprintf("bench%d:", i),
+		"SECKILL_BENCH_ENDPOINTS=true",
+		"SECKILL_ORDER_STRATEGY="+orDefault(c.strategy, "locked"),
+	)
+	mig := exec.CommandContext(ctx, bin, "migrate", "up")
+	mig.Env = env
+	if out, err := mig.CombinedOutput(); err != nil {
+		return r, fmt.Errorf("migrate: %v\n%s", err, out)
+	}
+	logf, err := os.Create(filepath.Join(o.out, fmt.Sprintf("service-%02d.log", i)))
+	if err != nil {
+		return r, err
+	}
+	defer logf.Close()
+	svc := exec.Command(bin, "serve")
+	svc.Env, svc.Stdout, svc.Stderr = env, logf, logf
+	if err := svc.Start(); err != nil {
+		return r, err
+	}
+	defer func() {
+		_ = svc.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = svc.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			_ = svc.Process.Kill()
+			<-done
+		}
+	}()
+	if err := waitReady(ctx, base); err != nil {
+		return r, err
+	}
+
+	const bigStock = 50_000_000
+	var skuIDs []string
+	var ids []int64
+	for range max(c.skus, 1) {
+		stock := int64(bigStock)
+		if c.soldOut {
+			stock = 1
+		}
+		id, err := createSKU(ctx, base, stock)
+		if err != nil {
+			return r, err
+		}
+		ids = append(ids, id)
+		skuIDs = append(skuIDs, strconv.FormatInt(id, 10))
+	}
+	if c.soldOut { // sell the one unit: from here on every answer is sold_out
+		if err := buyOnce(ctx, base, ids[0]); err != nil {
+			return r, err
+		}
+	}
+
+	db, err := sql.Open("mysql", dsn)
+	if err != nil {
+		return r, err
+	}
+	defer db.Close()
+	q0, err := questions(ctx, admin)
+	if err != nil {
+		return r, err
+	}
+	c0, err := rs.commands(ctx)
+	if err != nil {
+		return r, err
+	}
+	v0, err := versions(ctx, db)
+	if err != nil {
+		return r, err
+	}
+
+	summary := filepath.Join(o.out, fmt.Sprintf("k6-%02d.json", i))
+	path := "/api/v1/orders"
+	if c.ceiling {
+		path = "/bench/constant"
+	}
+	k := exec.CommandContext(ctx, k6, "run", "--quiet", "--no-color", "--no-usage-report",
+		"-e", "URL="+base, "-e", "TARGET_PATH="+path, "-e", "SKU_IDS="+strings.Join(skuIDs, ","),
+		"-e", "VUS="+strconv.Itoa(c.vus), "-e", "DURATION="+o.duration.String(),
+		"-e", "SUMMARY="+summary, "-e", fmt.Sprintf("RUN_ID=b%d", i),
+		filepath.Join(moduleRootOrDot(), "loadtest", "bench.js"))
+	var k6out bytes.Buffer
+	k.Stdout, k.Stderr = &k6out, &k6out
+	if err := k.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, k6out.String())
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) { // a failed threshold still wrote its summary
+			return r, fmt.Errorf("k6: %w", err)
+		}
+	}
+
+	q1, err := questions(ctx, admin)
+	if err != nil {
+		return r, err
+	}
+	c1, err := rs.commands(ctx)
+	if err != nil {
+		return r, err
+	}
+	v1, err := versions(ctx, db)
+	if err != nil {
+		return r, err
+	}
+	r.RSSMB = peakRSS(svc.Process.Pid)
+	if err := readSummary(summary, &r); err != nil {
+		return r, err
+	}
+	// Statements: the run's, less the three status reads of this program.
+	stmts := float64(q1-q0) - 3
+	switch {
+	case r.Orders > 0:
+		r.SQLPerOrder = stmts / float64(r.Orders)
+	case r.Rejects > 0:
+		r.SQLPerReject = stmts / float64(r.Rejects)
+	}
+	if r.Requests > 0 {
+		r.RedisPerReq = float64(c1-c0-1) / float64(r.Requests)
+	}
+	r.Batches = v1 - v0
+
+	if !c.ceiling {
+		r.Verified = "ok"
+		for _, id := range ids {
+			want := verify.Expect{InitialStock: bigStock}
+			if c.soldOut {
+				want = verify.Expect{InitialStock: 1, SoldOut: true}
+			}
+			rep, err := verify.CheckDB(ctx, db, id, want)
+			if err != nil {
+				return r, err
+			}
+			if !rep.OK() {
+				r.Verified = "VIOLATED: " + strings.Join(rep.Names(), ",")
+			}
+		}
+		var orders int64
+		if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM orders").Scan(&orders); err != nil {
+			return r, err
+		}
+		want := r.Orders
+		if c.soldOut {
+			want++
+		}
+		if orders != want {
+			r.Verified = fmt.Sprintf("VIOLATED: %d orders in the database, %d answered 201", orders, want)
+		}
+	}
+	return r, nil
+}
+
+// readSummary fills r from k6's handleSummary JSON.
+func readSummary(path string, r *row) error {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("k6 summary: %w", err)
+	}
+	var s struct {
+		State   struct{ TestRunDurationMs float64 } `json:"state"`
+		Metrics map[string]struct {
+			Values map[string]float64 `json:"values"`
+		} `json:"metrics"`
+	}
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return fmt.Errorf("k6 summary: %w", err)
+	}
+	count := func(m string) int64 { return int64(s.Metrics[m].Values["count"]) }
+	r.Seconds = s.State.TestRunDurationMs / 1000
+	r.Requests = count("http_reqs")
+	r.Orders = count("orders_created")
+	r.Rejects = count("orders_rejected")
+	r.Unexpected = count("unexpected_status")
+	d := s.Metrics["http_req_duration"].Values
+	r.P50, r.P95, r.P99 = d["p(50)"], d["p(95)"], d["p(99)"]
+	if r.Seconds > 0 {
+		r.OrdersPerSec = float64(r.Orders) / r.Seconds
+		r.RejectsPerSec = float64(r.Rejects) / r.Seconds
+		r.ReqPerSec = float64(r.Requests) / r.Seconds
+	}
+	return nil
+}
+
+func writeTable(w io.Writer, rows []row, o options) {
+	find := func(name string, vus int) *row {
+		for i := range rows {
+			if rows[i].Case == name && rows[i].VUs == vus {
+				return &rows[i]
+			}
+		}
+		return nil
+	}
+	ratio := func(a, b *row, f func(*row) float64) string {
+		if a == nil || b == nil || f(b) == 0 {
+			return "n/a"
+		}
+		return fmt.Sprintf("%.2f×", f(a)/f(b))
+	}
+	orders := func(r *row) float64 { return r.OrdersPerSec }
+	reqs := func(r *row) float64 { return r.ReqPerSec }
+	p99 := func(r *row) float64 { return r.P99 }
+
+	fmt.Fprintf(w, "Machine: %d CPUs (%s/%s), MariaDB and Redis on loopback, k6 on the same box, %s per run.\n", runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, o.duration)
+	fmt.Fprintln(w, "Absolute figures move with the machine's load; compare the ratios, measured in the same run.")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| case | VUs | orders/s | rejects/s | p50 ms | p95 ms | p99 ms | SQL stmts/order | SQL stmts/reject | Redis cmds/req | batches | peak RSS MB | verified |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+	for _, r := range rows {
+		per := r.OrdersPerSec
+		if r.Case == "ceiling (constant answer)" {
+			per = r.ReqPerSec
+		}
+		fmt.Fprintf(w, "| %s | %d | %.0f | %.0f | %.0f | %.0f | %.0f | %s | %s | %.2f | %d | %.0f | %s |\n",
+			r.Case, r.VUs, per, r.RejectsPerSec, r.P50, r.P95, r.P99, stat(r.SQLPerOrder), stat(r.SQLPerReject), r.RedisPerReq, r.Batches, r.RSSMB, r.Verified)
+	}
+	hi, lo := o.vus, o.lowVUs
+	ceil := find("ceiling (constant answer)", hi)
+	locked := find("locked", hi)
+	sold := find("locked, sold out", hi)
+	many := find(fmt.Sprintf("locked, %d SKUs", o.skus), hi)
+	fmt.Fprintln(w)
+	var t tabwriter.Writer
+	t.Init(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(&t, "ratio (same run)\tmeasured\tgoal")
+	fmt.Fprintf(&t, "locked / per-request, orders/s @%d\t%s\t≥ 30×\n", hi, ratio(locked, find("per-request", hi), orders))
+	fmt.Fprintf(&t, "locked / conditional, orders/s @%d\t%s\t≥ 5×\n", hi, ratio(locked, find("conditional", hi), orders))
+	fmt.Fprintf(&t, "locked / optimistic, orders/s @%d\t%s\t\n", hi, ratio(locked, find("optimistic", hi), orders))
+	fmt.Fprintf(&t, "locked / pessimistic, orders/s @%d\t%s\t\n", hi, ratio(locked, find("pessimistic", hi), orders))
+	if locked != nil && ceil != nil && ceil.ReqPerSec > 0 {
+		fmt.Fprintf(&t, "locked orders/s / ceiling req/s @%d\t%.2f×\t≥ 0.8×\n", hi, locked.OrdersPerSec/ceil.ReqPerSec)
+	}
+	if sold != nil && ceil != nil && ceil.ReqPerSec > 0 {
+		fmt.Fprintf(&t, "sold-out rejects/s / ceiling req/s @%d\t%.2f×\t≥ 0.9×\n", hi, sold.RejectsPerSec/ceil.ReqPerSec)
+	}
+	fmt.Fprintf(&t, "locked p99 / ceiling p99 @%d\t%s\t≤ 2×\n", hi, ratio(locked, ceil, p99))
+	fmt.Fprintf(&t, "sold-out p99 / ceiling p99 @%d\t%s\t≤ 2×\n", hi, ratio(sold, ceil, p99))
+	fmt.Fprintf(&t, "locked orders/s @%d / @%d (flat cost)\t%s\t≥ 0.9×\n", hi, lo, ratio(locked, find("locked", lo), orders))
+	fmt.Fprintf(&t, "per-request orders/s @%d / @%d\t%s\t(collapse)\n", hi, lo, ratio(find("per-request", hi), find("per-request", lo), orders))
+	fmt.Fprintf(&t, "conditional orders/s @%d / @%d\t%s\t(collapse)\n", hi, lo, ratio(find("conditional", hi), find("conditional", lo), orders))
+	fmt.Fprintf(&t, "ceiling req/s @%d / @%d\t%s\t\n", hi, lo, ratio(ceil, find("ceiling (constant answer)", lo), reqs))
+	fmt.Fprintf(&t, "%d SKUs / 1 SKU, orders/s @%d\t%s\t≥ 1×\n", o.skus, hi, ratio(many, locked, orders))
+	if sold != nil {
+		fmt.Fprintf(&t, "SQL statements per sold-out reject\t%s\t0\n", stat(sold.SQLPerReject))
+	}
+	if locked != nil && locked.Orders > 0 {
+		fmt.Fprintf(&t, "orders per lock acquisition (batch) @%d\t%.1f\t\n", hi, float64(locked.Orders)/float64(max(locked.Batches, 1)))
+	}
+	t.Flush()
+}
+
+func stat(v float64) string {
+	if v == 0 {
+		return "0"
+	}
+	return fmt.Sprintf("%.3f", v)
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// questions is the server's statement counter (all sessions).
+func questions(ctx context.Context, db *sql.DB) (int64, error) {
+	var name string
+	var v int64
+	err := db.QueryRowContext(ctx, "SHOW GLOBAL STATUS LIKE 'Questions'").Scan(&name, &v)
+	return v, err
+}
+
+// versions sums the SKUs' versions: one per committed batch (or restock).
+func versions(ctx context.Context, db *sql.DB) (int64, error) {
+	var v sql.NullInt64
+	err := db.QueryRowContext(ctx, "SELECT SUM(version) FROM skus").Scan(&v)
+	return v.Int64, err
+}
+
+func peakRSS(pid int) float64 {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
+			kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
+			return kb / 1024
+		}
+	}
+	return 0
+}
+
+func createSKU(ctx context.Context, base string, stock int64) (int64, error) {
+	body := fmt.Sprintf(`{"name":"bench","stock":%d,"per_user_limit":1}`, stock)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/admin/v1/skus", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	var out struct{ ID int64 }
+	if resp.StatusCode != http.StatusCreated {
+		return 0, fmt.Errorf("create sku: %s", resp.Status)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		return 0, err
+	}
+	return out.ID, nil
+}
+
+func buyOnce(ctx context.Context, base string, sku int64) error {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/api/v1/orders",
+		strings.NewReader(fmt.Sprintf(`{"sku_id":%d,"user_id":"first","quantity":1}`, sku)))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		return fmt.Errorf("buying the last unit: %s", resp.Status)
+	}
+	return nil
+}
+
+func waitReady(ctx context.Context, base string) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get(base + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("service at %s not ready within 30s", base)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+type redisServer struct {
+	addr string
+	cmd  *exec.Cmd
+	rdb  *redis.Client
+}
+
+// startRedis starts a private redis-server, so that its command counter
+// counts this benchmark's commands only.
+func startRedis(ctx context.Context, dir string) (*redisServer, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	s := &redisServer{addr: "127.0.0.1:" + strconv.Itoa(port)}
+	s.cmd = exec.Command("redis-server", "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", dir, "--logfile", filepath.Join(dir, "redis.log"))
+	if err := s.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("redis-server: %w", err)
+	}
+	s.rdb = redis.NewClient(&redis.Options{Addr: s.addr})
+	deadline := time.Now().Add(10 * time.Second)
+	for s.rdb.Ping(ctx).Err() != nil {
+		if time.Now().After(deadline) {
+			s.stop()
+			return nil, errors.New("redis-server did not start")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return s, nil
+}
+
+// commands is Redis's total_commands_processed (the INFO itself included).
+func (s *redisServer) commands(ctx context.Context) (int64, error) {
+	info, err := s.rdb.Info(ctx, "stats").Result()
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "total_commands_processed:"); ok {
+			return strconv.ParseInt(v, 10, 64)
+		}
+	}
+	return 0, errors.New("redis INFO has no total_commands_processed")
+}
+
+func (s *redisServer) stop() {
+	s.rdb.Close()
+	_ = s.cmd.Process.Kill()
+	_ = s.cmd.Wait()
+}
+
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+func moduleRoot() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", err
+	}
+	mod := strings.TrimSpace(string(out))
+	if mod == "" || mod == os.DevNull {
+		return "", errors.New("run bench inside the seckill module")
+	}
+	return filepath.Dir(mod), nil
+}
+
+func moduleRootOrDot() string {
+	if r, err := moduleRoot(); err == nil {
+		return r
+	}
+	return "."
+}
