@@ -30,9 +30,11 @@ lint:
 	$(GO) vet ./...
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@latest ./...
 
-## bench: Go benchmarks of the lock
+## bench: every order strategy through HTTP with k6 next to the HTTP ceiling, one table of ratios;
+##        then the Go benchmarks of the lock and of a batched commit (BENCH_ARGS="-duration 20s")
 bench: deps
-	$(GO) test -run '^$$' -bench . -benchmem ./lock/
+	$(GO) run ./loadtest/cmd/bench $(BENCH_ARGS)
+	$(GO) test -run '^$$' -bench . -benchmem ./lock/ ./repository/
 
 ## loadtest: the k6 flash sale against 3 instances, verified (ARGS="-fault redis" ...)
 loadtest: deps

@@ -37,8 +37,10 @@ type Config struct {
 	Log          *slog.Logger
 	// Middleware runs on every request after the request ID (metrics).
 	Middleware []gin.HandlerFunc
-	// Extra GET routes mounted as they are (metrics, bench endpoints).
+	// Extra GET routes mounted as they are (metrics).
 	Extra map[string]http.Handler
+	// Bench mounts POST /bench/constant (see config http.bench_endpoints).
+	Bench bool
 }
 
 // New returns the whole API.
@@ -72,6 +74,9 @@ func New(cfg Config) http.Handler {
 	admin.PUT("/skus/:id/stock", s.setStock)
 	admin.GET("/skus/:id/orders", s.listOrders)
 
+	if cfg.Bench {
+		r.POST("/bench/constant", constant)
+	}
 	for path, h := range cfg.Extra {
 		r.GET(path, gin.WrapH(h))
 	}
@@ -113,4 +118,16 @@ func recovery(log *slog.Logger) gin.HandlerFunc {
 		log.ErrorContext(c.Request.Context(), "panic", "path", c.FullPath(), "panic", v)
 		abort(c, http.StatusInternalServerError, codeInternal, "internal error")
 	})
+}
+
+var constantOrder = []byte(`{"order_id":1,"sku_id":1,"user_id":"u-1","quantity":1,"created_at":"2026-11-11T00:00:00Z"}`)
+
+// constant reads the body and answers a constant order: what serving HTTP
+// costs with no order behind it, the ceiling of the benchmarks.
+func constant(c *gin.Context) {
+	if _, err := io.Copy(io.Discard, io.LimitReader(c.Request.Body, 1<<20)); err != nil {
+		abort(c, http.StatusBadRequest, codeInvalid, "could not read the body")
+		return
+	}
+	c.Data(http.StatusCreated, "application/json; charset=utf-8", constantOrder)
 }

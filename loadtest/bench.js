@@ -16,6 +16,7 @@ const RUN = __ENV.RUN_ID || `b${Date.now().toString(36)}`;
 
 const created = new Counter('orders_created');
 const rejected = new Counter('orders_rejected');
+const unavailable = new Counter('unavailable');
 const unexpected = new Counter('unexpected_status');
 
 export const options = {
@@ -45,6 +46,8 @@ export default function () {
     created.add(1);
   } else if (res.status === 409 || res.status === 429) {
     rejected.add(1);
+  } else if (res.status === 503) {
+    unavailable.add(1); // in the contract: the design collapsed under contention
   } else {
     unexpected.add(1);
   }

@@ -163,6 +163,7 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 		Log:          log,
 		Middleware:   []gin.HandlerFunc{mx.Middleware()},
 		Extra:        map[string]http.Handler{"/metrics": mx.Handler()},
+		Bench:        cfg.HTTP.BenchEndpoints,
 	})
 	srv := &http.Server{
 		Handler:           api,

@@ -42,6 +42,10 @@ type HTTP struct {
 	MaxBodyBytes      int64         `yaml:"max_body_bytes"`      // default 4096
 	// DebugAddr, when set, serves net/http/pprof there (keep it on loopback).
 	DebugAddr string `yaml:"debug_addr"` // default "" (off)
+	// BenchEndpoints mounts POST /bench/constant, which reads the body and
+	// answers a constant order: the HTTP ceiling `make bench` measures
+	// against. Never on in production.
+	BenchEndpoints bool `yaml:"bench_endpoints"` // default false
 }
 
 // MySQL configures the source of truth. An empty DSN selects the embedded
@@ -173,6 +177,13 @@ func (c *Config) applyEnv(getenv func(string) string) error {
 	}
 	str("SECKILL_HTTP_ADDR", &c.HTTP.Addr)
 	str("SECKILL_DEBUG_ADDR", &c.HTTP.DebugAddr)
+	if v := getenv("SECKILL_BENCH_ENDPOINTS"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("config: SECKILL_BENCH_ENDPOINTS=%q: not a boolean", v)
+		}
+		c.HTTP.BenchEndpoints = b
+	}
 	str("SECKILL_MYSQL_DSN", &c.MySQL.DSN)
 	str("SECKILL_ADMIN_TOKEN", &c.Admin.Token)
 	str("SECKILL_LOG_LEVEL", &c.Log.Level)
