@@ -125,3 +125,24 @@ func TestLongestStall(t *testing.T) {
 		t.Errorf("longestStall(moving) = %v; want 0", got)
 	}
 }
+
+func TestWriteHTML(t *testing.T) {
+	s := Summary{
+		Run: "r1", Mode: "local", Fault: FaultRedis, Stock: 100, BaseURLs: []string{"a", "b"},
+		Progress:   []sample{{0, 0}, {1, 40}, {2, 40}, {3, 100}},
+		FaultStart: 1.2, FaultBack: 2.5, Victims: "redis-server-0",
+		ByStatus:   map[string]int64{"201": 100},
+		Violations: []verify.Violation{{Name: verify.Oversold, Message: "sku 1: sold 101 units <of> 100"}},
+		Events:     []string{"+0.00s k6: go"},
+	}
+	var b strings.Builder
+	if err := s.writeHTML(&b); err != nil {
+		t.Fatalf("writeHTML() error: %v", err)
+	}
+	page := b.String()
+	for _, want := range []string{"FAIL: 1 violation(s)", "<code>oversold</code>", "&lt;of&gt;", "<polyline points=\"", "redis down", "201: 100", `href="report.html"`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("writeHTML() page lacks %q", want)
+		}
+	}
+}

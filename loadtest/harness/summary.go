@@ -294,7 +294,7 @@ func sortedKeys[V any](m map[string]V) []string {
 	return keys
 }
 
-// writeResults writes summary.json and summary.txt beside k6's files and
+// writeResults writes summary.json, .txt and .html beside k6's files and
 // points results/latest at the run.
 func (r *run) writeResults(s Summary) error {
 	raw, err := json.MarshalIndent(s, "", "  ")
@@ -307,6 +307,13 @@ func (r *run) writeResults(s Summary) error {
 	var b strings.Builder
 	s.WriteText(&b, r.dir)
 	if err := os.WriteFile(filepath.Join(r.dir, "summary.txt"), []byte(b.String()), 0o644); err != nil {
+		return err
+	}
+	var page strings.Builder
+	if err := s.writeHTML(&page); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(r.dir, "summary.html"), []byte(page.String()), 0o644); err != nil {
 		return err
 	}
 	latest := filepath.Join(filepath.Dir(r.dir), "latest")
@@ -364,7 +371,7 @@ func (s Summary) WriteText(w io.Writer, dir string) {
 		}
 	}
 	if dir != "" {
-		p("  results       %s (report.html, summary.json, k6-summary.json, logs)", dir)
+		p("  results       %s (summary.html, report.html, summary.json, logs)", dir)
 	}
 }
 
