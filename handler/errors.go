@@ -27,7 +27,6 @@ const (
 	codeUnauthorized        = "unauthorized"
 	codeNotFound            = "not_found"
 	codeSKUNotFound         = "sku_not_found"
-	codeOrderNotFound       = "order_not_found"
 	codeSoldOut             = "sold_out"
 	codeLimitExceeded       = "limit_exceeded"
 	codeSaleNotActive       = "sale_not_active"

@@ -63,6 +63,7 @@ type stack struct {
 type stackOptions struct {
 	wrap     func(service.Store) service.Store
 	queueMax int
+	limits   handler.Limits
 }
 
 func newStack(t *testing.T, opts ...func(*stackOptions)) *stack {
@@ -96,14 +97,19 @@ func newStack(t *testing.T, opts ...func(*stackOptions)) *stack {
 		}, log, nil)
 	s.orders = orders
 	catalog := service.NewCatalog(store, orders, log)
-	srv := httptest.NewServer(handler.New(handler.Config{
+	api, err := handler.New(handler.Config{
 		Orders:       orders,
 		Catalog:      catalog,
 		Ready:        s.ready,
 		AdminToken:   adminToken,
 		MaxBodyBytes: 4096,
 		Log:          log,
-	}))
+		Limits:       o.limits,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(api)
 	t.Cleanup(func() {
 		srv.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -1357,5 +1363,40 @@ func TestRestockRacingSoldOutMark(t *testing.T) {
 	if st := s.state(t, sku); st.Stock > 0 && mark > 0 {
 		t.Errorf("sku %d has stock %d but its shared sold-out mark is set (ttl %v): buyers hear sold_out",
 			sku, st.Stock, s.rdb.TTL(ctx, key).Val())
+	}
+}
+
+func TestRateLimits(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, func(o *stackOptions) {
+		// One token a minute: the burst is all a key gets during the test.
+		o.limits = handler.Limits{PerUserRate: 1.0 / 60, PerUserBurst: 2, PerIPRate: 1.0 / 60, PerIPBurst: 4, MaxKeys: 100}
+	})
+	sku := s.createSKU(t, `{"name":"limited","stock":100,"per_user_limit":100}`)
+	buy := func(user string) reply {
+		return s.call(t, http.MethodPost, "/api/v1/orders", fmt.Sprintf(`{"sku_id":%d,"user_id":%q,"quantity":1}`, sku, user))
+	}
+	for i, want := range []int{http.StatusCreated, http.StatusCreated, http.StatusTooManyRequests} {
+		if r := buy("eager"); r.status != want {
+			t.Fatalf("request %d of one user = %d %s; want %d", i+1, r.status, r.body, want)
+		} else if want == http.StatusTooManyRequests && (r.code != "rate_limited" || r.header.Get("Retry-After") == "") {
+			t.Errorf("over the per-user limit: code %q Retry-After %q; want rate_limited with Retry-After", r.code, r.header.Get("Retry-After"))
+		}
+	}
+	before := s.state(t, sku)
+	// Another user still buys, until the IP's burst of 4 is spent.
+	if r := buy("patient"); r.status != http.StatusCreated {
+		t.Fatalf("another user = %d %s; want 201", r.status, r.body)
+	}
+	if r := buy("third"); r.status != http.StatusTooManyRequests || r.code != "rate_limited" {
+		t.Errorf("over the per-IP limit = %d %q; want 429 rate_limited", r.status, r.code)
+	}
+	after := s.state(t, sku)
+	if after.Sold != before.Sold+1 {
+		t.Errorf("sold went %d → %d; want exactly one more (429s charge nothing)", before.Sold, after.Sold)
+	}
+	// The admin API is not behind the shoppers' per-IP limit.
+	if r := s.call(t, http.MethodGet, fmt.Sprintf("/admin/v1/skus/%d", sku), "", bearer...); r.status != http.StatusOK {
+		t.Errorf("admin GET after the IP limit = %d; want 200", r.status)
 	}
 }

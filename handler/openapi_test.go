@@ -135,7 +135,10 @@ func (s *apiSpec) resolveParameter(p parameter) (parameter, bool) {
 // servedSpec returns the document as GET /openapi.yaml serves it.
 func servedSpec(t testing.TB) []byte {
 	t.Helper()
-	h := handler.New(handler.Config{Log: slog.New(slog.DiscardHandler)})
+	h, err := handler.New(handler.Config{Log: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/openapi.yaml", nil))
 	if rec.Code != http.StatusOK {
@@ -172,10 +175,13 @@ func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 	}
 
 	// /metrics is mounted by internal/app through Config.Extra; mount it the same way.
-	h := handler.New(handler.Config{
+	h, err := handler.New(handler.Config{
 		Log:   slog.New(slog.DiscardHandler),
 		Extra: map[string]http.Handler{"/metrics": http.NotFoundHandler()},
 	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	engine, ok := h.(*gin.Engine)
 	if !ok {
 		t.Fatalf("handler.New returned %T; want *gin.Engine", h)

@@ -11,9 +11,10 @@ import (
 )
 
 type orders struct {
-	orders *service.Orders
-	max    int64
-	log    *slog.Logger
+	orders  *service.Orders
+	max     int64
+	log     *slog.Logger
+	perUser *limiter
 }
 
 type orderRequest struct {
@@ -54,6 +55,10 @@ func (h *orders) create(c *gin.Context) {
 		return
 	case body.Quantity == nil:
 		abort(c, http.StatusBadRequest, codeInvalid, `field "quantity" is required`)
+		return
+	}
+	if !h.perUser.allow(*body.UserID) {
+		rateLimited(c)
 		return
 	}
 	placed, err := h.orders.Place(c.Request.Context(), service.OrderRequest{

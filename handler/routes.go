@@ -41,12 +41,20 @@ type Config struct {
 	Extra map[string]http.Handler
 	// Bench mounts POST /bench/constant (see config http.bench_endpoints).
 	Bench bool
+	// Limits are the per-user and per-IP rate limits.
+	Limits Limits
+	// TrustedProxies may set X-Forwarded-For for the per-IP limit; none by
+	// default, so the client IP is the connection's.
+	TrustedProxies []string
 }
 
-// New returns the whole API.
-func New(cfg Config) http.Handler {
+// New returns the whole API. It fails only on invalid trusted proxies.
+func New(cfg Config) (http.Handler, error) {
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
+	if err := r.SetTrustedProxies(cfg.TrustedProxies); err != nil {
+		return nil, err
+	}
 	r.HandleMethodNotAllowed = true
 	r.Use(requestID(), recovery(cfg.Log))
 	r.Use(cfg.Middleware...)
@@ -55,7 +63,8 @@ func New(cfg Config) http.Handler {
 		abort(c, http.StatusMethodNotAllowed, codeMethodNotAllowed, "method not allowed on this route")
 	})
 
-	o := &orders{orders: cfg.Orders, max: cfg.MaxBodyBytes, log: cfg.Log}
+	o := &orders{orders: cfg.Orders, max: cfg.MaxBodyBytes, log: cfg.Log,
+		perUser: newLimiter(cfg.Limits.PerUserRate, cfg.Limits.PerUserBurst, cfg.Limits.MaxKeys)}
 	s := &skus{catalog: cfg.Catalog, orders: cfg.Orders, max: cfg.MaxBodyBytes, log: cfg.Log}
 	h := &health{ready: cfg.Ready, orders: cfg.Orders}
 
@@ -63,7 +72,7 @@ func New(cfg Config) http.Handler {
 	r.GET("/readyz", h.readiness)
 	r.GET("/openapi.yaml", serveOpenAPI)
 
-	api := r.Group("/api/v1")
+	api := r.Group("/api/v1", perIP(newLimiter(cfg.Limits.PerIPRate, cfg.Limits.PerIPBurst, cfg.Limits.MaxKeys)))
 	api.POST("/orders", o.create)
 	api.GET("/orders/:id", o.get)
 	api.GET("/skus/:id", s.get)
@@ -80,7 +89,7 @@ func New(cfg Config) http.Handler {
 	for path, h := range cfg.Extra {
 		r.GET(path, gin.WrapH(h))
 	}
-	return r
+	return r, nil
 }
 
 // requestID gives every request an ID (a sane incoming X-Request-ID is

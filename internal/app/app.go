@@ -154,7 +154,7 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 	}, log, mx)
 	catalog := service.NewCatalog(store, orders, log)
 
-	api := handler.New(handler.Config{
+	api, err := handler.New(handler.Config{
 		Orders:       orders,
 		Catalog:      catalog,
 		Ready:        readiness{store: store, redises: redises},
@@ -164,7 +164,15 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 		Middleware:   []gin.HandlerFunc{mx.Middleware()},
 		Extra:        map[string]http.Handler{"/metrics": mx.Handler()},
 		Bench:        cfg.HTTP.BenchEndpoints,
+		Limits: handler.Limits{
+			PerUserRate: cfg.Limits.PerUserRate, PerUserBurst: cfg.Limits.PerUserBurst,
+			PerIPRate: cfg.Limits.PerIPRate, PerIPBurst: cfg.Limits.PerIPBurst, MaxKeys: cfg.Limits.MaxKeys,
+		},
+		TrustedProxies: cfg.Limits.TrustedProxies,
 	})
+	if err != nil {
+		return err
+	}
 	srv := &http.Server{
 		Handler:           api,
 		ReadHeaderTimeout: cfg.HTTP.ReadHeaderTimeout,

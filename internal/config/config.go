@@ -29,6 +29,19 @@ type Config struct {
 	Lock    Lock    `yaml:"lock"`
 	SoldOut SoldOut `yaml:"sold_out"`
 	Log     Log     `yaml:"log"`
+	Limits  Limits  `yaml:"limits"`
+}
+
+// Limits are the rate limits; a zero rate turns one off. The defaults
+// never throttle the project's own load tests, whose buyers send a few
+// requests each and all come from 127.0.0.1.
+type Limits struct {
+	PerUserRate    float64  `yaml:"per_user_rate"`   // order requests/s per user_id, default 20
+	PerUserBurst   int      `yaml:"per_user_burst"`  // default 40
+	PerIPRate      float64  `yaml:"per_ip_rate"`     // requests/s per client IP on /api, default 0 (off)
+	PerIPBurst     int      `yaml:"per_ip_burst"`    // default 200
+	MaxKeys        int      `yaml:"max_keys"`        // users or IPs tracked before a reset, default 100000
+	TrustedProxies []string `yaml:"trusted_proxies"` // may set X-Forwarded-For; default none
 }
 
 // HTTP configures the listener and its protective limits.
@@ -141,6 +154,7 @@ func Default() Config {
 			Watchdog: true,
 		},
 		SoldOut: SoldOut{LocalTTL: 500 * time.Millisecond, SharedTTL: 10 * time.Minute},
+		Limits:  Limits{PerUserRate: 20, PerUserBurst: 40, PerIPBurst: 200, MaxKeys: 100000},
 		Log:     Log{Level: "info"},
 	}
 }
@@ -214,6 +228,22 @@ func (c *Config) applyEnv(getenv func(string) string) error {
 				return fmt.Errorf("config: %s=%q: not an integer", it.key, v)
 			}
 			*it.dst = n
+		}
+	}
+	floats := []struct {
+		key string
+		dst *float64
+	}{
+		{"SECKILL_LIMITS_PER_USER_RATE", &c.Limits.PerUserRate},
+		{"SECKILL_LIMITS_PER_IP_RATE", &c.Limits.PerIPRate},
+	}
+	for _, it := range floats {
+		if v := getenv(it.key); v != "" {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				return fmt.Errorf("config: %s=%q: not a number", it.key, v)
+			}
+			*it.dst = f
 		}
 	}
 	durs := []struct {
@@ -290,6 +320,19 @@ func (c Config) Validate() error {
 	for _, p := range positive {
 		if p.v <= 0 {
 			return fmt.Errorf("config: %s must be positive", p.key)
+		}
+	}
+	if c.Limits.PerUserRate < 0 || c.Limits.PerIPRate < 0 {
+		return errors.New("config: limits.per_user_rate and limits.per_ip_rate must not be negative (0 is off)")
+	}
+	if c.Limits.PerUserBurst < 1 || c.Limits.PerIPBurst < 1 || c.Limits.MaxKeys < 1 {
+		return errors.New("config: limits.per_user_burst, limits.per_ip_burst and limits.max_keys must be positive")
+	}
+	for _, p := range c.Limits.TrustedProxies {
+		if net.ParseIP(p) == nil {
+			if _, _, err := net.ParseCIDR(p); err != nil {
+				return fmt.Errorf("config: limits.trusted_proxies %q: not an IP or CIDR", p)
+			}
 		}
 	}
 	if c.MySQL.MaxIdleConns < 0 {
