@@ -132,16 +132,20 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 		lock.WithWatchdog(cfg.Lock.Watchdog),
 		lock.WithRetry(time.Millisecond, 32*time.Millisecond, 0),
 	}
-	var lc *lock.Client
-	if len(redises) == 1 {
-		lc = lock.New(redises[0], lockOpts...)
-	} else {
-		lc = lock.NewRedlock(redises, lockOpts...)
+	newLockClient := func() *lock.Client {
+		if len(redises) == 1 {
+			return lock.New(redises[0], lockOpts...)
+		}
+		return lock.NewRedlock(redises, lockOpts...)
+	}
+	var lk service.Locker = NewLocker(newLockClient())
+	if service.Strategy(cfg.Order.Strategy) == service.StrategyPerRequest {
+		lk = pollingLocker{newLockClient}
 	}
 	// The marks are a cache: with Redlock they live on the first master.
 	marks := NewSoldOutMarks(redises[0], cfg.Lock.Prefix+"soldout:", cfg.SoldOut.SharedTTL)
 
-	orders := service.NewOrders(store, NewLocker(lc), marks, service.OrdersConfig{
+	orders := service.NewOrders(store, lk, marks, service.OrdersConfig{
 		Strategy:       service.Strategy(cfg.Order.Strategy),
 		QueueMax:       cfg.Order.QueueMax,
 		BatchMax:       cfg.Order.BatchMax,

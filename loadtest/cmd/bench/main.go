@@ -153,7 +153,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 			return fmt.Errorf("%s @%d: %w", c.name, c.vus, err)
 		}
 		fmt.Fprintf(stdout, "  %-28s %5d VUs  %8.0f orders/s  %8.0f rejects/s  %6d 503s  p99 %6.0f ms  %s\n", r.Case, r.VUs, r.OrdersPerSec, r.RejectsPerSec, r.Unavailable, r.P99, r.Verified)
-		failed = failed || r.Verified != "ok" || r.Unexpected > 0
+		failed = failed || strings.HasPrefix(r.Verified, "VIOLATED") || r.Unexpected > 0
 		rows = append(rows, r)
 	}
 	var table bytes.Buffer
