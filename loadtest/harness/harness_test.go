@@ -118,9 +118,9 @@ func TestNormalize_refuses(t *testing.T) {
 
 func TestLongestStall(t *testing.T) {
 	// Stock 1000: a stall is a stretch selling fewer than 10 units.
-	samples := []sample{{0, 0}, {0.5, 0}, {1, 100}, {1.5, 200}, {2, 203}, {2.5, 205}, {3, 209}, {3.5, 300}, {4, 400}, {4.5, 1000}, {5, 1000}, {9, 1000}}
+	samples := []sample{{0, 0}, {0.5, 0}, {0.7, 3}, {1, 100}, {1.5, 200}, {2, 203}, {2.5, 205}, {3, 209}, {3.5, 300}, {4, 400}, {4.5, 1000}, {5, 1000}, {9, 1000}}
 	if got := longestStall(samples, 1000); got != 1.5 {
-		t.Errorf("longestStall() = %v; want 1.5 (a trickle of 9 units from 1.5s to 3s; nothing before the first sale or after the sell-out counts)", got)
+		t.Errorf("longestStall() = %v; want 1.5 (a trickle of 9 units from 1.5s to 3s; nothing before the first 1%% or after the sell-out counts)", got)
 	}
 	if got := longestStall(samples[:4], 1000); got != 0 {
 		t.Errorf("longestStall(moving) = %v; want 0", got)

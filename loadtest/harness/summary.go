@@ -246,18 +246,20 @@ func (r *run) unavailableOutside(at []time.Time) []verify.Violation {
 		len(outside), outside[0].Format("15:04:05.000"), outside[len(outside)-1].Format("15:04:05.000"), window)}}
 }
 
-// longestStall is the longest stretch between the first sale and the
+// longestStall is the longest stretch between the first 1% sold and the
 // sell-out in which less than 1% of the stock sold: a stuck lock or a dead
 // database shows here even when every invariant holds, and a trickle of
 // fallback sales does not hide it.
 func longestStall(samples []sample, stock int64) float64 {
+	// The count starts once 1% is sold, so that a gentle start of the
+	// arrival ramp is not taken for a stall.
+	limit := max(1, stock/100)
 	var live []sample
 	for _, x := range samples {
-		if x.Sold > 0 && x.Sold < stock {
+		if x.Sold >= limit && x.Sold < stock {
 			live = append(live, x)
 		}
 	}
-	limit := max(1, stock/100)
 	var longest float64
 	j := 0
 	for i := range live {
