@@ -41,7 +41,8 @@ const (
 // Faults lists the fault modes.
 var Faults = []string{FaultNone, FaultRedis, FaultInstance, FaultMySQL}
 
-// Config is one load run. Zero values take the defaults of Default.
+// Config is one load run. Zero numbers and strings take the defaults of
+// Default; booleans do not, so start from Default or Smoke.
 type Config struct {
 	Instances    int           // service instances started, default 3
 	Stock        int64         // initial stock of the SKU
@@ -94,11 +95,22 @@ type Config struct {
 // Default is the full run's configuration.
 func Default() Config {
 	return Config{
-		Instances: 3, Stock: 20000, PerUserLimit: 2,
-		StartRate: 100, Rate: 4000, Ramp: 20 * time.Second, Hold: 20 * time.Second, MaxVUs: 3000,
-		ExpectSoldOut: true,
-		Fault:         FaultNone, FaultAt: 0.3, FaultFor: 3 * time.Second, UnavailableGrace: 10 * time.Second,
-		MySQLDSN: "root@tcp(127.0.0.1:3306)/",
+		Instances:        3,
+		Stock:            20000,
+		PerUserLimit:     2,
+		StartRate:        100,
+		Rate:             4000,
+		Ramp:             20 * time.Second,
+		Hold:             20 * time.Second,
+		MaxVUs:           3000,
+		ExpectSoldOut:    true,
+		Fault:            FaultNone,
+		FaultAt:          0.3,
+		FaultFor:         3 * time.Second,
+		UnavailableGrace: 10 * time.Second,
+		RedisServers:     1,
+		RedisKill:        1,
+		MySQLDSN:         "root@tcp(127.0.0.1:3306)/",
 	}
 }
 
