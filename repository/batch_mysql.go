@@ -9,62 +9,99 @@ import (
 	"github.com/seckill/seckill/service"
 )
 
-// commitMySQL is CommitBatch on MySQL/MariaDB in four round trips,
-// whatever the batch size: BEGIN; the reads (SKU, holdings, earlier orders
-// of the batch's idempotency keys) as one multi-statement; the writes
-// (conditional UPDATE, its ROW_COUNT, the orders, their first id, the
-// holdings) as another; COMMIT. Under load every round trip also waits for
-// the Go scheduler, so round trips, not statements, set the batch time.
-func (s *Stock) commitMySQL(ctx context.Context, b service.Batch) (service.BatchResult, error) {
+// member is one batch (one SKU) of a MySQL transaction.
+type member struct {
+	b      service.Batch
+	sku    skuRow
+	bought map[string]int64
+	a      service.Allocation
+	res    service.BatchResult
+	err    error // this member's own outcome, e.g. ErrSKUNotFound
+}
+
+// commitMySQL commits the batches of several SKUs (one batch per SKU) in
+// ONE transaction of four round trips, whatever the batch sizes: BEGIN;
+// the reads (the SKUs, the buyers' holdings, the orders already under the
+// batches' idempotency keys) as one multi-statement; the writes (one
+// conditional UPDATE for every SKU, its ROW_COUNT, the orders, their first
+// id, the holdings) as another; COMMIT. Under load every round trip also
+// waits for the Go scheduler, so round trips, not statements, set the
+// batch time. A conditional UPDATE that matches fewer rows than SKUs fails
+// the whole transaction with service.ErrConflict.
+func (s *Stock) commitMySQL(ctx context.Context, ms []*member) error {
 	tx, err := s.sql.BeginTx(ctx, nil)
 	if err != nil {
-		return service.BatchResult{}, err
+		return err
 	}
 	defer tx.Rollback() // a no-op after Commit
 
-	sku, bought, existing, err := s.readBatch(ctx, tx, b)
+	existing, err := s.readMembers(ctx, tx, ms)
 	if err != nil {
-		return service.BatchResult{}, err
+		return err
 	}
-	a := service.Allocate(sku.domain(), b.Requests, existing, bought, b.Now)
-	res := service.BatchResult{Stock: sku.Stock, Version: sku.Version}
-	if a.Units > 0 {
-		if err := s.writeBatch(ctx, tx, b, sku, &a, bought); err != nil {
-			return service.BatchResult{}, err
+	var writers []*member
+	for _, m := range ms {
+		if m.err != nil {
+			continue
 		}
-		res.Stock -= a.Units
-		res.Version++
+		m.a = service.Allocate(m.sku.domain(), m.b.Requests, existing, m.bought, m.b.Now)
+		m.res = service.BatchResult{Stock: m.sku.Stock, Version: m.sku.Version}
+		if m.a.Units > 0 {
+			writers = append(writers, m)
+			m.res.Stock -= m.a.Units
+			m.res.Version++
+		}
+	}
+	if len(writers) > 0 {
+		if err := s.writeMembers(ctx, tx, writers); err != nil {
+			return err
+		}
 	}
 	if err := tx.Commit(); err != nil {
-		return service.BatchResult{}, err
+		return err
 	}
-	a.Resolve()
-	res.Outcomes = a.Outcomes
-	return res, nil
+	for _, m := range ms {
+		if m.err == nil {
+			m.a.Resolve()
+			m.res.Outcomes = m.a.Outcomes
+		}
+	}
+	return nil
 }
 
-func (s *Stock) readBatch(ctx context.Context, tx *sql.Tx, b service.Batch) (skuRow, map[string]int64, map[string]service.Order, error) {
+func (s *Stock) readMembers(ctx context.Context, tx *sql.Tx, ms []*member) (map[string]service.Order, error) {
 	var (
 		q    strings.Builder
 		args []any
-		sku  skuRow
 	)
-	q.WriteString("SELECT id, name, total_stock, stock, sold, version, fence, per_user_limit, starts_at, ends_at, created_at, updated_at FROM skus WHERE id = ?")
-	if b.Mode == service.ModePessimistic {
+	q.WriteString("SELECT id, name, total_stock, stock, sold, version, fence, per_user_limit, starts_at, ends_at, created_at, updated_at FROM skus WHERE id IN (")
+	for i, m := range ms {
+		q.WriteString(placeholder(i))
+		args = append(args, m.b.SKUID)
+	}
+	q.WriteString(")")
+	if len(ms) == 1 && ms[0].b.Mode == service.ModePessimistic {
 		q.WriteString(" FOR UPDATE")
 	}
-	args = append(args, b.SKUID)
 
-	users := distinctUsers(b.Requests)
-	q.WriteString("; SELECT user_id, quantity FROM user_purchases WHERE sku_id = ? AND user_id IN (")
-	args = append(args, b.SKUID)
-	for i, u := range users {
-		q.WriteString(placeholder(i))
-		args = append(args, u)
+	q.WriteString("; SELECT sku_id, user_id, quantity FROM user_purchases WHERE (sku_id, user_id) IN (")
+	n := 0
+	for _, m := range ms {
+		for _, u := range distinctUsers(m.b.Requests) {
+			if n > 0 {
+				q.WriteString(", ")
+			}
+			q.WriteString("(?, ?)")
+			args = append(args, m.b.SKUID, u)
+			n++
+		}
 	}
 	q.WriteString(")")
 
-	keys := idempotencyKeys(b.Requests)
+	var keys []string
+	for _, m := range ms {
+		keys = append(keys, idempotencyKeys(m.b.Requests)...)
+	}
 	if len(keys) > 0 {
 		q.WriteString("; SELECT id, sku_id, user_id, quantity, idempotency_key, created_at FROM orders WHERE idempotency_key IN (")
 		for i, k := range keys {
@@ -76,108 +113,148 @@ func (s *Stock) readBatch(ctx context.Context, tx *sql.Tx, b service.Batch) (sku
 
 	rows, err := tx.QueryContext(ctx, q.String(), args...)
 	if err != nil {
-		return sku, nil, nil, err
+		return nil, err
 	}
 	defer rows.Close()
 
-	found := false
+	bySKU := make(map[int64]*member, len(ms))
+	for _, m := range ms {
+		m.err = service.ErrSKUNotFound // until its row is read
+		m.bought = map[string]int64{}
+		bySKU[m.b.SKUID] = m
+	}
 	for rows.Next() {
-		found = true
-		if err := rows.Scan(&sku.ID, &sku.Name, &sku.TotalStock, &sku.Stock, &sku.Sold, &sku.Version, &sku.Fence,
-			&sku.PerUserLimit, &sku.StartsAt, &sku.EndsAt, &sku.CreatedAt, &sku.UpdatedAt); err != nil {
-			return sku, nil, nil, err
+		var r skuRow
+		if err := rows.Scan(&r.ID, &r.Name, &r.TotalStock, &r.Stock, &r.Sold, &r.Version, &r.Fence,
+			&r.PerUserLimit, &r.StartsAt, &r.EndsAt, &r.CreatedAt, &r.UpdatedAt); err != nil {
+			return nil, err
+		}
+		if m := bySKU[r.ID]; m != nil {
+			m.sku, m.err = r, nil
 		}
 	}
-	if !found {
-		if err := rows.Err(); err != nil {
-			return sku, nil, nil, err
-		}
-		return sku, nil, nil, service.ErrSKUNotFound
-	}
-
-	bought := make(map[string]int64, len(users))
 	if !rows.NextResultSet() {
-		return sku, nil, nil, resultSetMissing(rows, "holdings")
+		return nil, resultSetMissing(rows, "holdings")
 	}
 	for rows.Next() {
+		var sku, qty int64
 		var u string
-		var n int64
-		if err := rows.Scan(&u, &n); err != nil {
-			return sku, nil, nil, err
+		if err := rows.Scan(&sku, &u, &qty); err != nil {
+			return nil, err
 		}
-		bought[u] = n
+		if m := bySKU[sku]; m != nil {
+			m.bought[u] = qty
+		}
 	}
-
 	var existing map[string]service.Order
 	if len(keys) > 0 {
 		if !rows.NextResultSet() {
-			return sku, nil, nil, resultSetMissing(rows, "orders by key")
+			return nil, resultSetMissing(rows, "orders by key")
 		}
 		existing = make(map[string]service.Order, len(keys))
 		for rows.Next() {
 			var r orderRow
 			if err := rows.Scan(&r.ID, &r.SKUID, &r.UserID, &r.Quantity, &r.IdempotencyKey, &r.CreatedAt); err != nil {
-				return sku, nil, nil, err
+				return nil, err
 			}
 			existing[*r.IdempotencyKey] = r.domain()
 		}
 	}
-	return sku, bought, existing, rows.Err()
+	return existing, rows.Err()
 }
 
-func (s *Stock) writeBatch(ctx context.Context, tx *sql.Tx, b service.Batch, sku skuRow, a *service.Allocation, before map[string]int64) error {
+// writeMembers decrements every SKU in one conditional UPDATE: each SKU's
+// own guard (stock, and version unless ModeConditional, and fence when it
+// has one) is one disjunct of the WHERE clause, so ROW_COUNT() tells
+// whether every guard held.
+func (s *Stock) writeMembers(ctx context.Context, tx *sql.Tx, ws []*member) error {
 	var (
 		q    strings.Builder
 		args []any
 	)
-	q.WriteString("UPDATE skus SET stock = stock - ?, sold = sold + ?, version = version + 1, updated_at = ?")
-	args = append(args, a.Units, a.Units, b.Now)
-	if b.Fence > 0 {
-		q.WriteString(", fence = ?")
-		args = append(args, b.Fence)
+	caseOf := func(col string, val func(*member) any) {
+		q.WriteString(col + " CASE id")
+		for _, m := range ws {
+			q.WriteString(" WHEN ? THEN ?")
+			args = append(args, m.sku.ID, val(m))
+		}
+		q.WriteString(" END")
 	}
-	q.WriteString(" WHERE id = ? AND stock >= ?")
-	args = append(args, sku.ID, a.Units)
-	if b.Mode != service.ModeConditional {
-		q.WriteString(" AND version = ?")
-		args = append(args, sku.Version)
+	q.WriteString("UPDATE skus SET ")
+	caseOf("stock = stock -", func(m *member) any { return m.a.Units })
+	q.WriteString(", ")
+	caseOf("sold = sold +", func(m *member) any { return m.a.Units })
+	q.WriteString(", version = version + 1, updated_at = ?")
+	args = append(args, ws[0].b.Now)
+	fenced := false
+	for _, m := range ws {
+		fenced = fenced || m.b.Fence > 0
 	}
-	if b.Fence > 0 {
-		q.WriteString(" AND fence < ?")
-		args = append(args, b.Fence)
+	if fenced {
+		q.WriteString(", fence = CASE id")
+		for _, m := range ws {
+			if m.b.Fence > 0 {
+				q.WriteString(" WHEN ? THEN ?")
+				args = append(args, m.sku.ID, m.b.Fence)
+			}
+		}
+		q.WriteString(" ELSE fence END")
+	}
+	q.WriteString(" WHERE ")
+	for i, m := range ws {
+		if i > 0 {
+			q.WriteString(" OR ")
+		}
+		q.WriteString("(id = ? AND stock >= ?")
+		args = append(args, m.sku.ID, m.a.Units)
+		if m.b.Mode != service.ModeConditional {
+			q.WriteString(" AND version = ?")
+			args = append(args, m.sku.Version)
+		}
+		if m.b.Fence > 0 {
+			q.WriteString(" AND fence < ?")
+			args = append(args, m.b.Fence)
+		}
+		q.WriteString(")")
 	}
 	q.WriteString("; SELECT ROW_COUNT()")
 
 	q.WriteString("; INSERT INTO orders (sku_id, user_id, quantity, idempotency_key, created_at) VALUES ")
-	for k, i := range a.New {
-		o := a.Outcomes[i].Placed.Order
-		if k > 0 {
-			q.WriteString(", ")
+	n := 0
+	for _, m := range ws {
+		for _, i := range m.a.New {
+			o := m.a.Outcomes[i].Placed.Order
+			if n > 0 {
+				q.WriteString(", ")
+			}
+			n++
+			q.WriteString("(?, ?, ?, ?, ?)")
+			var key any
+			if o.IdempotencyKey != "" {
+				key = o.IdempotencyKey
+			}
+			args = append(args, o.SKUID, o.UserID, o.Quantity, key, o.CreatedAt)
 		}
-		q.WriteString("(?, ?, ?, ?, ?)")
-		var key any
-		if o.IdempotencyKey != "" {
-			key = o.IdempotencyKey
-		}
-		args = append(args, o.SKUID, o.UserID, o.Quantity, key, o.CreatedAt)
 	}
 	q.WriteString("; SELECT LAST_INSERT_ID(), @@auto_increment_increment")
 
 	q.WriteString("; INSERT INTO user_purchases (sku_id, user_id, quantity, per_user_limit) VALUES ")
-	first := true
-	for _, i := range a.New { // arrival order: a deterministic lock order
-		u := a.Outcomes[i].Placed.Order.UserID
-		n, ok := a.Bought[u]
-		if !ok {
-			continue
+	n = 0
+	for _, m := range ws {
+		for _, i := range m.a.New { // arrival order: a deterministic lock order
+			u := m.a.Outcomes[i].Placed.Order.UserID
+			held, ok := m.a.Bought[u]
+			if !ok {
+				continue
+			}
+			delete(m.a.Bought, u)
+			if n > 0 {
+				q.WriteString(", ")
+			}
+			n++
+			q.WriteString("(?, ?, ?, ?)")
+			args = append(args, m.sku.ID, u, held-m.bought[u], m.sku.PerUserLimit)
 		}
-		delete(a.Bought, u)
-		if !first {
-			q.WriteString(", ")
-		}
-		first = false
-		q.WriteString("(?, ?, ?, ?)")
-		args = append(args, sku.ID, u, n-before[u], sku.PerUserLimit)
 	}
 	// Deltas, not totals: without the version guard (ModeConditional) the
 	// CHECK constraint still sees the true holding.
@@ -195,21 +272,24 @@ func (s *Stock) writeBatch(ctx context.Context, tx *sql.Tx, b service.Batch, sku
 	if err := rows.Scan(&updated); err != nil {
 		return err
 	}
-	if updated != 1 {
+	if updated != int64(len(ws)) {
 		return service.ErrConflict
 	}
 	if !rows.NextResultSet() || !rows.Next() {
 		return resultSetMissing(rows, "LAST_INSERT_ID")
 	}
-	var firstID, step int64
-	if err := rows.Scan(&firstID, &step); err != nil {
+	var id, step int64
+	if err := rows.Scan(&id, &step); err != nil {
 		return err
 	}
 	// One multi-row INSERT is a "simple insert": InnoDB gives it
 	// consecutive ids (steps of auto_increment_increment), as GORM also
 	// assumes for its batch inserts.
-	for k, i := range a.New {
-		a.Outcomes[i].Placed.Order.ID = firstID + int64(k)*step
+	for _, m := range ws {
+		for _, i := range m.a.New {
+			m.a.Outcomes[i].Placed.Order.ID = id
+			id += step
+		}
 	}
 	for rows.NextResultSet() { // drain, surfacing a failed upsert
 	}

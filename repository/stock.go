@@ -25,6 +25,7 @@ type Stock struct {
 	db     *gorm.DB
 	sql    *sql.DB // MySQL only: the batch commit's multi-statement round trips
 	sqlite bool
+	group  groupCommit
 }
 
 // New returns a Stock over db, which must have the schema of migrations/.
@@ -99,8 +100,14 @@ func (purchaseRow) TableName() string { return "user_purchases" }
 // UPDATE that matches no row returns service.ErrConflict.
 func (s *Stock) CommitBatch(ctx context.Context, b service.Batch) (service.BatchResult, error) {
 	if s.sql != nil {
-		res, err := s.commitMySQL(ctx, b)
-		return res, s.translate(err, len(b.Requests))
+		if b.Shared {
+			return s.commitShared(ctx, b)
+		}
+		m := &member{b: b}
+		if err := s.commitMySQL(ctx, []*member{m}); err != nil {
+			return service.BatchResult{}, s.translate(err, len(b.Requests))
+		}
+		return m.res, m.err
 	}
 	var res service.BatchResult
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -232,5 +233,66 @@ func TestOrdersBySKU_Pages(t *testing.T) {
 	}
 	if len(seen) != 5 {
 		t.Errorf("paged through %v; want 5 orders", seen)
+	}
+}
+
+func TestCommitBatch_SharedBatchesOfManySKUs(t *testing.T) {
+	t.Parallel()
+	db, s, _ := setup(t, 1, 1)
+	ctx := context.Background()
+	const skus, rounds = 20, 5
+	ids := make([]int64, skus)
+	for i := range ids {
+		now := time.Now().UTC()
+		sku, err := s.CreateSKU(ctx, service.SKU{Name: "many", TotalStock: 10, Stock: 10, PerUserLimit: 1, CreatedAt: now, UpdatedAt: now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[i] = sku.ID
+		if i == 0 { // SKU 0 carries a newer fence than its batches: they must fail alone
+			if _, err := s.CommitBatch(ctx, batch(sku.ID, 1000, "fenced")); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	errs := make(chan error, skus*rounds)
+	start := make(chan struct{})
+	for i, id := range ids {
+		go func() {
+			<-start
+			for r := range rounds {
+				b := batch(id, int64(i*rounds+r+1), fmt.Sprintf("u%d-a", r), fmt.Sprintf("u%d-b", r))
+				b.Shared = true
+				res, err := s.CommitBatch(ctx, b)
+				switch {
+				case i == 0 && !errors.Is(err, service.ErrConflict):
+					errs <- fmt.Errorf("stale-fenced sku: err = %v; want ErrConflict", err)
+				case i != 0 && err != nil:
+					errs <- fmt.Errorf("sku %d round %d: %v", id, r, err)
+				case i != 0 && (len(res.Outcomes) != 2 || res.Outcomes[0].Err != nil || res.Outcomes[1].Err != nil || res.Outcomes[0].Placed.Order.ID == 0):
+					errs <- fmt.Errorf("sku %d round %d: outcomes %+v", id, r, res.Outcomes)
+				default:
+					errs <- nil
+				}
+			}
+		}()
+	}
+	close(start)
+	for range skus * rounds {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	for i, id := range ids {
+		want := int64(2 * rounds)
+		if i == 0 {
+			want = 1
+		}
+		var sold, orders int64
+		db.Raw("SELECT sold FROM skus WHERE id = ?", id).Scan(&sold)
+		db.Raw("SELECT COUNT(*) FROM orders WHERE sku_id = ?", id).Scan(&orders)
+		if sold != want || orders != want {
+			t.Errorf("sku %d: sold %d, %d orders; want %d", id, sold, orders, want)
+		}
 	}
 }

@@ -305,7 +305,8 @@ func (o *Orders) commit(parent context.Context, skuID int64, batch []*pending) {
 
 	ctx, cancel := context.WithTimeout(parent, o.cfg.TxTimeout)
 	defer cancel()
-	b := Batch{SKUID: skuID, Requests: make([]OrderRequest, len(live)), Mode: ModeVersion}
+	b := Batch{SKUID: skuID, Requests: make([]OrderRequest, len(live)), Mode: ModeVersion,
+		Shared: o.cfg.Strategy == StrategyLocked}
 	for i, p := range live {
 		b.Requests[i] = p.req
 	}

@@ -144,6 +144,9 @@ type Batch struct {
 	Mode     CommitMode
 	Fence    int64 // lock fencing token; 0 when there is none
 	Now      time.Time
+	// Shared lets the Store commit this batch in one transaction with
+	// other SKUs' batches that are ready at the same moment.
+	Shared bool
 }
 
 // Outcome answers one request of a Batch: a placed order or a domain error.
