@@ -42,6 +42,7 @@ type OrdersConfig struct {
 	RequestTimeout time.Duration // how long one buyer waits in all
 	TxTimeout      time.Duration // one batch: lock wait plus transaction
 	LockWait       time.Duration // longest wait for the lock before selling without it
+	LockTTL        time.Duration // the lease: after a LockWait timeout the SKU sells unlocked this long
 	MaxRetries     int           // version conflicts tolerated per batch
 	IdleTimeout    time.Duration // an idle SKU worker exits after this
 	SoldOutTTL     time.Duration // how long a local sold-out mark is trusted
@@ -89,6 +90,7 @@ type Orders struct {
 
 	marksMu      sync.Mutex
 	soldOut      map[int64]*soldOutMark
+	lockSkip     sync.Map     // sku id → unix nanos until which its lock is not awaited
 	lockDownTill atomic.Int64 // unix nanos until which the lock is skipped
 	degraded     atomic.Bool
 }
@@ -400,8 +402,15 @@ func anyKeyed(ps []*pending) bool {
 // Redis is unreachable (degraded mode) or the lock stayed held elsewhere
 // for LockWait. Either way the version column keeps the sale correct.
 func (o *Orders) obtain(ctx context.Context, skuID int64) Lease {
-	if time.Now().UnixNano() < o.lockDownTill.Load() {
+	now := time.Now().UnixNano()
+	if now < o.lockDownTill.Load() {
 		return nil
+	}
+	if until, ok := o.lockSkip.Load(skuID); ok {
+		if now < until.(int64) {
+			return nil
+		}
+		o.lockSkip.Delete(skuID)
 	}
 	lctx, cancel := context.WithTimeout(ctx, o.cfg.LockWait)
 	defer cancel()
@@ -420,7 +429,10 @@ func (o *Orders) obtain(ctx context.Context, skuID int64) Lease {
 			o.obs.Degraded(true)
 		}
 	default:
-		o.log.Debug("lock not obtained; selling on the database guard alone", "sku", skuID, "err", err)
+		// Held for all of LockWait: its holder is likely dead or stuck. Do
+		// not wait for it again until its lease has surely run out.
+		o.lockSkip.Store(skuID, time.Now().Add(o.cfg.LockTTL).UnixNano())
+		o.log.Warn("lock held too long; selling on the database guard alone until its lease runs out", "sku", skuID, "err", err)
 	}
 	return nil
 }

@@ -31,6 +31,8 @@ type rigOptions struct {
 	redisAddr string // default: the shared test Redis
 	store     func(service.Store) service.Store
 	cfg       func(*service.OrdersConfig)
+	prefix    string // lock key prefix; default: the test's own
+	locker    func(service.Locker) service.Locker
 }
 
 func newRig(t *testing.T, dsn string, o rigOptions) *rig {
@@ -46,7 +48,10 @@ func newRig(t *testing.T, dsn string, o rigOptions) *rig {
 	}
 	rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond, DialerRetries: 1})
 	t.Cleanup(func() { rdb.Close() })
-	prefix := testenv.Name("test:orders:") + ":"
+	prefix := o.prefix
+	if prefix == "" {
+		prefix = testenv.Name("test:orders:") + ":"
+	}
 	cfg := service.OrdersConfig{
 		Strategy:       service.StrategyLocked,
 		QueueMax:       10000,
@@ -54,6 +59,7 @@ func newRig(t *testing.T, dsn string, o rigOptions) *rig {
 		RequestTimeout: 20 * time.Second,
 		TxTimeout:      10 * time.Second,
 		LockWait:       3 * time.Second,
+		LockTTL:        10 * time.Second,
 		MaxRetries:     200,
 		IdleTimeout:    time.Second,
 		SoldOutTTL:     time.Minute,
@@ -63,7 +69,11 @@ func newRig(t *testing.T, dsn string, o rigOptions) *rig {
 	}
 	obs := &observer{depth: make(chan int, 100000)}
 	lc := lock.New(rdb, lock.WithPrefix(prefix), lock.WithTTL(10*time.Second))
-	orders := service.NewOrders(store, app.NewLocker(lc), app.NewSoldOutMarks(rdb, prefix+"soldout:", time.Minute), cfg, testenv.Logger(), obs)
+	var locker service.Locker = app.NewLocker(lc)
+	if o.locker != nil {
+		locker = o.locker(locker)
+	}
+	orders := service.NewOrders(store, locker, app.NewSoldOutMarks(rdb, prefix+"soldout:", time.Minute), cfg, testenv.Logger(), obs)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
@@ -424,4 +434,50 @@ func TestPlace_SoldOutFastPathSkipsTheDatabase(t *testing.T) {
 		t.Errorf("replay after sell-out = %+v, %v; want order %d, not created", again, err, last.Order.ID)
 	}
 	checkInvariants(t, r.db, sku.ID)
+}
+
+// countingLocker counts Obtain calls.
+type countingLocker struct {
+	service.Locker
+	n atomic.Int64
+}
+
+func (c *countingLocker) Obtain(ctx context.Context, key string) (service.Lease, error) {
+	c.n.Add(1)
+	return c.Locker.Obtain(ctx, key)
+}
+
+func TestPlace_LockHeldByADeadHolderIsNotAwaitedTwice(t *testing.T) {
+	t.Parallel()
+	dsn := testenv.Database(t)
+	prefix := testenv.Name("test:orders:") + ":"
+	counter := &countingLocker{}
+	r := newRig(t, dsn, rigOptions{
+		prefix: prefix,
+		locker: func(l service.Locker) service.Locker { counter.Locker = l; return counter },
+		cfg: func(c *service.OrdersConfig) {
+			c.LockWait = 100 * time.Millisecond
+			c.LockTTL = time.Minute
+		},
+	})
+	sku := createSKU(t, r.store, 10, 1)
+	// A holder that died without releasing: its lease outlives the test.
+	rdb, _ := testenv.Redis(t)
+	dead, err := lock.New(rdb, lock.WithPrefix(prefix), lock.WithTTL(time.Minute)).Obtain(context.Background(), fmt.Sprintf("sku:%d", sku.ID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dead.Release(context.Background()) })
+
+	for i := range 5 {
+		if _, err := r.orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: fmt.Sprintf("u-%d", i), Quantity: 1}); err != nil {
+			t.Fatalf("Place %d while the lock is held by a dead holder = %v; want an order", i, err)
+		}
+	}
+	if n := counter.n.Load(); n != 1 {
+		t.Errorf("Obtain called %d times for 5 sequential orders; want 1 (the SKU sells unlocked for a lease after a wait timeout)", n)
+	}
+	if sold := checkInvariants(t, r.db, sku.ID); sold != 5 {
+		t.Errorf("sold = %d; want 5", sold)
+	}
 }

@@ -152,6 +152,7 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 		RequestTimeout: cfg.Order.RequestTimeout,
 		TxTimeout:      cfg.Order.TxTimeout,
 		LockWait:       cfg.Lock.Wait,
+		LockTTL:        cfg.Lock.TTL,
 		MaxRetries:     cfg.Order.MaxRetries,
 		IdleTimeout:    cfg.Order.IdleTimeout,
 		SoldOutTTL:     cfg.SoldOut.LocalTTL,

@@ -105,8 +105,8 @@ type Order struct {
 // Lock configures the per-SKU Redis lock.
 type Lock struct {
 	Prefix   string        `yaml:"prefix"`    // default "seckill:lock:"
-	TTL      time.Duration `yaml:"ttl"`       // lease, default 10s
-	Wait     time.Duration `yaml:"wait"`      // longest wait for the lock before selling without it, default 3s
+	TTL      time.Duration `yaml:"ttl"`       // lease, default 3s (renewed by the watchdog while held)
+	Wait     time.Duration `yaml:"wait"`      // longest wait for the lock before selling without it, default 1s
 	QueueMax int           `yaml:"queue_max"` // local waiters per key, default 1024
 	Watchdog bool          `yaml:"watchdog"`  // renew the lease while held, default true
 }
@@ -148,8 +148,8 @@ func Default() Config {
 		},
 		Lock: Lock{
 			Prefix:   "seckill:lock:",
-			TTL:      10 * time.Second,
-			Wait:     3 * time.Second,
+			TTL:      3 * time.Second,
+			Wait:     time.Second,
 			QueueMax: 1024,
 			Watchdog: true,
 		},
