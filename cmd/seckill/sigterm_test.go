@@ -207,25 +207,32 @@ func TestSIGTERMDuringASale(t *testing.T) {
 		t.Fatalf("create sku = %d (%v) id %d; want 201 with an id", resp.StatusCode, derr, sku.ID)
 	}
 
-	// The sale: every buyer its own connection, released at once; SIGTERM
-	// as soon as the first order is answered 201.
-	buyerClient := &http.Client{
-		Timeout:   shutdownTimeout + 20*time.Second, // longer than any answer may take
-		Transport: &http.Transport{MaxIdleConns: 2 * buyers, MaxIdleConnsPerHost: 2 * buyers},
-	}
-	defer buyerClient.CloseIdleConnections()
-	// Open the connections first, so that the buyers' requests reach the
-	// server together and queue behind the first batch.
+	// The sale: every buyer has its own connection, opened beforehand so
+	// that all requests reach the server together and queue behind the
+	// first batch; they are released at once, and SIGTERM goes out as
+	// soon as the first order is answered 201.
+	clients := make([]*http.Client, buyers)
 	var warm sync.WaitGroup
-	for range buyers {
+	for i := range clients {
+		clients[i] = &http.Client{
+			Timeout:   shutdownTimeout + 20*time.Second, // longer than any answer may take
+			Transport: &http.Transport{MaxIdleConnsPerHost: 1},
+		}
+		t.Cleanup(clients[i].CloseIdleConnections)
 		warm.Go(func() {
-			if resp, err := buyerClient.Get(base + "/healthz"); err == nil {
-				_, _ = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
+			resp, err := clients[i].Get(base + "/healthz")
+			if err != nil {
+				t.Errorf("buyer %d: open a connection: %v", i, err)
+				return
 			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
 		})
 	}
 	warm.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
 	var (
 		answers    = make([]answer, buyers)
 		start      = make(chan struct{})
@@ -256,7 +263,7 @@ func TestSIGTERMDuringASale(t *testing.T) {
 			req.Header.Set("Content-Type", "application/json")
 			req.Header.Set("Idempotency-Key", a.key)
 			<-start
-			resp, err := buyerClient.Do(req)
+			resp, err := clients[i].Do(req)
 			if err != nil {
 				a.err = err
 				return
