@@ -35,9 +35,8 @@ func (c *Client) enter(ctx context.Context, key string) error {
 	}
 	ready := make(chan struct{})
 	s.waiters = append(s.waiters, ready)
-	depth := len(s.waiters)
+	c.opts.observer.QueueDepth(key, len(s.waiters))
 	c.mu.Unlock()
-	c.opts.observer.QueueDepth(key, depth)
 
 	select {
 	case <-ready:
@@ -54,9 +53,8 @@ func (c *Client) enter(ctx context.Context, key string) error {
 		return ctx.Err()
 	}
 	s.waiters = slices.Delete(s.waiters, i, i+1)
-	depth = len(s.waiters)
+	c.opts.observer.QueueDepth(key, len(s.waiters))
 	c.mu.Unlock()
-	c.opts.observer.QueueDepth(key, depth)
 	return ctx.Err()
 }
 
@@ -72,11 +70,10 @@ func (c *Client) leave(key string) {
 	next := s.waiters[0]
 	s.waiters[0] = nil
 	s.waiters = s.waiters[1:]
-	depth := len(s.waiters)
-	if depth == 0 {
+	c.opts.observer.QueueDepth(key, len(s.waiters))
+	if len(s.waiters) == 0 {
 		s.waiters = nil // let the backing array go
 	}
 	c.mu.Unlock()
 	close(next)
-	c.opts.observer.QueueDepth(key, depth)
 }

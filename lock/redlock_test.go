@@ -106,8 +106,8 @@ func TestRedlock_FiveNodes(t *testing.T) {
 	if !errors.Is(err, lock.ErrUnavailable) {
 		t.Errorf("Obtain (3 of 5 down) = %v; want ErrUnavailable", err)
 	}
-	if elapsed > 2*time.Second {
-		t.Errorf("Obtain (3 of 5 down) took %v; want fail fast", elapsed)
+	if elapsed > 3*time.Second {
+		t.Errorf("Obtain (3 of 5 down) took %v; want fail fast, far inside the 10s deadline", elapsed)
 	}
 	t.Logf("3 of 5 down: %v after %v", err, elapsed)
 }

@@ -250,7 +250,9 @@ func (o *Orders) work(q *skuQueue) {
 				break drain
 			}
 		}
+		o.mu.Lock() // enqueue reports under o.mu too: the gauge ends at the true depth
 		o.obs.QueueDepth(q.id, len(q.ch))
+		o.mu.Unlock()
 		o.commit(context.Background(), q.id, batch)
 		clear(batch)
 		if !idle.Stop() {

@@ -1,8 +1,6 @@
 package app_test
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -12,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill/seckill/internal/app"
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/internal/testenv"
 )
@@ -31,31 +28,7 @@ func instance(t *testing.T, dsn, redisAddr, prefix string) string {
 	cfg.Redis.Addrs = []string{redisAddr}
 	cfg.Admin.Token = token
 	cfg.Lock.Prefix = prefix
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	addr := make(chan string, 1)
-	done := make(chan error, 1)
-	go func() {
-		var out bytes.Buffer
-		done <- app.Serve(ctx, cfg, testenv.Logger(), &out, func(a string) { addr <- a })
-	}()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("instance shutdown: %v", err)
-		}
-	})
-	select {
-	case a := <-addr:
-		return "http://" + a
-	case err := <-done:
-		t.Fatalf("instance did not start: %v", err)
-	case <-time.After(20 * time.Second):
-		t.Fatal("instance did not start within 20s")
-	}
-	return ""
+	return "http://" + serveConfig(t, cfg)
 }
 
 var client = &http.Client{
