@@ -31,10 +31,14 @@ lint:
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@latest ./...
 
 ## bench: every order strategy through HTTP with k6 next to the HTTP ceiling, one table of ratios;
-##        then the Go benchmarks of the lock and of a batched commit (BENCH_ARGS="-duration 20s")
+##        then the Go benchmarks of the lock and of a batched commit, summarised by benchstat
+##        (BENCH_ARGS="-duration 20s", GOBENCH_COUNT=6)
+GOBENCH_COUNT ?= 6
 bench: deps
 	$(GO) run ./loadtest/cmd/bench $(BENCH_ARGS)
-	$(GO) test -run '^$$' -bench . -benchmem ./lock/ ./repository/
+	mkdir -p loadtest/results
+	$(GO) test -run '^$$' -bench . -benchmem -count $(GOBENCH_COUNT) ./lock/ ./repository/ | tee loadtest/results/gobench.txt
+	$(GO) run golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da loadtest/results/gobench.txt
 
 ## loadtest: the k6 flash sale against 3 instances, verified (ARGS="-fault redis" ...)
 loadtest: deps
