@@ -7,6 +7,7 @@ import (
 	_ "embed"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -15,8 +16,9 @@ import (
 )
 
 type health struct {
-	ready  Readiness
-	orders *service.Orders
+	ready    Readiness
+	orders   *service.Orders
+	draining *atomic.Bool
 }
 
 func (h *health) live(c *gin.Context) {
@@ -24,7 +26,7 @@ func (h *health) live(c *gin.Context) {
 }
 
 type readiness struct {
-	Status string `json:"status"` // ok, degraded (selling without Redis) or unavailable
+	Status string `json:"status"` // ok, degraded (selling without Redis), unavailable or draining
 	MySQL  string `json:"mysql"`  // up or down
 	Redis  string `json:"redis"`  // up or down
 }
@@ -45,6 +47,9 @@ func (h *health) readiness(c *gin.Context) {
 	status := http.StatusOK
 	if err := h.ready.MySQL(ctx); err != nil {
 		r.Status, r.MySQL, status = "unavailable", "down", http.StatusServiceUnavailable
+	}
+	if h.draining != nil && h.draining.Load() {
+		r.Status, status = "draining", http.StatusServiceUnavailable
 	}
 	c.JSON(status, r)
 }

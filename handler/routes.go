@@ -46,6 +46,8 @@ type Config struct {
 	// TrustedProxies may set X-Forwarded-For for the per-IP limit; none by
 	// default, so the client IP is the connection's.
 	TrustedProxies []string
+	// Draining, once true, makes /readyz answer 503 "draining" (nil: never).
+	Draining *atomic.Bool
 }
 
 // New returns the whole API. It fails only on invalid trusted proxies.
@@ -66,7 +68,7 @@ func New(cfg Config) (http.Handler, error) {
 	o := &orders{orders: cfg.Orders, max: cfg.MaxBodyBytes, log: cfg.Log,
 		perUser: newLimiter(cfg.Limits.PerUserRate, cfg.Limits.PerUserBurst, cfg.Limits.MaxKeys)}
 	s := &skus{catalog: cfg.Catalog, orders: cfg.Orders, max: cfg.MaxBodyBytes, log: cfg.Log}
-	h := &health{ready: cfg.Ready, orders: cfg.Orders}
+	h := &health{ready: cfg.Ready, orders: cfg.Orders, draining: cfg.Draining}
 
 	r.GET("/healthz", h.live)
 	r.GET("/readyz", h.readiness)

@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -123,6 +124,7 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 		redises[i] = c
 		closers = append(closers, c.Close)
 	}
+	var draining atomic.Bool
 	mx := metrics.New()
 	lockOpts := []lock.Option{
 		lock.WithObserver(mx.Lock()),
@@ -174,6 +176,7 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 			PerIPRate: cfg.Limits.PerIPRate, PerIPBurst: cfg.Limits.PerIPBurst, MaxKeys: cfg.Limits.MaxKeys,
 		},
 		TrustedProxies: cfg.Limits.TrustedProxies,
+		Draining:       &draining,
 	})
 	if err != nil {
 		return err
@@ -230,6 +233,17 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 	case <-ctx.Done():
 	}
 
+	if cfg.HTTP.DrainDelay > 0 {
+		draining.Store(true)
+		log.Info("draining: /readyz answers 503 before the listener closes", "delay", cfg.HTTP.DrainDelay)
+		t := time.NewTimer(cfg.HTTP.DrainDelay)
+		select {
+		case <-t.C:
+		case err := <-serveErr:
+			t.Stop()
+			return fmt.Errorf("http: %w", err)
+		}
+	}
 	log.Info("shutting down", "timeout", cfg.HTTP.ShutdownTimeout)
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.HTTP.ShutdownTimeout)
 	defer cancel()

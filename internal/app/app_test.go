@@ -1,8 +1,11 @@
 package app_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/seckill/seckill/internal/app"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -203,5 +206,46 @@ func TestThreeInstancesSellExactlyTheStockWhenRedisStops(t *testing.T) {
 	_, ready := call(t, http.MethodGet, urls[0]+"/readyz", "")
 	if ready["status"] != "degraded" || ready["redis"] != "down" {
 		t.Errorf("/readyz with Redis stopped = %v; want degraded, redis down", ready)
+	}
+}
+
+func TestDrainDelay_ReadyzSaysDrainingWhileOrdersStillSell(t *testing.T) {
+	dsn := testenv.Database(t)
+	cfg := config.Default()
+	cfg.HTTP.Addr = "127.0.0.1:0"
+	cfg.HTTP.DrainDelay = 2 * time.Second
+	cfg.MySQL.DSN = dsn
+	cfg.Redis.Addrs = []string{testenv.RedisAddr()}
+	cfg.Admin.Token = token
+	cfg.Lock.Prefix = testenv.Name("test:drain:") + ":"
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	addr := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- app.Serve(ctx, cfg, testenv.Logger(), io.Discard, func(a string) { addr <- a })
+	}()
+	url := "http://" + <-addr
+	skuID := createSKU(t, url)
+
+	cancel() // what SIGTERM does in main
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		status, body := call(t, http.MethodGet, url+"/readyz", "")
+		if status == http.StatusServiceUnavailable && body["status"] == "draining" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz never said draining after the shutdown signal (last %d %v)", status, body)
+		}
+		time.Sleep(10 * time.Millisecond) // polling observable state, bounded above
+	}
+	// Still draining: the listener is open and orders still sell.
+	status, order := call(t, http.MethodPost, url+"/api/v1/orders", fmt.Sprintf(`{"sku_id":%d,"user_id":"late","quantity":1}`, skuID))
+	if status != http.StatusCreated {
+		t.Errorf("order while draining = %d %v; want 201", status, order)
+	}
+	if err := <-done; err != nil {
+		t.Errorf("Serve after draining = %v; want a clean stop", err)
 	}
 }

@@ -52,7 +52,10 @@ type HTTP struct {
 	WriteTimeout      time.Duration `yaml:"write_timeout"`       // default 30s
 	IdleTimeout       time.Duration `yaml:"idle_timeout"`        // default 120s
 	ShutdownTimeout   time.Duration `yaml:"shutdown_timeout"`    // default 20s
-	MaxBodyBytes      int64         `yaml:"max_body_bytes"`      // default 4096
+	// DrainDelay is how long /readyz answers 503 "draining" after SIGTERM
+	// before the listener closes, so a load balancer stops sending first.
+	DrainDelay   time.Duration `yaml:"drain_delay"`    // default 0 (set ~5s behind a balancer)
+	MaxBodyBytes int64         `yaml:"max_body_bytes"` // default 4096
 	// DebugAddr, when set, serves net/http/pprof there (keep it on loopback).
 	DebugAddr string `yaml:"debug_addr"` // default "" (off)
 	// BenchEndpoints mounts POST /bench/constant, which reads the body and
@@ -253,6 +256,7 @@ func (c *Config) applyEnv(getenv func(string) string) error {
 		{"SECKILL_ORDER_REQUEST_TIMEOUT", &c.Order.RequestTimeout},
 		{"SECKILL_LOCK_TTL", &c.Lock.TTL},
 		{"SECKILL_HTTP_SHUTDOWN_TIMEOUT", &c.HTTP.ShutdownTimeout},
+		{"SECKILL_HTTP_DRAIN_DELAY", &c.HTTP.DrainDelay},
 	}
 	for _, it := range durs {
 		if v := getenv(it.key); v != "" {
@@ -321,6 +325,9 @@ func (c Config) Validate() error {
 		if p.v <= 0 {
 			return fmt.Errorf("config: %s must be positive", p.key)
 		}
+	}
+	if c.HTTP.DrainDelay < 0 {
+		return errors.New("config: http.drain_delay must not be negative")
 	}
 	if c.Limits.PerUserRate < 0 || c.Limits.PerIPRate < 0 {
 		return errors.New("config: limits.per_user_rate and limits.per_ip_rate must not be negative (0 is off)")
