@@ -481,3 +481,65 @@ func TestPlace_LockHeldByADeadHolderIsNotAwaitedTwice(t *testing.T) {
 		t.Errorf("sold = %d; want 5", sold)
 	}
 }
+
+func TestPlace_TenThousandBuyersAreBoundedByQueueMax(t *testing.T) {
+	t.Parallel()
+	dsn := testenv.Database(t)
+	var g *gatedStore
+	const queueMax = 500
+	r := newRig(t, dsn, rigOptions{
+		store: func(s service.Store) service.Store { g = gate(s); return g },
+		cfg:   func(c *service.OrdersConfig) { c.QueueMax = queueMax; c.BatchMax = 256 },
+	})
+	sku := createSKU(t, r.store, 100_000, 1)
+
+	first := make(chan error, 1)
+	go func() {
+		_, err := r.orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: "first", Quantity: 1})
+		first <- err
+	}()
+	<-g.entered // the worker holds one request in a transaction that does not end yet
+
+	const buyers = 10_000
+	var busy, placed atomic.Int64
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range buyers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			_, err := r.orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: fmt.Sprintf("u-%d", i), Quantity: 1})
+			switch {
+			case errors.Is(err, service.ErrBusy):
+				busy.Add(1)
+			case err == nil:
+				placed.Add(1)
+			default:
+				t.Errorf("Place = %v; want an order or ErrBusy", err)
+			}
+		}()
+	}
+	close(start)
+	r.obs.waitDepth(t, queueMax)
+	// Everyone who did not fit was refused at once, while the queue is full:
+	// what waits is bounded by queue_max, whatever the crowd.
+	deadline := time.Now().Add(20 * time.Second)
+	for busy.Load() < buyers-queueMax {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d refused busy while the queue is full; want %d", busy.Load(), buyers-queueMax)
+		}
+		time.Sleep(5 * time.Millisecond) // polling counters, bounded above
+	}
+	close(g.release)
+	wg.Wait()
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if busy.Load() != buyers-queueMax || placed.Load() != queueMax {
+		t.Errorf("busy %d, placed %d; want %d and %d", busy.Load(), placed.Load(), buyers-queueMax, queueMax)
+	}
+	if sold := checkInvariants(t, r.db, sku.ID); sold != queueMax+1 {
+		t.Errorf("sold = %d; want %d", sold, queueMax+1)
+	}
+}
