@@ -72,7 +72,7 @@ func (h *orders) create(c *gin.Context) {
 	if !placed.Created {
 		status = http.StatusOK
 	}
-	c.JSON(status, orderJSON(placed.Order))
+	writeOrder(c, status, placed.Order)
 }
 
 // idempotencyKey returns the optional Idempotency-Key: 1–128 printable
@@ -108,5 +108,5 @@ func (h *orders) get(c *gin.Context) {
 		fail(c, h.log, err)
 		return
 	}
-	c.JSON(http.StatusOK, orderJSON(o))
+	writeOrder(c, http.StatusOK, o)
 }

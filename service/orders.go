@@ -39,7 +39,7 @@ type OrdersConfig struct {
 	Strategy       Strategy
 	QueueMax       int           // waiting requests per SKU per process
 	BatchMax       int           // requests per transaction
-	RequestTimeout time.Duration // how long one buyer waits in all
+	RequestTimeout time.Duration // how long a buyer may wait in the queue; then 503, uncharged
 	TxTimeout      time.Duration // one batch: lock wait plus transaction
 	LockWait       time.Duration // longest wait for the lock before selling without it
 	LockTTL        time.Duration // the lease: after a LockWait timeout the SKU sells unlocked this long
@@ -117,9 +117,10 @@ func (o *Orders) Degraded() bool { return o.degraded.Load() }
 
 // pending is one buyer waiting for its answer.
 type pending struct {
-	req   OrderRequest
-	state atomic.Int32 // queued → taken by the worker, or queued → abandoned
-	done  chan Outcome // buffered: the worker never blocks on it
+	req     OrderRequest
+	expires int64        // unix nanos; 0: no deadline of the queue's
+	state   atomic.Int32 // queued → taken by the worker, or queued → abandoned
+	done    chan Outcome // buffered: the worker never blocks on it
 }
 
 const (
@@ -157,10 +158,10 @@ func (o *Orders) Place(ctx context.Context, r OrderRequest) (placed Placed, err 
 		o.obs.SoldOutFastPath()
 		return Placed{}, ErrSoldOut
 	}
-	ctx, cancel := context.WithTimeout(ctx, o.cfg.RequestTimeout)
-	defer cancel()
 	p := &pending{req: r, done: make(chan Outcome, 1)}
 	if o.cfg.Strategy != StrategyLocked {
+		ctx, cancel := context.WithTimeout(ctx, o.cfg.RequestTimeout)
+		defer cancel()
 		if o.closingNow() {
 			return Placed{}, fmt.Errorf("%w: shutting down", ErrUnavailable)
 		}
@@ -169,6 +170,9 @@ func (o *Orders) Place(ctx context.Context, r OrderRequest) (placed Placed, err 
 		out := <-p.done
 		return out.Placed, out.Err
 	}
+	// No timer per request: the worker refuses, uncharged, whoever it
+	// reaches after their deadline; ctx still ends the wait of a buyer who left.
+	p.expires = time.Now().Add(o.cfg.RequestTimeout).UnixNano()
 	if err := o.enqueue(p); err != nil {
 		return Placed{}, err
 	}
@@ -282,10 +286,16 @@ func (o *Orders) retire(q *skuQueue) bool {
 // retries on version conflicts, releases the lock and publishes sold-out.
 func (o *Orders) commit(parent context.Context, skuID int64, batch []*pending) {
 	live := batch[:0:0]
+	now := time.Now().UnixNano()
 	for _, p := range batch {
-		if p.state.Load() == taken || p.state.CompareAndSwap(queued, taken) {
-			live = append(live, p)
+		if p.state.Load() != taken && !p.state.CompareAndSwap(queued, taken) {
+			continue // its buyer left
 		}
+		if p.expires != 0 && now > p.expires {
+			p.done <- Outcome{Err: fmt.Errorf("%w: waited past order.request_timeout", ErrUnavailable)}
+			continue
+		}
+		live = append(live, p)
 	}
 	if len(live) == 0 {
 		return

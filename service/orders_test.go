@@ -543,3 +543,37 @@ func TestPlace_TenThousandBuyersAreBoundedByQueueMax(t *testing.T) {
 		t.Errorf("sold = %d; want %d", sold, queueMax+1)
 	}
 }
+
+func TestPlace_QueuedPastTheRequestTimeoutIsNotCharged(t *testing.T) {
+	t.Parallel()
+	dsn := testenv.Database(t)
+	var g *gatedStore
+	r := newRig(t, dsn, rigOptions{
+		store: func(s service.Store) service.Store { g = gate(s); return g },
+		cfg:   func(c *service.OrdersConfig) { c.RequestTimeout = 200 * time.Millisecond },
+	})
+	sku := createSKU(t, r.store, 10, 1)
+	first := make(chan error, 1)
+	go func() {
+		_, err := r.orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: "first", Quantity: 1})
+		first <- err
+	}()
+	<-g.entered
+	late := make(chan error, 1)
+	go func() {
+		_, err := r.orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: "late", Quantity: 1})
+		late <- err
+	}()
+	r.obs.waitDepth(t, 1)
+	time.Sleep(300 * time.Millisecond) // the scenario: the late buyer's deadline passes while queued
+	close(g.release)
+	if err := <-first; err != nil {
+		t.Errorf("Place(in the batch already) = %v; want an order", err)
+	}
+	if err := <-late; !errors.Is(err, service.ErrUnavailable) {
+		t.Errorf("Place(queued past its deadline) = %v; want ErrUnavailable", err)
+	}
+	if sold := checkInvariants(t, r.db, sku.ID); sold != 1 {
+		t.Errorf("sold = %d; want 1 (the late buyer is not charged)", sold)
+	}
+}

@@ -1,0 +1,76 @@
+package handler
+
+import (
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/seckill/seckill/service"
+)
+
+// writeOrder answers with o as orderResponse's JSON, byte for byte what
+// encoding/json writes, without reflection: it is the answer of every
+// sale, and at the HTTP ceiling reflection was 7% of the CPU.
+func writeOrder(c *gin.Context, status int, o service.Order) {
+	c.Data(status, "application/json; charset=utf-8", appendOrder(make([]byte, 0, 192), o))
+}
+
+func appendOrder(b []byte, o service.Order) []byte {
+	b = append(b, `{"order_id":`...)
+	b = strconv.AppendInt(b, o.ID, 10)
+	b = append(b, `,"sku_id":`...)
+	b = strconv.AppendInt(b, o.SKUID, 10)
+	b = append(b, `,"user_id":`...)
+	b = appendString(b, o.UserID)
+	b = append(b, `,"quantity":`...)
+	b = strconv.AppendInt(b, o.Quantity, 10)
+	b = append(b, `,"created_at":"`...)
+	b = o.CreatedAt.UTC().AppendFormat(b, time.RFC3339Nano)
+	return append(b, `"}`...)
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendString appends s as a JSON string the way encoding/json does:
+// HTML-safe, with U+2028/U+2029 and invalid UTF-8 escaped.
+func appendString(b []byte, s string) []byte {
+	b = append(b, '"')
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c == '"' || c == '\\':
+				b = append(b, '\\', c)
+			case c == '\n':
+				b = append(b, '\\', 'n')
+			case c == '\r':
+				b = append(b, '\\', 'r')
+			case c == '\t':
+				b = append(b, '\\', 't')
+			case c == '\b':
+				b = append(b, '\\', 'b')
+			case c == '\f':
+				b = append(b, '\\', 'f')
+			case c < 0x20 || c == '<' || c == '>' || c == '&':
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			default:
+				b = append(b, c)
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			b = append(b, `\ufffd`...)
+		case r == '\u2028' || r == '\u2029':
+			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
+		default:
+			b = append(b, s[i:i+size]...)
+		}
+		i += size
+	}
+	return append(b, '"')
+}
