@@ -370,11 +370,14 @@ func (o *Orders) commit(parent context.Context, skuID int64, batch []*pending) {
 		}
 	}
 	if lease != nil {
-		rctx, rcancel := context.WithTimeout(context.Background(), time.Second)
-		if rerr := lease.Release(rctx); rerr != nil {
-			o.log.Warn("lock release failed", "sku", skuID, "err", rerr)
-		}
-		rcancel()
+		// Released after the buyers are answered: they need not wait for it.
+		defer func() {
+			rctx, rcancel := context.WithTimeout(context.Background(), time.Second)
+			defer rcancel()
+			if rerr := lease.Release(rctx); rerr != nil {
+				o.log.Warn("lock release failed", "sku", skuID, "err", rerr)
+			}
+		}()
 	}
 	o.obs.Batch(len(live), time.Since(start), retries, err)
 
