@@ -12,11 +12,6 @@ import (
 	"github.com/gin-gonic/gin"
 )
 
-var (
-	errTooLarge = errors.New("request body too large")
-	errBadJSON  = errors.New("bad json")
-)
-
 // decode reads one JSON object of at most max bytes into dst, refusing
 // unknown fields, trailing data and wrong types. It writes the 400 or 413
 // itself and reports whether the caller may go on.
