@@ -18,6 +18,8 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/seckill/seckill/internal/app"
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/internal/logging"
@@ -54,6 +56,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 	}
 	log := logging.New(stderr, cfg.Log.Level, format)
+	redis.SetLogger(app.RedisLogger(log)) // go-redis has one logger per process
 
 	switch cmd := fs.Args(); {
 	case len(cmd) == 0 || (len(cmd) == 1 && cmd[0] == "serve"):

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"time"
 
@@ -101,4 +102,19 @@ func (r readiness) Redis(ctx context.Context) error {
 		return fmt.Errorf("redis: %d of %d nodes answer", up, len(r.redises))
 	}
 	return nil
+}
+
+// RedisLogger sends go-redis's own messages (a failed dial, a pool
+// problem) to log instead of plain stderr. go-redis keeps one logger per
+// process: main sets it with redis.SetLogger, once.
+func RedisLogger(log *slog.Logger) interface {
+	Printf(ctx context.Context, format string, v ...any)
+} {
+	return redisLogger{log}
+}
+
+type redisLogger struct{ log *slog.Logger }
+
+func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
+	l.log.WarnContext(ctx, "redis client", "msg", fmt.Sprintf(format, v...))
 }
