@@ -23,12 +23,18 @@ const token = "test-admin-token-0123456789"
 // client, queues and HTTP server) and returns its base URL.
 func instance(t *testing.T, dsn, redisAddr, prefix string) string {
 	t.Helper()
+	return instanceOn(t, dsn, []string{redisAddr}, prefix)
+}
+
+// instanceOn is instance with several Redis masters: Redlock.
+func instanceOn(t *testing.T, dsn string, redisAddrs []string, prefix string) string {
+	t.Helper()
 	cfg := config.Default()
 	cfg.HTTP.Addr = "127.0.0.1:0"
 	cfg.MySQL.DSN = dsn
 	cfg.MySQL.MaxOpenConns = 16
 	cfg.MySQL.MaxIdleConns = 16
-	cfg.Redis.Addrs = []string{redisAddr}
+	cfg.Redis.Addrs = redisAddrs
 	cfg.Admin.Token = token
 	cfg.Lock.Prefix = prefix
 	return "http://" + serveConfig(t, cfg)
@@ -247,5 +253,27 @@ func TestDrainDelay_ReadyzSaysDrainingWhileOrdersStillSell(t *testing.T) {
 	}
 	if err := <-done; err != nil {
 		t.Errorf("Serve after draining = %v; want a clean stop", err)
+	}
+}
+
+func TestThreeInstancesOnRedlockSellExactlyTheStockWhenAMajorityDies(t *testing.T) {
+	nodes := []*testenv.RedisServer{testenv.StartRedis(t), testenv.StartRedis(t), testenv.StartRedis(t)}
+	addrs := []string{nodes[0].Addr, nodes[1].Addr, nodes[2].Addr}
+	dsn := testenv.Database(t)
+	prefix := testenv.Name("test:redlock:") + ":"
+	urls := []string{
+		instanceOn(t, dsn, addrs, prefix),
+		instanceOn(t, dsn, addrs, prefix),
+		instanceOn(t, dsn, addrs, prefix),
+	}
+	skuID := createSKU(t, urls[0])
+	// Two of three masters die mid-sale: no quorum, so the instances sell
+	// on the database's guard alone.
+	statuses := sale(t, urls, skuID, func() { nodes[0].Stop(); nodes[1].Stop() })
+	checkStatuses(t, statuses, http.StatusCreated, http.StatusConflict, http.StatusServiceUnavailable)
+	verify(t, urls[1], skuID)
+	_, ready := call(t, http.MethodGet, urls[2]+"/readyz", "")
+	if ready["status"] != "degraded" {
+		t.Errorf("/readyz with 2 of 3 Redlock masters down = %v; want degraded", ready)
 	}
 }
