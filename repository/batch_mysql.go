@@ -212,7 +212,7 @@ func (s *Stock) writeMembers(ctx context.Context, tx *sql.Tx, ws []*member) erro
 			args = append(args, m.sku.Version)
 		}
 		if m.b.Fence > 0 {
-			q.WriteString(" AND fence < ?")
+			q.WriteString(" AND fence <= ?")
 			args = append(args, m.b.Fence)
 		}
 		q.WriteString(")")

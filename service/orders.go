@@ -43,6 +43,7 @@ type OrdersConfig struct {
 	TxTimeout      time.Duration // one batch: lock wait plus transaction
 	LockWait       time.Duration // longest wait for the lock before selling without it
 	LockTTL        time.Duration // the lease: after a LockWait timeout the SKU sells unlocked this long
+	LockHold       time.Duration // a busy worker keeps its lock across batches this long; 0: one hold per batch
 	MaxRetries     int           // version conflicts tolerated per batch
 	IdleTimeout    time.Duration // an idle SKU worker exits after this
 	SoldOutTTL     time.Duration // how long a local sold-out mark is trusted
@@ -166,7 +167,9 @@ func (o *Orders) Place(ctx context.Context, r OrderRequest) (placed Placed, err 
 			return Placed{}, fmt.Errorf("%w: shutting down", ErrUnavailable)
 		}
 		p.state.Store(taken)
-		o.commit(ctx, r.SKUID, []*pending{p})
+		hold := &leaseHold{o: o, sku: r.SKUID}
+		o.commit(ctx, r.SKUID, []*pending{p}, hold)
+		hold.release()
 		out := <-p.done
 		return out.Placed, out.Err
 	}
@@ -223,6 +226,8 @@ func (o *Orders) enqueue(p *pending) error {
 // stayed empty for IdleTimeout, or at once when Shutdown finds it empty.
 func (o *Orders) work(q *skuQueue) {
 	defer o.workers.Done()
+	hold := &leaseHold{o: o, sku: q.id, max: o.cfg.LockHold}
+	defer hold.release()
 	idle := time.NewTimer(o.cfg.IdleTimeout)
 	defer idle.Stop()
 	batch := make([]*pending, 0, o.cfg.BatchMax)
@@ -257,7 +262,10 @@ func (o *Orders) work(q *skuQueue) {
 		o.mu.Lock() // enqueue reports under o.mu too: the gauge ends at the true depth
 		o.obs.QueueDepth(q.id, len(q.ch))
 		o.mu.Unlock()
-		o.commit(context.Background(), q.id, batch)
+		o.commit(context.Background(), q.id, batch, hold)
+		if len(q.ch) == 0 {
+			hold.release() // idle: the lock is for whoever needs it next
+		}
 		clear(batch)
 		if !idle.Stop() {
 			select {
@@ -284,7 +292,7 @@ func (o *Orders) retire(q *skuQueue) bool {
 // commit answers every request of batch (all for one SKU): it takes the
 // lock when the strategy wants one, runs one transaction with bounded
 // retries on version conflicts, releases the lock and publishes sold-out.
-func (o *Orders) commit(parent context.Context, skuID int64, batch []*pending) {
+func (o *Orders) commit(parent context.Context, skuID int64, batch []*pending, hold *leaseHold) {
 	live := batch[:0:0]
 	now := time.Now().UnixNano()
 	for _, p := range batch {
@@ -333,7 +341,7 @@ func (o *Orders) commit(parent context.Context, skuID int64, batch []*pending) {
 
 	var lease Lease
 	if o.cfg.Strategy == StrategyLocked || o.cfg.Strategy == StrategyPerRequest {
-		lease = o.obtain(ctx, skuID)
+		lease = hold.acquire(ctx)
 	}
 	if lease != nil {
 		b.Fence = lease.Fence()
@@ -369,19 +377,12 @@ func (o *Orders) commit(parent context.Context, skuID int64, batch []*pending) {
 			backoff(ctx, retries)
 		}
 	}
-	if lease != nil {
-		// Released after the buyers are answered: they need not wait for it.
-		defer func() {
-			rctx, rcancel := context.WithTimeout(context.Background(), time.Second)
-			defer rcancel()
-			if rerr := lease.Release(rctx); rerr != nil {
-				o.log.Warn("lock release failed", "sku", skuID, "err", rerr)
-			}
-		}()
-	}
 	o.obs.Batch(len(live), time.Since(start), retries, err)
 
 	if err != nil {
+		// A lease that lost (stale fence, expired) must not serve the next
+		// batch too: the next one obtains afresh.
+		hold.release()
 		switch {
 		case errors.Is(err, ErrSKUNotFound):
 		case errors.Is(err, ErrConflict):
@@ -495,4 +496,50 @@ func (o *Orders) Shutdown(ctx context.Context) error {
 		<-done // every batch in flight is bounded by TxTimeout
 		return ctx.Err()
 	}
+}
+
+// leaseHold is a SKU's lock as its worker holds it. A busy worker keeps it
+// across consecutive batches for up to max, sparing two Redis round trips
+// a batch, then lets it go so that other instances get their turn; the
+// fence stays valid across the hold, since the database accepts a fence
+// equal to the last one it saw.
+type leaseHold struct {
+	o     *Orders
+	sku   int64
+	max   time.Duration
+	lease Lease
+	since time.Time
+}
+
+// acquire returns the held lease, or obtains one (nil: sell unlocked).
+func (h *leaseHold) acquire(ctx context.Context) Lease {
+	if h.lease != nil {
+		lost := false
+		select {
+		case <-h.lease.Lost(): // a nil channel (no watchdog) is never ready
+			lost = true
+		default:
+		}
+		if lost || time.Since(h.since) >= h.max {
+			h.release()
+		}
+	}
+	if h.lease == nil {
+		h.lease = h.o.obtain(ctx, h.sku)
+		h.since = time.Now()
+	}
+	return h.lease
+}
+
+// release lets the lease go, if one is held.
+func (h *leaseHold) release() {
+	if h.lease == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := h.lease.Release(ctx); err != nil {
+		h.o.log.Warn("lock release failed", "sku", h.sku, "err", err)
+	}
+	h.lease = nil
 }

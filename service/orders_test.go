@@ -60,6 +60,7 @@ func newRig(t *testing.T, dsn string, o rigOptions) *rig {
 		TxTimeout:      10 * time.Second,
 		LockWait:       3 * time.Second,
 		LockTTL:        10 * time.Second,
+		LockHold:       50 * time.Millisecond,
 		MaxRetries:     200,
 		IdleTimeout:    time.Second,
 		SoldOutTTL:     time.Minute,
@@ -293,6 +294,12 @@ func TestPlace_RedisKilledMidSaleFallsBackAndRecovers(t *testing.T) {
 	}
 	if sold := checkInvariants(t, r.db, sku.ID); sold != 400 {
 		t.Errorf("sold = %d; want 400", sold)
+	}
+	// A worker may finish the sale under a lease it already held
+	// (lock.hold_max); the next acquisition finds Redis gone.
+	probe := createSKU(t, r.store, 1, 1)
+	if _, err := r.orders.Place(context.Background(), service.OrderRequest{SKUID: probe.ID, UserID: "probe", Quantity: 1}); err != nil {
+		t.Fatalf("Place with Redis down = %v; want an order (sold on the database guard)", err)
 	}
 	if !r.orders.Degraded() {
 		t.Errorf("Degraded() = false after Redis was killed; want true")

@@ -129,7 +129,8 @@ type CommitMode int
 
 const (
 	// ModeVersion requires the version read in the same transaction (and,
-	// when Fence > 0, a fence newer than the stored one).
+	// when Fence > 0, a fence no older than the stored one: a holder may
+	// commit several batches under one lease, a stale holder's is older).
 	ModeVersion CommitMode = iota
 	// ModeConditional requires only stock >= n: no version, no fence.
 	ModeConditional

@@ -155,6 +155,7 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 		TxTimeout:      cfg.Order.TxTimeout,
 		LockWait:       cfg.Lock.Wait,
 		LockTTL:        cfg.Lock.TTL,
+		LockHold:       cfg.Lock.HoldMax,
 		MaxRetries:     cfg.Order.MaxRetries,
 		IdleTimeout:    cfg.Order.IdleTimeout,
 		SoldOutTTL:     cfg.SoldOut.LocalTTL,

@@ -171,9 +171,8 @@ func TestMetricsOfASale(t *testing.T) {
 		{`seckill_batch_size sum`, batched, float64(created+soldOut) - fastPath},
 		{`seckill_tx_seconds count`, float64(txs), float64(batches)},
 		{`seckill_tx_seconds{outcome="error"} count`, float64(txErrors), 0},
-		// One instance, Redis up: every batch held the lock, nothing else asked.
-		{`seckill_lock_acquire_seconds{outcome="obtained"} count`, float64(obtained), float64(batches)},
-		{`seckill_lock_acquire_seconds count`, float64(lockAll), float64(batches)},
+		// One instance, Redis up: every acquisition succeeded.
+		{`seckill_lock_acquire_seconds count`, float64(lockAll), float64(obtained)},
 		{`seckill_degraded`, m.value("seckill_degraded"), 0},
 		{`seckill_queue_rejections_total`, m.value("seckill_queue_rejections_total"), 0},
 		{`seckill_tx_retries_total`, m.value("seckill_tx_retries_total"), 0},
@@ -185,6 +184,11 @@ func TestMetricsOfASale(t *testing.T) {
 		if c.got != c.want {
 			t.Errorf("%s = %v; want %v", c.name, c.got, c.want)
 		}
+	}
+	// A busy worker keeps its lock across batches (lock.hold_max): at most
+	// one acquisition per batch, at least one for the sale.
+	if obtained < 1 || obtained > batches {
+		t.Errorf("lock acquisitions = %d for %d batches; want 1 to %d", obtained, batches, batches)
 	}
 	if batches < 1 || batches > uint64(created) {
 		t.Errorf("seckill_batch_size count = %d; want 1 to %d (the sale took at least one batch, each selling one or more)", batches, created)

@@ -112,6 +112,7 @@ type Lock struct {
 	Wait     time.Duration `yaml:"wait"`      // longest wait for the lock before selling without it, default 1s
 	QueueMax int           `yaml:"queue_max"` // local waiters per key, default 1024
 	Watchdog bool          `yaml:"watchdog"`  // renew the lease while held, default true
+	HoldMax  time.Duration `yaml:"hold_max"`  // a busy SKU worker keeps its lock across batches this long, default 50ms; 0: one hold per batch
 }
 
 // SoldOut configures the sold-out fast path.
@@ -155,6 +156,7 @@ func Default() Config {
 			Wait:     time.Second,
 			QueueMax: 1024,
 			Watchdog: true,
+			HoldMax:  50 * time.Millisecond,
 		},
 		SoldOut: SoldOut{LocalTTL: 500 * time.Millisecond, SharedTTL: 10 * time.Minute},
 		Limits:  Limits{PerUserRate: 20, PerUserBurst: 40, PerIPBurst: 200, MaxKeys: 100000},
@@ -255,6 +257,7 @@ func (c *Config) applyEnv(getenv func(string) string) error {
 	}{
 		{"SECKILL_ORDER_REQUEST_TIMEOUT", &c.Order.RequestTimeout},
 		{"SECKILL_LOCK_TTL", &c.Lock.TTL},
+		{"SECKILL_LOCK_HOLD_MAX", &c.Lock.HoldMax},
 		{"SECKILL_HTTP_SHUTDOWN_TIMEOUT", &c.HTTP.ShutdownTimeout},
 		{"SECKILL_HTTP_DRAIN_DELAY", &c.HTTP.DrainDelay},
 	}
@@ -325,6 +328,9 @@ func (c Config) Validate() error {
 		if p.v <= 0 {
 			return fmt.Errorf("config: %s must be positive", p.key)
 		}
+	}
+	if c.Lock.HoldMax < 0 || c.Lock.HoldMax >= c.Lock.TTL {
+		return errors.New("config: lock.hold_max must be at least 0 and shorter than lock.ttl")
 	}
 	if c.HTTP.DrainDelay < 0 {
 		return errors.New("config: http.drain_delay must not be negative")
