@@ -467,7 +467,7 @@ func writeTable(w io.Writer, rows []row, o options) {
 		fmt.Fprintf(&t, "SQL statements per sold-out reject\t%s\t0\n", stat(sold.SQLPerReject))
 	}
 	if locked != nil && locked.Orders > 0 {
-		fmt.Fprintf(&t, "orders per lock acquisition (batch) @%d\t%.1f\t\n", hi, float64(locked.Orders)/float64(max(locked.Batches, 1)))
+		fmt.Fprintf(&t, "orders per batch (one transaction) @%d\t%.1f\t\n", hi, float64(locked.Orders)/float64(max(locked.Batches, 1)))
 	}
 	t.Flush()
 }
