@@ -342,7 +342,7 @@ func normalize(cfg Config) (Config, error) {
 	case cfg.Fault == FaultInstance && cfg.Instances < 2:
 		return cfg, errors.New("the instance fault needs at least 2 instances")
 	}
-	root, err := moduleRoot(".")
+	root, err := ModuleRoot(".")
 	if err != nil && (cfg.Script == "" || cfg.ResultsDir == "" || (!cfg.Target && cfg.ServiceBin == "")) {
 		return cfg, err
 	}
@@ -379,7 +379,7 @@ func (r *run) bringUp(ctx context.Context) error {
 	if bin == "" {
 		r.event("building the service")
 		var err error
-		if bin, err = buildService(ctx, cfg.moduleRoot, r.work); err != nil {
+		if bin, err = BuildService(ctx, cfg.moduleRoot, r.work); err != nil {
 			return err
 		}
 	}
@@ -468,7 +468,7 @@ func (r *run) startInstance(ctx context.Context, i int, bin string, env []string
 	var err error
 	for range 3 {
 		var port int
-		if port, err = freePort(); err != nil {
+		if port, err = FreePort(); err != nil {
 			return err
 		}
 		addr := fmt.Sprintf("127.0.0.1:%d", port)

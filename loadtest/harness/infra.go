@@ -61,8 +61,8 @@ func EnsureK6(ctx context.Context, explicit string, log io.Writer) (string, erro
 	return FindK6("")
 }
 
-// moduleRoot is the directory of the go.mod enclosing dir.
-func moduleRoot(dir string) (string, error) {
+// ModuleRoot is the directory of the go.mod enclosing dir.
+func ModuleRoot(dir string) (string, error) {
 	cmd := exec.Command("go", "env", "GOMOD")
 	cmd.Dir = dir
 	out, err := cmd.Output()
@@ -76,8 +76,8 @@ func moduleRoot(dir string) (string, error) {
 	return filepath.Dir(mod), nil
 }
 
-// buildService compiles cmd/seckill into dir.
-func buildService(ctx context.Context, root, dir string) (string, error) {
+// BuildService compiles cmd/seckill into dir.
+func BuildService(ctx context.Context, root, dir string) (string, error) {
 	bin := filepath.Join(dir, "seckill")
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
@@ -89,8 +89,8 @@ func buildService(ctx context.Context, root, dir string) (string, error) {
 	return bin, nil
 }
 
-// freePort asks the kernel for a free loopback port.
-func freePort() (int, error) {
+// FreePort asks the kernel for a free loopback port.
+func FreePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err
@@ -199,7 +199,7 @@ func ensureSharedMySQL(ctx context.Context, dsn string, log io.Writer) error {
 // startRedis starts a private redis-server on a free loopback port: no
 // persistence, so a restart is an empty Redis, the harshest case.
 func startRedis(ctx context.Context, ps *procs, dir string, i int) (*proc, string, error) {
-	port, err := freePort()
+	port, err := FreePort()
 	if err != nil {
 		return nil, "", err
 	}
@@ -234,7 +234,7 @@ func startMariaDB(ctx context.Context, ps *procs, dir string, log io.Writer) (*p
 	if out, err := install.CombinedOutput(); err != nil {
 		return nil, "", fmt.Errorf("mariadb-install-db: %w\n%s", err, out)
 	}
-	port, err := freePort()
+	port, err := FreePort()
 	if err != nil {
 		return nil, "", err
 	}

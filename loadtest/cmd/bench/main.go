@@ -18,7 +18,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -106,7 +105,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	o.strategies = strings.Split(*strategies, ",")
-	root, err := moduleRoot()
+	root, err := harness.ModuleRoot(".")
 	if err != nil {
 		return err
 	}
@@ -120,11 +119,9 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	bin := filepath.Join(o.out, "seckill")
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/seckill")
-	build.Dir, build.Stdout, build.Stderr = root, os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		return fmt.Errorf("build: %w", err)
+	bin, err := harness.BuildService(ctx, root, o.out)
+	if err != nil {
+		return err
 	}
 	rs, err := startRedis(ctx, o.out)
 	if err != nil {
@@ -152,7 +149,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	var rows []row
 	failed := false
 	for i, c := range cases {
-		r, err := runCase(ctx, o, c, i, bin, k6, rs)
+		r, err := runCase(ctx, o, c, i, root, bin, k6, rs)
 		if err != nil {
 			return fmt.Errorf("%s @%d: %w", c.name, c.vus, err)
 		}
@@ -176,7 +173,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	return nil
 }
 
-func runCase(ctx context.Context, o options, c benchCase, i int, bin, k6 string, rs *redisServer) (row, error) {
+func runCase(ctx context.Context, o options, c benchCase, i int, root, bin, k6 string, rs *redisServer) (row, error) {
 	r := row{Case: c.name, VUs: c.vus, Verified: "n/a"}
 	mc, err := mysql.ParseDSN(o.dsn)
 	if err != nil {
@@ -195,7 +192,7 @@ func runCase(ctx context.Context, o options, c benchCase, i int, bin, k6 string,
 	mc.DBName = dbName
 	dsn := mc.FormatDSN()
 
-	port, err := freePort()
+	port, err := harness.FreePort()
 	if err != nil {
 		return r, err
 	}
@@ -288,7 +285,7 @@ func runCase(ctx context.Context, o options, c benchCase, i int, bin, k6 string,
 		"-e", "URL="+base, "-e", "TARGET_PATH="+path, "-e", "SKU_IDS="+strings.Join(skuIDs, ","),
 		"-e", "VUS="+strconv.Itoa(c.vus), "-e", "DURATION="+o.duration.String(),
 		"-e", "SUMMARY="+summary, "-e", fmt.Sprintf("RUN_ID=b%d", i),
-		filepath.Join(moduleRootOrDot(), "loadtest", "bench.js"))
+		filepath.Join(root, "loadtest", "bench.js"))
 	var k6out bytes.Buffer
 	k.Stdout, k.Stderr = &k6out, &k6out
 	if err := k.Run(); err != nil {
@@ -576,7 +573,7 @@ type redisServer struct {
 // startRedis starts a private redis-server, so that its command counter
 // counts this benchmark's commands only.
 func startRedis(ctx context.Context, dir string) (*redisServer, error) {
-	port, err := freePort()
+	port, err := harness.FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -616,32 +613,4 @@ func (s *redisServer) stop() {
 	s.rdb.Close()
 	_ = s.cmd.Process.Kill()
 	_ = s.cmd.Wait()
-}
-
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
-}
-
-func moduleRoot() (string, error) {
-	out, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil {
-		return "", err
-	}
-	mod := strings.TrimSpace(string(out))
-	if mod == "" || mod == os.DevNull {
-		return "", errors.New("run bench inside the seckill module")
-	}
-	return filepath.Dir(mod), nil
-}
-
-func moduleRootOrDot() string {
-	if r, err := moduleRoot(); err == nil {
-		return r
-	}
-	return "."
 }
