@@ -113,17 +113,16 @@ func (s *Stock) runRound(round []*groupCall) {
 	if err == nil {
 		return
 	}
-	err = s.translate(err, 2)
-	if len(round) == 1 || !errors.Is(err, service.ErrConflict) {
+	if len(round) == 1 || !errors.Is(translate(err, service.ErrSKUNotFound, false), service.ErrConflict) {
 		for _, c := range round {
-			c.m.res, c.m.err = service.BatchResult{}, s.translate(err, len(c.m.b.Requests))
+			c.m.res, c.m.err = service.BatchResult{}, translateBatch(err, c.m.b)
 		}
 		return
 	}
 	for _, c := range round {
 		c.m.res, c.m.err = service.BatchResult{}, nil
 		if err := s.commitMySQL(c.ctx, []*member{&c.m}); err != nil {
-			c.m.res, c.m.err = service.BatchResult{}, s.translate(err, len(c.m.b.Requests))
+			c.m.res, c.m.err = service.BatchResult{}, translateBatch(err, c.m.b)
 		}
 	}
 }

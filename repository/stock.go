@@ -105,7 +105,7 @@ func (s *Stock) CommitBatch(ctx context.Context, b service.Batch) (service.Batch
 		}
 		m := &member{b: b}
 		if err := s.commitMySQL(ctx, []*member{m}); err != nil {
-			return service.BatchResult{}, s.translate(err, len(b.Requests))
+			return service.BatchResult{}, translateBatch(err, b)
 		}
 		return m.res, m.err
 	}
@@ -147,7 +147,7 @@ func (s *Stock) CommitBatch(ctx context.Context, b service.Batch) (service.Batch
 		return nil
 	})
 	if err != nil {
-		return service.BatchResult{}, s.translate(err, len(b.Requests))
+		return service.BatchResult{}, translateBatch(err, b)
 	}
 	return res, nil
 }
@@ -250,7 +250,7 @@ func (s *Stock) holdings(tx *gorm.DB, skuID int64, reqs []service.OrderRequest) 
 func (s *Stock) Order(ctx context.Context, id int64) (service.Order, error) {
 	var r orderRow
 	if err := s.db.WithContext(ctx).Take(&r, id).Error; err != nil {
-		return service.Order{}, s.translate(err, 0)
+		return service.Order{}, translate(err, service.ErrNotFound, false)
 	}
 	return r.domain(), nil
 }
@@ -260,7 +260,7 @@ func (s *Stock) Order(ctx context.Context, id int64) (service.Order, error) {
 func (s *Stock) OrderByKey(ctx context.Context, key string) (service.Order, error) {
 	var r orderRow
 	if err := s.db.WithContext(ctx).Where("idempotency_key = ?", key).Take(&r).Error; err != nil {
-		return service.Order{}, s.translate(err, 0)
+		return service.Order{}, translate(err, service.ErrNotFound, false)
 	}
 	return r.domain(), nil
 }
@@ -269,7 +269,7 @@ func (s *Stock) OrderByKey(ctx context.Context, key string) (service.Order, erro
 func (s *Stock) SKU(ctx context.Context, id int64) (service.SKU, error) {
 	var r skuRow
 	if err := s.db.WithContext(ctx).Take(&r, id).Error; err != nil {
-		return service.SKU{}, s.translate(err, 1)
+		return service.SKU{}, translate(err, service.ErrSKUNotFound, false)
 	}
 	return r.domain(), nil
 }
@@ -281,7 +281,7 @@ func (s *Stock) CreateSKU(ctx context.Context, sku service.SKU) (service.SKU, er
 		StartsAt: sku.StartsAt, EndsAt: sku.EndsAt, CreatedAt: sku.CreatedAt, UpdatedAt: sku.UpdatedAt,
 	}
 	if err := s.db.WithContext(ctx).Create(&r).Error; err != nil {
-		return service.SKU{}, s.translate(err, 0)
+		return service.SKU{}, translate(err, service.ErrNotFound, false)
 	}
 	return r.domain(), nil
 }
@@ -307,7 +307,7 @@ func (s *Stock) SetStock(ctx context.Context, id, stock int64) (service.SKU, err
 		return tx.Take(&out, id).Error
 	})
 	if err != nil {
-		return service.SKU{}, s.translate(err, 1)
+		return service.SKU{}, translate(err, service.ErrSKUNotFound, false)
 	}
 	return out.domain(), nil
 }
@@ -319,7 +319,7 @@ func (s *Stock) OrdersBySKU(ctx context.Context, skuID, after int64, limit int) 
 	err := s.db.WithContext(ctx).Where("sku_id = ? AND id > ?", skuID, after).
 		Order("id").Limit(limit).Find(&rows).Error
 	if err != nil {
-		return nil, s.translate(err, 0)
+		return nil, translate(err, service.ErrNotFound, false)
 	}
 	out := make([]service.Order, len(rows))
 	for i, r := range rows {
@@ -349,12 +349,12 @@ const (
 	sqliteConstraintUnique = 2067
 )
 
-// translate maps driver errors to the service's sentinels; batch > 0 marks
-// an operation on a SKU, whose missing row is ErrSKUNotFound. A unique or
-// check violation means a concurrent writer got there first: with a lone
-// request that is the request's answer, in a batch it is a conflict that
-// a retry re-reads.
-func (s *Stock) translate(err error, batch int) error {
+// translate maps a driver error to the service's sentinels: a missing row
+// becomes notFound. A unique or check violation means a concurrent writer
+// got there first: in a batch it is a conflict that a retry re-reads; for
+// a lone request (lone), whose CHECK can only be the per-user limit seen
+// without the version guard, it is the request's answer.
+func translate(err, notFound error, lone bool) error {
 	var (
 		myErr  *mysql.MySQLError
 		code   interface{ Code() int }
@@ -367,10 +367,7 @@ func (s *Stock) translate(err error, batch int) error {
 	case errors.Is(err, service.ErrConflict), errors.Is(err, service.ErrSKUNotFound):
 		return err
 	case errors.Is(err, gorm.ErrRecordNotFound):
-		if batch > 0 {
-			return service.ErrSKUNotFound
-		}
-		return service.ErrNotFound
+		return notFound
 	case errors.As(err, &myErr):
 		unique = myErr.Number == mysqlDuplicate
 		check = myErr.Number == mysqlCheckViolated || myErr.Number == mariadbCheckViolated
@@ -379,10 +376,15 @@ func (s *Stock) translate(err error, batch int) error {
 		check = code.Code() == sqliteConstraintCheck
 	}
 	switch {
-	case check && batch == 1:
+	case check && lone:
 		return fmt.Errorf("%w: %w", service.ErrLimitExceeded, err)
 	case check || unique:
 		return fmt.Errorf("%w: %w", service.ErrConflict, err)
 	}
 	return fmt.Errorf("%w: %w", service.ErrUnavailable, err)
+}
+
+// translateBatch is translate for a batch of orders of one SKU.
+func translateBatch(err error, b service.Batch) error {
+	return translate(err, service.ErrSKUNotFound, len(b.Requests) == 1)
 }
