@@ -308,19 +308,16 @@ func (o *Orders) commit(parent context.Context, skuID int64, batch []*pending, h
 	if len(live) == 0 {
 		return
 	}
-	answer := func(i int, out Outcome) {
-		live[i].done <- out
-	}
 	if o.abort.Load() {
-		for i := range live {
-			answer(i, Outcome{Err: fmt.Errorf("%w: shutting down", ErrUnavailable)})
+		for _, p := range live {
+			p.done <- Outcome{Err: fmt.Errorf("%w: shutting down", ErrUnavailable)}
 		}
 		return
 	}
 	if o.localSoldOut(skuID) && !anyKeyed(live) {
-		for i := range live {
+		for _, p := range live {
 			o.obs.SoldOutFastPath()
-			answer(i, Outcome{Err: ErrSoldOut})
+			p.done <- Outcome{Err: ErrSoldOut}
 		}
 		return
 	}
@@ -392,13 +389,13 @@ func (o *Orders) commit(parent context.Context, skuID int64, batch []*pending, h
 			o.log.Error("order batch failed", "sku", skuID, "size", len(live), "err", err)
 			err = fmt.Errorf("%w: %w", ErrUnavailable, err)
 		}
-		for i := range live {
-			answer(i, Outcome{Err: err})
+		for _, p := range live {
+			p.done <- Outcome{Err: err}
 		}
 		return
 	}
 	for i, out := range res.Outcomes {
-		answer(i, out)
+		live[i].done <- out
 	}
 	if res.Stock == 0 {
 		o.markSoldOut(skuID, res.Version)
