@@ -26,6 +26,15 @@ var (
 	// ErrConflict is returned by a Store when the conditional UPDATE matched
 	// no row because the version or fence moved: the caller retries.
 	ErrConflict = errors.New("concurrent update")
+	// ErrStaleFence is returned by a Store when the SKU row already carries
+	// a fence newer than the batch's: another holder took the lock since
+	// this lease was obtained. The caller must drop its lease and obtain a
+	// new one, never retry with the same fence.
+	ErrStaleFence = errors.New("stale fencing token")
+	// ErrOutcomeUnknown is returned when a batch's COMMIT may or may not
+	// have taken effect and the Store could not find out which: buyers are
+	// told so (503), never "uncharged".
+	ErrOutcomeUnknown = errors.New("order outcome unknown")
 	// ErrLockUnavailable is returned by a Locker when Redis cannot be
 	// reached (not when the lock is merely held): the order path then sells
 	// without the lock, guarded by the version column alone.
