@@ -55,54 +55,101 @@ func dbOptions(cfg config.Config) database.Options {
 // Serve runs the service until ctx ends. In embedded mode (no DSN) it
 // starts in-process Redis and SQLite, seeds a demo SKU and prints how to
 // use it on stdout. ready, if not nil, receives the listening address.
-func Serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.Writer, ready func(addr string)) (err error) {
-	var closers []func() error
-	defer func() {
-		for i := len(closers) - 1; i >= 0; i-- {
-			if cerr := closers[i](); cerr != nil {
-				log.Warn("close", "err", cerr)
-			}
-		}
-	}()
+func Serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.Writer, ready func(addr string)) error {
+	var cl closers
+	defer cl.close(log)
 
-	embedded := cfg.Embedded()
-	generatedToken := false
-	if cfg.Admin.Token == "" {
+	generatedToken := cfg.Admin.Token == ""
+	if generatedToken {
 		cfg.Admin.Token = randomToken()
-		generatedToken = true
 	}
-
-	var db *gorm.DB
-	if embedded {
-		dir, err := os.MkdirTemp("", "seckill-quickstart-")
-		if err != nil {
-			return err
-		}
-		closers = append(closers, func() error { return os.RemoveAll(dir) })
-		db, err = database.OpenSQLite(filepath.Join(dir, "seckill.db"))
-		if err != nil {
-			return err
-		}
-		closers = append(closers, func() error { return database.Close(db) })
-		if err := database.Migrate(ctx, db, "up", slog.New(slog.DiscardHandler)); err != nil {
-			return err
-		}
-	} else {
-		db, err = database.OpenMySQL(cfg.MySQL.DSN, dbOptions(cfg))
-		if err != nil {
-			return err
-		}
-		closers = append(closers, func() error { return database.Close(db) })
+	db, err := openDatabase(ctx, cfg, &cl)
+	if err != nil {
+		return err
 	}
 	store := repository.New(db)
+	redises, err := openRedis(cfg, &cl)
+	if err != nil {
+		return err
+	}
+	mx := metrics.New()
+	orders := newOrders(cfg, store, redises, mx, log)
+	catalog := service.NewCatalog(store, orders, log)
+	var draining atomic.Bool
+	api, err := newAPI(cfg, orders, catalog, readiness{store: store, redises: redises}, mx, &draining, log)
+	if err != nil {
+		return err
+	}
 
+	ln, err := net.Listen("tcp", cfg.HTTP.Addr)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", cfg.HTTP.Addr, err)
+	}
+	if err := announce(ctx, cfg, catalog, len(redises), "http://"+ln.Addr().String(), generatedToken, stdout, log); err != nil {
+		ln.Close()
+		return err
+	}
+	if cfg.HTTP.DebugAddr != "" {
+		stopDebug, err := serveDebug(cfg.HTTP.DebugAddr, log)
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		cl.add(stopDebug)
+	}
+	return serveUntilDone(ctx, cfg, newHTTPServer(cfg, api, log), ln, orders, &draining, ready, log)
+}
+
+// closers runs what was opened in reverse order.
+type closers []func() error
+
+func (c *closers) add(f func() error) { *c = append(*c, f) }
+
+func (c closers) close(log *slog.Logger) {
+	for i := len(c) - 1; i >= 0; i-- {
+		if err := c[i](); err != nil {
+			log.Warn("close", "err", err)
+		}
+	}
+}
+
+// openDatabase opens MySQL, or in embedded mode a migrated SQLite file in
+// a temporary directory removed at exit.
+func openDatabase(ctx context.Context, cfg config.Config, cl *closers) (*gorm.DB, error) {
+	if !cfg.Embedded() {
+		db, err := database.OpenMySQL(cfg.MySQL.DSN, dbOptions(cfg))
+		if err != nil {
+			return nil, err
+		}
+		cl.add(func() error { return database.Close(db) })
+		return db, nil
+	}
+	dir, err := os.MkdirTemp("", "seckill-quickstart-")
+	if err != nil {
+		return nil, err
+	}
+	cl.add(func() error { return os.RemoveAll(dir) })
+	db, err := database.OpenSQLite(filepath.Join(dir, "seckill.db"))
+	if err != nil {
+		return nil, err
+	}
+	cl.add(func() error { return database.Close(db) })
+	if err := database.Migrate(ctx, db, "up", slog.New(slog.DiscardHandler)); err != nil {
+		return nil, err
+	}
+	return db, nil
+}
+
+// openRedis returns a client per configured address, or one of an
+// in-process Redis in embedded mode.
+func openRedis(cfg config.Config, cl *closers) ([]redis.UniversalClient, error) {
 	addrs := cfg.Redis.Addrs
-	if embedded && len(addrs) == 0 {
+	if cfg.Embedded() && len(addrs) == 0 {
 		mr := miniredis.NewMiniRedis()
 		if err := mr.StartAddr("127.0.0.1:0"); err != nil {
-			return fmt.Errorf("embedded redis: %w", err)
+			return nil, fmt.Errorf("embedded redis: %w", err)
 		}
-		closers = append(closers, func() error { mr.Close(); return nil })
+		cl.add(func() error { mr.Close(); return nil })
 		addrs = []string{mr.Addr()}
 	}
 	redises := make([]redis.UniversalClient, len(addrs))
@@ -122,10 +169,14 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 			DialerRetryTimeout: time.Millisecond,
 		})
 		redises[i] = c
-		closers = append(closers, c.Close)
+		cl.add(c.Close)
 	}
-	var draining atomic.Bool
-	mx := metrics.New()
+	return redises, nil
+}
+
+// newOrders builds the order flow: the per-SKU lock over redises (Redlock
+// when there are several), the shared sold-out marks and the queue settings.
+func newOrders(cfg config.Config, store service.Store, redises []redis.UniversalClient, mx *metrics.Metrics, log *slog.Logger) *service.Orders {
 	lockOpts := []lock.Option{
 		lock.WithObserver(mx.Lock()),
 		lock.WithPrefix(cfg.Lock.Prefix),
@@ -146,8 +197,7 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 	}
 	// The marks are a cache: with Redlock they live on the first master.
 	marks := NewSoldOutMarks(redises[0], cfg.Lock.Prefix+"soldout:", cfg.SoldOut.SharedTTL)
-
-	orders := service.NewOrders(store, lk, marks, service.OrdersConfig{
+	return service.NewOrders(store, lk, marks, service.OrdersConfig{
 		Strategy:       service.Strategy(cfg.Order.Strategy),
 		QueueMax:       cfg.Order.QueueMax,
 		BatchMax:       cfg.Order.BatchMax,
@@ -160,12 +210,14 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 		IdleTimeout:    cfg.Order.IdleTimeout,
 		SoldOutTTL:     cfg.SoldOut.LocalTTL,
 	}, log, mx)
-	catalog := service.NewCatalog(store, orders, log)
+}
 
-	api, err := handler.New(handler.Config{
+// newAPI builds the HTTP handler with its limits and metrics.
+func newAPI(cfg config.Config, orders *service.Orders, catalog *service.Catalog, ready handler.Readiness, mx *metrics.Metrics, draining *atomic.Bool, log *slog.Logger) (http.Handler, error) {
+	return handler.New(handler.Config{
 		Orders:       orders,
 		Catalog:      catalog,
-		Ready:        readiness{store: store, redises: redises},
+		Ready:        ready,
 		AdminToken:   cfg.Admin.Token,
 		MaxBodyBytes: cfg.HTTP.MaxBodyBytes,
 		Log:          log,
@@ -177,12 +229,12 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 			PerIPRate: cfg.Limits.PerIPRate, PerIPBurst: cfg.Limits.PerIPBurst, MaxKeys: cfg.Limits.MaxKeys,
 		},
 		TrustedProxies: cfg.Limits.TrustedProxies,
-		Draining:       &draining,
+		Draining:       draining,
 	})
-	if err != nil {
-		return err
-	}
-	srv := &http.Server{
+}
+
+func newHTTPServer(cfg config.Config, api http.Handler, log *slog.Logger) *http.Server {
+	return &http.Server{
 		Handler:           api,
 		ReadHeaderTimeout: cfg.HTTP.ReadHeaderTimeout,
 		ReadTimeout:       cfg.HTTP.ReadTimeout,
@@ -191,38 +243,35 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 		MaxHeaderBytes:    16 << 10,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
-	ln, err := net.Listen("tcp", cfg.HTTP.Addr)
-	if err != nil {
-		return fmt.Errorf("listen %s: %w", cfg.HTTP.Addr, err)
-	}
-	url := "http://" + ln.Addr().String()
+}
 
+// announce says where the service runs. In embedded mode it seeds the
+// demo SKU and prints the quick start; a generated admin token is printed
+// (on stdout, never in the log).
+func announce(ctx context.Context, cfg config.Config, catalog *service.Catalog, redisNodes int, url string, generatedToken bool, stdout io.Writer, log *slog.Logger) error {
 	mode := "mysql+redis"
-	if len(redises) > 1 {
-		mode = fmt.Sprintf("mysql+redlock(%d)", len(redises))
+	if redisNodes > 1 {
+		mode = fmt.Sprintf("mysql+redlock(%d)", redisNodes)
 	}
-	if embedded {
+	switch {
+	case cfg.Embedded():
 		mode = "embedded"
 		demo, err := catalog.Create(ctx, service.NewSKU{Name: "Demo flash-sale item", Stock: 100, PerUserLimit: 1})
 		if err != nil {
-			ln.Close()
 			return fmt.Errorf("seed demo sku: %w", err)
 		}
 		printQuickStart(stdout, url, cfg.Admin.Token, demo)
-	} else if generatedToken {
+	case generatedToken:
 		fmt.Fprintf(stdout, "admin token (generated): %s\n", cfg.Admin.Token)
 	}
 	log.Info("serving", "url", url, "mode", mode, "strategy", cfg.Order.Strategy)
+	return nil
+}
 
-	if cfg.HTTP.DebugAddr != "" {
-		stopDebug, err := serveDebug(cfg.HTTP.DebugAddr, log)
-		if err != nil {
-			ln.Close()
-			return err
-		}
-		closers = append(closers, stopDebug)
-	}
-
+// serveUntilDone serves on ln until ctx ends, then drains: /readyz answers
+// 503 for http.drain_delay, then the listener and the order queues shut
+// down together within http.shutdown_timeout.
+func serveUntilDone(ctx context.Context, cfg config.Config, srv *http.Server, ln net.Listener, orders *service.Orders, draining *atomic.Bool, ready func(addr string), log *slog.Logger) error {
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 	if ready != nil {
