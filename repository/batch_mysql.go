@@ -3,8 +3,14 @@ package repository
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"math"
+	"strconv"
 	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
 
 	"github.com/seckill/seckill/service"
 )
@@ -26,22 +32,37 @@ type member struct {
 // conditional UPDATE for every SKU, its ROW_COUNT, the orders, their first
 // id, the holdings) as another; COMMIT. Under load every round trip also
 // waits for the Go scheduler, so round trips, not statements, set the
-// batch time. A conditional UPDATE that matches fewer rows than SKUs fails
-// the whole transaction with service.ErrConflict.
-func (s *Stock) commitMySQL(ctx context.Context, ms []*member) error {
+// batch time. Row locks are waited for at most wait.
+//
+// It returns nil when every member's res and err are its answer: its
+// outcomes, or its own error (service.ErrSKUNotFound; service.ErrStaleFence,
+// written nothing, when the row's fence is newer than the batch's;
+// service.ErrOutcomeUnknown when COMMIT failed in a way that may have
+// committed and reading the orders back could not tell). Any other error
+// means nothing of the transaction was committed: errUnreachable when no
+// transaction could be begun, service.ErrConflict when a conditional
+// UPDATE matched fewer rows than SKUs, or what the driver said.
+func (s *Stock) commitMySQL(ctx context.Context, ms []*member, wait lockWait) error {
 	tx, err := s.sql.BeginTx(ctx, nil)
 	if err != nil {
+		if ctx.Err() == nil {
+			err = fmt.Errorf("%w: %w", errUnreachable, err)
+		}
 		return err
 	}
 	defer tx.Rollback() // a no-op after Commit
 
-	existing, err := s.readMembers(ctx, tx, ms)
+	existing, err := s.readMembers(ctx, tx, ms, wait)
 	if err != nil {
 		return err
 	}
 	var writers []*member
 	for _, m := range ms {
 		if m.err != nil {
+			continue
+		}
+		if m.b.Fence > 0 && m.sku.Fence > m.b.Fence {
+			m.err = staleFence(m.b, m.sku)
 			continue
 		}
 		m.a = service.Allocate(m.sku.domain(), m.b.Requests, existing, m.bought, m.b.Now)
@@ -57,8 +78,21 @@ func (s *Stock) commitMySQL(ctx context.Context, ms []*member) error {
 			return err
 		}
 	}
-	if err := tx.Commit(); err != nil {
-		return err
+	if err := tx.Commit(); err != nil && len(writers) > 0 {
+		// Without writers nothing was written: the reads' answers stand.
+		if !commitMayHaveLanded(err) {
+			return err
+		}
+		landed, lerr := s.landed(firstOrder(writers))
+		switch {
+		case lerr != nil:
+			unknown := fmt.Errorf("%w: COMMIT failed (%w) and reading the order back failed (%w)", service.ErrOutcomeUnknown, err, lerr)
+			for _, m := range writers {
+				m.err = unknown
+			}
+		case !landed:
+			return err
+		}
 	}
 	for _, m := range ms {
 		if m.err == nil {
@@ -69,11 +103,91 @@ func (s *Stock) commitMySQL(ctx context.Context, ms []*member) error {
 	return nil
 }
 
-func (s *Stock) readMembers(ctx context.Context, tx *sql.Tx, ms []*member) (map[string]service.Order, error) {
+// errUnreachable marks a round that could not begin a transaction for a
+// reason other than its context: retrying its batches one by one would
+// only fail the same way.
+var errUnreachable = errors.New("repository: no transaction could be begun")
+
+// lockWait is how long a transaction's statements wait for a row lock, in
+// whole seconds (innodb_lock_wait_timeout); 0 is the server's default.
+type lockWait int
+
+// sharedLockWait bounds a shared round's row-lock waits: a SKU whose row is
+// held elsewhere fails the round after a second, and its batches are then
+// committed one by one, instead of the round holding the other SKUs' rows
+// and buyers for as long as that row stays locked.
+const sharedLockWait lockWait = 1
+
+// lockWaitUntil is the lock wait of a transaction bounded by ctx: a
+// statement never waits on the server after its caller has gone (the
+// driver closes the connection on cancellation, but the server notices
+// only when the wait ends, holding the rows it locked until then).
+func lockWaitUntil(ctx context.Context) lockWait {
+	d, ok := ctx.Deadline()
+	if !ok {
+		return 0
+	}
+	return lockWait(max(1, math.Ceil(time.Until(d).Seconds())))
+}
+
+func (w lockWait) String() string {
+	if w <= 0 {
+		return "DEFAULT"
+	}
+	return strconv.Itoa(int(w))
+}
+
+func staleFence(b service.Batch, sku skuRow) error {
+	return fmt.Errorf("%w: sku %d carries fence %d, the batch %d", service.ErrStaleFence, sku.ID, sku.Fence, b.Fence)
+}
+
+// commitMayHaveLanded reports whether a failed COMMIT may still have
+// committed: the server's own error, or database/sql refusing a
+// transaction whose context ended (it rolls it back), says it did not;
+// a connection lost while COMMIT was under way cannot say.
+func commitMayHaveLanded(err error) bool {
+	var myErr *mysql.MySQLError
+	return !errors.As(err, &myErr) && !errors.Is(err, sql.ErrTxDone) &&
+		!errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
+}
+
+// resolveTimeout bounds reading back a COMMIT whose answer was lost.
+const resolveTimeout = 5 * time.Second
+
+// landed reports whether the transaction that inserted o committed, on a
+// fresh context and connection. The read locks the row, so it waits for a
+// COMMIT (or the rollback of a dropped connection) still under way on the
+// server instead of reading around it; ids are not reused, and the row
+// must be o's.
+func (s *Stock) landed(o service.Order) (bool, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), resolveTimeout)
+	defer cancel()
+	var (
+		skuID int64
+		user  string
+	)
+	err := s.sql.QueryRowContext(ctx, "SELECT sku_id, user_id FROM orders WHERE id = ? LOCK IN SHARE MODE", o.ID).Scan(&skuID, &user)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	return skuID == o.SKUID && user == o.UserID, nil
+}
+
+// firstOrder is the first order the writers inserted.
+func firstOrder(ws []*member) service.Order {
+	a := &ws[0].a
+	return a.Outcomes[a.New[0]].Placed.Order
+}
+
+func (s *Stock) readMembers(ctx context.Context, tx *sql.Tx, ms []*member, wait lockWait) (map[string]service.Order, error) {
 	var (
 		q    strings.Builder
 		args []any
 	)
+	q.WriteString("SET SESSION innodb_lock_wait_timeout = " + wait.String() + "; ")
 	q.WriteString("SELECT id, name, total_stock, stock, sold, version, fence, per_user_limit, starts_at, ends_at, created_at, updated_at FROM skus WHERE id IN (")
 	for i, m := range ms {
 		q.WriteString(placeholder(i))

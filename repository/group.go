@@ -3,6 +3,7 @@ package repository
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -45,12 +46,10 @@ func (s *Stock) commitShared(ctx context.Context, b service.Batch) (service.Batc
 	g.pending = append(g.pending, c)
 	if g.leaders >= maxRounds {
 		g.mu.Unlock()
-		select {
-		case <-c.done:
+		if !g.wait(c) {
 			return c.m.res, c.m.err
-		case <-c.lead: // handed the lead, and taken out of pending
 		}
-		g.mu.Lock()
+		g.mu.Lock() // handed the lead, and taken out of pending
 	} else {
 		g.leaders++
 	}
@@ -69,6 +68,46 @@ func (s *Stock) commitShared(ctx context.Context, b service.Batch) (service.Batc
 	g.mu.Unlock()
 	<-c.done // the leader's own call is always in its round
 	return c.m.res, c.m.err
+}
+
+// wait blocks until c is answered or handed the lead, and reports whether
+// it leads. A caller whose context ends while its batch is still pending
+// leaves, answered with that error: nothing was written for it. Once its
+// batch is in a round it waits for the round, since answering before the
+// round ends could tell a buyer "uncharged" about an order that commits.
+func (g *groupCommit) wait(c *groupCall) (lead bool) {
+	select {
+	case <-c.done:
+		return false
+	case <-c.lead:
+		return true
+	case <-c.ctx.Done():
+	}
+	g.mu.Lock()
+	left := g.remove(c)
+	g.mu.Unlock()
+	if left {
+		c.m.res, c.m.err = service.BatchResult{}, callerGone(c.ctx)
+		return false
+	}
+	select {
+	case <-c.done:
+		return false
+	case <-c.lead:
+		return true
+	}
+}
+
+// remove takes c out of pending, reporting whether it was there. Called
+// with g.mu held.
+func (g *groupCommit) remove(c *groupCall) bool {
+	for i, p := range g.pending {
+		if p == c {
+			g.pending = append(g.pending[:i], g.pending[i+1:]...)
+			return true
+		}
+	}
+	return false
 }
 
 // take removes from pending the round that leader leads: leader first,
@@ -93,52 +132,86 @@ func (g *groupCommit) take(leader *groupCall) []*groupCall {
 	return round
 }
 
-// runRound commits a round and answers every call of it. When the shared
-// transaction fails on a conflict (one SKU's guard did not hold, a
-// concurrent duplicate key), each batch is retried alone, so one SKU's
-// contention never fails another's.
+// runRound commits a round and answers every call of it. A call whose
+// caller has already gone is left out, uncharged. The others share one
+// transaction under roundContext, waiting at most sharedLockWait for any
+// row. When it fails for any reason but an unreachable database, nothing
+// of it was committed, and each batch is committed alone, all at once,
+// under its own caller's context: one SKU's held row, deadline, deadlock
+// or conflict never fails another SKU's buyers.
 func (s *Stock) runRound(round []*groupCall) {
 	defer func() {
 		for _, c := range round {
 			close(c.done)
 		}
 	}()
-	ms := make([]*member, len(round))
-	for i, c := range round {
-		ms[i] = &c.m
-	}
-	ctx, cancel := roundContext(round)
-	defer cancel()
-	err := s.commitMySQL(ctx, ms)
-	if err == nil {
-		return
-	}
-	if len(round) == 1 || !errors.Is(translate(err, service.ErrSKUNotFound, false), service.ErrConflict) {
-		for _, c := range round {
-			c.m.res, c.m.err = service.BatchResult{}, translateBatch(err, c.m.b)
-		}
-		return
-	}
+	var (
+		live []*groupCall
+		ms   []*member
+	)
 	for _, c := range round {
-		c.m.res, c.m.err = service.BatchResult{}, nil
-		if err := s.commitMySQL(c.ctx, []*member{&c.m}); err != nil {
+		if c.ctx.Err() != nil {
+			c.m.res, c.m.err = service.BatchResult{}, callerGone(c.ctx)
+			continue
+		}
+		live = append(live, c)
+		ms = append(ms, &c.m)
+	}
+	if len(live) == 0 {
+		return
+	}
+	ctx, cancel := roundContext(live)
+	err := s.commitMySQL(ctx, ms, sharedLockWait)
+	cancel()
+	switch {
+	case err == nil:
+		return
+	case errors.Is(err, errUnreachable):
+		for _, c := range live {
 			c.m.res, c.m.err = service.BatchResult{}, translateBatch(err, c.m.b)
 		}
+		return
 	}
+	var wg sync.WaitGroup
+	for _, c := range live {
+		wg.Go(func() { c.m.res, c.m.err = s.commitAlone(c.ctx, c.m.b) })
+	}
+	wg.Wait()
 }
 
-// roundContext ends at the earliest deadline of the round's callers. It is
-// not cancelled with any one of them: the others' orders still commit,
-// and a caller whose lease was lost is stopped by its fence and version.
+// commitAlone commits b in a transaction of its own, bounded by ctx.
+func (s *Stock) commitAlone(ctx context.Context, b service.Batch) (service.BatchResult, error) {
+	if ctx.Err() != nil {
+		return service.BatchResult{}, callerGone(ctx)
+	}
+	m := &member{b: b}
+	if err := s.commitMySQL(ctx, []*member{m}, lockWaitUntil(ctx)); err != nil {
+		return service.BatchResult{}, translateBatch(err, b)
+	}
+	return m.res, m.err
+}
+
+// callerGone answers a batch whose caller's context ended before anything
+// was written for it.
+func callerGone(ctx context.Context) error {
+	return fmt.Errorf("%w: nothing written, the caller left: %w", service.ErrUnavailable, ctx.Err())
+}
+
+// roundContext gives a shared round half the time that its most hurried
+// caller has left, so that if the round fails every batch still has half
+// its time to commit alone. It derives from no caller's context: one
+// caller's cancellation does not stop the others' orders (a caller whose
+// lease was lost is stopped by its fence and version).
 func roundContext(round []*groupCall) (context.Context, context.CancelFunc) {
-	var earliest time.Time
+	now := time.Now()
+	budget := time.Duration(-1)
 	for _, c := range round {
-		if d, ok := c.ctx.Deadline(); ok && (earliest.IsZero() || d.Before(earliest)) {
-			earliest = d
+		if d, ok := c.ctx.Deadline(); ok && (budget < 0 || d.Sub(now) < budget) {
+			budget = d.Sub(now)
 		}
 	}
-	if earliest.IsZero() {
+	if budget < 0 {
 		return context.WithCancel(context.Background())
 	}
-	return context.WithDeadline(context.Background(), earliest)
+	return context.WithTimeout(context.Background(), budget/2)
 }

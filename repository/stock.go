@@ -97,17 +97,18 @@ func (purchaseRow) TableName() string { return "user_purchases" }
 // decide with service.Allocate; then one conditional UPDATE (version, and
 // fence when b.Fence > 0, or only stock >= n in ModeConditional), one
 // multi-row INSERT of orders and one upsert of holdings. A conditional
-// UPDATE that matches no row returns service.ErrConflict.
+// UPDATE that matches no row returns service.ErrConflict; a SKU whose
+// fence is newer than b.Fence returns service.ErrStaleFence, written
+// nothing; a COMMIT that may or may not have landed is read back, and
+// returns service.ErrOutcomeUnknown when that fails. On MySQL a b.Shared
+// batch may share its transaction with other SKUs' (see runRound): their
+// troubles never become its error.
 func (s *Stock) CommitBatch(ctx context.Context, b service.Batch) (service.BatchResult, error) {
 	if s.sql != nil {
 		if b.Shared {
 			return s.commitShared(ctx, b)
 		}
-		m := &member{b: b}
-		if err := s.commitMySQL(ctx, []*member{m}); err != nil {
-			return service.BatchResult{}, translateBatch(err, b)
-		}
-		return m.res, m.err
+		return s.commitAlone(ctx, b)
 	}
 	var res service.BatchResult
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
@@ -118,6 +119,9 @@ func (s *Stock) CommitBatch(ctx context.Context, b service.Batch) (service.Batch
 		}
 		if err := read.Take(&sku, b.SKUID).Error; err != nil {
 			return err
+		}
+		if b.Fence > 0 && sku.Fence > b.Fence {
+			return staleFence(b, sku)
 		}
 		existing, err := s.ordersByKey(tx, b.Requests)
 		if err != nil {
@@ -250,7 +254,7 @@ func (s *Stock) holdings(tx *gorm.DB, skuID int64, reqs []service.OrderRequest) 
 func (s *Stock) Order(ctx context.Context, id int64) (service.Order, error) {
 	var r orderRow
 	if err := s.db.WithContext(ctx).Take(&r, id).Error; err != nil {
-		return service.Order{}, translate(err, service.ErrNotFound, false)
+		return service.Order{}, translate(err, service.ErrNotFound)
 	}
 	return r.domain(), nil
 }
@@ -260,7 +264,7 @@ func (s *Stock) Order(ctx context.Context, id int64) (service.Order, error) {
 func (s *Stock) OrderByKey(ctx context.Context, key string) (service.Order, error) {
 	var r orderRow
 	if err := s.db.WithContext(ctx).Where("idempotency_key = ?", key).Take(&r).Error; err != nil {
-		return service.Order{}, translate(err, service.ErrNotFound, false)
+		return service.Order{}, translate(err, service.ErrNotFound)
 	}
 	return r.domain(), nil
 }
@@ -269,7 +273,7 @@ func (s *Stock) OrderByKey(ctx context.Context, key string) (service.Order, erro
 func (s *Stock) SKU(ctx context.Context, id int64) (service.SKU, error) {
 	var r skuRow
 	if err := s.db.WithContext(ctx).Take(&r, id).Error; err != nil {
-		return service.SKU{}, translate(err, service.ErrSKUNotFound, false)
+		return service.SKU{}, translate(err, service.ErrSKUNotFound)
 	}
 	return r.domain(), nil
 }
@@ -281,7 +285,7 @@ func (s *Stock) CreateSKU(ctx context.Context, sku service.SKU) (service.SKU, er
 		StartsAt: sku.StartsAt, EndsAt: sku.EndsAt, CreatedAt: sku.CreatedAt, UpdatedAt: sku.UpdatedAt,
 	}
 	if err := s.db.WithContext(ctx).Create(&r).Error; err != nil {
-		return service.SKU{}, translate(err, service.ErrNotFound, false)
+		return service.SKU{}, translate(err, service.ErrNotFound)
 	}
 	return r.domain(), nil
 }
@@ -307,7 +311,7 @@ func (s *Stock) SetStock(ctx context.Context, id, stock int64) (service.SKU, err
 		return tx.Take(&out, id).Error
 	})
 	if err != nil {
-		return service.SKU{}, translate(err, service.ErrSKUNotFound, false)
+		return service.SKU{}, translate(err, service.ErrSKUNotFound)
 	}
 	return out.domain(), nil
 }
@@ -319,7 +323,7 @@ func (s *Stock) OrdersBySKU(ctx context.Context, skuID, after int64, limit int) 
 	err := s.db.WithContext(ctx).Where("sku_id = ? AND id > ?", skuID, after).
 		Order("id").Limit(limit).Find(&rows).Error
 	if err != nil {
-		return nil, translate(err, service.ErrNotFound, false)
+		return nil, translate(err, service.ErrNotFound)
 	}
 	out := make([]service.Order, len(rows))
 	for i, r := range rows {
@@ -340,51 +344,79 @@ func (s *Stock) Ping(ctx context.Context) error {
 	return nil
 }
 
-// Constraint violations, by driver.
+// Driver error numbers the store tells apart.
 const (
 	mysqlDuplicate         = 1062
+	mysqlDeadlock          = 1213
 	mysqlCheckViolated     = 3819 // MySQL 8
 	mariadbCheckViolated   = 4025 // MariaDB
 	sqliteConstraintCheck  = 275
 	sqliteConstraintUnique = 2067
 )
 
-// translate maps a driver error to the service's sentinels: a missing row
-// becomes notFound. A unique or check violation means a concurrent writer
-// got there first: in a batch it is a conflict that a retry re-reads; for
-// a lone request (lone), whose CHECK can only be the per-user limit seen
-// without the version guard, it is the request's answer.
-func translate(err, notFound error, lone bool) error {
+// violation is what a driver error says about the data.
+type violation int
+
+const (
+	violationNone   violation = iota // not a constraint: the database failed or refused
+	violationUnique                  // a unique key: a concurrent writer inserted first
+	violationCheck                   // a CHECK constraint
+	violationRetry                   // a deadlock: the server rolled back; a retry re-reads
+)
+
+func violationOf(err error) violation {
 	var (
-		myErr  *mysql.MySQLError
-		code   interface{ Code() int }
-		unique bool
-		check  bool
+		myErr *mysql.MySQLError
+		code  interface{ Code() int }
 	)
+	switch {
+	case errors.As(err, &myErr):
+		switch myErr.Number {
+		case mysqlDuplicate:
+			return violationUnique
+		case mysqlCheckViolated, mariadbCheckViolated:
+			return violationCheck
+		case mysqlDeadlock:
+			return violationRetry
+		}
+	case errors.As(err, &code):
+		switch code.Code() {
+		case sqliteConstraintUnique:
+			return violationUnique
+		case sqliteConstraintCheck:
+			return violationCheck
+		}
+	}
+	return violationNone
+}
+
+// translate maps a driver error to the service's sentinels: a missing row
+// becomes notFound; a unique or check violation, or a deadlock, means a
+// concurrent writer got there first, a conflict that a retry re-reads;
+// anything else is the database being unavailable.
+func translate(err, notFound error) error {
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, service.ErrConflict), errors.Is(err, service.ErrSKUNotFound):
+	case errors.Is(err, service.ErrConflict), errors.Is(err, service.ErrSKUNotFound),
+		errors.Is(err, service.ErrStaleFence), errors.Is(err, service.ErrOutcomeUnknown),
+		errors.Is(err, service.ErrUnavailable):
 		return err
 	case errors.Is(err, gorm.ErrRecordNotFound):
 		return notFound
-	case errors.As(err, &myErr):
-		unique = myErr.Number == mysqlDuplicate
-		check = myErr.Number == mysqlCheckViolated || myErr.Number == mariadbCheckViolated
-	case errors.As(err, &code):
-		unique = code.Code() == sqliteConstraintUnique
-		check = code.Code() == sqliteConstraintCheck
 	}
-	switch {
-	case check && lone:
-		return fmt.Errorf("%w: %w", service.ErrLimitExceeded, err)
-	case check || unique:
+	if violationOf(err) != violationNone {
 		return fmt.Errorf("%w: %w", service.ErrConflict, err)
 	}
 	return fmt.Errorf("%w: %w", service.ErrUnavailable, err)
 }
 
-// translateBatch is translate for a batch of orders of one SKU.
+// translateBatch is translate for a batch of orders of one SKU. A batch of
+// one request whose CHECK failed can only have met the per-user limit,
+// seen without the version guard (ModeConditional): that is its answer.
 func translateBatch(err error, b service.Batch) error {
-	return translate(err, service.ErrSKUNotFound, len(b.Requests) == 1)
+	if len(b.Requests) == 1 && violationOf(err) == violationCheck {
+		return fmt.Errorf("%w: %w", service.ErrLimitExceeded, err)
+	}
+	return translate(err, service.ErrSKUNotFound)
 }

@@ -78,8 +78,8 @@ func TestCommitBatch_StaleFenceIsRefused(t *testing.T) {
 	}
 	// A holder whose lease expired still carries the older token 99.
 	_, err := s.CommitBatch(ctx, batch(sku.ID, 99, "stale-holder"))
-	if !errors.Is(err, service.ErrConflict) {
-		t.Errorf("CommitBatch(fence 99 after 100) = %v; want ErrConflict", err)
+	if !errors.Is(err, service.ErrStaleFence) {
+		t.Errorf("CommitBatch(fence 99 after 100) = %v; want ErrStaleFence", err)
 	}
 	got, _ := s.SKU(ctx, sku.ID)
 	if got.Sold != 1 || got.Fence != 100 {
@@ -265,8 +265,8 @@ func TestCommitBatch_SharedBatchesOfManySKUs(t *testing.T) {
 				b.Shared = true
 				res, err := s.CommitBatch(ctx, b)
 				switch {
-				case i == 0 && !errors.Is(err, service.ErrConflict):
-					errs <- fmt.Errorf("stale-fenced sku: err = %v; want ErrConflict", err)
+				case i == 0 && !errors.Is(err, service.ErrStaleFence):
+					errs <- fmt.Errorf("stale-fenced sku: err = %v; want ErrStaleFence", err)
 				case i != 0 && err != nil:
 					errs <- fmt.Errorf("sku %d round %d: %v", id, r, err)
 				case i != 0 && (len(res.Outcomes) != 2 || res.Outcomes[0].Err != nil || res.Outcomes[1].Err != nil || res.Outcomes[0].Placed.Order.ID == 0):
