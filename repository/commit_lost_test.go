@@ -1,0 +1,239 @@
+package repository_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/repository"
+	"github.com/seckill/seckill/service"
+)
+
+// What a commitCutter does to the next COMMIT it sees.
+const (
+	passCommit      int32 = iota
+	dropCommit            // close the connection instead: COMMIT never reaches the server
+	loseReply             // forward COMMIT, then close the connection instead of passing the server's reply
+	loseReplyAndAll       // as loseReply, then close every connection and refuse new ones
+)
+
+// commitCutter is a loopback TCP proxy in front of MariaDB that reads the
+// MySQL protocol's packets just enough to find a COMMIT, and fails it on
+// demand: the real server, a real connection loss.
+type commitCutter struct {
+	ln     net.Listener
+	target string
+	next   atomic.Int32 // what the next COMMIT meets
+	mu     sync.Mutex
+	conns  []net.Conn
+	dark   bool
+}
+
+func newCommitCutter(t *testing.T, target string) *commitCutter {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &commitCutter{ln: ln, target: target}
+	var wg sync.WaitGroup
+	t.Cleanup(func() {
+		p.goDark()
+		wg.Wait()
+	})
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Go(func() { p.serve(c, &wg) })
+		}
+	})
+	return p
+}
+
+func (p *commitCutter) track(cs ...net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.dark {
+		for _, c := range cs {
+			c.Close()
+		}
+		return false
+	}
+	p.conns = append(p.conns, cs...)
+	return true
+}
+
+func (p *commitCutter) goDark() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.dark = true
+	p.ln.Close()
+	for _, c := range p.conns {
+		c.Close()
+	}
+}
+
+func (p *commitCutter) serve(client net.Conn, wg *sync.WaitGroup) {
+	server, err := net.Dial("tcp", p.target)
+	if err != nil {
+		client.Close()
+		return
+	}
+	if !p.track(client, server) {
+		server.Close()
+		return
+	}
+	closeBoth := func() { client.Close(); server.Close() }
+	var cut atomic.Int32 // set before COMMIT is forwarded: what its reply meets
+	wg.Go(func() {       // server → client
+		for {
+			pkt, err := readPacket(server)
+			if err != nil {
+				closeBoth()
+				return
+			}
+			switch cut.Load() {
+			case loseReply:
+				closeBoth()
+				return
+			case loseReplyAndAll:
+				p.goDark()
+				return
+			}
+			if _, err := client.Write(pkt); err != nil {
+				closeBoth()
+				return
+			}
+		}
+	})
+	for { // client → server
+		pkt, err := readPacket(client)
+		if err != nil {
+			closeBoth()
+			return
+		}
+		if string(pkt[4:]) == "\x03COMMIT" {
+			switch mode := p.next.Swap(passCommit); mode {
+			case dropCommit:
+				closeBoth()
+				return
+			case loseReply, loseReplyAndAll:
+				cut.Store(mode)
+			}
+		}
+		if _, err := server.Write(pkt); err != nil {
+			closeBoth()
+			return
+		}
+	}
+}
+
+// readPacket reads one MySQL packet: a 3-byte little-endian length, a
+// sequence byte, the payload.
+func readPacket(r io.Reader) ([]byte, error) {
+	var hdr [4]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return nil, err
+	}
+	n := int(hdr[0]) | int(hdr[1])<<8 | int(hdr[2])<<16
+	pkt := make([]byte, 4+n)
+	copy(pkt, hdr[:])
+	_, err := io.ReadFull(r, pkt[4:])
+	return pkt, err
+}
+
+// A COMMIT whose answer is lost is answered with the truth: the orders
+// when it landed, "uncharged" when it did not, ErrOutcomeUnknown when
+// the store cannot find out; never "uncharged" for an order that exists.
+func TestCommitBatch_LostCommitIsAnsweredTruthfully(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		shared  bool
+		cut     int32
+		landed  bool  // whether the orders are in the database afterwards
+		wantErr error // nil: the orders are answered
+	}{
+		{"reply lost, committed", false, loseReply, true, nil},
+		{"COMMIT never sent", false, dropCommit, false, service.ErrUnavailable},
+		{"reply lost, database gone", false, loseReplyAndAll, true, service.ErrOutcomeUnknown},
+		{"shared round, reply lost, committed", true, loseReply, true, nil},
+		// The round did not land, so its batches are committed alone.
+		{"shared round, COMMIT never sent", true, dropCommit, true, nil},
+		{"shared round, reply lost, database gone", true, loseReplyAndAll, true, service.ErrOutcomeUnknown},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			dsn := testenv.Database(t)
+			direct := testenv.DB(t, dsn)
+			mc, err := mysql.ParseDSN(dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := newCommitCutter(t, mc.Addr)
+			mc.Addr = p.ln.Addr().String()
+			s := repository.New(testenv.DB(t, mc.FormatDSN()))
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			now := time.Now().UTC()
+			sku, err := s.CreateSKU(ctx, service.SKU{Name: "c", TotalStock: 5, Stock: 5, PerUserLimit: 1, CreatedAt: now, UpdatedAt: now})
+			if err != nil {
+				t.Fatal(err)
+			}
+			b := batch(sku.ID, 0, "a", "b")
+			b.Requests[0].IdempotencyKey = "k-" + tt.name
+			b.Shared = tt.shared
+
+			p.next.Store(tt.cut)
+			res, err := s.CommitBatch(ctx, b)
+
+			var sold, orders int64
+			if err := direct.Raw("SELECT sold FROM skus WHERE id = ?", sku.ID).Row().Scan(&sold); err != nil {
+				t.Fatal(err)
+			}
+			if err := direct.Raw("SELECT COUNT(*) FROM orders WHERE sku_id = ?", sku.ID).Row().Scan(&orders); err != nil {
+				t.Fatal(err)
+			}
+			want := int64(0)
+			if tt.landed {
+				want = 2
+			}
+			if sold != want || orders != want {
+				t.Fatalf("sold %d, %d orders; want %d, %d (the cut did not happen as staged)", sold, orders, want, want)
+			}
+			if tt.wantErr != nil {
+				if !errors.Is(err, tt.wantErr) {
+					t.Fatalf("CommitBatch = %v; want %v", err, tt.wantErr)
+				}
+				if !tt.landed && errors.Is(err, service.ErrOutcomeUnknown) {
+					t.Errorf("CommitBatch = %v for a COMMIT that never landed; want a plain uncharged error", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("CommitBatch = %v; want the committed orders", err)
+			}
+			for i, out := range res.Outcomes {
+				if out.Err != nil || !out.Placed.Created {
+					t.Fatalf("request %d = %+v; want a new order", i, out)
+				}
+				var user string
+				if err := direct.Raw("SELECT user_id FROM orders WHERE id = ?", out.Placed.Order.ID).Row().Scan(&user); err != nil || user != b.Requests[i].UserID {
+					t.Errorf("order %d of request %d: user %q, %v; want %q", out.Placed.Order.ID, i, user, err, b.Requests[i].UserID)
+				}
+			}
+		})
+	}
+}
