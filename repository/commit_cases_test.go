@@ -1,0 +1,194 @@
+package repository_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/seckill/seckill/internal/database"
+	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/repository"
+	"github.com/seckill/seckill/service"
+)
+
+// backend is one database the store runs on: the batch commit is written
+// once for MySQL (raw multi-statement SQL) and once for SQLite (GORM), and
+// both must pass the same cases.
+type backend struct {
+	name string
+	open func(t *testing.T) *gorm.DB
+}
+
+var backends = []backend{
+	{"mariadb", func(t *testing.T) *gorm.DB { return testenv.DB(t, testenv.Database(t)) }},
+	{"sqlite", openSQLite},
+}
+
+func openSQLite(t *testing.T) *gorm.DB {
+	t.Helper()
+	db, err := database.OpenSQLite(filepath.Join(t.TempDir(), "seckill.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { database.Close(db) })
+	if err := database.Migrate(context.Background(), db, "up", slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatal(err)
+	}
+	return db
+}
+
+// replayed is a wanted outcome: the order placed earlier under the same
+// idempotency key, not a new one.
+var replayed = errors.New("replayed")
+
+type buy struct {
+	user string
+	qty  int64
+	key  string // idempotency key, "" for none
+	want error  // nil: a new order; replayed; or the domain error
+}
+
+type commitStep struct {
+	fence    int64
+	buys     []buy
+	batchErr error // the whole batch's error; then buys' wants are not checked
+}
+
+func TestCommitBatch_Cases(t *testing.T) {
+	t.Parallel()
+	type window int
+	const (
+		open window = iota
+		notYet
+		closed
+	)
+	tests := []struct {
+		name         string
+		stock, limit int64
+		window       window
+		steps        []commitStep
+		sold         int64
+	}{
+		{name: "first come, first served until the stock runs out", stock: 3, limit: 5, sold: 3, steps: []commitStep{
+			{buys: []buy{{"a", 1, "", nil}, {"b", 2, "", nil}, {"c", 1, "", service.ErrSoldOut}}},
+			{buys: []buy{{"d", 1, "", service.ErrSoldOut}}},
+		}},
+		{name: "a quantity larger than what is left does not block smaller ones", stock: 3, limit: 5, sold: 3, steps: []commitStep{
+			{buys: []buy{{"a", 2, "", nil}, {"b", 2, "", service.ErrSoldOut}, {"c", 1, "", nil}}},
+		}},
+		{name: "per-user limit within a batch and across batches", stock: 10, limit: 2, sold: 4, steps: []commitStep{
+			{buys: []buy{{"a", 1, "", nil}, {"b", 2, "", nil}, {"b", 1, "", service.ErrLimitExceeded}}},
+			{buys: []buy{{"a", 2, "", service.ErrLimitExceeded}, {"a", 1, "", nil}, {"a", 1, "", service.ErrLimitExceeded}}},
+		}},
+		{name: "idempotent replays within a batch and across batches", stock: 10, limit: 5, sold: 2, steps: []commitStep{
+			{buys: []buy{{"a", 1, "k1", nil}, {"a", 1, "k1", replayed}, {"b", 1, "k2", nil}}},
+			{buys: []buy{{"a", 1, "k1", replayed}, {"b", 1, "k2", replayed}}},
+		}},
+		{name: "an idempotency key reused for another request", stock: 10, limit: 5, sold: 1, steps: []commitStep{
+			{buys: []buy{{"a", 1, "k", nil}, {"b", 1, "k", service.ErrIdempotencyConflict}}},
+			{buys: []buy{{"a", 2, "k", service.ErrIdempotencyConflict}}},
+		}},
+		{name: "sale not open yet", stock: 10, limit: 5, window: notYet, steps: []commitStep{
+			{buys: []buy{{"a", 1, "", service.ErrSaleNotActive}, {"b", 1, "k", service.ErrSaleNotActive}}},
+		}},
+		{name: "sale closed", stock: 10, limit: 5, window: closed, steps: []commitStep{
+			{buys: []buy{{"a", 1, "", service.ErrSaleNotActive}}},
+		}},
+		{name: "a stale fence writes nothing; an equal fence is the same holder", stock: 10, limit: 5, sold: 2, steps: []commitStep{
+			{fence: 100, buys: []buy{{"a", 1, "", nil}}},
+			{fence: 99, buys: []buy{{"b", 1, "", nil}}, batchErr: service.ErrStaleFence},
+			{fence: 100, buys: []buy{{"c", 1, "", nil}}},
+		}},
+	}
+	for _, be := range backends {
+		t.Run(be.name, func(t *testing.T) {
+			t.Parallel()
+			db := be.open(t)
+			s := repository.New(db)
+			ctx := context.Background()
+			for i, tt := range tests {
+				t.Run(tt.name, func(t *testing.T) {
+					now := time.Now().UTC().Truncate(time.Microsecond)
+					sku := service.SKU{Name: "case", TotalStock: tt.stock, Stock: tt.stock, PerUserLimit: tt.limit, CreatedAt: now, UpdatedAt: now}
+					switch tt.window {
+					case notYet:
+						at := now.Add(time.Hour)
+						sku.StartsAt = &at
+					case closed:
+						at := now.Add(-time.Hour)
+						sku.EndsAt = &at
+					}
+					sku, err := s.CreateSKU(ctx, sku)
+					if err != nil {
+						t.Fatal(err)
+					}
+					ids := map[string]int64{} // idempotency key → order id
+					for j, st := range tt.steps {
+						b := service.Batch{SKUID: sku.ID, Fence: st.fence, Now: time.Now().UTC().Truncate(time.Microsecond)}
+						for _, by := range st.buys {
+							key := by.key
+							if key != "" {
+								key = fmt.Sprintf("case%d-%s", i, key)
+							}
+							b.Requests = append(b.Requests, service.OrderRequest{SKUID: sku.ID, UserID: by.user, Quantity: by.qty, IdempotencyKey: key})
+						}
+						res, err := s.CommitBatch(ctx, b)
+						if st.batchErr != nil || err != nil {
+							if !errors.Is(err, st.batchErr) || st.batchErr == nil {
+								t.Fatalf("step %d: CommitBatch = %v; want %v", j, err, st.batchErr)
+							}
+							continue
+						}
+						for k, by := range st.buys {
+							out := res.Outcomes[k]
+							switch {
+							case by.want == nil && (out.Err != nil || !out.Placed.Created || out.Placed.Order.ID == 0):
+								t.Errorf("step %d request %d = %+v; want a new order", j, k, out)
+							case by.want == replayed && (out.Err != nil || out.Placed.Created || out.Placed.Order.ID != ids[by.key]):
+								t.Errorf("step %d request %d = %+v; want the order %d replayed", j, k, out, ids[by.key])
+							case by.want != nil && by.want != replayed && !errors.Is(out.Err, by.want):
+								t.Errorf("step %d request %d = %v; want %v", j, k, out.Err, by.want)
+							}
+							if by.want == nil && by.key != "" {
+								ids[by.key] = out.Placed.Order.ID
+							}
+						}
+					}
+					assertBooks(t, db, sku.ID, tt.stock, tt.sold, tt.limit)
+				})
+			}
+		})
+	}
+}
+
+// assertBooks checks a SKU's invariants: stock + sold is the initial
+// stock, sold is wantSold, every unit sold has its order row, and no user
+// holds more than the limit or other than their orders.
+func assertBooks(t *testing.T, db *gorm.DB, skuID, initial, wantSold, limit int64) {
+	t.Helper()
+	var stock, sold, ordered, orders, overLimit, mismatched int64
+	if err := db.Raw("SELECT stock, sold FROM skus WHERE id = ?", skuID).Row().Scan(&stock, &sold); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Raw("SELECT COUNT(*), COALESCE(SUM(quantity), 0) FROM orders WHERE sku_id = ?", skuID).Row().Scan(&orders, &ordered); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Raw(`SELECT COUNT(*) FROM (SELECT user_id, SUM(quantity) AS q FROM orders WHERE sku_id = ? GROUP BY user_id) o
+		WHERE o.q > ?`, skuID, limit).Row().Scan(&overLimit); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Raw(`SELECT COUNT(*) FROM user_purchases p WHERE p.sku_id = ? AND p.quantity <>
+		(SELECT COALESCE(SUM(o.quantity), 0) FROM orders o WHERE o.sku_id = p.sku_id AND o.user_id = p.user_id)`, skuID).Row().Scan(&mismatched); err != nil {
+		t.Fatal(err)
+	}
+	if sold != wantSold || stock+sold != initial || ordered != sold || overLimit != 0 || mismatched != 0 {
+		t.Errorf("sku %d: stock %d sold %d (want %d of %d), %d orders of %d units, %d users over the limit, %d holdings not matching orders",
+			skuID, stock, sold, wantSold, initial, orders, ordered, overLimit, mismatched)
+	}
+}
