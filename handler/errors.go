@@ -34,6 +34,7 @@ const (
 	codeBusy                = "busy"
 	codeRateLimited         = "rate_limited"
 	codeUnavailable         = "unavailable"
+	codeOutcomeUnknown      = "outcome_unknown"
 	codeInternal            = "internal"
 	codeMethodNotAllowed    = "method_not_allowed"
 )
@@ -53,6 +54,7 @@ var errorMap = []struct {
 	{service.ErrSaleNotActive, http.StatusConflict, codeSaleNotActive, "the sale of this sku is not open now"},
 	{service.ErrIdempotencyConflict, http.StatusConflict, codeIdempotencyConflict, "this Idempotency-Key was used with a different request"},
 	{service.ErrBusy, http.StatusTooManyRequests, codeBusy, "too many buyers are waiting for this sku; retry shortly"},
+	{service.ErrOutcomeUnknown, http.StatusServiceUnavailable, codeOutcomeUnknown, "the order may or may not have been placed: look it up, or retry with the same Idempotency-Key if the request carried one"},
 	{service.ErrUnavailable, http.StatusServiceUnavailable, codeUnavailable, "the service cannot complete this now; retry with the same Idempotency-Key"},
 }
 

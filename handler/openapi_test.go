@@ -240,7 +240,7 @@ func TestOpenAPIContract(t *testing.T) {
 	for _, code := range []string{
 		"invalid_request", "request_too_large", "unauthorized", "not_found", "sku_not_found",
 		"method_not_allowed", "sold_out", "limit_exceeded", "sale_not_active",
-		"idempotency_conflict", "busy", "unavailable", "internal",
+		"idempotency_conflict", "busy", "unavailable", "outcome_unknown", "internal",
 	} {
 		if !spec.codes[code] {
 			t.Errorf("ErrorCode enum lacks %q", code)
