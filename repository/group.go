@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -24,7 +25,8 @@ const (
 // then runs one transaction per round instead of one per SKU. There is no
 // background goroutine: a caller that finds fewer than maxRounds rounds
 // under way leads one, and hands the lead to the first caller still
-// waiting when its round ends.
+// waiting when its round ends (a failed round's batches are retried alone
+// on goroutines that end with the round).
 type groupCommit struct {
 	mu      sync.Mutex
 	pending []*groupCall
@@ -103,7 +105,7 @@ func (g *groupCommit) wait(c *groupCall) (lead bool) {
 func (g *groupCommit) remove(c *groupCall) bool {
 	for i, p := range g.pending {
 		if p == c {
-			g.pending = append(g.pending[:i], g.pending[i+1:]...)
+			g.pending = slices.Delete(g.pending, i, i+1)
 			return true
 		}
 	}

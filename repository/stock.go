@@ -110,6 +110,8 @@ func (s *Stock) CommitBatch(ctx context.Context, b service.Batch) (service.Batch
 		}
 		return s.commitAlone(ctx, b)
 	}
+	// SQLite (the quick start) runs one transaction at a time, in-process:
+	// nothing to share, and a failed COMMIT did not commit.
 	var res service.BatchResult
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		var sku skuRow
