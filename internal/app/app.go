@@ -230,6 +230,7 @@ func newAPI(cfg config.Config, orders *service.Orders, catalog *service.Catalog,
 		},
 		TrustedProxies: cfg.Limits.TrustedProxies,
 		Draining:       draining,
+		AccessLog:      cfg.Log.Access,
 	})
 }
 
