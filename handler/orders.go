@@ -72,6 +72,8 @@ func (h *orders) create(c *gin.Context) {
 	status := http.StatusCreated
 	if !placed.Created {
 		status = http.StatusOK
+	} else {
+		c.Header("Location", orderLocation(placed.Order.ID))
 	}
 	writeOrder(c, status, placed.Order)
 }

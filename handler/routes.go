@@ -96,6 +96,8 @@ func New(cfg Config) (http.Handler, error) {
 	admin.GET("/skus/:id", s.adminGet)
 	admin.PUT("/skus/:id/stock", s.setStock)
 	admin.GET("/skus/:id/orders", s.listOrders)
+	admin.GET("/skus", s.list)
+	admin.PATCH("/skus/:id", s.update)
 
 	if cfg.Bench {
 		r.POST("/bench/constant", constant)

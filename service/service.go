@@ -187,6 +187,12 @@ type Store interface {
 	CreateSKU(ctx context.Context, s SKU) (SKU, error)
 	SetStock(ctx context.Context, id, stock int64) (SKU, error)
 	OrdersBySKU(ctx context.Context, skuID, after int64, limit int) ([]Order, error)
+	// SKUs returns up to limit SKUs with ids above after, by id.
+	SKUs(ctx context.Context, after int64, limit int) ([]SKU, error)
+	// UpdateSKU applies ch (with SKUChange.Apply) to the SKU in one
+	// transaction, bumps its version and keeps the per-user limit copied
+	// into the holdings consistent, or returns ErrSKUNotFound or ErrInvalid.
+	UpdateSKU(ctx context.Context, id int64, ch SKUChange, now time.Time) (SKU, error)
 	Ping(ctx context.Context) error
 }
 

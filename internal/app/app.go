@@ -267,6 +267,9 @@ func announce(ctx context.Context, cfg config.Config, catalog *service.Catalog, 
 		fmt.Fprintf(stdout, "admin token (generated): %s\n", cfg.Admin.Token)
 	}
 	log.Info("serving", "url", url, "mode", mode, "strategy", cfg.Order.Strategy)
+	if !cfg.Embedded() {
+		hintFirstSKU(ctx, catalog, log, url)
+	}
 	return nil
 }
 
