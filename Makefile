@@ -25,10 +25,11 @@ test-only:
 deps:
 	./scripts/deps.sh
 
-## lint: go vet and staticcheck
+## lint: go vet, staticcheck, and Redocly's recommended rules on handler/openapi.yaml (npm fetches it)
 lint:
 	$(GO) vet ./...
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
+	npx --yes @redocly/cli@2.77.0 lint --config redocly.yaml handler/openapi.yaml
 
 ## bench: every order strategy through HTTP with k6 next to the HTTP ceiling, one table of ratios;
 ##        then the Go benchmarks of the lock and of a batched commit, summarised by benchstat

@@ -6,16 +6,25 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
+	"reflect"
 	"strconv"
+	"strings"
+	"time"
 
 	"github.com/gin-gonic/gin"
 )
 
-// decode reads one JSON object of at most max bytes into dst, refusing
-// unknown fields, trailing data and wrong types. It writes the 400 or 413
-// itself and reports whether the caller may go on.
+// decode reads one JSON object of at most max bytes into dst, refusing a
+// content type other than JSON (415; a body without one is read as JSON), unknown fields, trailing data and
+// wrong types (400), and a larger body (413). It writes the error itself
+// and reports whether the caller may go on.
 func decode(c *gin.Context, max int64, dst any) bool {
+	if ct := c.Request.Header.Get("Content-Type"); ct != "" && !jsonContent(ct) {
+		abort(c, http.StatusUnsupportedMediaType, codeUnsupportedMedia, "send the body as JSON with Content-Type: application/json")
+		return false
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, max))
 	if err != nil {
 		var tooLarge *http.MaxBytesError
@@ -33,54 +42,155 @@ func decode(c *gin.Context, max int64, dst any) bool {
 	return true
 }
 
-// unmarshal returns a message for clients, or "" on success.
+// jsonContent reports whether a Content-Type names JSON: application/json
+// or a structured +json type, with any parameters (charset=utf-8).
+func jsonContent(ct string) bool {
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return false
+	}
+	return mt == "application/json" || (strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json"))
+}
+
+// unmarshal returns a message for clients, or "" on success. Every message
+// about broken JSON starts "the body is not valid JSON".
 func unmarshal(body []byte, dst any) string {
+	trimmed := bytes.TrimLeft(body, " \t\r\n")
+	if len(trimmed) == 0 {
+		return "the body is empty; send one JSON object"
+	}
+	if trimmed[0] != '{' {
+		if json.Valid(trimmed) {
+			return "the body must be a JSON object, not " + jsonKind(trimmed[0])
+		}
+		return "the body is not valid JSON: " + syntaxAt(body)
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(dst); err != nil {
-		var typeErr *json.UnmarshalTypeError
-		var syntaxErr *json.SyntaxError
+		var (
+			typeErr   *json.UnmarshalTypeError
+			syntaxErr *json.SyntaxError
+			timeErr   *time.ParseError
+		)
 		switch {
-		case errors.Is(err, io.EOF):
-			return "the body must be a JSON object"
-		case errors.As(err, &typeErr):
-			if typeErr.Field != "" {
-				return fmt.Sprintf("field %q must be a %s", typeErr.Field, jsonType(typeErr.Type.String()))
-			}
-			return "the body must be a JSON object"
-		case errors.As(err, &syntaxErr):
-			return fmt.Sprintf("malformed JSON at byte %d", syntaxErr.Offset)
+		case errors.As(err, &syntaxErr), errors.Is(err, io.ErrUnexpectedEOF):
+			return "the body is not valid JSON: " + syntaxAt(body)
+		case errors.As(err, &typeErr) && typeErr.Field != "":
+			return fmt.Sprintf("field %q must be %s", typeErr.Field, fieldWant(dst, typeErr.Field))
+		case errors.As(err, &timeErr):
+			return fmt.Sprintf(`times must be RFC 3339 strings such as "2030-01-01T10:00:00Z", or null (got %q)`, timeErr.Value)
+		case strings.HasPrefix(err.Error(), "Time.UnmarshalJSON"): // a number or a bool where a time goes
+			return `times must be RFC 3339 strings such as "2030-01-01T10:00:00Z", or null`
+		case strings.HasPrefix(err.Error(), "json: unknown field "):
+			name := strings.TrimPrefix(err.Error(), "json: unknown field ")
+			return fmt.Sprintf("field %s is not known; the fields are %s", name, strings.Join(fieldNames(dst), ", "))
 		default:
-			// Unknown fields and the like: the decoder's text names the field.
-			return "invalid JSON: " + trimJSONPrefix(err.Error())
+			return "the body is not valid JSON: " + trimJSONPrefix(err.Error())
 		}
-	}
-	if dec.More() {
-		return "the body must hold exactly one JSON object"
 	}
 	var rest json.RawMessage
 	if err := dec.Decode(&rest); !errors.Is(err, io.EOF) {
-		return "the body must hold exactly one JSON object"
+		return "the body must hold exactly one JSON object, with nothing after it"
 	}
 	return ""
 }
 
-func trimJSONPrefix(s string) string {
-	const p = "json: "
-	if len(s) > len(p) && s[:len(p)] == p {
-		return s[len(p):]
+// syntaxAt describes where body stops being JSON.
+func syntaxAt(body []byte) string {
+	var v any
+	err := json.Unmarshal(body, &v)
+	var syntaxErr *json.SyntaxError
+	if errors.As(err, &syntaxErr) {
+		if syntaxErr.Offset >= int64(len(body)) {
+			return "it ends early"
+		}
+		return fmt.Sprintf("%s (at byte %d)", trimJSONPrefix(syntaxErr.Error()), syntaxErr.Offset)
 	}
-	return s
+	return "it ends early"
 }
 
-func jsonType(goType string) string {
-	switch goType {
-	case "int64", "*int64", "int", "*int":
-		return "integer within range"
-	case "string", "*string":
-		return "string"
+func jsonKind(first byte) string {
+	switch first {
+	case '[':
+		return "an array"
+	case '"':
+		return "a string"
+	case 'n':
+		return "null"
+	case 't', 'f':
+		return "a boolean"
 	}
-	return "value of another type"
+	return "a number"
+}
+
+func trimJSONPrefix(s string) string {
+	return strings.TrimPrefix(s, "json: ")
+}
+
+// fieldRanges names what each body field accepts, with its range, for the
+// message of a value of the wrong type or out of range.
+var fieldRanges = map[string]string{
+	"sku_id":         "an integer from 1 to 9223372036854775807",
+	"quantity":       "an integer from 1 to 1073741824",
+	"per_user_limit": "an integer from 1 to 1073741824",
+	"stock":          "an integer from 0 to 1099511627776",
+	"user_id":        "a string",
+	"name":           "a string",
+	"starts_at":      `an RFC 3339 time such as "2030-01-01T10:00:00Z", or null`,
+	"ends_at":        `an RFC 3339 time such as "2030-01-01T10:00:00Z", or null`,
+}
+
+// fieldWant returns what field accepts: its documented range, or its JSON type.
+func fieldWant(dst any, field string) string {
+	if want, ok := fieldRanges[field]; ok {
+		return want
+	}
+	t := reflect.TypeOf(dst)
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t.Kind() == reflect.Struct {
+		for i := 0; i < t.NumField(); i++ {
+			f := t.Field(i)
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			if name != field {
+				continue
+			}
+			ft := f.Type
+			for ft.Kind() == reflect.Pointer {
+				ft = ft.Elem()
+			}
+			switch ft.Kind() {
+			case reflect.Int, reflect.Int32, reflect.Int64:
+				return "an integer"
+			case reflect.String:
+				return "a string"
+			case reflect.Bool:
+				return "true or false"
+			}
+		}
+	}
+	return "of another type"
+}
+
+// fieldNames lists the JSON fields of dst's struct type.
+func fieldNames(dst any) []string {
+	t := reflect.TypeOf(dst)
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	var names []string
+	if t.Kind() != reflect.Struct {
+		return names
+	}
+	for i := 0; i < t.NumField(); i++ {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		if name != "" && name != "-" {
+			names = append(names, name)
+		}
+	}
+	return names
 }
 
 // pathID parses a positive integer path parameter, writing the 400.

@@ -28,6 +28,8 @@ const (
 	codeNotFound            = "not_found"
 	codeSKUNotFound         = "sku_not_found"
 	codeSoldOut             = "sold_out"
+	codeInsufficientStock   = "insufficient_stock"
+	codeUnsupportedMedia    = "unsupported_media_type"
 	codeLimitExceeded       = "limit_exceeded"
 	codeSaleNotActive       = "sale_not_active"
 	codeIdempotencyConflict = "idempotency_conflict"
@@ -50,13 +52,18 @@ var errorMap = []struct {
 	{service.ErrSKUNotFound, http.StatusNotFound, codeSKUNotFound, "no such sku"},
 	{service.ErrNotFound, http.StatusNotFound, codeNotFound, "not found"},
 	{service.ErrSoldOut, http.StatusConflict, codeSoldOut, "the sku is sold out"},
-	{service.ErrLimitExceeded, http.StatusConflict, codeLimitExceeded, "this user has reached the sku's per-user limit"},
+	{service.ErrInsufficientStock, http.StatusConflict, codeInsufficientStock, "fewer units are left than the quantity asked for; see the sku's stock and ask for fewer"},
+	{service.ErrLimitExceeded, http.StatusConflict, codeLimitExceeded, "this order would take the user over the sku's per_user_limit; see the sku and ask for fewer"},
 	{service.ErrSaleNotActive, http.StatusConflict, codeSaleNotActive, "the sale of this sku is not open now"},
 	{service.ErrIdempotencyConflict, http.StatusConflict, codeIdempotencyConflict, "this Idempotency-Key was used with a different request"},
 	{service.ErrBusy, http.StatusTooManyRequests, codeBusy, "too many buyers are waiting for this sku; retry shortly"},
 	{service.ErrOutcomeUnknown, http.StatusServiceUnavailable, codeOutcomeUnknown, "the order may or may not have been placed: look it up, or retry with the same Idempotency-Key if the request carried one"},
-	{service.ErrUnavailable, http.StatusServiceUnavailable, codeUnavailable, "the service cannot complete this now; retry with the same Idempotency-Key"},
+	{service.ErrUnavailable, http.StatusServiceUnavailable, codeUnavailable, "the service cannot complete this now; retry after Retry-After seconds"},
 }
+
+// unavailableKeyed is the 503 message of a request that carried an
+// Idempotency-Key: retrying with it is safe whatever happened.
+const unavailableKeyed = "the service cannot complete this now; retry after Retry-After seconds with the same Idempotency-Key and body"
 
 // fail writes err as the API's error body. ErrInvalid carries its own
 // message (written for clients); unknown errors are logged once with their
@@ -74,7 +81,11 @@ func fail(c *gin.Context, log *slog.Logger, err error) {
 			if m.status == http.StatusServiceUnavailable {
 				log.WarnContext(c.Request.Context(), "request unavailable", "path", c.FullPath(), "err", err)
 			}
-			abort(c, m.status, m.code, m.message)
+			msg := m.message
+			if m.status == http.StatusServiceUnavailable && c.Request.Header.Get("Idempotency-Key") != "" {
+				msg = unavailableKeyed
+			}
+			abort(c, m.status, m.code, msg)
 			return
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -131,6 +132,7 @@ type reply struct {
 	header http.Header
 	body   []byte
 	code   string // the error code of a 4xx/5xx
+	msg    string // the error message of a 4xx/5xx
 }
 
 func (r reply) json(t *testing.T, v any) {
@@ -152,7 +154,7 @@ func (s *stack) call(t *testing.T, method, path, body string, headers ...string)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if body != "" {
+	if body != "" && !slices.Contains(headers, "Content-Type") {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	for i := 0; i+1 < len(headers); i += 2 {
@@ -183,7 +185,7 @@ func (s *stack) call(t *testing.T, method, path, body string, headers ...string)
 	if ct := r.header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
 		t.Errorf("%s: Content-Type = %q; want application/json", where, ct)
 	}
-	if r.status >= 400 && path != "/readyz" {
+	if r.status >= 400 && path != "/readyz" && method != http.MethodHead {
 		var e struct {
 			Error struct {
 				Code    string `json:"code"`
@@ -195,10 +197,13 @@ func (s *stack) call(t *testing.T, method, path, body string, headers ...string)
 		if err := dec.Decode(&e); err != nil || e.Error.Code == "" || e.Error.Message == "" {
 			t.Errorf(`%s = %d %s; want {"error":{"code","message"}} (%v)`, where, r.status, raw, err)
 		}
-		r.code = e.Error.Code
+		r.code, r.msg = e.Error.Code, e.Error.Message
 		if s.spec != nil && !s.spec.codes[r.code] {
 			t.Errorf("%s: error code %q is not in the ErrorCode enum of openapi.yaml", where, r.code)
 		}
+	}
+	if method == http.MethodHead && r.status == http.StatusMethodNotAllowed {
+		r.code = "method_not_allowed" // no body to read it from
 	}
 	if s.spec != nil {
 		s.checkDocumented(t, method, path, r)
@@ -344,6 +349,7 @@ func TestPlaceOrder(t *testing.T) {
 		code    string
 		user    string // the user_id a 201 must echo; "" is u-1
 		sameAs  bool   // a 200 must answer the order setup placed
+		msg     string // a part of the error message, which a user acts on
 	}{
 		{name: "created", body: valid, status: 201},
 		{name: "quantity up to the per-user limit", body: `{"sku_id":{sku},"user_id":"u-1","quantity":3}`, status: 201},
@@ -355,22 +361,27 @@ func TestPlaceOrder(t *testing.T) {
 		{name: "user of 16 four-byte runes", body: `{"sku_id":{sku},"user_id":"` + strings.Repeat("😀", 16) + `","quantity":1}`, user: strings.Repeat("😀", 16), status: 201},
 		{name: "escaped unicode user", body: `{"sku_id":{sku},"user_id":"\u00e9t\u00e9","quantity":1}`, user: "été", status: 201},
 
-		{name: "malformed JSON", body: `{"sku_id":{sku},"user_id":"u-1","quantity":`, status: 400, code: "invalid_request"},
-		{name: "not JSON", body: `buy please`, status: 400, code: "invalid_request"},
-		{name: "single quotes", body: `{'sku_id':{sku}}`, status: 400, code: "invalid_request"},
-		{name: "empty body", body: ``, status: 400, code: "invalid_request"},
-		{name: "blank body", body: "  \n", status: 400, code: "invalid_request"},
-		{name: "null body", body: `null`, status: 400, code: "invalid_request"},
-		{name: "array body", body: `[` + valid + `]`, status: 400, code: "invalid_request"},
-		{name: "string body", body: `"order"`, status: 400, code: "invalid_request"},
-		{name: "number body", body: `1`, status: 400, code: "invalid_request"},
+		{name: "malformed JSON", body: `{"sku_id":{sku},"user_id":"u-1","quantity":`, status: 400, code: "invalid_request", msg: "the body is not valid JSON: it ends early"},
+		{name: "not JSON", body: `buy please`, status: 400, code: "invalid_request", msg: "the body is not valid JSON: invalid character 'b'"},
+		{name: "single quotes", body: `{'sku_id':{sku}}`, status: 400, code: "invalid_request", msg: "the body is not valid JSON: invalid character '\\'' looking for beginning of object key string (at byte 2)"},
+		{name: "empty body", body: ``, status: 400, code: "invalid_request", msg: "the body is empty"},
+		{name: "blank body", body: "  \n", status: 400, code: "invalid_request", msg: "the body is empty"},
+		{name: "null body", body: `null`, status: 400, code: "invalid_request", msg: "the body must be a JSON object, not null"},
+		{name: "array body", body: `[` + valid + `]`, status: 400, code: "invalid_request", msg: "not an array"},
+		{name: "string body", body: `"order"`, status: 400, code: "invalid_request", msg: "not a string"},
+		{name: "number body", body: `1`, status: 400, code: "invalid_request", msg: "not a number"},
+		{name: "text/plain body", body: valid, headers: []string{"Content-Type", "text/plain"}, status: 415, code: "unsupported_media_type", msg: "Content-Type: application/json"},
+		{name: "form body", body: valid, headers: []string{"Content-Type", "application/x-www-form-urlencoded"}, status: 415, code: "unsupported_media_type"},
+		{name: "unparsable content type", body: valid, headers: []string{"Content-Type", "application/json; ;"}, status: 415, code: "unsupported_media_type"},
+		{name: "JSON with charset", body: valid, headers: []string{"Content-Type", "application/json; charset=utf-8"}, status: 201},
+		{name: "JSON structured suffix", body: valid, headers: []string{"Content-Type", "application/vnd.order+json"}, status: 201},
 		{name: "empty object", body: `{}`, status: 400, code: "invalid_request"},
 		{name: "trailing garbage", body: valid + `x`, status: 400, code: "invalid_request"},
 		{name: "trailing brace", body: valid + `}`, status: 400, code: "invalid_request"},
 		{name: "trailing comma", body: valid + `,`, status: 400, code: "invalid_request"},
 		{name: "two objects", body: valid + valid, status: 400, code: "invalid_request"},
 		{name: "two objects on two lines", body: valid + "\n" + valid, status: 400, code: "invalid_request"},
-		{name: "unknown field", body: `{"sku_id":{sku},"user_id":"u-1","quantity":1,"coupon":"FREE"}`, status: 400, code: "invalid_request"},
+		{name: "unknown field", body: `{"sku_id":{sku},"user_id":"u-1","quantity":1,"coupon":"FREE"}`, status: 400, code: "invalid_request", msg: `field "coupon" is not known; the fields are sku_id, user_id, quantity`},
 		{name: "body one byte over the limit", body: valid, size: 4097, status: 413, code: "request_too_large"},
 		{name: "oversize body", body: `{"sku_id":{sku},"user_id":"` + long(64<<10) + `","quantity":1}`, status: 413, code: "request_too_large"},
 
@@ -391,6 +402,7 @@ func TestPlaceOrder(t *testing.T) {
 		{name: "user_id missing", body: `{"sku_id":{sku},"quantity":1}`, status: 400, code: "invalid_request"},
 		{name: "user_id null", body: `{"sku_id":{sku},"user_id":null,"quantity":1}`, status: 400, code: "invalid_request"},
 		{name: "user_id empty", body: `{"sku_id":{sku},"user_id":"","quantity":1}`, status: 400, code: "invalid_request"},
+		{name: "user_id only spaces", body: `{"sku_id":{sku},"user_id":"  \t ","quantity":1}`, status: 400, code: "invalid_request", msg: "user_id must not be empty or only spaces"},
 		{name: "user_id of 65 bytes", body: `{"sku_id":{sku},"user_id":"` + long(65) + `","quantity":1}`, status: 400, code: "invalid_request"},
 		{name: "user_id of 22 runes, 66 bytes", body: `{"sku_id":{sku},"user_id":"` + strings.Repeat("用", 22) + `","quantity":1}`, status: 400, code: "invalid_request"},
 		{name: "user_id number", body: `{"sku_id":{sku},"user_id":7,"quantity":1}`, status: 400, code: "invalid_request"},
@@ -401,10 +413,10 @@ func TestPlaceOrder(t *testing.T) {
 		{name: "quantity null", body: `{"sku_id":{sku},"user_id":"u-1","quantity":null}`, status: 400, code: "invalid_request"},
 		{name: "quantity zero", body: `{"sku_id":{sku},"user_id":"u-1","quantity":0}`, status: 400, code: "invalid_request"},
 		{name: "quantity negative", body: `{"sku_id":{sku},"user_id":"u-1","quantity":-1}`, status: 400, code: "invalid_request"},
-		{name: "quantity float", body: `{"sku_id":{sku},"user_id":"u-1","quantity":1.5}`, status: 400, code: "invalid_request"},
+		{name: "quantity float", body: `{"sku_id":{sku},"user_id":"u-1","quantity":1.5}`, status: 400, code: "invalid_request", msg: `field "quantity" must be an integer from 1 to 1073741824`},
 		{name: "quantity exponent", body: `{"sku_id":{sku},"user_id":"u-1","quantity":1e0}`, status: 400, code: "invalid_request"},
 		{name: "quantity 1e30", body: `{"sku_id":{sku},"user_id":"u-1","quantity":1e30}`, status: 400, code: "invalid_request"},
-		{name: "quantity 2^63", body: `{"sku_id":{sku},"user_id":"u-1","quantity":9223372036854775808}`, status: 400, code: "invalid_request"},
+		{name: "quantity 2^63", body: `{"sku_id":{sku},"user_id":"u-1","quantity":9223372036854775808}`, status: 400, code: "invalid_request", msg: "from 1 to 1073741824"},
 		{name: "quantity -2^63-1", body: `{"sku_id":{sku},"user_id":"u-1","quantity":-9223372036854775809}`, status: 400, code: "invalid_request"},
 		{name: "quantity above 2^30", body: `{"sku_id":{sku},"user_id":"u-1","quantity":1073741825}`, status: 400, code: "invalid_request"},
 		{name: "quantity 2^30 over the limit", body: `{"sku_id":{sku},"user_id":"u-1","quantity":1073741824}`, status: 409, code: "limit_exceeded"},
@@ -431,11 +443,12 @@ func TestPlaceOrder(t *testing.T) {
 		{name: "key reused for another sku", setup: buyOtherSKU("sku-key"), body: valid, headers: []string{"Idempotency-Key", "sku-key"}, status: 409, code: "idempotency_conflict"},
 		{name: "key reused after sold out", sku: `{"name":"c","stock":1}`, setup: buyFirst("u-1", 1, "sold-key-2"), body: `{"sku_id":{sku},"user_id":"u-2","quantity":1}`, headers: []string{"Idempotency-Key", "sold-key-2"}, status: 409, code: "idempotency_conflict"},
 
-		{name: "sold out", sku: `{"name":"c","stock":1}`, setup: buyFirst("u-0", 1, ""), body: valid, status: 409, code: "sold_out"},
+		{name: "sold out", sku: `{"name":"c","stock":1}`, setup: buyFirst("u-0", 1, ""), body: valid, status: 409, code: "sold_out", msg: "sold out"},
 		{name: "sold out with a key", sku: `{"name":"c","stock":1}`, setup: buyFirst("u-0", 1, ""), body: valid, headers: []string{"Idempotency-Key", "late"}, status: 409, code: "sold_out"},
-		{name: "more than the stock left", sku: `{"name":"c","stock":2,"per_user_limit":5}`, body: `{"sku_id":{sku},"user_id":"u-1","quantity":3}`, status: 409, code: "sold_out"},
+		{name: "more than the stock left", sku: `{"name":"c","stock":2,"per_user_limit":5}`, body: `{"sku_id":{sku},"user_id":"u-1","quantity":3}`, status: 409, code: "insufficient_stock", msg: "fewer units are left than the quantity asked for"},
+		{name: "two asked, one left", sku: `{"name":"c","stock":2,"per_user_limit":5}`, setup: buyFirst("u-0", 1, ""), body: `{"sku_id":{sku},"user_id":"u-1","quantity":2}`, status: 409, code: "insufficient_stock"},
 		{name: "zero stock", sku: `{"name":"c","stock":0}`, body: valid, status: 409, code: "sold_out"},
-		{name: "over the per-user limit at once", body: `{"sku_id":{sku},"user_id":"u-1","quantity":4}`, status: 409, code: "limit_exceeded"},
+		{name: "over the per-user limit at once", body: `{"sku_id":{sku},"user_id":"u-1","quantity":4}`, status: 409, code: "limit_exceeded", msg: "would take the user over the sku's per_user_limit"},
 		{name: "over the per-user limit in total", sku: `{"name":"c","stock":10,"per_user_limit":2}`, setup: buyFirst("u-1", 2, ""), body: valid, status: 409, code: "limit_exceeded"},
 		{name: "limit is per user", sku: `{"name":"c","stock":10,"per_user_limit":1}`, setup: buyFirst("u-1", 1, ""), body: `{"sku_id":{sku},"user_id":"u-2","quantity":1}`, user: "u-2", status: 201},
 		{name: "sale not started", sku: `{"name":"c","stock":10,"starts_at":"` + at(time.Hour) + `"}`, body: valid, status: 409, code: "sale_not_active"},
@@ -465,6 +478,9 @@ func TestPlaceOrder(t *testing.T) {
 			r := s.call(t, http.MethodPost, "/api/v1/orders", body, tc.headers...)
 			if r.status != tc.status || r.code != tc.code {
 				t.Fatalf("POST /api/v1/orders = %d %q (%s); want %d %q", r.status, r.code, r.body, tc.status, tc.code)
+			}
+			if !strings.Contains(r.msg, tc.msg) {
+				t.Errorf("POST /api/v1/orders answered %s; want its message to say %q", r.body, tc.msg)
 			}
 			after := s.state(t, sku)
 
@@ -680,11 +696,13 @@ func TestAdminCreateSKU(t *testing.T) {
 	t.Parallel()
 	s := newStack(t)
 	tests := []struct {
-		name   string
-		body   string
-		status int
-		code   string
-		want   adminSKU // checked on 201 (ID ignored)
+		name    string
+		body    string
+		status  int
+		code    string
+		want    adminSKU // checked on 201 (ID ignored)
+		msg     string   // a part of the error body
+		headers []string
 	}{
 		{name: "minimal", body: `{"name":"n","stock":5}`, status: 201, want: adminSKU{Name: "n", Stock: 5, PerUserLimit: 1}},
 		{name: "zero stock", body: `{"name":"n","stock":0}`, status: 201, want: adminSKU{Name: "n", PerUserLimit: 1}},
@@ -711,21 +729,26 @@ func TestAdminCreateSKU(t *testing.T) {
 		{name: "limit above 2^30", body: `{"name":"n","stock":5,"per_user_limit":1073741825}`, status: 400, code: "invalid_request"},
 		{name: "window reversed", body: `{"name":"n","stock":1,"starts_at":"2030-01-02T00:00:00Z","ends_at":"2030-01-01T00:00:00Z"}`, status: 400, code: "invalid_request"},
 		{name: "window empty", body: `{"name":"n","stock":1,"starts_at":"2030-01-01T00:00:00Z","ends_at":"2030-01-01T00:00:00Z"}`, status: 400, code: "invalid_request"},
-		{name: "time not RFC 3339", body: `{"name":"n","stock":1,"starts_at":"tomorrow"}`, status: 400, code: "invalid_request"},
-		{name: "time as number", body: `{"name":"n","stock":1,"starts_at":1700000000}`, status: 400, code: "invalid_request"},
+		{name: "time not RFC 3339", body: `{"name":"n","stock":1,"starts_at":"tomorrow"}`, status: 400, code: "invalid_request", msg: `times must be RFC 3339 strings such as "2030-01-01T10:00:00Z", or null (got "tomorrow")`},
+		{name: "time as number", body: `{"name":"n","stock":1,"starts_at":1700000000}`, status: 400, code: "invalid_request", msg: `times must be RFC 3339 strings such as "2030-01-01T10:00:00Z", or null`},
 		{name: "unknown field", body: `{"name":"n","stock":1,"price":100}`, status: 400, code: "invalid_request"},
 		{name: "read-only field", body: `{"name":"n","stock":1,"sold":3}`, status: 400, code: "invalid_request"},
 		{name: "trailing garbage", body: `{"name":"n","stock":1} {}`, status: 400, code: "invalid_request"},
-		{name: "malformed", body: `{"name":"n",`, status: 400, code: "invalid_request"},
+		{name: "malformed", body: `{"name":"n",`, status: 400, code: "invalid_request", msg: "the body is not valid JSON: it ends early"},
 		{name: "empty body", body: ``, status: 400, code: "invalid_request"},
+		{name: "null body", body: `null`, status: 400, code: "invalid_request", msg: "the body must be a JSON object, not null"},
+		{name: "text/plain", body: `{"name":"n","stock":1}`, headers: []string{"Content-Type", "text/plain"}, status: 415, code: "unsupported_media_type"},
 		{name: "oversize", body: `{"name":"` + strings.Repeat("n", 4100) + `","stock":1}`, status: 413, code: "request_too_large"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			r := s.call(t, http.MethodPost, "/admin/v1/skus", tc.body, bearer...)
+			r := s.call(t, http.MethodPost, "/admin/v1/skus", tc.body, append(slices.Clone(bearer), tc.headers...)...)
 			if r.status != tc.status || r.code != tc.code {
 				t.Fatalf("POST /admin/v1/skus %.80s = %d %q (%s); want %d %q", tc.body, r.status, r.code, r.body, tc.status, tc.code)
+			}
+			if !strings.Contains(r.msg, tc.msg) {
+				t.Errorf("POST /admin/v1/skus answered %s; want its message to say %q", r.body, tc.msg)
 			}
 			if r.status != http.StatusCreated {
 				return
@@ -1069,6 +1092,15 @@ func TestRoutingErrors(t *testing.T) {
 		{http.MethodPost, "/healthz", 405, "method_not_allowed", "GET"},
 		{http.MethodDelete, "/admin/v1/skus/1", 405, "method_not_allowed", "GET"},
 		{http.MethodPost, "/admin/v1/skus/1/stock", 405, "method_not_allowed", "PUT"},
+		{http.MethodGet, "/api/v1/skus/1/", 404, "not_found", ""},
+		{http.MethodPost, "/api/v1/orders/", 404, "not_found", ""},
+		{http.MethodPut, "/admin/v1/skus/1/stock/", 404, "not_found", ""},
+		{http.MethodGet, "/API/v1/skus/1", 404, "not_found", ""},
+		{http.MethodGet, "/api/v1//skus/1", 404, "not_found", ""},
+		{http.MethodHead, "/api/v1/skus/1", 405, "method_not_allowed", "GET"},
+		{http.MethodGet, "/api/v1/skus/1?a=1&a=2", 400, "invalid_request", ""},
+		{http.MethodGet, "/admin/v1/skus/1/orders?limit=1&limit=2", 400, "invalid_request", ""},
+		{http.MethodGet, "/admin/v1/skus/1/orders?limit=%zz", 400, "invalid_request", ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.method+" "+tc.path, func(t *testing.T) {
@@ -1112,7 +1144,15 @@ func TestHealth(t *testing.T) {
 			if r.status != tc.status || strings.TrimSpace(string(r.body)) != tc.want {
 				t.Errorf("GET /readyz = %d %s; want %d %s", r.status, r.body, tc.status, tc.want)
 			}
+			// Load balancers probe with HEAD: the same status, no body.
+			h := s.call(t, http.MethodHead, "/readyz", "")
+			if h.status != tc.status || len(h.body) != 0 {
+				t.Errorf("HEAD /readyz = %d %q; want %d and no body", h.status, h.body, tc.status)
+			}
 		})
+	}
+	if h := s.call(t, http.MethodHead, "/healthz", ""); h.status != http.StatusOK || len(h.body) != 0 {
+		t.Errorf("HEAD /healthz = %d %q; want 200 and no body", h.status, h.body)
 	}
 }
 
@@ -1246,6 +1286,10 @@ func TestDatabaseDown(t *testing.T) {
 			}
 			if tc.method == http.MethodPost && tc.path == "/api/v1/orders" && r.header.Get("Retry-After") == "" {
 				t.Error("no Retry-After")
+			}
+			keyed := slices.Contains(tc.headers, "Idempotency-Key")
+			if says := strings.Contains(string(r.body), "Idempotency-Key"); says != keyed {
+				t.Errorf("503 %s mentions Idempotency-Key = %v; want %v (only when one was sent)", r.body, says, keyed)
 			}
 		})
 	}

@@ -61,6 +61,7 @@ func (h *orders) create(c *gin.Context) {
 		rateLimited(c)
 		return
 	}
+	c.Set(placeCalled, true)
 	placed, err := h.orders.Place(c.Request.Context(), service.OrderRequest{
 		SKUID: *body.SKUID, UserID: *body.UserID, Quantity: *body.Quantity, IdempotencyKey: key,
 	})
@@ -71,6 +72,8 @@ func (h *orders) create(c *gin.Context) {
 	status := http.StatusCreated
 	if !placed.Created {
 		status = http.StatusOK
+	} else {
+		c.Header("Location", orderLocation(placed.Order.ID))
 	}
 	writeOrder(c, status, placed.Order)
 }

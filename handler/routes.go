@@ -48,6 +48,8 @@ type Config struct {
 	TrustedProxies []string
 	// Draining, once true, makes /readyz answer 503 "draining" (nil: never).
 	Draining *atomic.Bool
+	// AccessLog writes one line per request to Log (config log.access).
+	AccessLog bool
 }
 
 // New returns the whole API. It fails only on invalid trusted proxies.
@@ -58,9 +60,17 @@ func New(cfg Config) (http.Handler, error) {
 		return nil, err
 	}
 	r.HandleMethodNotAllowed = true
-	r.Use(requestID(), recovery(cfg.Log))
+	// No redirects: every answer is JSON with an X-Request-ID, so
+	// /api/v1/skus/1/ is a 404 that names the trailing slash.
+	r.RedirectTrailingSlash = false
+	r.RedirectFixedPath = false
+	r.Use(requestID())
+	if cfg.AccessLog {
+		r.Use(accessLog(cfg.Log))
+	}
+	r.Use(recovery(cfg.Log), singleQuery(), countRefusedOrders(cfg.Orders))
 	r.Use(cfg.Middleware...)
-	r.NoRoute(func(c *gin.Context) { abort(c, http.StatusNotFound, codeNotFound, "no such route") })
+	r.NoRoute(notFound)
 	r.NoMethod(func(c *gin.Context) {
 		abort(c, http.StatusMethodNotAllowed, codeMethodNotAllowed, "method not allowed on this route")
 	})
@@ -72,6 +82,8 @@ func New(cfg Config) (http.Handler, error) {
 
 	r.GET("/healthz", h.live)
 	r.GET("/readyz", h.readiness)
+	r.HEAD("/healthz", h.live)
+	r.HEAD("/readyz", h.readiness)
 	r.GET("/openapi.yaml", serveOpenAPI)
 
 	api := r.Group("/api/v1", perIP(newLimiter(cfg.Limits.PerIPRate, cfg.Limits.PerIPBurst, cfg.Limits.MaxKeys)))
@@ -84,6 +96,8 @@ func New(cfg Config) (http.Handler, error) {
 	admin.GET("/skus/:id", s.adminGet)
 	admin.PUT("/skus/:id/stock", s.setStock)
 	admin.GET("/skus/:id/orders", s.listOrders)
+	admin.GET("/skus", s.list)
+	admin.PATCH("/skus/:id", s.update)
 
 	if cfg.Bench {
 		r.POST("/bench/constant", constant)

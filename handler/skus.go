@@ -3,7 +3,6 @@ package handler
 import (
 	"log/slog"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -103,6 +102,7 @@ func (h *skus) create(c *gin.Context) {
 		fail(c, h.log, err)
 		return
 	}
+	c.Header("Location", skuLocation(s.ID))
 	c.JSON(http.StatusCreated, adminSKU(s))
 }
 
@@ -143,22 +143,9 @@ func (h *skus) listOrders(c *gin.Context) {
 	if !ok {
 		return
 	}
-	limit, after := 100, int64(0)
-	if v := c.Query("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			abort(c, http.StatusBadRequest, codeInvalid, "limit must be an integer between 1 and 1000")
-			return
-		}
-		limit = n
-	}
-	if v := c.Query("after"); v != "" {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
-			abort(c, http.StatusBadRequest, codeInvalid, "after must be a non-negative integer")
-			return
-		}
-		after = n
+	limit, after, ok := page(c)
+	if !ok {
+		return
 	}
 	list, err := h.catalog.Orders(c.Request.Context(), id, after, limit)
 	if err != nil {

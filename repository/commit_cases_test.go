@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
+	"io"
 	"path/filepath"
 	"testing"
 	"time"
@@ -37,7 +37,7 @@ func openSQLite(t *testing.T) *gorm.DB {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { database.Close(db) })
-	if err := database.Migrate(context.Background(), db, "up", slog.New(slog.DiscardHandler)); err != nil {
+	if err := database.Migrate(context.Background(), db, "up", io.Discard); err != nil {
 		t.Fatal(err)
 	}
 	return db

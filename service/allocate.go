@@ -67,8 +67,10 @@ func Allocate(sku SKU, reqs []OrderRequest, existing map[string]Order, bought ma
 			a.Outcomes[i] = Outcome{Err: ErrSaleNotActive}
 		case held+r.Quantity > sku.PerUserLimit:
 			a.Outcomes[i] = Outcome{Err: ErrLimitExceeded}
-		case r.Quantity > stock:
+		case stock == 0:
 			a.Outcomes[i] = Outcome{Err: ErrSoldOut}
+		case r.Quantity > stock:
+			a.Outcomes[i] = Outcome{Err: ErrInsufficientStock}
 		default:
 			stock -= r.Quantity
 			a.Units += r.Quantity

@@ -29,7 +29,7 @@ func TestAllocate(t *testing.T) {
 			name: "first come first served when stock runs out",
 			sku:  sku,
 			reqs: []OrderRequest{req("a", 2, ""), req("b", 2, ""), req("c", 1, "")},
-			want: []error{nil, ErrSoldOut, nil}, created: []bool{true, false, true}, units: 3,
+			want: []error{nil, ErrInsufficientStock, nil}, created: []bool{true, false, true}, units: 3,
 		},
 		{
 			name:   "per-user limit counts earlier purchases and the batch",
@@ -75,6 +75,12 @@ func TestAllocate(t *testing.T) {
 			reqs:     []OrderRequest{req("a", 1, "k1")},
 			existing: map[string]Order{"k1": earlier},
 			want:     []error{nil}, created: []bool{false},
+		},
+		{
+			name: "more than is left, some left: insufficient, not sold out",
+			sku:  SKU{ID: 7, Stock: 1, PerUserLimit: 5},
+			reqs: []OrderRequest{req("a", 2, ""), req("b", 1, ""), req("c", 1, "")},
+			want: []error{ErrInsufficientStock, nil, ErrSoldOut}, created: []bool{false, true, false}, units: 1,
 		},
 		{
 			name: "sold out",

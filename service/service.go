@@ -7,15 +7,19 @@ package service
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 )
 
 // Domain errors. Adapters wrap driver errors with these (using %w); the
 // handler maps each to one HTTP status and one stable code.
 var (
-	ErrNotFound            = errors.New("not found")
-	ErrSKUNotFound         = errors.New("sku not found")
-	ErrSoldOut             = errors.New("sold out")
+	ErrNotFound    = errors.New("not found")
+	ErrSKUNotFound = errors.New("sku not found")
+	ErrSoldOut     = errors.New("sold out")
+	// ErrInsufficientStock is an order for more units than are left when
+	// some are: a smaller quantity may still succeed.
+	ErrInsufficientStock   = errors.New("insufficient stock")
 	ErrLimitExceeded       = errors.New("per-user limit exceeded")
 	ErrSaleNotActive       = errors.New("sale not active")
 	ErrIdempotencyConflict = errors.New("idempotency key reused with a different request")
@@ -101,14 +105,14 @@ func (r OrderRequest) Validate() error {
 	switch {
 	case r.SKUID < 1:
 		return invalid("sku_id must be a positive integer")
-	case r.UserID == "":
-		return invalid("user_id must not be empty")
+	case strings.TrimSpace(r.UserID) == "":
+		return invalid("user_id must not be empty or only spaces")
 	case len(r.UserID) > MaxUserIDLen:
 		return invalid("user_id must be at most 64 bytes")
 	case r.Quantity < 1:
 		return invalid("quantity must be at least 1")
 	case r.Quantity > MaxQuantity:
-		return invalid("quantity is too large")
+		return invalid("quantity must be at most 1073741824")
 	case len(r.IdempotencyKey) > MaxIdempotencyKeyLen:
 		return invalid("Idempotency-Key must be at most 128 characters")
 	}
@@ -183,6 +187,12 @@ type Store interface {
 	CreateSKU(ctx context.Context, s SKU) (SKU, error)
 	SetStock(ctx context.Context, id, stock int64) (SKU, error)
 	OrdersBySKU(ctx context.Context, skuID, after int64, limit int) ([]Order, error)
+	// SKUs returns up to limit SKUs with ids above after, by id.
+	SKUs(ctx context.Context, after int64, limit int) ([]SKU, error)
+	// UpdateSKU applies ch (with SKUChange.Apply) to the SKU in one
+	// transaction, bumps its version and keeps the per-user limit copied
+	// into the holdings consistent, or returns ErrSKUNotFound or ErrInvalid.
+	UpdateSKU(ctx context.Context, id int64, ch SKUChange, now time.Time) (SKU, error)
 	Ping(ctx context.Context) error
 }
 

@@ -123,6 +123,8 @@ func ResultOf(err error, created bool) string {
 		return "replayed"
 	case errors.Is(err, ErrSoldOut):
 		return "sold_out"
+	case errors.Is(err, ErrInsufficientStock):
+		return "insufficient_stock"
 	case errors.Is(err, ErrLimitExceeded):
 		return "limit_exceeded"
 	case errors.Is(err, ErrSaleNotActive):

@@ -16,6 +16,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
+	"strings"
 	"syscall"
 
 	"github.com/redis/go-redis/v9"
@@ -34,17 +36,103 @@ func main() {
 	}
 }
 
-const usage = `usage: seckill [-config file.yaml] [serve | migrate up|down|status | healthcheck]`
+const usage = `seckill: the flash-sale inventory service.
 
-func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+Usage:
+  seckill [flags] [command] [flags]
+
+Commands:
+  serve                  run the service (the default); with nothing configured,
+                         the embedded quick start (in-process Redis and SQLite)
+  migrate up             apply the pending schema migrations (needs SECKILL_MYSQL_DSN)
+  migrate down           roll back the latest migration
+  migrate status         list the migrations and whether each is applied
+  healthcheck            exit 0 if the running server's /readyz answers 200
+  help                   this text
+
+Flags (before or after the command):
+  -config file.yaml      YAML config file (env SECKILL_CONFIG); configs/seckill.yaml lists every setting
+  -h, -help, --help      this text
+
+Environment (override the file; see README.md for all):
+  SECKILL_CONFIG                  the config file
+  SECKILL_HTTP_ADDR               listen address (default 127.0.0.1:8080)
+  SECKILL_MYSQL_DSN               MySQL/MariaDB DSN; empty: the embedded quick start
+  SECKILL_REDIS_ADDRS             comma-separated Redis masters; more than one: Redlock
+  SECKILL_REDIS_PASSWORD          Redis password
+  SECKILL_ADMIN_TOKEN             admin bearer token, at least 16 characters
+  SECKILL_LOG_LEVEL               debug, info (default), warn, error
+  SECKILL_LOG_FORMAT              json (default) or text
+  SECKILL_LOG_ACCESS              one log line per request (default true)
+  SECKILL_ORDER_STRATEGY          locked (default), per-request, conditional, optimistic, pessimistic
+  SECKILL_ORDER_QUEUE_MAX         waiting buyers per SKU per instance (default 10000)
+  SECKILL_ORDER_BATCH_MAX         orders per transaction (default 256)
+  SECKILL_ORDER_REQUEST_TIMEOUT   a buyer's longest wait (default 10s)
+  SECKILL_LOCK_TTL                lock lease (default 3s)
+  SECKILL_LOCK_HOLD_MAX           lock kept across batches (default 50ms)
+  SECKILL_LOCK_PREFIX             Redis key prefix (default seckill:lock:)
+  SECKILL_LIMITS_PER_USER_RATE    order requests/s per user_id (default 20; 0 off)
+  SECKILL_LIMITS_PER_IP_RATE      requests/s per client IP (default 0, off)
+  SECKILL_HTTP_SHUTDOWN_TIMEOUT   graceful shutdown bound (default 20s)
+  SECKILL_HTTP_DRAIN_DELAY        /readyz says draining this long before closing (default 0)
+  SECKILL_BENCH_ENDPOINTS         mount POST /bench/constant (default false)
+  SECKILL_DEBUG_ADDR              serve pprof here (default off)
+`
+
+// command is what the arguments ask for, flags taken out.
+type command struct {
+	name string // serve, migrate, healthcheck, help
+	arg  string // the migrate direction
+}
+
+// parseArgs reads flags wherever they stand, before or after the command,
+// and checks the command before anything is loaded, so that a typo is
+// reported as such rather than as a missing setting.
+func parseArgs(args []string, getenv func(string) string, stderr io.Writer) (command, string, error) {
 	fs := flag.NewFlagSet("seckill", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	path := fs.String("config", getenv("SECKILL_CONFIG"), "YAML config file (env SECKILL_CONFIG)")
-	fs.Usage = func() { fmt.Fprintln(stderr, usage); fs.PrintDefaults() }
-	if err := fs.Parse(args); err != nil {
+	fs.Usage = func() {}
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return command{name: "help"}, "", nil
+			}
+			return command{}, "", fmt.Errorf("%w (see seckill -h)", err)
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			break
+		}
+		pos, args = append(pos, args[0]), args[1:]
+	}
+	switch {
+	case len(pos) == 0 || (len(pos) == 1 && pos[0] == "serve"):
+		return command{name: "serve"}, *path, nil
+	case len(pos) == 1 && (pos[0] == "help" || pos[0] == "--help"):
+		return command{name: "help"}, *path, nil
+	case len(pos) == 1 && pos[0] == "healthcheck":
+		return command{name: "healthcheck"}, *path, nil
+	case pos[0] == "migrate":
+		if len(pos) != 2 || !slices.Contains([]string{"up", "down", "status"}, pos[1]) {
+			return command{}, "", fmt.Errorf("migrate %s: want migrate up, down or status (see seckill -h)", strings.Join(pos[1:], " "))
+		}
+		return command{name: "migrate", arg: pos[1]}, *path, nil
+	}
+	return command{}, "", fmt.Errorf("unknown command %q: want serve, migrate up|down|status, healthcheck or help (see seckill -h for usage)", strings.Join(pos, " "))
+}
+
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	cmd, path, err := parseArgs(args, getenv, stderr)
+	if err != nil {
 		return err
 	}
-	cfg, err := config.Load(*path, getenv)
+	if cmd.name == "help" {
+		fmt.Fprint(stdout, usage)
+		return nil
+	}
+	cfg, err := config.Load(path, getenv)
 	if err != nil {
 		return err
 	}
@@ -58,17 +146,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	log := logging.New(stderr, cfg.Log.Level, format)
 	redis.SetLogger(app.RedisLogger(log)) // go-redis has one logger per process
 
-	switch cmd := fs.Args(); {
-	case len(cmd) == 0 || (len(cmd) == 1 && cmd[0] == "serve"):
-		if err := cfg.ValidateServe(); err != nil {
-			return err
-		}
-		return app.Serve(ctx, cfg, log, stdout, nil)
-	case len(cmd) == 2 && cmd[0] == "migrate":
-		return app.Migrate(ctx, cfg, cmd[1], log)
-	case len(cmd) == 1 && cmd[0] == "healthcheck":
+	switch cmd.name {
+	case "migrate":
+		return app.Migrate(ctx, cfg, cmd.arg, stdout)
+	case "healthcheck":
 		return healthcheck(ctx, cfg.HTTP.Addr)
-	default:
-		return errors.New(usage)
 	}
+	if err := cfg.ValidateServe(); err != nil {
+		return err
+	}
+	return app.Serve(ctx, cfg, log, stdout, nil)
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -118,12 +119,13 @@ func TestMigrate(t *testing.T) {
 		cmd  string
 		want func([]string) bool
 		desc string
+		out  *regexp.Regexp // what it tells the operator on stdout
 	}{
-		{"up", hasSchema, "the schema"},
-		{"up", hasSchema, "the schema (a second up is a no-op)"},
-		{"status", hasSchema, "the schema"},
-		{"down", hasNone, "none of the schema"},
-		{"up", hasSchema, "the schema again"},
+		{"up", hasSchema, "the schema", regexp.MustCompile(`(?m)^applied 00001_init\.sql \(`)},
+		{"up", hasSchema, "the schema (a second up is a no-op)", regexp.MustCompile(`^nothing to apply: the database is at version \d+, the latest\n$`)},
+		{"status", hasSchema, "the schema", regexp.MustCompile(`^VERSION +MIGRATION +STATE +APPLIED AT \(UTC\)\n1 +00001_init\.sql +applied +\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\n`)},
+		{"down", hasNone, "none of the schema", regexp.MustCompile(`^rolled back 00001_init\.sql \(`)},
+		{"up", hasSchema, "the schema again", regexp.MustCompile(`(?m)^applied 00001_init\.sql \(`)},
 	}
 	for i, st := range steps {
 		var stdout, stderr bytes.Buffer
@@ -135,6 +137,9 @@ func TestMigrate(t *testing.T) {
 		}
 		if got := tables(t, db); !st.want(got) {
 			t.Fatalf("step %d: after migrate %s the tables are %v; want %s %v", i, st.cmd, got, st.desc, schema)
+		}
+		if !st.out.MatchString(stdout.String()) {
+			t.Errorf("step %d: seckill migrate %s printed %q; want it to match %s", i, st.cmd, stdout.String(), st.out)
 		}
 	}
 	// The schema that came back works: its constraints are there.
@@ -451,7 +456,12 @@ func TestInvalidConfig(t *testing.T) {
 		{"log format", map[string]string{"SECKILL_LOG_FORMAT": "xml"}, nil, "log.format"},
 		{"strategy in the quick start", map[string]string{"SECKILL_MYSQL_DSN": "", "SECKILL_REDIS_ADDRS": "", "SECKILL_ORDER_STRATEGY": "fastest"}, nil, "order.strategy"},
 		{"config file missing", nil, []string{"-config", "/nonexistent/seckill.yaml"}, "/nonexistent/seckill.yaml"},
-		{"unknown command", nil, []string{"launch"}, "usage"},
+		{"unknown command", nil, []string{"launch"}, `unknown command "launch"`},
+		{"unknown command before a missing dsn", map[string]string{"SECKILL_MYSQL_DSN": "", "SECKILL_REDIS_ADDRS": ""}, []string{"migrate", "sideways"}, "want migrate up, down or status"},
+		{"unknown command before a bad setting", map[string]string{"SECKILL_ORDER_STRATEGY": "bogus"}, []string{"serv"}, `unknown command "serv"`},
+		{"migrate without a dsn", map[string]string{"SECKILL_MYSQL_DSN": "", "SECKILL_REDIS_ADDRS": ""}, []string{"migrate", "up"}, "SECKILL_MYSQL_DSN"},
+		{"flag after the command", nil, []string{"serve", "-config", "/nonexistent/after.yaml"}, "/nonexistent/after.yaml"},
+		{"flag after migrate", nil, []string{"migrate", "status", "-config", "/nonexistent/m.yaml"}, "/nonexistent/m.yaml"},
 		{"unknown flag", nil, []string{"-verbose"}, "verbose"},
 	}
 	for _, tc := range tests {

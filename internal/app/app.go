@@ -35,8 +35,9 @@ import (
 	"github.com/seckill/seckill/service"
 )
 
-// Migrate runs a migration command against the configured database.
-func Migrate(ctx context.Context, cfg config.Config, command string, log *slog.Logger) error {
+// Migrate runs a migration command against the configured database and
+// writes what it did to out.
+func Migrate(ctx context.Context, cfg config.Config, command string, out io.Writer) error {
 	if cfg.Embedded() {
 		return errors.New("migrate: SECKILL_MYSQL_DSN (mysql.dsn) is required; the embedded store migrates itself")
 	}
@@ -45,7 +46,7 @@ func Migrate(ctx context.Context, cfg config.Config, command string, log *slog.L
 		return err
 	}
 	defer database.Close(db)
-	return database.Migrate(ctx, db, command, log)
+	return database.Migrate(ctx, db, command, out)
 }
 
 func dbOptions(cfg config.Config) database.Options {
@@ -134,7 +135,7 @@ func openDatabase(ctx context.Context, cfg config.Config, cl *closers) (*gorm.DB
 		return nil, err
 	}
 	cl.add(func() error { return database.Close(db) })
-	if err := database.Migrate(ctx, db, "up", slog.New(slog.DiscardHandler)); err != nil {
+	if err := database.Migrate(ctx, db, "up", io.Discard); err != nil {
 		return nil, err
 	}
 	return db, nil
@@ -230,6 +231,7 @@ func newAPI(cfg config.Config, orders *service.Orders, catalog *service.Catalog,
 		},
 		TrustedProxies: cfg.Limits.TrustedProxies,
 		Draining:       draining,
+		AccessLog:      cfg.Log.Access,
 	})
 }
 
@@ -265,6 +267,9 @@ func announce(ctx context.Context, cfg config.Config, catalog *service.Catalog, 
 		fmt.Fprintf(stdout, "admin token (generated): %s\n", cfg.Admin.Token)
 	}
 	log.Info("serving", "url", url, "mode", mode, "strategy", cfg.Order.Strategy)
+	if !cfg.Embedded() {
+		hintFirstSKU(ctx, catalog, log, url)
+	}
 	return nil
 }
 

@@ -116,5 +116,5 @@ func RedisLogger(log *slog.Logger) interface {
 type redisLogger struct{ log *slog.Logger }
 
 func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
-	l.log.WarnContext(ctx, "redis client", "msg", fmt.Sprintf(format, v...))
+	l.log.WarnContext(ctx, "redis client", "detail", fmt.Sprintf(format, v...))
 }

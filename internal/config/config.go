@@ -125,6 +125,9 @@ type SoldOut struct {
 type Log struct {
 	Level  string `yaml:"level"`  // debug, info, warn, error; default info
 	Format string `yaml:"format"` // text or json; default json, text in the quick start
+	// Access writes one line per HTTP request (method, route, status,
+	// latency, request ID, bytes) at info level.
+	Access bool `yaml:"access"` // default true
 }
 
 // Default returns the documented defaults.
@@ -160,7 +163,7 @@ func Default() Config {
 		},
 		SoldOut: SoldOut{LocalTTL: 500 * time.Millisecond, SharedTTL: 10 * time.Minute},
 		Limits:  Limits{PerUserRate: 20, PerUserBurst: 40, PerIPBurst: 200, MaxKeys: 100000},
-		Log:     Log{Level: "info"},
+		Log:     Log{Level: "info", Access: true},
 	}
 }
 
@@ -176,7 +179,7 @@ func Load(path string, getenv func(string) string) (Config, error) {
 		dec := yaml.NewDecoder(bytes.NewReader(raw))
 		dec.KnownFields(true)
 		if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) { // io.EOF: an empty file
-			return Config{}, fmt.Errorf("config %s: %w", path, err)
+			return Config{}, fmt.Errorf("config %s: %w", path, explainYAML(raw, err))
 		}
 	}
 	if err := cfg.applyEnv(getenv); err != nil {
@@ -202,6 +205,13 @@ func (c *Config) applyEnv(getenv func(string) string) error {
 			return fmt.Errorf("config: SECKILL_BENCH_ENDPOINTS=%q: not a boolean", v)
 		}
 		c.HTTP.BenchEndpoints = b
+	}
+	if v := getenv("SECKILL_LOG_ACCESS"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("config: SECKILL_LOG_ACCESS=%q: want true or false", v)
+		}
+		c.Log.Access = b
 	}
 	str("SECKILL_MYSQL_DSN", &c.MySQL.DSN)
 	str("SECKILL_ADMIN_TOKEN", &c.Admin.Token)

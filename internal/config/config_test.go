@@ -68,6 +68,12 @@ func TestLoad_InvalidSettingsNameTheirKey(t *testing.T) {
 		{"dsn without redis", "", map[string]string{"SECKILL_MYSQL_DSN": "root@tcp(127.0.0.1:3306)/x", "SECKILL_ADMIN_TOKEN": "0123456789abcdef"}, "redis.addrs"},
 		{"short token", "", map[string]string{"SECKILL_ADMIN_TOKEN": "short"}, "admin.token"},
 		{"bad log level", "", map[string]string{"SECKILL_LOG_LEVEL": "loud"}, "log.level"},
+		{"duration as an integer", "lock:\n  ttl: 3\n", nil, "line 2: lock.ttl: want a duration like 3s or 200ms, got 3"},
+		{"duration as words", "http:\n  drain_delay: soon\n", nil, "http.drain_delay: want a duration like 3s"},
+		{"boolean as a word", "lock:\n  watchdog: maybe\n", nil, "lock.watchdog: want true or false, got maybe"},
+		{"integer as a word", "order:\n  queue_max: lots\n", nil, "order.queue_max: want an integer, got lots"},
+		{"list as a mapping", "redis:\n  addrs: {a: b}\n", nil, "redis.addrs: want a list of strings, got a mapping"},
+		{"access log not a boolean", "", map[string]string{"SECKILL_LOG_ACCESS": "yes please"}, "SECKILL_LOG_ACCESS"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -6,10 +6,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
-	"log/slog"
 	"os"
 	"path/filepath"
+	"text/tabwriter"
 	"time"
 
 	"github.com/glebarez/sqlite"
@@ -95,8 +96,9 @@ func Close(db *gorm.DB) error {
 }
 
 // Migrate runs a goose command ("up", "down", "status") with the embedded
-// migrations of db's dialect.
-func Migrate(ctx context.Context, db *gorm.DB, command string, log *slog.Logger) error {
+// migrations of db's dialect, and writes what it did for a human to out:
+// the migrations applied (or that none was pending), or a status table.
+func Migrate(ctx context.Context, db *gorm.DB, command string, out io.Writer) error {
 	sqlDB, err := db.DB()
 	if err != nil {
 		return err
@@ -117,33 +119,50 @@ func Migrate(ctx context.Context, db *gorm.DB, command string, log *slog.Logger)
 	switch command {
 	case "up":
 		res, err := p.Up(ctx)
-		logResults(log, res)
+		report(out, "applied", res)
+		if err == nil && len(res) == 0 {
+			v, verr := p.GetDBVersion(ctx)
+			if verr != nil {
+				return wrap(verr)
+			}
+			fmt.Fprintf(out, "nothing to apply: the database is at version %d, the latest\n", v)
+		}
 		return wrap(err)
 	case "down":
 		res, err := p.Down(ctx)
 		if res != nil {
-			logResults(log, []*goose.MigrationResult{res})
+			report(out, "rolled back", []*goose.MigrationResult{res})
 		}
 		if errors.Is(err, goose.ErrNoNextVersion) {
+			fmt.Fprintln(out, "nothing to roll back: no migration is applied")
 			return nil
 		}
 		return wrap(err)
 	case "status":
 		st, err := p.Status(ctx)
-		for _, s := range st {
-			log.Info("migration", "version", s.Source.Version, "file", filepath.Base(s.Source.Path), "state", string(s.State))
+		if err != nil {
+			return wrap(err)
 		}
-		return wrap(err)
+		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "VERSION\tMIGRATION\tSTATE\tAPPLIED AT (UTC)")
+		for _, s := range st {
+			at := "-"
+			if !s.AppliedAt.IsZero() {
+				at = s.AppliedAt.UTC().Format("2006-01-02 15:04:05")
+			}
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", s.Source.Version, filepath.Base(s.Source.Path), s.State, at)
+		}
+		return tw.Flush()
 	}
 	return fmt.Errorf("migrate: unknown command %q: want up, down or status", command)
 }
 
-func logResults(log *slog.Logger, res []*goose.MigrationResult) {
+func report(out io.Writer, verb string, res []*goose.MigrationResult) {
 	for _, r := range res {
 		if r == nil {
 			continue
 		}
-		log.Info("migrated", "version", r.Source.Version, "direction", r.Direction, "took", r.Duration.Round(time.Millisecond))
+		fmt.Fprintf(out, "%s %s (%s)\n", verb, filepath.Base(r.Source.Path), r.Duration.Round(time.Millisecond))
 	}
 }
 

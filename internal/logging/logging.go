@@ -1,11 +1,14 @@
 // Package logging builds the service's log/slog logger: JSON or text, with
-// the request ID of the context on every line logged with a context.
+// the request ID of the context on every line logged with a context,
+// durations written as strings such as "12.345ms", and no attribute that
+// repeats a key of the record itself (time, level, msg, source).
 package logging
 
 import (
 	"context"
 	"io"
 	"log/slog"
+	"time"
 )
 
 type requestIDKey struct{}
@@ -28,7 +31,7 @@ func New(w io.Writer, level, format string) *slog.Logger {
 	if err := lv.UnmarshalText([]byte(level)); err != nil {
 		lv = slog.LevelInfo
 	}
-	opts := &slog.HandlerOptions{Level: lv}
+	opts := &slog.HandlerOptions{Level: lv, ReplaceAttr: readable}
 	var h slog.Handler = slog.NewJSONHandler(w, opts)
 	if format == "text" {
 		h = slog.NewTextHandler(w, opts)
@@ -36,9 +39,47 @@ func New(w io.Writer, level, format string) *slog.Logger {
 	return slog.New(contextHandler{h})
 }
 
+// readable writes durations as Go duration strings rounded to the
+// microsecond ("12.345ms", "3s"), not as integer nanoseconds.
+func readable(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		d := a.Value.Duration()
+		if d > time.Microsecond || d < -time.Microsecond {
+			d = d.Round(time.Microsecond)
+		}
+		return slog.String(a.Key, d.String())
+	}
+	return a
+}
+
+// reserved are the keys of a record's own fields: an attribute with one
+// of them would repeat the key on the line.
+var reserved = map[string]string{
+	slog.TimeKey:    "attr_time",
+	slog.LevelKey:   "attr_level",
+	slog.MessageKey: "attr_msg",
+	slog.SourceKey:  "attr_source",
+}
+
 type contextHandler struct{ slog.Handler }
 
 func (h contextHandler) Handle(ctx context.Context, r slog.Record) error {
+	clash := false
+	r.Attrs(func(a slog.Attr) bool {
+		_, clash = reserved[a.Key]
+		return !clash
+	})
+	if clash {
+		out := slog.NewRecord(r.Time, r.Level, r.Message, r.PC)
+		r.Attrs(func(a slog.Attr) bool {
+			if k, ok := reserved[a.Key]; ok {
+				a.Key = k
+			}
+			out.AddAttrs(a)
+			return true
+		})
+		r = out
+	}
 	if id := RequestID(ctx); id != "" {
 		r.AddAttrs(slog.String("request_id", id))
 	}
@@ -46,7 +87,14 @@ func (h contextHandler) Handle(ctx context.Context, r slog.Record) error {
 }
 
 func (h contextHandler) WithAttrs(as []slog.Attr) slog.Handler {
-	return contextHandler{h.Handler.WithAttrs(as)}
+	out := make([]slog.Attr, len(as))
+	for i, a := range as {
+		if k, ok := reserved[a.Key]; ok {
+			a.Key = k
+		}
+		out[i] = a
+	}
+	return contextHandler{h.Handler.WithAttrs(out)}
 }
 
 func (h contextHandler) WithGroup(name string) slog.Handler {

@@ -102,6 +102,9 @@ func New() *Metrics {
 		m.queueDepth, m.queueRejections, m.batchSize, m.txSeconds, m.txRetries,
 		m.degraded, m.soldOutFastPath, m.httpRequests, m.httpSeconds,
 	)
+	for _, r := range service.OrderResults { // every series a dashboard needs exists at 0
+		m.orders.WithLabelValues(r)
+	}
 	return m
 }
 

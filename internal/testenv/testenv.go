@@ -11,6 +11,7 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -79,7 +80,7 @@ func Database(t testing.TB) string {
 	mc.DBName = name
 	dsn := mc.FormatDSN()
 	db := DB(t, dsn)
-	if err := database.Migrate(ctx, db, "up", slog.New(slog.DiscardHandler)); err != nil {
+	if err := database.Migrate(ctx, db, "up", io.Discard); err != nil {
 		t.Fatalf("migrate: %v", err)
 	}
 	return dsn

@@ -1,0 +1,122 @@
+package handler
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/seckill/seckill/service"
+)
+
+type skuPage struct {
+	SKUs      []adminSKUJSON `json:"skus"`
+	NextAfter *int64         `json:"next_after"`
+}
+
+// list pages through the SKUs by id: ?limit= (1–1000, default 100) and
+// ?after= (the next_after of the previous page).
+func (h *skus) list(c *gin.Context) {
+	limit, after, ok := page(c)
+	if !ok {
+		return
+	}
+	list, err := h.catalog.List(c.Request.Context(), after, limit)
+	if err != nil {
+		fail(c, h.log, err)
+		return
+	}
+	p := skuPage{SKUs: make([]adminSKUJSON, len(list))}
+	for i, s := range list {
+		p.SKUs[i] = adminSKU(s)
+	}
+	if len(list) == limit {
+		last := list[len(list)-1].ID
+		p.NextAfter = &last
+	}
+	c.JSON(http.StatusOK, p)
+}
+
+// page reads ?limit= (1–1000, default 100) and ?after= (≥ 0, default 0),
+// writing the 400.
+func page(c *gin.Context) (limit int, after int64, ok bool) {
+	limit = 100
+	if v, present := c.GetQuery("limit"); present {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > service.MaxListLimit {
+			abort(c, http.StatusBadRequest, codeInvalid, "limit must be an integer from 1 to 1000")
+			return 0, 0, false
+		}
+		limit = n
+	}
+	if v, present := c.GetQuery("after"); present {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			abort(c, http.StatusBadRequest, codeInvalid, "after must be an integer from 0 to 9223372036854775807 (the next_after of the previous page)")
+			return 0, 0, false
+		}
+		after = n
+	}
+	return limit, after, true
+}
+
+// optionalTime is a time field of a PATCH body: absent (Set false), null
+// (Set, nil: clear it) or an RFC 3339 time.
+type optionalTime struct {
+	Set  bool
+	Time *time.Time
+}
+
+func (o *optionalTime) UnmarshalJSON(b []byte) error {
+	o.Set = true
+	if bytes.Equal(b, []byte("null")) {
+		o.Time = nil
+		return nil
+	}
+	var t time.Time
+	if err := json.Unmarshal(b, &t); err != nil {
+		return err
+	}
+	o.Time = &t
+	return nil
+}
+
+type updateSKURequest struct {
+	Name         *string      `json:"name"`
+	PerUserLimit *int64       `json:"per_user_limit"`
+	StartsAt     optionalTime `json:"starts_at"`
+	EndsAt       optionalTime `json:"ends_at"`
+}
+
+// update changes the fields the body names: name, per_user_limit, and the
+// sale window (null clears a bound).
+func (h *skus) update(c *gin.Context) {
+	id, ok := pathID(c, "id")
+	if !ok {
+		return
+	}
+	var body updateSKURequest
+	if !decode(c, h.max, &body) {
+		return
+	}
+	s, err := h.catalog.Update(c.Request.Context(), id, service.SKUChange{
+		Name:         body.Name,
+		PerUserLimit: body.PerUserLimit,
+		StartsAt:     service.OptionalTime(body.StartsAt),
+		EndsAt:       service.OptionalTime(body.EndsAt),
+	})
+	if err != nil {
+		fail(c, h.log, err)
+		return
+	}
+	c.JSON(http.StatusOK, adminSKU(s))
+}
+
+// skuLocation is the admin URL of a SKU, the Location of its 201.
+func skuLocation(id int64) string { return "/admin/v1/skus/" + strconv.FormatInt(id, 10) }
+
+// orderLocation is the URL of an order, the Location of its 201.
+func orderLocation(id int64) string { return "/api/v1/orders/" + strconv.FormatInt(id, 10) }

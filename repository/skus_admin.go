@@ -1,0 +1,93 @@
+package repository
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+
+	"github.com/seckill/seckill/service"
+)
+
+// SKUs returns up to limit SKUs with ids above after, by id.
+func (s *Stock) SKUs(ctx context.Context, after int64, limit int) ([]service.SKU, error) {
+	var rows []skuRow
+	if err := s.db.WithContext(ctx).Where("id > ?", after).Order("id").Limit(limit).Find(&rows).Error; err != nil {
+		return nil, translate(err, service.ErrNotFound)
+	}
+	out := make([]service.SKU, len(rows))
+	for i, r := range rows {
+		out[i] = r.domain()
+	}
+	return out, nil
+}
+
+// UpdateSKU changes a SKU in ONE transaction: it locks the row, applies
+// ch, writes it with version+1 (an order batch that read the old row
+// fails its version guard and re-reads) and, when the per-user limit
+// changed, rewrites the copy of it in every holding of the SKU, which the
+// user_purchases CHECK (quantity <= per_user_limit) enforces.
+//
+// A holding above a lowered limit stays valid: its copy becomes its own
+// quantity (GREATEST(quantity, new limit)), so the CHECK accepts the row
+// as it is and refuses any further unit for that user; every other holding
+// gets the new limit. Raising the limit raises every copy to it.
+func (s *Stock) UpdateSKU(ctx context.Context, id int64, ch service.SKUChange, now time.Time) (service.SKU, error) {
+	var out service.SKU
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		var row skuRow
+		read := tx
+		if !s.sqlite { // SQLite has one writer at a time
+			read = read.Clauses(clause.Locking{Strength: clause.LockingStrengthUpdate})
+		}
+		if err := read.Take(&row, id).Error; err != nil {
+			return err
+		}
+		next, err := ch.Apply(row.domain())
+		if err != nil {
+			return err
+		}
+		r := tx.Model(&skuRow{}).Where("id = ? AND version = ?", id, row.Version).Updates(map[string]any{
+			"name":           next.Name,
+			"per_user_limit": next.PerUserLimit,
+			"starts_at":      next.StartsAt,
+			"ends_at":        next.EndsAt,
+			"version":        gorm.Expr("version + 1"),
+			"updated_at":     now,
+		})
+		if r.Error != nil {
+			return r.Error
+		}
+		if r.RowsAffected != 1 {
+			return service.ErrConflict // only without the row lock, on SQLite: never concurrent
+		}
+		if next.PerUserLimit != row.PerUserLimit {
+			err := tx.Model(&purchaseRow{}).Where("sku_id = ?", id).Update("per_user_limit",
+				gorm.Expr("CASE WHEN quantity > ? THEN quantity ELSE ? END", next.PerUserLimit, next.PerUserLimit)).Error
+			if err != nil {
+				return err
+			}
+		}
+		var after skuRow
+		if err := tx.Take(&after, id).Error; err != nil {
+			return err
+		}
+		out = after.domain()
+		return nil
+	})
+	if err != nil {
+		return service.SKU{}, translateAdmin(err)
+	}
+	return out, nil
+}
+
+// translateAdmin is translate for an admin change: a change the SKU
+// refuses (ErrInvalid) is the admin's answer, not a driver error.
+func translateAdmin(err error) error {
+	if errors.Is(err, service.ErrInvalid) {
+		return err
+	}
+	return translate(err, service.ErrSKUNotFound)
+}

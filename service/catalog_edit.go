@@ -1,0 +1,93 @@
+package service
+
+import (
+	"context"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// SKUChange is what an admin asks to change on a SKU; a nil field is left
+// as it is. A sale-window bound whose Set is true is replaced by its Time,
+// nil clearing it.
+type SKUChange struct {
+	Name         *string
+	PerUserLimit *int64
+	StartsAt     OptionalTime
+	EndsAt       OptionalTime
+}
+
+// OptionalTime is a nullable time that may be absent from a change.
+type OptionalTime struct {
+	Set  bool
+	Time *time.Time
+}
+
+// Empty reports whether the change changes nothing.
+func (c SKUChange) Empty() bool {
+	return c.Name == nil && c.PerUserLimit == nil && !c.StartsAt.Set && !c.EndsAt.Set
+}
+
+// Validate reports ErrInvalid, wrapped with the reason, for a change that
+// is invalid whatever the SKU. The window's order is checked against the
+// SKU by Apply.
+func (c SKUChange) Validate() error {
+	switch {
+	case c.Empty():
+		return invalid("nothing to change: send name, per_user_limit, starts_at or ends_at")
+	case c.Name != nil && strings.TrimSpace(*c.Name) == "":
+		return invalid("name must not be empty")
+	case c.Name != nil && utf8.RuneCountInString(*c.Name) > MaxNameLen:
+		return invalid("name must be at most 200 characters")
+	case c.PerUserLimit != nil && (*c.PerUserLimit < 1 || *c.PerUserLimit > MaxQuantity):
+		return invalid("per_user_limit must be between 1 and 1073741824")
+	}
+	return nil
+}
+
+// Apply returns s with the change made, or ErrInvalid when the sale
+// window it leaves is empty. The Store calls it on the row it locked.
+func (c SKUChange) Apply(s SKU) (SKU, error) {
+	if c.Name != nil {
+		s.Name = *c.Name
+	}
+	if c.PerUserLimit != nil {
+		s.PerUserLimit = *c.PerUserLimit
+	}
+	if c.StartsAt.Set {
+		s.StartsAt = utc(c.StartsAt.Time)
+	}
+	if c.EndsAt.Set {
+		s.EndsAt = utc(c.EndsAt.Time)
+	}
+	if s.StartsAt != nil && s.EndsAt != nil && !s.StartsAt.Before(*s.EndsAt) {
+		return SKU{}, invalid("starts_at must be before ends_at")
+	}
+	return s, nil
+}
+
+// Update changes a SKU's name, per-user limit or sale window in one
+// transaction and bumps its version, so that a batch that read the SKU
+// before the change retries and decides under the new values. A new limit
+// applies to every later order; what users already hold stays theirs,
+// even above a lowered limit (see Store.UpdateSKU).
+func (c *Catalog) Update(ctx context.Context, id int64, ch SKUChange) (SKU, error) {
+	if err := ch.Validate(); err != nil {
+		return SKU{}, err
+	}
+	return c.store.UpdateSKU(ctx, id, ch, time.Now().UTC())
+}
+
+// MaxListLimit is the largest page of SKUs or orders.
+const MaxListLimit = 1000
+
+// List returns up to limit SKUs with ids above after, by id.
+func (c *Catalog) List(ctx context.Context, after int64, limit int) ([]SKU, error) {
+	if limit < 1 || limit > MaxListLimit {
+		return nil, invalid("limit must be between 1 and 1000")
+	}
+	if after < 0 {
+		return nil, invalid("after must not be negative")
+	}
+	return c.store.SKUs(ctx, after, limit)
+}
