@@ -80,7 +80,7 @@ func TestCommitBatch_Cases(t *testing.T) {
 			{buys: []buy{{"d", 1, "", service.ErrSoldOut}}},
 		}},
 		{name: "a quantity larger than what is left does not block smaller ones", stock: 3, limit: 5, sold: 3, steps: []commitStep{
-			{buys: []buy{{"a", 2, "", nil}, {"b", 2, "", service.ErrSoldOut}, {"c", 1, "", nil}}},
+			{buys: []buy{{"a", 2, "", nil}, {"b", 2, "", service.ErrInsufficientStock}, {"c", 1, "", nil}}},
 		}},
 		{name: "per-user limit within a batch and across batches", stock: 10, limit: 2, sold: 4, steps: []commitStep{
 			{buys: []buy{{"a", 1, "", nil}, {"b", 2, "", nil}, {"b", 1, "", service.ErrLimitExceeded}}},
