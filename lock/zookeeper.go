@@ -116,9 +116,8 @@ func (z *ZooKeeper) obtain(ctx context.Context, key string) (*ZooKeeperLock, int
 			}
 			node = n
 		}
-		var children []string
 		reqs++
-		err := z.do(ctx, func() (err error) { children, _, err = z.conn.Children(dir); return err })
+		children, err := call(ctx, z, func() ([]string, error) { c, _, err := z.conn.Children(dir); return c, err })
 		if err != nil {
 			return fail(err)
 		}
@@ -129,26 +128,29 @@ func (z *ZooKeeper) obtain(ctx context.Context, key string) (*ZooKeeperLock, int
 			node = ""
 			continue
 		case i == 0:
-			var (
+			type exists struct {
 				ok bool
 				st *zk.Stat
 				ch <-chan zk.Event
-			)
+			}
 			reqs++
-			if err := z.do(ctx, func() (err error) { ok, st, ch, err = z.conn.ExistsW(node); return err }); err != nil {
+			e, err := call(ctx, z, func() (e exists, err error) { e.ok, e.st, e.ch, err = z.conn.ExistsW(node); return e, err })
+			if err != nil {
 				return fail(err)
 			}
-			if !ok {
+			if !e.ok {
 				node = ""
 				continue
 			}
-			return z.newLock(key, node, st.Czxid, ch), reqs, nil
+			return z.newLock(key, node, e.st.Czxid, e.ch), reqs, nil
 		}
 		// Watch the predecessor only. GetW sets no watch on a node that is
 		// already gone (ExistsW would, and it would never fire).
-		var ch <-chan zk.Event
 		reqs++
-		err = z.do(ctx, func() (err error) { _, _, ch, err = z.conn.GetW(dir + "/" + children[i-1]); return err })
+		ch, err := call(ctx, z, func() (<-chan zk.Event, error) {
+			_, _, ch, err := z.conn.GetW(dir + "/" + children[i-1])
+			return ch, err
+		})
 		if errors.Is(err, zk.ErrNoNode) {
 			continue
 		}
@@ -169,20 +171,17 @@ func (z *ZooKeeper) obtain(ctx context.Context, key string) (*ZooKeeperLock, int
 func (z *ZooKeeper) create(ctx context.Context, dir, token string) (string, int, error) {
 	reqs := 0
 	for range 4 { // a container swept between its creation and our child's
-		var node string
 		reqs++
-		err := z.do(ctx, func() (err error) {
-			node, err = z.conn.Create(dir+"/"+token+"-", nil, zk.FlagEphemeralSequential, zk.WorldACL(zk.PermAll))
-			return err
+		node, err := call(ctx, z, func() (string, error) {
+			return z.conn.Create(dir+"/"+token+"-", nil, zk.FlagEphemeralSequential, zk.WorldACL(zk.PermAll))
 		})
 		if !errors.Is(err, zk.ErrNoNode) {
 			return node, reqs, err
 		}
 		for _, p := range parents(dir) {
 			reqs++
-			err := z.do(ctx, func() error {
-				_, err := z.conn.CreateContainer(p, nil, zk.FlagContainer, zk.WorldACL(zk.PermAll))
-				return err
+			_, err := call(ctx, z, func() (string, error) {
+				return z.conn.CreateContainer(p, nil, zk.FlagContainer, zk.WorldACL(zk.PermAll))
 			})
 			if err != nil && !errors.Is(err, zk.ErrNodeExists) {
 				return "", reqs, err
@@ -220,8 +219,7 @@ func (z *ZooKeeper) abandon(ctx context.Context, dir, token string) {
 }
 
 func (z *ZooKeeper) deleteByToken(ctx context.Context, dir, token string) (bool, error) {
-	var children []string
-	err := z.do(ctx, func() (err error) { children, _, err = z.conn.Children(dir); return err })
+	children, err := call(ctx, z, func() ([]string, error) { c, _, err := z.conn.Children(dir); return c, err })
 	if errors.Is(err, zk.ErrNoNode) {
 		return true, nil
 	}
@@ -232,7 +230,7 @@ func (z *ZooKeeper) deleteByToken(ctx context.Context, dir, token string) (bool,
 		if !strings.HasPrefix(c, token+"-") {
 			continue
 		}
-		err := z.do(ctx, func() error { return z.conn.Delete(dir+"/"+c, -1) })
+		_, err := call(ctx, z, func() (struct{}, error) { return struct{}{}, z.conn.Delete(dir+"/"+c, -1) })
 		if err != nil && !errors.Is(err, zk.ErrNoNode) {
 			return false, err
 		}
@@ -240,20 +238,29 @@ func (z *ZooKeeper) deleteByToken(ctx context.Context, dir, token string) (bool,
 	return true, nil
 }
 
-// do runs one blocking ZooKeeper request, waiting at most OpTimeout and
-// until ctx is done; the request itself finishes in the background.
-func (z *ZooKeeper) do(ctx context.Context, req func() error) error {
-	done := make(chan error, 1)
-	go func() { done <- req() }()
+// call runs one blocking ZooKeeper request, waiting at most OpTimeout and
+// until ctx is done; the request itself finishes in the background, and
+// its result is then dropped.
+func call[T any](ctx context.Context, z *ZooKeeper, req func() (T, error)) (T, error) {
+	type result struct {
+		v   T
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		v, err := req()
+		done <- result{v, err}
+	}()
 	t := time.NewTimer(z.o.OpTimeout)
 	defer t.Stop()
+	var zero T
 	select {
-	case err := <-done:
-		return zkError(err)
+	case r := <-done:
+		return r.v, zkError(r.err)
 	case <-t.C:
-		return fmt.Errorf("%w: zookeeper: no answer within %v", ErrUnavailable, z.o.OpTimeout)
+		return zero, fmt.Errorf("%w: zookeeper: no answer within %v", ErrUnavailable, z.o.OpTimeout)
 	case <-ctx.Done():
-		return ctx.Err()
+		return zero, ctx.Err()
 	}
 }
 
@@ -357,7 +364,7 @@ func (l *ZooKeeperLock) Release(ctx context.Context) error {
 	if l.z.conn.SessionID() != l.sess { // the node went with its session
 		return ErrNotHeld
 	}
-	err := l.z.do(ctx, func() error { return l.z.conn.Delete(l.node, -1) })
+	_, err := call(ctx, l.z, func() (struct{}, error) { return struct{}{}, l.z.conn.Delete(l.node, -1) })
 	switch {
 	case err == nil:
 		return nil
