@@ -101,7 +101,7 @@ func knownEnv(t *testing.T) map[string]bool {
 	t.Helper()
 	re := regexp.MustCompile(`"(SECKILL_[A-Z0-9_]+)"`)
 	known := map[string]bool{}
-	for _, f := range []string{"internal/config/config.go", "cmd/seckill/main.go"} {
+	for _, f := range []string{"internal/config/config.go", "internal/config/zookeeper.go", "cmd/seckill/main.go"} {
 		for _, m := range re.FindAllStringSubmatch(readFile(t, f), -1) {
 			known[m[1]] = true
 		}
@@ -138,10 +138,50 @@ var profileCases = []struct {
 		absent: []string{"k6"},
 	},
 	{
-		name:     "all",
-		profiles: []string{"redlock", "loadtest"},
-		want:     []string{"k6", "lb-redlock", "redis-5"},
+		name:     "zookeeper",
+		profiles: []string{"zookeeper"},
+		want: []string{"mariadb", "migrate", "seckill-1", "lb", "zk-1", "zk-2", "zk-3",
+			"seckill-zk-1", "seckill-zk-2", "seckill-zk-3", "lb-zookeeper"},
+		absent: []string{"k6", "redis-1", "seckill-redlock-1"},
 	},
+	{
+		name:     "all",
+		profiles: []string{"redlock", "loadtest", "zookeeper"},
+		want:     []string{"k6", "lb-redlock", "redis-5", "lb-zookeeper", "zk-3"},
+	},
+}
+
+// TestComposeZooKeeper: the zookeeper profile's replicas serve on the
+// ensemble's three members, without Redis.
+func TestComposeZooKeeper(t *testing.T) {
+	p := loadProject(t, "zookeeper")
+	for _, r := range []string{"seckill-zk-1", "seckill-zk-2", "seckill-zk-3"} {
+		e := env(service(t, p, r))
+		cfg, err := config.Load("", func(k string) string { return e[k] })
+		if err != nil {
+			t.Fatalf("%s: %v", r, err)
+		}
+		if err := cfg.ValidateServe(); err != nil {
+			t.Errorf("%s: %v", r, err)
+		}
+		if cfg.Lock.Backend != config.BackendZooKeeper || len(cfg.Redis.Addrs) != 0 {
+			t.Errorf("%s: lock.backend %q, redis.addrs %v; want zookeeper and no Redis", r, cfg.Lock.Backend, cfg.Redis.Addrs)
+		}
+		var members []string
+		for _, a := range cfg.ZooKeeper.Addrs {
+			h, _, _ := net.SplitHostPort(a)
+			if !slices.Contains(service(t, p, h).Profiles, "zookeeper") {
+				t.Errorf("%s: SECKILL_ZOOKEEPER_ADDRS names %q, not a member under profile zookeeper", r, a)
+			}
+			members = append(members, h)
+		}
+		if sort.Strings(members); !slices.Equal(members, []string{"zk-1", "zk-2", "zk-3"}) {
+			t.Errorf("%s: ZooKeeper members %v; want zk-1..3", r, members)
+		}
+		if _, ok := service(t, p, r).DependsOn["redis"]; ok {
+			t.Errorf("%s: depends on redis; it runs without", r)
+		}
+	}
 }
 
 func TestComposeServices(t *testing.T) {

@@ -326,8 +326,8 @@ func (s *Stock) writeMembers(ctx context.Context, tx *sql.Tx, ws []*member) erro
 			args = append(args, m.sku.Version)
 		}
 		if m.b.Fence > 0 {
-			q.WriteString(" AND fence <= ?")
-			args = append(args, m.b.Fence)
+			q.WriteString(" AND " + fenceGuard)
+			args = append(args, m.b.Fence, service.FenceCeiling(m.b.Fence))
 		}
 		q.WriteString(")")
 	}

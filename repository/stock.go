@@ -170,7 +170,7 @@ func (s *Stock) decrement(tx *gorm.DB, b service.Batch, sku skuRow, units int64)
 		q = q.Where("version = ?", sku.Version)
 	}
 	if b.Fence > 0 {
-		q = q.Where("fence <= ?", b.Fence)
+		q = q.Where(fenceGuard, b.Fence, service.FenceCeiling(b.Fence))
 		set["fence"] = b.Fence
 	}
 	r := q.Updates(set)

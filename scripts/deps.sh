@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Makes sure what the tests need is installed and running on loopback:
-# MariaDB (127.0.0.1:3306, root without password), Redis (127.0.0.1:6379)
-# and k6. Installs with apt-get / go install when missing and running as
+# MariaDB (127.0.0.1:3306, root without password), Redis (127.0.0.1:6379),
+# k6 and ZooKeeper (Debian's package: the jars and a JRE; the tests start
+# their own servers from them). Installs with apt-get / go install when missing and running as
 # root; starts stopped servers. Idempotent and bounded in time.
 set -euo pipefail
 
@@ -60,10 +61,13 @@ if ! redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1; then
   wait_for 20 redis-cli -h 127.0.0.1 -p 6379 ping || { say "Redis did not start"; exit 1; }
 fi
 
+# ZooKeeper: only installed, never started here (tests run their own).
+[ -f /usr/share/java/zookeeper.jar ] && command -v java >/dev/null 2>&1 || apt_install zookeeper
+
 # k6
 gobin=$(go env GOBIN); [ -n "$gobin" ] || gobin="$(go env GOPATH)/bin"
 if ! command -v k6 >/dev/null 2>&1 && [ ! -x "$gobin/k6" ]; then
   say "installing k6 $K6_VERSION (go install; takes a few minutes)"
   go install "go.k6.io/k6@$K6_VERSION"
 fi
-say "MariaDB, Redis and k6 are ready"
+say "MariaDB, Redis, k6 and ZooKeeper are ready"

@@ -74,10 +74,20 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 		return err
 	}
 	mx := metrics.New()
-	orders := newOrders(cfg, store, redises, mx, log)
+	lk, marks := redisLocking(cfg, redises, mx)
+	var readyz handler.Readiness = readiness{store: store, redises: redises}
+	if cfg.Lock.Backend == config.BackendZooKeeper {
+		zkb, err := openZooKeeper(cfg, log, mx.Lock())
+		if err != nil {
+			return err
+		}
+		cl.add(zkb.Close)
+		lk, marks, readyz = zkb.locker, zkb.marks, zkReadiness{store: store, zk: zkb}
+	}
+	orders := newOrders(cfg, store, lk, marks, mx, log)
 	catalog := service.NewCatalog(store, orders, log)
 	var draining atomic.Bool
-	api, err := newAPI(cfg, orders, catalog, readiness{store: store, redises: redises}, mx, &draining, log)
+	api, err := newAPI(cfg, orders, catalog, readyz, mx, &draining, log)
 	if err != nil {
 		return err
 	}
@@ -175,9 +185,13 @@ func openRedis(cfg config.Config, cl *closers) ([]redis.UniversalClient, error) 
 	return redises, nil
 }
 
-// newOrders builds the order flow: the per-SKU lock over redises (Redlock
-// when there are several), the shared sold-out marks and the queue settings.
-func newOrders(cfg config.Config, store service.Store, redises []redis.UniversalClient, mx *metrics.Metrics, log *slog.Logger) *service.Orders {
+// redisLocking returns the per-SKU lock over redises (Redlock when there
+// are several) and the shared sold-out marks in Redis; none without Redis
+// (lock.backend zookeeper).
+func redisLocking(cfg config.Config, redises []redis.UniversalClient, mx *metrics.Metrics) (service.Locker, service.SoldOutMarks) {
+	if len(redises) == 0 {
+		return nil, nil
+	}
 	lockOpts := []lock.Option{
 		lock.WithObserver(mx.Lock()),
 		lock.WithPrefix(cfg.Lock.Prefix),
@@ -197,7 +211,12 @@ func newOrders(cfg config.Config, store service.Store, redises []redis.Universal
 		lk = pollingLocker{newLockClient}
 	}
 	// The marks are a cache: with Redlock they live on the first master.
-	marks := NewSoldOutMarks(redises[0], cfg.Lock.Prefix+"soldout:", cfg.SoldOut.SharedTTL)
+	return lk, NewSoldOutMarks(redises[0], cfg.Lock.Prefix+"soldout:", cfg.SoldOut.SharedTTL)
+}
+
+// newOrders builds the order flow on a lock, the shared sold-out marks and
+// the queue settings.
+func newOrders(cfg config.Config, store service.Store, lk service.Locker, marks service.SoldOutMarks, mx *metrics.Metrics, log *slog.Logger) *service.Orders {
 	return service.NewOrders(store, lk, marks, service.OrdersConfig{
 		Strategy:       service.Strategy(cfg.Order.Strategy),
 		QueueMax:       cfg.Order.QueueMax,
@@ -254,6 +273,9 @@ func announce(ctx context.Context, cfg config.Config, catalog *service.Catalog, 
 	mode := "mysql+redis"
 	if redisNodes > 1 {
 		mode = fmt.Sprintf("mysql+redlock(%d)", redisNodes)
+	}
+	if cfg.Lock.Backend == config.BackendZooKeeper {
+		mode = fmt.Sprintf("mysql+zookeeper(%d)", len(cfg.ZooKeeper.Addrs))
 	}
 	switch {
 	case cfg.Embedded():

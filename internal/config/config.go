@@ -30,6 +30,8 @@ type Config struct {
 	SoldOut SoldOut `yaml:"sold_out"`
 	Log     Log     `yaml:"log"`
 	Limits  Limits  `yaml:"limits"`
+
+	ZooKeeper ZooKeeper `yaml:"zookeeper"`
 }
 
 // Limits are the rate limits; a zero rate turns one off. The defaults
@@ -113,6 +115,7 @@ type Lock struct {
 	QueueMax int           `yaml:"queue_max"` // local waiters per key, default 1024
 	Watchdog bool          `yaml:"watchdog"`  // renew the lease while held, default true
 	HoldMax  time.Duration `yaml:"hold_max"`  // a busy SKU worker keeps its lock across batches this long, default 50ms; 0: one hold per batch
+	Backend  string        `yaml:"backend"`   // redis or zookeeper, default redis
 }
 
 // SoldOut configures the sold-out fast path.
@@ -160,10 +163,13 @@ func Default() Config {
 			QueueMax: 1024,
 			Watchdog: true,
 			HoldMax:  50 * time.Millisecond,
+			Backend:  BackendRedis,
 		},
 		SoldOut: SoldOut{LocalTTL: 500 * time.Millisecond, SharedTTL: 10 * time.Minute},
 		Limits:  Limits{PerUserRate: 20, PerUserBurst: 40, PerIPBurst: 200, MaxKeys: 100000},
 		Log:     Log{Level: "info", Access: true},
+
+		ZooKeeper: ZooKeeper{SessionTimeout: 6 * time.Second, Root: "/seckill"},
 	}
 }
 
@@ -183,6 +189,9 @@ func Load(path string, getenv func(string) string) (Config, error) {
 		}
 	}
 	if err := cfg.applyEnv(getenv); err != nil {
+		return Config{}, err
+	}
+	if err := cfg.applyZooKeeperEnv(getenv); err != nil {
 		return Config{}, err
 	}
 	return cfg, cfg.Validate()
@@ -289,7 +298,7 @@ func (c Config) ValidateServe() error {
 	if err := c.Validate(); err != nil {
 		return err
 	}
-	if c.MySQL.DSN != "" && len(c.Redis.Addrs) == 0 {
+	if c.MySQL.DSN != "" && len(c.Redis.Addrs) == 0 && c.Lock.Backend != BackendZooKeeper {
 		return errors.New("config: redis.addrs (SECKILL_REDIS_ADDRS) is required with mysql.dsn: the embedded Redis is for the quick start only")
 	}
 	if c.MySQL.DSN != "" && c.Admin.Token == "" {
@@ -372,6 +381,9 @@ func (c Config) Validate() error {
 	}
 	if c.Lock.Prefix == "" {
 		return errors.New("config: lock.prefix must not be empty")
+	}
+	if err := c.validateZooKeeper(); err != nil {
+		return err
 	}
 	for _, a := range c.Redis.Addrs {
 		if _, _, err := net.SplitHostPort(a); err != nil {

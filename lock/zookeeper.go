@@ -1,0 +1,380 @@
+package lock
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// ZooKeeperFenceBase is added to every ZooKeeper fence. A ZooKeeper fence is
+// ZooKeeperFenceBase + the lock node's creation zxid (epoch<<32 | counter,
+// increasing across the ensemble, its leader changes and restarts), so it
+// lies above every Redis fence (microsecond-seeded, about 2^51 today) and a
+// resource can tell which backend issued a fence: below the base, Redis;
+// at or above it, ZooKeeper. Fences of different backends are not ordered
+// with each other (see docs/locking.md §8).
+const ZooKeeperFenceBase int64 = 1 << 62
+
+// ZooKeeperOptions configures a ZooKeeper lock client. The zero value gives
+// the defaults.
+type ZooKeeperOptions struct {
+	// Root is the path under which each key gets its lock node; every
+	// missing component is created as a container node, which the server
+	// deletes once it is empty. The default is "/seckill/locks".
+	Root string
+	// OpTimeout bounds each ZooKeeper request made by Obtain and Release
+	// (not the wait for a predecessor, which only ctx bounds). The default
+	// is 1s. A request that runs out of time counts as ZooKeeper being
+	// unreachable (ErrUnavailable).
+	OpTimeout time.Duration
+	// Observer receives Obtained and LeaseLost events (no QueueDepth: the
+	// queue is in ZooKeeper; no Refreshed: the session is the lease). The
+	// default is NopObserver.
+	Observer Observer
+}
+
+// ZooKeeper obtains locks kept in ZooKeeper with the ephemeral sequential
+// node recipe: each Obtain creates a node under the key's path and holds
+// the lock when its node is the lowest; a waiter watches only the node just
+// before its own, so a release wakes exactly one waiter (no herd). The lease
+// is the session: the nodes of a client whose session expires (crash, pause,
+// partition past the session timeout) are deleted by the ensemble.
+//
+// It is safe for concurrent use. It does not own conn.
+type ZooKeeper struct {
+	conn *zk.Conn
+	o    ZooKeeperOptions
+}
+
+// NewZooKeeper returns a ZooKeeper lock client on conn (see zk.Connect: the
+// session timeout given there is the lease).
+func NewZooKeeper(conn *zk.Conn, o ZooKeeperOptions) *ZooKeeper {
+	if o.Root == "" {
+		o.Root = "/seckill/locks"
+	}
+	o.Root = "/" + strings.Trim(o.Root, "/")
+	if o.OpTimeout <= 0 {
+		o.OpTimeout = time.Second
+	}
+	if o.Observer == nil {
+		o.Observer = NopObserver{}
+	}
+	return &ZooKeeper{conn: conn, o: o}
+}
+
+// Obtain takes the lock for key, waiting in ZooKeeper's FIFO order behind
+// earlier callers (of every client) until ctx is done.
+//
+// It returns ErrNotObtained joined with ctx.Err() when ctx ends first, and
+// an error wrapping ErrUnavailable, without waiting, when the session is not
+// connected or a request gets no answer within OpTimeout. Its node is
+// deleted on every failure (in the background when ZooKeeper does not
+// answer, else with the session).
+func (z *ZooKeeper) Obtain(ctx context.Context, key string) (*ZooKeeperLock, error) {
+	start := time.Now()
+	l, reqs, err := z.obtain(ctx, key)
+	z.o.Observer.Obtained(key, reqs, time.Since(start), err)
+	return l, err
+}
+
+func (z *ZooKeeper) obtain(ctx context.Context, key string) (*ZooKeeperLock, int, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, 0, fmt.Errorf("%w: %w", ErrNotObtained, err)
+	}
+	if key == "" {
+		return nil, 0, errors.New("lock: empty key")
+	}
+	if st := z.conn.State(); st != zk.StateHasSession {
+		return nil, 0, fmt.Errorf("%w: zookeeper session %v", ErrUnavailable, st)
+	}
+	dir := z.o.Root + "/" + url.PathEscape(key)
+	token := rand.Text()
+	reqs := 0
+	fail := func(err error) (*ZooKeeperLock, int, error) {
+		go z.abandon(context.WithoutCancel(ctx), dir, token)
+		if ctx.Err() != nil {
+			return nil, reqs, fmt.Errorf("%w: %w", ErrNotObtained, ctx.Err())
+		}
+		return nil, reqs, err
+	}
+
+	var node string
+	for {
+		if node == "" {
+			n, r, err := z.create(ctx, dir, token)
+			reqs += r
+			if err != nil {
+				return fail(err)
+			}
+			node = n
+		}
+		reqs++
+		children, err := call(ctx, z, func() ([]string, error) { c, _, err := z.conn.Children(dir); return c, err })
+		if err != nil {
+			return fail(err)
+		}
+		slices.SortFunc(children, func(a, b string) int { return strings.Compare(seq(a), seq(b)) })
+		i := slices.Index(children, node[len(dir)+1:])
+		switch {
+		case i < 0: // the session expired while we waited: queue again
+			node = ""
+			continue
+		case i == 0:
+			type exists struct {
+				ok bool
+				st *zk.Stat
+				ch <-chan zk.Event
+			}
+			reqs++
+			e, err := call(ctx, z, func() (e exists, err error) { e.ok, e.st, e.ch, err = z.conn.ExistsW(node); return e, err })
+			if err != nil {
+				return fail(err)
+			}
+			if !e.ok {
+				node = ""
+				continue
+			}
+			return z.newLock(key, node, e.st.Czxid, e.ch), reqs, nil
+		}
+		// Watch the predecessor only. GetW sets no watch on a node that is
+		// already gone (ExistsW would, and it would never fire).
+		reqs++
+		ch, err := call(ctx, z, func() (<-chan zk.Event, error) {
+			_, _, ch, err := z.conn.GetW(dir + "/" + children[i-1])
+			return ch, err
+		})
+		if errors.Is(err, zk.ErrNoNode) {
+			continue
+		}
+		if err != nil {
+			return fail(err)
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fail(ctx.Err())
+		}
+	}
+}
+
+// create makes our ephemeral sequential node under dir, creating missing
+// parents as containers. The name carries token, so a node whose creation
+// answer was lost can still be found and deleted.
+func (z *ZooKeeper) create(ctx context.Context, dir, token string) (string, int, error) {
+	reqs := 0
+	for range 4 { // a container swept between its creation and our child's
+		reqs++
+		node, err := call(ctx, z, func() (string, error) {
+			return z.conn.Create(dir+"/"+token+"-", nil, zk.FlagEphemeralSequential, zk.WorldACL(zk.PermAll))
+		})
+		if !errors.Is(err, zk.ErrNoNode) {
+			return node, reqs, err
+		}
+		for _, p := range parents(dir) {
+			reqs++
+			_, err := call(ctx, z, func() (string, error) {
+				return z.conn.CreateContainer(p, nil, zk.FlagContainer, zk.WorldACL(zk.PermAll))
+			})
+			if err != nil && !errors.Is(err, zk.ErrNodeExists) {
+				return "", reqs, err
+			}
+		}
+	}
+	return "", reqs, fmt.Errorf("lock: zookeeper: %s keeps disappearing", dir)
+}
+
+// parents returns "/a", "/a/b", "/a/b/c" for "/a/b/c".
+func parents(dir string) []string {
+	var ps []string
+	for i := 1; i < len(dir); i++ {
+		if dir[i] == '/' {
+			ps = append(ps, dir[:i])
+		}
+	}
+	return append(ps, dir)
+}
+
+// seq returns the sequence suffix the server appended to a node name.
+func seq(name string) string { return name[strings.LastIndexByte(name, '-')+1:] }
+
+// abandon deletes the nodes of a failed Obtain (found by token), retrying
+// for up to a minute while ZooKeeper does not answer: an orphan node in a
+// live session would block the key for as long as the session lives.
+func (z *ZooKeeper) abandon(ctx context.Context, dir, token string) {
+	for range 600 {
+		done, err := z.deleteByToken(ctx, dir, token)
+		if done || errors.Is(err, zk.ErrSessionExpired) || errors.Is(err, zk.ErrClosing) {
+			return // with the session, the nodes went too
+		}
+		time.Sleep(100 * time.Millisecond) // waiting for ZooKeeper to answer again, bounded above
+	}
+}
+
+func (z *ZooKeeper) deleteByToken(ctx context.Context, dir, token string) (bool, error) {
+	children, err := call(ctx, z, func() ([]string, error) { c, _, err := z.conn.Children(dir); return c, err })
+	if errors.Is(err, zk.ErrNoNode) {
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	for _, c := range children {
+		if !strings.HasPrefix(c, token+"-") {
+			continue
+		}
+		_, err := call(ctx, z, func() (struct{}, error) { return struct{}{}, z.conn.Delete(dir+"/"+c, -1) })
+		if err != nil && !errors.Is(err, zk.ErrNoNode) {
+			return false, err
+		}
+	}
+	return true, nil
+}
+
+// call runs one blocking ZooKeeper request, waiting at most OpTimeout and
+// until ctx is done; the request itself finishes in the background, and
+// its result is then dropped.
+func call[T any](ctx context.Context, z *ZooKeeper, req func() (T, error)) (T, error) {
+	type result struct {
+		v   T
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		v, err := req()
+		done <- result{v, err}
+	}()
+	t := time.NewTimer(z.o.OpTimeout)
+	defer t.Stop()
+	var zero T
+	select {
+	case r := <-done:
+		return r.v, zkError(r.err)
+	case <-t.C:
+		return zero, fmt.Errorf("%w: zookeeper: no answer within %v", ErrUnavailable, z.o.OpTimeout)
+	case <-ctx.Done():
+		return zero, ctx.Err()
+	}
+}
+
+// zkError marks the errors that mean "ZooKeeper cannot be reached" with
+// ErrUnavailable and leaves the others (ErrNoNode, ErrNodeExists...) as
+// they are, for errors.Is.
+func zkError(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, zk.ErrConnectionClosed), errors.Is(err, zk.ErrNoServer),
+		errors.Is(err, zk.ErrSessionExpired), errors.Is(err, zk.ErrClosing),
+		errors.Is(err, zk.ErrSessionMoved):
+		return fmt.Errorf("%w: zookeeper: %w", ErrUnavailable, err)
+	}
+	return fmt.Errorf("lock: zookeeper: %w", err)
+}
+
+func (z *ZooKeeper) newLock(key, node string, czxid int64, watch <-chan zk.Event) *ZooKeeperLock {
+	l := &ZooKeeperLock{
+		z:     z,
+		key:   key,
+		node:  node,
+		fence: ZooKeeperFenceBase + czxid,
+		sess:  z.conn.SessionID(),
+		lost:  make(chan struct{}),
+		done:  make(chan struct{}),
+	}
+	go l.watch(watch)
+	return l
+}
+
+// ZooKeeperLock is a held ZooKeeper lock. Its methods are safe for
+// concurrent use.
+type ZooKeeperLock struct {
+	z     *ZooKeeper
+	key   string
+	node  string
+	fence int64
+	sess  int64 // the session the node lives in
+	lost  chan struct{}
+	done  chan struct{} // closed by Release
+
+	released atomic.Bool
+}
+
+// Key returns the key the lock was obtained for.
+func (l *ZooKeeperLock) Key() string { return l.key }
+
+// Node returns the path of the lock's ephemeral sequential node.
+func (l *ZooKeeperLock) Node() string { return l.node }
+
+// Fence returns ZooKeeperFenceBase plus the creation zxid of the lock's
+// node: greater than the fence of every earlier holder of any key on the
+// same ensemble, across leader changes and restarts.
+func (l *ZooKeeperLock) Fence() int64 { return l.fence }
+
+// Lost returns a channel closed when the lock's node is found gone while
+// held: deleted, or its session expired. A client cut off from the ensemble
+// learns of the expiry only when it reconnects: until then only the fence
+// protects the resource.
+func (l *ZooKeeperLock) Lost() <-chan struct{} { return l.lost }
+
+// watch closes lost when the node's watch reports it deleted or the watch
+// itself ended (session expired, connection closed).
+func (l *ZooKeeperLock) watch(ch <-chan zk.Event) {
+	for {
+		var ev zk.Event
+		select {
+		case <-l.done:
+			return
+		case ev = <-ch:
+		}
+		if ev.Type == zk.EventNodeDataChanged { // someone wrote to it: still ours, watch again
+			var ok bool
+			var err error
+			ok, _, ch, err = l.z.conn.ExistsW(l.node)
+			if err == nil && ok {
+				continue
+			}
+		}
+		if l.released.Load() {
+			return
+		}
+		close(l.lost)
+		l.z.o.Observer.LeaseLost(l.key)
+		return
+	}
+}
+
+// Release deletes the lock's node, waking the next waiter. It returns
+// ErrNotHeld if the node was already gone (session expired) or the lock was
+// already released, and an error wrapping ErrUnavailable if ZooKeeper did
+// not answer: the node is then deleted in the background, or goes with the
+// session.
+func (l *ZooKeeperLock) Release(ctx context.Context) error {
+	if !l.released.CompareAndSwap(false, true) {
+		return ErrNotHeld
+	}
+	close(l.done)
+	if l.z.conn.SessionID() != l.sess { // the node went with its session
+		return ErrNotHeld
+	}
+	_, err := call(ctx, l.z, func() (struct{}, error) { return struct{}{}, l.z.conn.Delete(l.node, -1) })
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, zk.ErrNoNode):
+		return ErrNotHeld
+	}
+	dir, name := l.node[:strings.LastIndexByte(l.node, '/')], l.node[strings.LastIndexByte(l.node, '/')+1:]
+	go l.z.abandon(context.WithoutCancel(ctx), dir, name[:strings.LastIndexByte(name, '-')])
+	if ctx.Err() != nil {
+		return fmt.Errorf("lock: release: %w", ctx.Err())
+	}
+	return err
+}
