@@ -61,7 +61,7 @@ func (s *Stock) commitMySQL(ctx context.Context, ms []*member, wait lockWait) er
 		if m.err != nil {
 			continue
 		}
-		if m.b.Fence > 0 && m.sku.Fence > m.b.Fence {
+		if service.FenceStale(m.sku.Fence, m.b.Fence) {
 			m.err = staleFence(m.b, m.sku)
 			continue
 		}

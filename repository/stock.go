@@ -122,7 +122,7 @@ func (s *Stock) CommitBatch(ctx context.Context, b service.Batch) (service.Batch
 		if err := read.Take(&sku, b.SKUID).Error; err != nil {
 			return err
 		}
-		if b.Fence > 0 && sku.Fence > b.Fence {
+		if service.FenceStale(sku.Fence, b.Fence) {
 			return staleFence(b, sku)
 		}
 		existing, err := s.ordersByKey(tx, b.Requests)

@@ -21,3 +21,10 @@ func FenceCeiling(f int64) int64 {
 	}
 	return ZooKeeperFences - 1
 }
+
+// FenceStale reports whether a batch fenced with f must be refused because
+// the stored fence is newer and was issued by the same backend as f: its
+// lease was superseded. A batch without a fence (f == 0) is never stale.
+func FenceStale(stored, f int64) bool {
+	return f > 0 && stored > f && stored <= FenceCeiling(f)
+}
