@@ -52,6 +52,11 @@ var (
 	// contention; a caller may fall back to a path that does not need the
 	// lock.
 	ErrUnavailable = errors.New("lock: redis unavailable")
+	// ErrNotReplicated means the master granted the lease but fewer replicas
+	// than WithMinReplicas asked for acknowledged it in time. It is always
+	// wrapped in ErrUnavailable: the lease was released (best effort) and
+	// not obtained, because a failover now could hand it to someone else.
+	ErrNotReplicated = errors.New("lock: not acknowledged by enough replicas")
 )
 
 // errTaken is what a backend reports when someone else holds the key.
@@ -88,7 +93,7 @@ type Client struct {
 // own rdb: closing it is the caller's job.
 func New(rdb redis.UniversalClient, opts ...Option) *Client {
 	o := newOptions(opts)
-	return newClient(&single{rdb: rdb, fenceTTL: o.fenceTTL}, o)
+	return newClient(&single{rdb: rdb, fenceTTL: o.fenceTTL, minReplicas: o.minReplicas, replicaTO: o.replicaTO}, o)
 }
 
 func newClient(be backend, o options) *Client {
@@ -130,14 +135,27 @@ func (c *Client) obtain(ctx context.Context, key string) (*Lock, int, error) {
 }
 
 // compete runs the Redis side of Obtain while this goroutine owns the slot.
+// When it fails after an attempt whose outcome it never heard (a timeout,
+// a lost reply, replicas that did not acknowledge), it releases the lease
+// by token, best effort: that attempt's SET may have landed, and an orphan
+// would block every other contender for a whole TTL.
 func (c *Client) compete(ctx context.Context, key string) (*Lock, int, error) {
+	rkey := c.opts.prefix + key
+	token := rand.Text() // 26 base32 characters: 130 bits from crypto/rand
+	l, attempts, uncertain, err := c.attempt(ctx, key, rkey, token)
+	if err != nil && uncertain {
+		c.abandon(ctx, rkey, token)
+	}
+	return l, attempts, err
+}
+
+// attempt retries the backend until it grants the lease or Obtain must give
+// up. uncertain reports whether some attempt ended without a clear answer.
+func (c *Client) attempt(ctx context.Context, key, rkey, token string) (l *Lock, attempts int, uncertain bool, err error) {
 	var (
-		rkey     = c.opts.prefix + key
-		token    = rand.Text() // 26 base32 characters: 130 bits from crypto/rand
-		attempts int
-		down     int   // consecutive attempts that could not reach Redis
-		lastErr  error // wrapping ErrUnavailable, if the last attempt failed so
-		timer    *time.Timer
+		down    int   // consecutive attempts that could not reach Redis
+		lastErr error // wrapping ErrUnavailable, if the last attempt failed so
+		timer   *time.Timer
 	)
 	defer func() {
 		if timer != nil {
@@ -147,36 +165,33 @@ func (c *Client) compete(ctx context.Context, key string) (*Lock, int, error) {
 	for {
 		attempts++
 		start := time.Now()
-		actx, cancel := context.WithTimeout(ctx, c.opts.attemptTO)
+		actx, cancel := context.WithTimeout(ctx, c.opts.attemptTO+c.opts.replicaTO)
 		fence, err := c.be.obtain(actx, rkey, token, c.opts.ttl)
 		cancel()
+		if err != nil && !errors.Is(err, errTaken) {
+			uncertain = true
+		}
 		switch {
 		case err == nil:
-			return c.newLock(key, rkey, token, fence, start), attempts, nil
+			return c.newLock(key, rkey, token, fence, start), attempts, uncertain, nil
 		case ctx.Err() != nil:
-			if !errors.Is(err, errTaken) {
-				// The SET may have reached Redis even though we gave up
-				// waiting for its answer; do not leave an orphan lease
-				// blocking others for a whole TTL.
-				c.abandon(ctx, rkey, token)
-			}
-			return nil, attempts, fmt.Errorf("%w: %w", ErrNotObtained, ctx.Err())
+			return nil, attempts, uncertain, fmt.Errorf("%w: %w", ErrNotObtained, ctx.Err())
 		case errors.Is(err, errTaken):
 			down, lastErr = 0, nil
 		case errors.Is(err, ErrUnavailable):
 			down++
 			lastErr = err
 			if down >= unavailableAttempts {
-				return nil, attempts, err
+				return nil, attempts, uncertain, err
 			}
 		default:
-			return nil, attempts, err
+			return nil, attempts, uncertain, err
 		}
 		if c.opts.maxAttempts > 0 && attempts >= c.opts.maxAttempts {
 			if lastErr != nil {
-				return nil, attempts, lastErr
+				return nil, attempts, uncertain, lastErr
 			}
-			return nil, attempts, ErrNotObtained
+			return nil, attempts, uncertain, ErrNotObtained
 		}
 
 		d := c.backoff(attempts)
@@ -189,9 +204,9 @@ func (c *Client) compete(ctx context.Context, key string) (*Lock, int, error) {
 		case <-timer.C:
 		case <-ctx.Done():
 			if lastErr != nil {
-				return nil, attempts, fmt.Errorf("%w: %w", lastErr, ctx.Err())
+				return nil, attempts, uncertain, fmt.Errorf("%w: %w", lastErr, ctx.Err())
 			}
-			return nil, attempts, fmt.Errorf("%w: %w", ErrNotObtained, ctx.Err())
+			return nil, attempts, uncertain, fmt.Errorf("%w: %w", ErrNotObtained, ctx.Err())
 		}
 	}
 }
@@ -207,9 +222,9 @@ func (c *Client) backoff(attempt int) time.Duration {
 }
 
 // abandon deletes a lease we might have obtained without hearing about it.
-// It runs on its own short deadline because ctx is already done.
+// It runs on its own short deadline because ctx may be done already.
 func (c *Client) abandon(ctx context.Context, rkey, token string) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 100*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(c.opts.attemptTO, 100*time.Millisecond))
 	defer cancel()
 	// Best effort: if this fails too, the lease expires after its TTL.
 	_ = c.be.release(ctx, rkey, token)
@@ -255,8 +270,13 @@ func (l *Lock) Key() string { return l.key }
 func (l *Lock) Token() string { return l.token }
 
 // Fence returns the fencing token issued with this lease: per key, strictly
-// greater than every fence issued before it. It is 0 in Redlock mode, where
-// independent masters cannot agree on an order.
+// greater than every fence issued before it, so no two leases share one. A
+// resource may therefore accept a fence equal to the highest it has seen:
+// that is the same lease writing again. After a Sentinel or Cluster
+// failover that lost the counter's last increments the order still holds
+// as long as the new master's clock is not behind the old one's by more
+// than the failover took (see docs/locking.md). It is 0 in Redlock mode,
+// where independent masters cannot agree on an order.
 func (l *Lock) Fence() int64 { return l.fence }
 
 // Lost returns a channel the watchdog closes when it finds the lease gone,

@@ -5,7 +5,7 @@
 --                           ARGV[3] idle expiry of the fence counter in milliseconds
 --
 -- Returns the new fencing token (> 0) when the lease was taken, 0 when
--- someone else holds it.
+-- someone else holds it. KEYS[1] and KEYS[2] must hash to one Cluster slot.
 
 -- Redis < 5 needs effects replication before a write may follow TIME;
 -- from Redis 7 on this is the only mode and the call is a no-op.
@@ -22,14 +22,18 @@ if not redis.call("SET", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then
   redis.call("PEXPIRE", KEYS[1], ARGV[2])
 end
 
--- A missing counter (idle expiry, flush, restart without persistence) is
--- seeded from the server clock in microseconds, so the next token is still
--- greater than any token issued before, as long as the clock does not go
--- back and fewer than 1e6 tokens per second were issued for this key.
--- The seed is built as a string: Lua numbers are doubles and tostring()
--- would print them with only 14 significant digits.
-if redis.call("EXISTS", KEYS[2]) == 0 then
-  local t = redis.call("TIME")
+-- fence = max(counter, now in microseconds) + 1. The counter alone keeps
+-- fences unique and increasing while it survives; the clock term makes a
+-- fence issued after the counter was lost (idle expiry, a restart without
+-- persistence, a failover to a replica that missed the last INCRs) greater
+-- than every fence issued before, provided the server clock did not go
+-- back by more than the time the loss took (docs/locking.md, "Fences that
+-- survive failover"). now < 2^53, so the double arithmetic is exact; the
+-- value is written as a string because tostring() keeps only 14 digits.
+local t = redis.call("TIME")
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local counter = tonumber(redis.call("GET", KEYS[2]) or "0")
+if counter < now then
   redis.call("SET", KEYS[2], t[1] .. string.format("%06d", tonumber(t[2])))
 end
 local fence = redis.call("INCR", KEYS[2])

@@ -17,6 +17,8 @@ type options struct {
 	watchdog    bool
 	fenceTTL    time.Duration
 	observer    Observer
+	minReplicas int
+	replicaTO   time.Duration // 0 unless minReplicas > 0
 }
 
 func defaultOptions() options {
@@ -65,7 +67,8 @@ func WithAttemptTimeout(d time.Duration) Option {
 
 // WithPrefix sets the prefix prepended to every key in Redis. The default is
 // "lock:". The fence counter lives at prefix+key+":fence". With Redis Cluster,
-// put a hash tag in the key ("{sku:1}") so both land in the same slot.
+// put a hash tag in the key ("{sku:1}") so both land in the same slot, and
+// keep braces out of the prefix, or every key shares the prefix's slot.
 func WithPrefix(p string) Option {
 	return func(o *options) { o.prefix = p }
 }
@@ -123,5 +126,30 @@ func WithObserver(obs Observer) Option {
 			obs = NopObserver{}
 		}
 		o.observer = obs
+	}
+}
+
+// WithMinReplicas makes Obtain wait, after the master granted the lease,
+// until n replicas acknowledged the write (Redis WAIT), for at most timeout.
+// The default is n = 0: no waiting. When fewer acknowledge in time the
+// attempt fails with an error wrapping ErrUnavailable and ErrNotReplicated,
+// and a failed Obtain releases the lease (best effort). Non-positive timeouts
+// become 100ms; each attempt's deadline (WithAttemptTimeout) is extended by
+// timeout. It has no effect in Redlock mode.
+//
+// This narrows the window in which a failover can hand a held lease to a
+// second client to writes lost after a replica acknowledged them (WAIT does
+// not make Redis strongly consistent: a replica that acknowledged may still
+// not be the one promoted). The fence, not WAIT, is what protects the data.
+func WithMinReplicas(n int, timeout time.Duration) Option {
+	return func(o *options) {
+		if timeout <= 0 {
+			timeout = 100 * time.Millisecond
+		}
+		o.minReplicas = max(n, 0)
+		o.replicaTO = 0
+		if o.minReplicas > 0 {
+			o.replicaTO = timeout
+		}
 	}
 }

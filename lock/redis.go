@@ -27,17 +27,29 @@ var (
 // fenceSuffix names the per-key fence counter: prefix+key+fenceSuffix.
 const fenceSuffix = ":fence"
 
-// single is the backend for one Redis: atomic SET NX PX plus a fence counter
-// in the same script. Each call is one round trip (EVALSHA) once Redis has
-// cached the script.
+// single is the backend for one Redis (standalone, Sentinel-managed master
+// or Cluster): atomic SET NX PX plus a fence counter in the same script.
+// Each call is one round trip (EVALSHA) once Redis has cached the script;
+// with minReplicas the obtain script and WAIT share one pipelined round trip.
 type single struct {
-	rdb      redis.UniversalClient
-	fenceTTL time.Duration
+	rdb         redis.UniversalClient
+	fenceTTL    time.Duration
+	minReplicas int
+	replicaTO   time.Duration
 }
 
 func (s *single) obtain(ctx context.Context, key, token string, ttl time.Duration) (int64, error) {
-	fence, err := obtainScript.Run(ctx, s.rdb, []string{key, key + fenceSuffix},
+	if s.minReplicas > 0 {
+		return s.obtainReplicated(ctx, key, token, ttl)
+	}
+	fence, err := obtainScript.Run(ctx, s.rdb, s.obtainKeys(key),
 		token, ttl.Milliseconds(), s.fenceTTL.Milliseconds()).Int64()
+	return fenceOrTaken(fence, err)
+}
+
+func (s *single) obtainKeys(key string) []string { return []string{key, key + fenceSuffix} }
+
+func fenceOrTaken(fence int64, err error) (int64, error) {
 	if err != nil {
 		return 0, redisErr("obtain", err)
 	}
@@ -45,6 +57,60 @@ func (s *single) obtain(ctx context.Context, key, token string, ttl time.Duratio
 		return 0, errTaken
 	}
 	return fence, nil
+}
+
+// obtainReplicated runs the obtain script and WAIT on one connection of the
+// key's master: WAIT counts the replicas that acknowledged the writes of its
+// own connection, so a pipeline (one connection) is what makes it cover the
+// script's SET and INCR.
+func (s *single) obtainReplicated(ctx context.Context, key, token string, ttl time.Duration) (int64, error) {
+	node, err := s.master(ctx, key)
+	if err != nil {
+		return 0, redisErr("obtain", err)
+	}
+	run := func() (*redis.Cmd, *redis.Cmd) {
+		pipe := node.Pipeline()
+		obtained := obtainScript.EvalSha(ctx, pipe, s.obtainKeys(key),
+			token, ttl.Milliseconds(), s.fenceTTL.Milliseconds())
+		// WAIT's reply arrives within replicaTO, inside the client's read
+		// timeout as long as replicaTO is shorter (config checks it).
+		acked := pipe.Do(ctx, "wait", s.minReplicas, s.replicaTO.Milliseconds())
+		_, _ = pipe.Exec(ctx) // each command carries its own error
+		return obtained, acked
+	}
+	obtained, acked := run()
+	if redis.HasErrorPrefix(obtained.Err(), "NOSCRIPT") {
+		if err := obtainScript.Load(ctx, node).Err(); err != nil {
+			return 0, redisErr("obtain", err)
+		}
+		obtained, acked = run()
+	}
+	fence, err := fenceOrTaken(obtained.Int64())
+	if err != nil {
+		return 0, err
+	}
+	n, err := acked.Int64()
+	if err != nil {
+		return 0, fmt.Errorf("%w: %w: wait: %w", ErrUnavailable, ErrNotReplicated, err)
+	}
+	if n < int64(s.minReplicas) {
+		return 0, fmt.Errorf("%w: %w: %d of %d replicas within %v", ErrUnavailable, ErrNotReplicated, n, s.minReplicas, s.replicaTO)
+	}
+	return fence, nil
+}
+
+// master returns the client of the node that serves key: the Cluster
+// master of its slot, or the one Redis (a Sentinel client follows the
+// current master on its own).
+func (s *single) master(ctx context.Context, key string) (*redis.Client, error) {
+	switch c := s.rdb.(type) {
+	case *redis.ClusterClient:
+		return c.MasterForKey(ctx, key)
+	case *redis.Client:
+		return c, nil
+	default:
+		return nil, fmt.Errorf("lock: WithMinReplicas needs a *redis.Client or *redis.ClusterClient, not %T", s.rdb)
+	}
 }
 
 func (s *single) release(ctx context.Context, key, token string) error {
