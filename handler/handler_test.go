@@ -924,7 +924,7 @@ func TestRestockAfterSoldOut(t *testing.T) {
 // waitSoldOutMark polls (bounded) until the shared sold-out mark of sku is set.
 func (s *stack) waitSoldOutMark(t *testing.T, sku int64) {
 	t.Helper()
-	key := s.prefix + "soldout:" + strconv.FormatInt(sku, 10)
+	key := s.prefix + "soldout:{sku:" + strconv.FormatInt(sku, 10) + "}"
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
 	deadline := time.After(10 * time.Second)
@@ -1399,7 +1399,7 @@ func TestRestockRacingSoldOutMark(t *testing.T) {
 	if err := s.orders.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
-	key := s.prefix + "soldout:" + strconv.FormatInt(sku, 10)
+	key := s.prefix + "soldout:{sku:" + strconv.FormatInt(sku, 10) + "}"
 	mark, err := s.rdb.Get(ctx, key).Int64()
 	if err != nil {
 		t.Fatal(err)

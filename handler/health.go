@@ -26,9 +26,23 @@ func (h *health) live(c *gin.Context) {
 }
 
 type readiness struct {
-	Status string `json:"status"` // ok, degraded (selling without Redis), unavailable or draining
-	MySQL  string `json:"mysql"`  // up or down
-	Redis  string `json:"redis"`  // up or down
+	Status   string    `json:"status"` // ok, degraded (selling without Redis), unavailable or draining
+	MySQL    string    `json:"mysql"`  // up or down
+	Redis    string    `json:"redis"`  // up or down
+	Topology *Topology `json:"redis_topology,omitempty"`
+}
+
+// Topology is what /readyz says about the Redis setup.
+type Topology struct {
+	Mode      string `json:"mode"`             // standalone, sentinel, cluster or redlock
+	Master    string `json:"master,omitempty"` // with Sentinel: the master the sentinels name
+	Failovers int64  `json:"failovers_seen"`   // with Sentinel: master changes this instance saw
+}
+
+// TopologyReporter is a Readiness that also describes the Redis setup;
+// /readyz includes it when the Readiness implements it.
+type TopologyReporter interface {
+	RedisTopology(ctx context.Context) Topology
 }
 
 // readiness answers 200 while MySQL answers (status "degraded" when Redis
@@ -43,6 +57,10 @@ func (h *health) readiness(c *gin.Context) {
 		if err != nil {
 			r.Redis = "down"
 		}
+	}
+	if tr, ok := h.ready.(TopologyReporter); ok {
+		t := tr.RedisTopology(ctx)
+		r.Topology = &t
 	}
 	status := http.StatusOK
 	if err := h.ready.MySQL(ctx); err != nil {

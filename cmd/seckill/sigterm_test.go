@@ -414,7 +414,7 @@ func TestSIGTERMDuringASale(t *testing.T) {
 	// No lock left behind in Redis.
 	rc := redis.NewClient(&redis.Options{Addr: rds.Addr})
 	defer rc.Close()
-	lockKey := prefix + "sku:" + strconv.FormatInt(sku.ID, 10)
+	lockKey := prefix + "{sku:" + strconv.FormatInt(sku.ID, 10) + "}"
 	if n, err := rc.Exists(ctx, lockKey).Result(); err != nil || n != 0 {
 		t.Errorf("EXISTS %s after exit = %d, %v; want 0 (the lock released)", lockKey, n, err)
 	}

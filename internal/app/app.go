@@ -23,7 +23,6 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/gin-gonic/gin"
-	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
 	"github.com/seckill/seckill/handler"
@@ -69,13 +68,18 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 		return err
 	}
 	store := repository.New(db)
-	redises, err := openRedis(cfg, &cl)
+	rs, err := openRedis(cfg, &cl)
 	if err != nil {
 		return err
 	}
 	mx := metrics.New()
-	lk, marks := redisLocking(cfg, redises, mx)
-	var readyz handler.Readiness = readiness{store: store, redises: redises}
+	lk, marks := redisLocking(cfg, rs, mx)
+	var readyz handler.Readiness = readiness{store: store, redises: rs.clients, mode: rs.mode, watch: rs.watch}
+	if len(rs.clients) > 0 {
+		if err := mx.Register(newTopologyCollector(rs)); err != nil {
+			return err
+		}
+	}
 	if cfg.Lock.Backend == config.BackendZooKeeper {
 		zkb, err := openZooKeeper(cfg, log, mx.Lock())
 		if err != nil {
@@ -96,7 +100,7 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", cfg.HTTP.Addr, err)
 	}
-	if err := announce(ctx, cfg, catalog, len(redises), "http://"+ln.Addr().String(), generatedToken, stdout, log); err != nil {
+	if err := announce(ctx, cfg, catalog, rs.describe(), "http://"+ln.Addr().String(), generatedToken, stdout, log); err != nil {
 		ln.Close()
 		return err
 	}
@@ -151,9 +155,10 @@ func openDatabase(ctx context.Context, cfg config.Config, cl *closers) (*gorm.DB
 	return db, nil
 }
 
-// openRedis returns a client per configured address, or one of an
-// in-process Redis in embedded mode.
-func openRedis(cfg config.Config, cl *closers) ([]redis.UniversalClient, error) {
+// openRedis opens the Redis setup redis.mode names, or in embedded mode
+// one client of an in-process Redis; no client without addresses
+// (lock.backend zookeeper).
+func openRedis(cfg config.Config, cl *closers) (*redisSetup, error) {
 	addrs := cfg.Redis.Addrs
 	if cfg.Embedded() && len(addrs) == 0 {
 		mr := miniredis.NewMiniRedis()
@@ -163,33 +168,19 @@ func openRedis(cfg config.Config, cl *closers) ([]redis.UniversalClient, error) 
 		cl.add(func() error { mr.Close(); return nil })
 		addrs = []string{mr.Addr()}
 	}
-	redises := make([]redis.UniversalClient, len(addrs))
-	for i, a := range addrs {
-		c := redis.NewClient(&redis.Options{
-			Addr:         a,
-			Password:     cfg.Redis.Password,
-			DB:           cfg.Redis.DB,
-			DialTimeout:  cfg.Redis.DialTimeout,
-			ReadTimeout:  cfg.Redis.IOTimeout,
-			WriteTimeout: cfg.Redis.IOTimeout,
-			PoolSize:     cfg.Redis.PoolSize,
-			MaxRetries:   -1, // the lock retries on its own terms
-			// Fail fast when Redis is down: the order path then sells on
-			// the database's guard instead of waiting out dial retries.
-			DialerRetries:      1,
-			DialerRetryTimeout: time.Millisecond,
-		})
-		redises[i] = c
-		cl.add(c.Close)
+	rs, err := newRedisSetup(cfg, addrs)
+	if err != nil {
+		return nil, err
 	}
-	return redises, nil
+	cl.add(rs.Close)
+	return rs, nil
 }
 
-// redisLocking returns the per-SKU lock over redises (Redlock when there
-// are several) and the shared sold-out marks in Redis; none without Redis
-// (lock.backend zookeeper).
-func redisLocking(cfg config.Config, redises []redis.UniversalClient, mx *metrics.Metrics) (service.Locker, service.SoldOutMarks) {
-	if len(redises) == 0 {
+// redisLocking returns the per-SKU lock over the Redis setup (Redlock over
+// independent masters) and the shared sold-out marks in Redis; none
+// without Redis (lock.backend zookeeper).
+func redisLocking(cfg config.Config, rs *redisSetup, mx *metrics.Metrics) (service.Locker, service.SoldOutMarks) {
+	if len(rs.clients) == 0 {
 		return nil, nil
 	}
 	lockOpts := []lock.Option{
@@ -200,18 +191,13 @@ func redisLocking(cfg config.Config, redises []redis.UniversalClient, mx *metric
 		lock.WithWatchdog(cfg.Lock.Watchdog),
 		lock.WithRetry(time.Millisecond, 32*time.Millisecond, 0),
 	}
-	newLockClient := func() *lock.Client {
-		if len(redises) == 1 {
-			return lock.New(redises[0], lockOpts...)
-		}
-		return lock.NewRedlock(redises, lockOpts...)
-	}
+	lockOpts = append(lockOpts, lockReplicaOptions(cfg)...)
+	newLockClient := func() *lock.Client { return rs.lockClient(lockOpts...) }
 	var lk service.Locker = NewLocker(newLockClient())
 	if service.Strategy(cfg.Order.Strategy) == service.StrategyPerRequest {
 		lk = pollingLocker{newLockClient}
 	}
-	// The marks are a cache: with Redlock they live on the first master.
-	return lk, NewSoldOutMarks(redises[0], cfg.Lock.Prefix+"soldout:", cfg.SoldOut.SharedTTL)
+	return lk, NewSoldOutMarks(rs.marks(), cfg.Lock.Prefix+"soldout:", cfg.SoldOut.SharedTTL)
 }
 
 // newOrders builds the order flow on a lock, the shared sold-out marks and
@@ -269,11 +255,8 @@ func newHTTPServer(cfg config.Config, api http.Handler, log *slog.Logger) *http.
 // announce says where the service runs. In embedded mode it seeds the
 // demo SKU and prints the quick start; a generated admin token is printed
 // (on stdout, never in the log).
-func announce(ctx context.Context, cfg config.Config, catalog *service.Catalog, redisNodes int, url string, generatedToken bool, stdout io.Writer, log *slog.Logger) error {
-	mode := "mysql+redis"
-	if redisNodes > 1 {
-		mode = fmt.Sprintf("mysql+redlock(%d)", redisNodes)
-	}
+func announce(ctx context.Context, cfg config.Config, catalog *service.Catalog, redisSetup string, url string, generatedToken bool, stdout io.Writer, log *slog.Logger) error {
+	mode := "mysql+redis:" + redisSetup
 	if cfg.Lock.Backend == config.BackendZooKeeper {
 		mode = fmt.Sprintf("mysql+zookeeper(%d)", len(cfg.ZooKeeper.Addrs))
 	}

@@ -35,6 +35,9 @@ func instanceOn(t *testing.T, dsn string, redisAddrs []string, prefix string) st
 	cfg.MySQL.MaxOpenConns = 16
 	cfg.MySQL.MaxIdleConns = 16
 	cfg.Redis.Addrs = redisAddrs
+	if len(redisAddrs) > 1 {
+		cfg.Redis.Mode = config.RedisRedlock
+	}
 	cfg.Admin.Token = token
 	cfg.Lock.Prefix = prefix
 	return "http://" + serveConfig(t, cfg)

@@ -10,18 +10,25 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/seckill/seckill/handler"
 	"github.com/seckill/seckill/lock"
 	"github.com/seckill/seckill/service"
 )
 
 // NewLocker adapts a *lock.Client to service.Locker, translating "Redis
-// is unreachable" into service.ErrLockUnavailable.
+// is unreachable" into service.ErrLockUnavailable. The service's key
+// ("sku:7") becomes the hash tag of the Redis keys ("<prefix>{sku:7}" and
+// its fence counter), so on a Cluster the lock, its fence and the SKU's
+// sold-out mark share one slot, and different SKUs spread across slots.
 func NewLocker(c *lock.Client) service.Locker { return locker{c} }
 
 type locker struct{ c *lock.Client }
 
+// hashTag wraps key in braces: Redis Cluster hashes only what is inside.
+func hashTag(key string) string { return "{" + key + "}" }
+
 func (l locker) Obtain(ctx context.Context, key string) (service.Lease, error) {
-	lk, err := l.c.Obtain(ctx, key)
+	lk, err := l.c.Obtain(ctx, hashTag(key))
 	if errors.Is(err, lock.ErrUnavailable) {
 		return nil, fmt.Errorf("%w: %w", service.ErrLockUnavailable, err)
 	}
@@ -68,7 +75,10 @@ end
 return 0
 `)
 
-func (m soldOutMarks) key(id int64) string { return m.prefix + strconv.FormatInt(id, 10) }
+// key is "<prefix>{sku:7}": the hash tag of the SKU's lock (see NewLocker).
+func (m soldOutMarks) key(id int64) string {
+	return m.prefix + hashTag("sku:"+strconv.FormatInt(id, 10))
+}
 
 func (m soldOutMarks) Mark(ctx context.Context, id int64) (int64, error) {
 	v, err := m.rdb.Get(ctx, m.key(id)).Int64()
@@ -82,10 +92,22 @@ func (m soldOutMarks) SetMark(ctx context.Context, id, mark int64) error {
 	return setMark.Run(ctx, m.rdb, []string{m.key(id)}, mark, m.ttl.Milliseconds()).Err()
 }
 
-// readiness implements handler.Readiness.
+// readiness implements handler.Readiness and handler.TopologyReporter.
 type readiness struct {
 	store   service.Store
 	redises []redis.UniversalClient
+	mode    string
+	watch   *sentinelWatch // nil unless redis.mode is sentinel
+}
+
+// RedisTopology names the mode and, with Sentinel, the current master and
+// the master changes seen.
+func (r readiness) RedisTopology(ctx context.Context) handler.Topology {
+	t := handler.Topology{Mode: r.mode}
+	if r.watch != nil {
+		t.Master, t.Failovers, _ = r.watch.Master(ctx) // no answer: no master named
+	}
+	return t
 }
 
 func (r readiness) MySQL(ctx context.Context) error { return r.store.Ping(ctx) }

@@ -76,15 +76,30 @@ type MySQL struct {
 }
 
 // Redis configures the lock and the shared sold-out marks. No address
-// selects the embedded in-process Redis of the quick start; more than one
-// selects Redlock across independent masters.
+// selects the embedded in-process Redis of the quick start. Mode says what
+// the addresses are (see RedisModes); more than one address needs a mode.
 type Redis struct {
+	Mode        string        `yaml:"mode"` // standalone, sentinel, cluster or redlock; default standalone for one address
 	Addrs       []string      `yaml:"addrs"`
+	Username    string        `yaml:"username"` // ACL user of the Redis nodes (every mode), default none
 	Password    string        `yaml:"password"`
 	DB          int           `yaml:"db"`
 	DialTimeout time.Duration `yaml:"dial_timeout"` // default 200ms
 	IOTimeout   time.Duration `yaml:"io_timeout"`   // default 200ms
 	PoolSize    int           `yaml:"pool_size"`    // default 64
+	// MasterName, SentinelUsername and SentinelPassword are for mode
+	// sentinel: the addresses are the sentinels, which name the master.
+	MasterName       string   `yaml:"master_name"`
+	SentinelUsername string   `yaml:"sentinel_username"`
+	SentinelPassword string   `yaml:"sentinel_password"`
+	TLS              RedisTLS `yaml:"tls"`
+}
+
+// RedisTLS turns on TLS to every Redis node (and sentinel).
+type RedisTLS struct {
+	Enabled    bool   `yaml:"enabled"`     // default false
+	CAFile     string `yaml:"ca_file"`     // PEM roots; default the system's
+	ServerName string `yaml:"server_name"` // default the host of each address
 }
 
 // Admin configures the admin API. An empty token is generated at start
@@ -116,6 +131,11 @@ type Lock struct {
 	Watchdog bool          `yaml:"watchdog"`  // renew the lease while held, default true
 	HoldMax  time.Duration `yaml:"hold_max"`  // a busy SKU worker keeps its lock across batches this long, default 50ms; 0: one hold per batch
 	Backend  string        `yaml:"backend"`   // redis or zookeeper, default redis
+	// MinReplicas > 0 makes every acquisition WAIT for that many replicas
+	// to acknowledge it within ReplicaTimeout, else it is released and not
+	// obtained (the order then sells on the database's guard).
+	MinReplicas    int           `yaml:"min_replicas"`    // default 0
+	ReplicaTimeout time.Duration `yaml:"replica_timeout"` // default 100ms; shorter than redis.io_timeout
 }
 
 // SoldOut configures the sold-out fast path.
@@ -164,6 +184,8 @@ func Default() Config {
 			Watchdog: true,
 			HoldMax:  50 * time.Millisecond,
 			Backend:  BackendRedis,
+
+			ReplicaTimeout: 100 * time.Millisecond,
 		},
 		SoldOut: SoldOut{LocalTTL: 500 * time.Millisecond, SharedTTL: 10 * time.Minute},
 		Limits:  Limits{PerUserRate: 20, PerUserBurst: 40, PerIPBurst: 200, MaxKeys: 100000},
@@ -236,6 +258,9 @@ func (c *Config) applyEnv(getenv func(string) string) error {
 				c.Redis.Addrs = append(c.Redis.Addrs, a)
 			}
 		}
+	}
+	if err := c.applyRedisEnv(getenv); err != nil {
+		return err
 	}
 	ints := []struct {
 		key string
@@ -390,6 +415,9 @@ func (c Config) Validate() error {
 			return fmt.Errorf("config: redis.addrs %q: %v", a, err)
 		}
 	}
+	if err := c.validateRedis(); err != nil {
+		return err
+	}
 	if c.Admin.Token != "" && len(c.Admin.Token) < 16 {
 		return errors.New("config: admin.token must be at least 16 characters")
 	}
@@ -398,6 +426,108 @@ func (c Config) Validate() error {
 	}
 	if !slices.Contains([]string{"", "text", "json"}, c.Log.Format) {
 		return fmt.Errorf("config: log.format %q: want text or json", c.Log.Format)
+	}
+	return nil
+}
+
+// Redis modes: what redis.addrs are.
+const (
+	RedisStandalone = "standalone" // one Redis (with replicas or not)
+	RedisSentinel   = "sentinel"   // the sentinels of one master named redis.master_name
+	RedisCluster    = "cluster"    // seed nodes of a Redis Cluster
+	RedisRedlock    = "redlock"    // independent masters, locked with Redlock
+)
+
+// RedisModes lists the values of redis.mode.
+var RedisModes = []string{RedisStandalone, RedisSentinel, RedisCluster, RedisRedlock}
+
+// RedisMode returns redis.mode, standalone when it is not set.
+func (c Config) RedisMode() string {
+	if c.Redis.Mode == "" {
+		return RedisStandalone
+	}
+	return c.Redis.Mode
+}
+
+func (c *Config) applyRedisEnv(getenv func(string) string) error {
+	for key, dst := range map[string]*string{
+		"SECKILL_REDIS_MODE":              &c.Redis.Mode,
+		"SECKILL_REDIS_USERNAME":          &c.Redis.Username,
+		"SECKILL_REDIS_MASTER_NAME":       &c.Redis.MasterName,
+		"SECKILL_REDIS_SENTINEL_USERNAME": &c.Redis.SentinelUsername,
+		"SECKILL_REDIS_SENTINEL_PASSWORD": &c.Redis.SentinelPassword,
+		"SECKILL_REDIS_TLS_CA_FILE":       &c.Redis.TLS.CAFile,
+		"SECKILL_REDIS_TLS_SERVER_NAME":   &c.Redis.TLS.ServerName,
+	} {
+		if v := getenv(key); v != "" {
+			*dst = v
+		}
+	}
+	if v := getenv("SECKILL_REDIS_TLS"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("config: SECKILL_REDIS_TLS=%q: not a boolean", v)
+		}
+		c.Redis.TLS.Enabled = b
+	}
+	if v := getenv("SECKILL_LOCK_MIN_REPLICAS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return fmt.Errorf("config: SECKILL_LOCK_MIN_REPLICAS=%q: not an integer", v)
+		}
+		c.Lock.MinReplicas = n
+	}
+	if v := getenv("SECKILL_LOCK_REPLICA_TIMEOUT"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return fmt.Errorf("config: SECKILL_LOCK_REPLICA_TIMEOUT=%q: not a duration", v)
+		}
+		c.Lock.ReplicaTimeout = d
+	}
+	return nil
+}
+
+// validateRedis checks redis.mode against the addresses and the settings
+// only some modes use.
+func (c Config) validateRedis() error {
+	r := c.Redis
+	if r.Mode == "" && len(r.Addrs) > 1 {
+		return fmt.Errorf("config: redis.addrs has %d addresses but redis.mode (SECKILL_REDIS_MODE) is not set: want one of %s",
+			len(r.Addrs), strings.Join(RedisModes, ", "))
+	}
+	if r.Mode != "" && !slices.Contains(RedisModes, r.Mode) {
+		return fmt.Errorf("config: redis.mode %q: want one of %s", r.Mode, strings.Join(RedisModes, ", "))
+	}
+	mode := c.RedisMode()
+	switch {
+	case len(r.Addrs) == 0 && mode != RedisStandalone:
+		return fmt.Errorf("config: redis.mode %s needs redis.addrs (SECKILL_REDIS_ADDRS)", mode)
+	case mode == RedisStandalone && len(r.Addrs) > 1:
+		return fmt.Errorf("config: redis.mode standalone takes one address in redis.addrs, not %d", len(r.Addrs))
+	case mode == RedisRedlock && len(r.Addrs) < 2:
+		return errors.New("config: redis.mode redlock needs independent masters in redis.addrs (3 or more to survive one failing)")
+	case mode == RedisSentinel && r.MasterName == "":
+		return errors.New("config: redis.mode sentinel needs redis.master_name (SECKILL_REDIS_MASTER_NAME)")
+	case mode != RedisSentinel && (r.MasterName != "" || r.SentinelUsername != "" || r.SentinelPassword != ""):
+		return fmt.Errorf("config: redis.master_name and redis.sentinel_* are for redis.mode sentinel, not %s", mode)
+	case mode == RedisCluster && r.DB != 0:
+		return errors.New("config: redis.db must be 0 with redis.mode cluster")
+	case !r.TLS.Enabled && (r.TLS.CAFile != "" || r.TLS.ServerName != ""):
+		return errors.New("config: redis.tls.ca_file and redis.tls.server_name need redis.tls.enabled (SECKILL_REDIS_TLS)")
+	}
+	// A brace in the prefix would make it the hash tag of every key, all in
+	// one Cluster slot; the SKU's own tag ({sku:7}) is what spreads them.
+	if strings.ContainsAny(c.Lock.Prefix, "{}") {
+		return errors.New("config: lock.prefix must not contain { or }: the SKU id is the hash tag")
+	}
+	l := c.Lock
+	switch {
+	case l.MinReplicas < 0:
+		return errors.New("config: lock.min_replicas must not be negative")
+	case l.MinReplicas > 0 && (mode == RedisRedlock || len(r.Addrs) == 0):
+		return errors.New("config: lock.min_replicas needs a Redis with replicas (redis.mode standalone, sentinel or cluster)")
+	case l.MinReplicas > 0 && (l.ReplicaTimeout <= 0 || l.ReplicaTimeout >= r.IOTimeout):
+		return errors.New("config: lock.replica_timeout must be positive and shorter than redis.io_timeout")
 	}
 	return nil
 }

@@ -40,6 +40,7 @@ func TestLoad_EnvOverridesTheFile(t *testing.T) {
 	cfg, err := Load(filepath.Join("..", "..", "configs", "local.yaml"), env(map[string]string{
 		"SECKILL_HTTP_ADDR":       "127.0.0.1:9999",
 		"SECKILL_REDIS_ADDRS":     "127.0.0.1:7001, 127.0.0.1:7002,127.0.0.1:7003",
+		"SECKILL_REDIS_MODE":      "redlock",
 		"SECKILL_ORDER_BATCH_MAX": "64",
 		"SECKILL_LOCK_TTL":        "3s",
 	}))
@@ -66,6 +67,17 @@ func TestLoad_InvalidSettingsNameTheirKey(t *testing.T) {
 		{"unknown yaml key", "order:\n  batchmax: 5\n", nil, "batchmax"},
 		{"dsn without token", "", map[string]string{"SECKILL_MYSQL_DSN": "root@tcp(127.0.0.1:3306)/x", "SECKILL_REDIS_ADDRS": "127.0.0.1:6379"}, "admin.token"},
 		{"dsn without redis", "", map[string]string{"SECKILL_MYSQL_DSN": "root@tcp(127.0.0.1:3306)/x", "SECKILL_ADMIN_TOKEN": "0123456789abcdef"}, "redis.addrs"},
+		{"several addresses, no mode", "", map[string]string{"SECKILL_REDIS_ADDRS": "127.0.0.1:7001,127.0.0.1:7002"}, "standalone, sentinel, cluster, redlock"},
+		{"unknown mode", "", map[string]string{"SECKILL_REDIS_MODE": "ring", "SECKILL_REDIS_ADDRS": "127.0.0.1:7001"}, "redis.mode"},
+		{"sentinel without master name", "", map[string]string{"SECKILL_REDIS_MODE": "sentinel", "SECKILL_REDIS_ADDRS": "127.0.0.1:26379"}, "redis.master_name"},
+		{"standalone with two addresses", "", map[string]string{"SECKILL_REDIS_MODE": "standalone", "SECKILL_REDIS_ADDRS": "127.0.0.1:7001,127.0.0.1:7002"}, "redis.mode standalone"},
+		{"master name outside sentinel", "", map[string]string{"SECKILL_REDIS_MASTER_NAME": "m", "SECKILL_REDIS_ADDRS": "127.0.0.1:7001"}, "redis.master_name"},
+		{"cluster with a db", "redis:\n  db: 2\n", map[string]string{"SECKILL_REDIS_MODE": "cluster", "SECKILL_REDIS_ADDRS": "127.0.0.1:7001"}, "redis.db"},
+		{"tls ca without tls", "", map[string]string{"SECKILL_REDIS_TLS_CA_FILE": "/etc/ca.pem"}, "redis.tls"},
+		{"tls not a boolean", "", map[string]string{"SECKILL_REDIS_TLS": "maybe"}, "SECKILL_REDIS_TLS"},
+		{"brace in the lock prefix", "", map[string]string{"SECKILL_LOCK_PREFIX": "x:{a}:"}, "lock.prefix"},
+		{"min replicas with redlock", "", map[string]string{"SECKILL_REDIS_MODE": "redlock", "SECKILL_REDIS_ADDRS": "127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003", "SECKILL_LOCK_MIN_REPLICAS": "1"}, "lock.min_replicas"},
+		{"replica timeout past io timeout", "", map[string]string{"SECKILL_REDIS_ADDRS": "127.0.0.1:7001", "SECKILL_LOCK_MIN_REPLICAS": "1", "SECKILL_LOCK_REPLICA_TIMEOUT": "1s"}, "lock.replica_timeout"},
 		{"short token", "", map[string]string{"SECKILL_ADMIN_TOKEN": "short"}, "admin.token"},
 		{"bad log level", "", map[string]string{"SECKILL_LOG_LEVEL": "loud"}, "log.level"},
 		{"duration as an integer", "lock:\n  ttl: 3\n", nil, "line 2: lock.ttl: want a duration like 3s or 200ms, got 3"},
@@ -112,5 +124,31 @@ func TestValidate_MigrateNeedsOnlyTheDSN(t *testing.T) {
 	}
 	if err := cfg.ValidateServe(); err == nil {
 		t.Error("ValidateServe(DSN only) = nil; want redis.addrs required")
+	}
+}
+
+func TestLoad_RedisModes(t *testing.T) {
+	tests := []struct {
+		name string
+		env  map[string]string
+		mode string
+	}{
+		{"one address", map[string]string{"SECKILL_REDIS_ADDRS": "127.0.0.1:6379"}, RedisStandalone},
+		{"embedded", nil, RedisStandalone},
+		{"sentinel", map[string]string{"SECKILL_REDIS_MODE": "sentinel", "SECKILL_REDIS_ADDRS": "s1:26379,s2:26379,s3:26379",
+			"SECKILL_REDIS_MASTER_NAME": "seckill", "SECKILL_REDIS_SENTINEL_PASSWORD": "x", "SECKILL_LOCK_MIN_REPLICAS": "1"}, RedisSentinel},
+		{"cluster with tls", map[string]string{"SECKILL_REDIS_MODE": "cluster", "SECKILL_REDIS_ADDRS": "n1:6379,n2:6379",
+			"SECKILL_REDIS_TLS": "true", "SECKILL_REDIS_TLS_SERVER_NAME": "redis.internal", "SECKILL_REDIS_USERNAME": "seckill"}, RedisCluster},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := Load("", env(tc.env))
+			if err != nil {
+				t.Fatalf("Load = %v", err)
+			}
+			if got := cfg.RedisMode(); got != tc.mode {
+				t.Errorf("RedisMode() = %q; want %q", got, tc.mode)
+			}
+		})
 	}
 }

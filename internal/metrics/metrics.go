@@ -108,6 +108,10 @@ func New() *Metrics {
 	return m
 }
 
+// Register adds a collector of series that live elsewhere (the Redis
+// topology) to the registry. It fails if one of its series is taken.
+func (m *Metrics) Register(c prometheus.Collector) error { return m.reg.Register(c) }
+
 // Handler serves the registry in the Prometheus exposition format.
 func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})

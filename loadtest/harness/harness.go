@@ -439,6 +439,7 @@ func (r *run) bringUp(ctx context.Context) error {
 	env := append(os.Environ(),
 		"SECKILL_MYSQL_DSN="+runDSN,
 		"SECKILL_REDIS_ADDRS="+strings.Join(r.redisAddrs, ","),
+		"SECKILL_REDIS_MODE="+r.redisMode(),
 		"SECKILL_ADMIN_TOKEN="+r.token,
 		"SECKILL_LOG_LEVEL=warn",
 		"SECKILL_LOCK_PREFIX=seckill:lt:"+r.id+":",
@@ -567,4 +568,13 @@ func (r *run) admin(ctx context.Context, method, url string, body []byte, want i
 		return nil
 	}
 	return json.Unmarshal(raw, v)
+}
+
+// redisMode is SECKILL_REDIS_MODE for the Redis the run started: more than
+// one independent server is Redlock.
+func (r *run) redisMode() string {
+	if len(r.redisAddrs) > 1 {
+		return "redlock"
+	}
+	return "standalone"
 }
