@@ -135,6 +135,11 @@ func TestSentinel_FailoverLosesTheLockButNotTheData(t *testing.T) {
 	rsB := openTestRedis(t, cfg)
 	b := NewLocker(rsB.lockClient(lock.WithPrefix(prefix), lock.WithTTL(time.Minute)))
 
+	probe := readiness{mode: rsB.mode, watch: rsB.watch} // what /readyz and /metrics ask
+	if tr := probe.RedisTopology(ctx); tr.Master != g.Master.Addr || tr.Failovers != 0 {
+		t.Fatalf("RedisTopology before the failover = %+v; want master %s, 0 failovers", tr, g.Master.Addr)
+	}
+
 	// Healthy replication: min_replicas 1 is acknowledged.
 	l, err := aSafe.Obtain(ctx, "sku:1")
 	if err != nil {
@@ -177,9 +182,18 @@ func TestSentinel_FailoverLosesTheLockButNotTheData(t *testing.T) {
 	if newMaster != g.Replicas[0].Addr {
 		t.Fatalf("sentinels promoted %s; want the replica %s", newMaster, g.Replicas[0].Addr)
 	}
-	tr := readiness{mode: rsB.mode, watch: rsB.watch}.RedisTopology(ctx)
-	if tr.Mode != config.RedisSentinel || tr.Master != newMaster {
-		t.Errorf("RedisTopology = %+v; want mode sentinel, master %s", tr, newMaster)
+	if tr := probe.RedisTopology(ctx); tr.Mode != config.RedisSentinel || tr.Master != newMaster || tr.Failovers != 1 {
+		t.Errorf("RedisTopology after the failover = %+v; want mode sentinel, master %s, 1 failover seen", tr, newMaster)
+	}
+
+	// The promoted replica's counter missed A's increment: a counter-only
+	// fence (INCR) would now give B a fence no greater than A's.
+	replicaCounter, err := g.Replicas[0].Client(t).Get(ctx, prefix+"{sku:1}:fence").Int64()
+	if err != nil {
+		t.Fatalf("fence counter on the promoted replica: %v", err)
+	}
+	if replicaCounter+1 > la.Fence() {
+		t.Fatalf("replica's counter %d already beyond A's fence %d: the replica saw A's INCR", replicaCounter, la.Fence())
 	}
 
 	// B obtains the same lease while A still believes it holds it. B
@@ -218,8 +232,8 @@ func TestSentinel_FailoverLosesTheLockButNotTheData(t *testing.T) {
 	}
 	// A reads the current version in its own transaction, so only the fence
 	// can refuse it.
-	if err := commit("a", la.Fence()); !errors.Is(err, service.ErrStaleFence) && !errors.Is(err, service.ErrConflict) {
-		t.Fatalf("A's write after B's = %v; want refused (ErrStaleFence or ErrConflict)", err)
+	if err := commit("a", la.Fence()); !errors.Is(err, service.ErrStaleFence) {
+		t.Fatalf("A's write after B's = %v; want ErrStaleFence", err)
 	}
 	got, err := store.SKU(ctx, sku.ID)
 	if err != nil {
