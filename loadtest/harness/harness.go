@@ -36,10 +36,11 @@ const (
 	FaultRedis    = "redis"    // SIGKILL the Redis server, restart it empty
 	FaultInstance = "instance" // SIGKILL one service instance, restart it
 	FaultMySQL    = "mysql"    // SIGKILL MariaDB (a private one), restart it
+	FaultFailover = "failover" // Sentinel: SIGKILL the master, let Sentinel promote a replica
 )
 
 // Faults lists the fault modes.
-var Faults = []string{FaultNone, FaultRedis, FaultInstance, FaultMySQL}
+var Faults = []string{FaultNone, FaultRedis, FaultInstance, FaultMySQL, FaultFailover}
 
 // Config is one load run. Zero numbers and strings take the defaults of
 // Default; booleans do not, so start from Default or Smoke.
@@ -148,6 +149,7 @@ type run struct {
 	db         *sql.DB
 	redis      []*proc
 	redisAddrs []string
+	sentinels  *sentinelSetup // with the failover fault
 	mariadb    *proc
 	instances  []*proc
 	baseURLs   []string
@@ -335,6 +337,8 @@ func normalize(cfg Config) (Config, error) {
 		return cfg, errors.New("target mode needs base URLs and the admin token (16+ characters)")
 	case cfg.Target && cfg.Fault != FaultNone:
 		return cfg, errors.New("target mode cannot inject faults into a deployment it did not start")
+	case cfg.Fault == FaultFailover && len(cfg.RedisAddrs) > 0:
+		return cfg, errors.New("the failover fault starts its own master, replicas and sentinels: do not pass Redis addresses with it")
 	case cfg.Fault == FaultRedis && len(cfg.RedisAddrs) > 0:
 		return cfg, errors.New("the redis fault kills the runner's own redis-server: do not pass Redis addresses with it")
 	case cfg.RedisServers < 1 || cfg.RedisServers > 7 || cfg.RedisKill < 1 || cfg.RedisKill > cfg.RedisServers:
@@ -395,7 +399,11 @@ func (r *run) bringUp(ctx context.Context) error {
 		return err
 	}
 	r.redisAddrs = cfg.RedisAddrs
-	if len(r.redisAddrs) == 0 {
+	if cfg.Fault == FaultFailover {
+		if err := r.startSentinels(ctx); err != nil {
+			return err
+		}
+	} else if len(r.redisAddrs) == 0 {
 		for i := range cfg.RedisServers {
 			p, addr, err := startRedis(ctx, &r.ps, r.work, i)
 			if err != nil {
@@ -439,12 +447,12 @@ func (r *run) bringUp(ctx context.Context) error {
 	env := append(os.Environ(),
 		"SECKILL_MYSQL_DSN="+runDSN,
 		"SECKILL_REDIS_ADDRS="+strings.Join(r.redisAddrs, ","),
-		"SECKILL_REDIS_MODE="+r.redisMode(),
 		"SECKILL_ADMIN_TOKEN="+r.token,
 		"SECKILL_LOG_LEVEL=warn",
 		"SECKILL_LOCK_PREFIX=seckill:lt:"+r.id+":",
 		"SECKILL_MYSQL_MAX_OPEN_CONNS="+strconv.Itoa(perInstance),
 	)
+	env = append(env, r.redisEnv()...)
 	env = append(env, cfg.Env...)
 
 	mctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
@@ -570,11 +578,15 @@ func (r *run) admin(ctx context.Context, method, url string, body []byte, want i
 	return json.Unmarshal(raw, v)
 }
 
-// redisMode is SECKILL_REDIS_MODE for the Redis the run started: more than
-// one independent server is Redlock.
-func (r *run) redisMode() string {
-	if len(r.redisAddrs) > 1 {
-		return "redlock"
+// redisEnv is the Redis part of the instances' environment: one server,
+// Redlock over several, or the sentinels of the failover fault.
+func (r *run) redisEnv() []string {
+	switch {
+	case r.sentinels != nil:
+		return []string{"SECKILL_REDIS_MODE=sentinel", "SECKILL_REDIS_MASTER_NAME=" + sentinelMaster}
+	case len(r.redisAddrs) > 1:
+		return []string{"SECKILL_REDIS_MODE=redlock"}
+	default:
+		return []string{"SECKILL_REDIS_MODE=standalone"}
 	}
-	return "standalone"
 }

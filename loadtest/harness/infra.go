@@ -198,7 +198,7 @@ func ensureSharedMySQL(ctx context.Context, dsn string, log io.Writer) error {
 
 // startRedis starts a private redis-server on a free loopback port: no
 // persistence, so a restart is an empty Redis, the harshest case.
-func startRedis(ctx context.Context, ps *procs, dir string, i int) (*proc, string, error) {
+func startRedis(ctx context.Context, ps *procs, dir string, i int, extra ...string) (*proc, string, error) {
 	port, err := FreePort()
 	if err != nil {
 		return nil, "", err
@@ -206,7 +206,7 @@ func startRedis(ctx context.Context, ps *procs, dir string, i int) (*proc, strin
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	p := ps.add(&proc{
 		name: fmt.Sprintf("redis-server-%d", i), path: "redis-server",
-		args: []string{"--bind", "127.0.0.1", "--port", strconv.Itoa(port), "--save", "", "--appendonly", "no", "--dir", dir},
+		args: append([]string{"--bind", "127.0.0.1", "--port", strconv.Itoa(port), "--save", "", "--appendonly", "no", "--dir", dir}, extra...),
 		log:  filepath.Join(dir, fmt.Sprintf("redis-%d.log", i)),
 	})
 	if err := p.start(); err != nil {

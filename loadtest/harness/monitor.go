@@ -125,6 +125,8 @@ func (r *run) inject(ctx context.Context) error {
 		i := len(r.instances) - 1
 		victims = append(victims, r.instances[i])
 		ready = append(ready, func(ctx context.Context) error { return r.waitReady(ctx, i, r.baseURLs[i]) })
+	case FaultFailover:
+		return r.failover(ctx)
 	case FaultMySQL:
 		victims = append(victims, r.mariadb)
 		ready = append(ready, func(ctx context.Context) error {
