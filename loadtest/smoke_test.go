@@ -55,3 +55,36 @@ func TestSmoke(t *testing.T) {
 		t.Errorf("smoke run: statuses %v; want malformed requests (400) and replays (200) exercised", s.ByStatus)
 	}
 }
+
+// TestSmokeFailover is the smoke sale on Redis behind Sentinel (a master,
+// two replicas, three sentinels) with the master SIGKILLed once 30% of the
+// stock is sold: Sentinel promotes a replica and the sale must still sell
+// exactly its stock with every invariant holding. -short skips it.
+func TestSmokeFailover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the failover smoke load test takes about 40 seconds; -short skips it")
+	}
+	if _, err := harness.FindK6(""); err != nil {
+		t.Fatalf("%v (make test installs it)", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cfg := harness.Smoke()
+	cfg.Name = "smoke-failover-" + time.Now().Format("20060102-150405")
+	cfg.Fault = harness.FaultFailover
+	cfg.Log = testLog{t}
+	cfg.MySQLDSN = testenv.MySQLDSN()
+	res, err := harness.Run(ctx, cfg)
+	if err != nil {
+		t.Fatalf("failover smoke run could not be carried out: %v", err)
+	}
+	var b strings.Builder
+	res.Summary.WriteText(&b, res.Dir)
+	t.Log(b.String())
+	if !res.Pass() {
+		t.Fatalf("failover smoke run verdict FAIL: %v", res.Summary.Violations)
+	}
+	if s := res.Summary; s.Database == nil || s.Database.SKU.Sold != cfg.Stock || s.Database.Orders != cfg.Stock {
+		t.Fatalf("failover smoke run: database %+v; want %d sold in %d orders", s.Database, cfg.Stock, cfg.Stock)
+	}
+}
