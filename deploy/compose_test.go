@@ -30,7 +30,7 @@ var (
 	redlockMasters  = []string{"redis-1", "redis-2", "redis-3", "redis-4", "redis-5"}
 	// oneShot services run to completion; every other service is long-running
 	// and must have a healthcheck.
-	oneShot = []string{"migrate", "k6"}
+	oneShot = []string{"migrate", "k6", "cluster-init"}
 )
 
 // loadProject parses docker-compose.yml with the Compose specification's
@@ -136,6 +136,21 @@ var profileCases = []struct {
 			"redis-1", "redis-2", "redis-3", "redis-4", "redis-5",
 			"seckill-redlock-1", "seckill-redlock-2", "seckill-redlock-3", "lb-redlock"},
 		absent: []string{"k6"},
+	},
+	{
+		name:     "sentinel",
+		profiles: []string{"sentinel"},
+		want: []string{"mariadb", "redis", "lb", "redis-primary", "redis-replica-1", "redis-replica-2",
+			"sentinel-1", "sentinel-2", "sentinel-3",
+			"seckill-sentinel-1", "seckill-sentinel-2", "seckill-sentinel-3", "lb-sentinel"},
+		absent: []string{"k6", "redis-1", "redis-node-1", "seckill-cluster-1"},
+	},
+	{
+		name:     "cluster",
+		profiles: []string{"cluster"},
+		want: []string{"mariadb", "redis", "lb", "redis-node-1", "redis-node-6", "cluster-init",
+			"seckill-cluster-1", "seckill-cluster-2", "seckill-cluster-3", "lb-cluster"},
+		absent: []string{"k6", "redis-1", "sentinel-1", "seckill-sentinel-1"},
 	},
 	{
 		name:     "zookeeper",
