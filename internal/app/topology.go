@@ -37,61 +37,39 @@ func newRedisSetup(cfg config.Config, addrs []string) (*redisSetup, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Fail fast when Redis is down: the order path then sells on the
-	// database's guard instead of waiting out dial retries. The lock
-	// retries on its own terms, so go-redis does not (MaxRetries -1).
-	const dialerRetries, dialerRetryTimeout = 1, time.Millisecond
+	// One set of options for every mode; each client takes its part.
+	opts := redis.UniversalOptions{
+		Addrs:            addrs,
+		MasterName:       r.MasterName,
+		SentinelUsername: r.SentinelUsername,
+		SentinelPassword: r.SentinelPassword,
+		Username:         r.Username,
+		Password:         r.Password,
+		DB:               r.DB,
+		DialTimeout:      r.DialTimeout,
+		ReadTimeout:      r.IOTimeout,
+		WriteTimeout:     r.IOTimeout,
+		PoolSize:         r.PoolSize,
+		TLSConfig:        tlsCfg,
+		// The lock retries on its own terms. Fail fast when Redis is down:
+		// the order path then sells on the database's guard instead of
+		// waiting out dial retries.
+		MaxRetries:         -1,
+		DialerRetries:      1,
+		DialerRetryTimeout: time.Millisecond,
+	}
 	s := &redisSetup{mode: cfg.RedisMode()}
 	switch s.mode {
 	case config.RedisSentinel:
-		s.clients = []redis.UniversalClient{redis.NewFailoverClient(&redis.FailoverOptions{
-			MasterName:         r.MasterName,
-			SentinelAddrs:      addrs,
-			SentinelUsername:   r.SentinelUsername,
-			SentinelPassword:   r.SentinelPassword,
-			Username:           r.Username,
-			Password:           r.Password,
-			DB:                 r.DB,
-			DialTimeout:        r.DialTimeout,
-			ReadTimeout:        r.IOTimeout,
-			WriteTimeout:       r.IOTimeout,
-			PoolSize:           r.PoolSize,
-			MaxRetries:         -1,
-			DialerRetries:      dialerRetries,
-			DialerRetryTimeout: dialerRetryTimeout,
-			TLSConfig:          tlsCfg,
-		})}
+		s.clients = []redis.UniversalClient{redis.NewFailoverClient(opts.Failover())}
 		s.watch = newSentinelWatch(r, addrs, tlsCfg)
 	case config.RedisCluster:
-		s.clients = []redis.UniversalClient{redis.NewClusterClient(&redis.ClusterOptions{
-			Addrs:              addrs,
-			Username:           r.Username,
-			Password:           r.Password,
-			DialTimeout:        r.DialTimeout,
-			ReadTimeout:        r.IOTimeout,
-			WriteTimeout:       r.IOTimeout,
-			PoolSize:           r.PoolSize,
-			MaxRetries:         -1,
-			DialerRetries:      dialerRetries,
-			DialerRetryTimeout: dialerRetryTimeout,
-			TLSConfig:          tlsCfg,
-		})}
+		s.clients = []redis.UniversalClient{redis.NewClusterClient(opts.Cluster())}
 	default: // standalone: one address; redlock: one client per master
 		for _, a := range addrs {
-			s.clients = append(s.clients, redis.NewClient(&redis.Options{
-				Addr:               a,
-				Username:           r.Username,
-				Password:           r.Password,
-				DB:                 r.DB,
-				DialTimeout:        r.DialTimeout,
-				ReadTimeout:        r.IOTimeout,
-				WriteTimeout:       r.IOTimeout,
-				PoolSize:           r.PoolSize,
-				MaxRetries:         -1,
-				DialerRetries:      dialerRetries,
-				DialerRetryTimeout: dialerRetryTimeout,
-				TLSConfig:          tlsCfg,
-			}))
+			one := opts
+			one.Addrs = []string{a}
+			s.clients = append(s.clients, redis.NewClient(one.Simple()))
 		}
 	}
 	return s, nil

@@ -14,6 +14,12 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+// Topologies of the failover fault (Config.Redis).
+const (
+	RedisSentinel = "sentinel"
+	RedisCluster  = "cluster"
+)
+
 // sentinelMaster is the master name the failover fault's sentinels monitor.
 const sentinelMaster = "seckill"
 
@@ -151,6 +157,9 @@ func (s *sentinelSetup) promoted(ctx context.Context) error {
 // failover SIGKILLs the master and waits until Sentinel has promoted a
 // replica. The old master stays down: the sale goes on without it.
 func (r *run) failover(ctx context.Context) error {
+	if r.cluster != nil {
+		return r.clusterFailover(ctx)
+	}
 	m := &r.monitor
 	master := r.redis[0]
 	m.victims = master.name + " (Sentinel master)"

@@ -77,6 +77,9 @@ type Config struct {
 	// RedisKill is how many of them the redis fault kills, default 1:
 	// with 3 servers, 1 is a minority (the quorum holds), 2 a majority.
 	RedisKill int
+	// Redis is the topology the failover fault runs on: "sentinel" (the
+	// default) or "cluster" (3 masters + 3 replicas).
+	Redis string
 
 	MySQLDSN   string   // server DSN without a database, default root@tcp(127.0.0.1:3306)/
 	RedisAddrs []string // use these instead of private redis-servers (no Redis fault then)
@@ -149,7 +152,8 @@ type run struct {
 	db         *sql.DB
 	redis      []*proc
 	redisAddrs []string
-	sentinels  *sentinelSetup // with the failover fault
+	sentinels  *sentinelSetup // with the failover fault on Sentinel
+	cluster    *clusterSetup  // with the failover fault on Cluster
 	mariadb    *proc
 	instances  []*proc
 	baseURLs   []string
@@ -337,6 +341,10 @@ func normalize(cfg Config) (Config, error) {
 		return cfg, errors.New("target mode needs base URLs and the admin token (16+ characters)")
 	case cfg.Target && cfg.Fault != FaultNone:
 		return cfg, errors.New("target mode cannot inject faults into a deployment it did not start")
+	case cfg.Redis != "" && cfg.Redis != RedisSentinel && cfg.Redis != RedisCluster:
+		return cfg, fmt.Errorf("redis %q: want %s or %s", cfg.Redis, RedisSentinel, RedisCluster)
+	case cfg.Redis != "" && cfg.Fault != FaultFailover:
+		return cfg, errors.New("-redis sentinel|cluster is the failover fault's topology: use it with -fault failover")
 	case cfg.Fault == FaultFailover && len(cfg.RedisAddrs) > 0:
 		return cfg, errors.New("the failover fault starts its own master, replicas and sentinels: do not pass Redis addresses with it")
 	case cfg.Fault == FaultRedis && len(cfg.RedisAddrs) > 0:
@@ -399,7 +407,11 @@ func (r *run) bringUp(ctx context.Context) error {
 		return err
 	}
 	r.redisAddrs = cfg.RedisAddrs
-	if cfg.Fault == FaultFailover {
+	if cfg.Fault == FaultFailover && cfg.Redis == RedisCluster {
+		if err := r.startCluster(ctx); err != nil {
+			return err
+		}
+	} else if cfg.Fault == FaultFailover {
 		if err := r.startSentinels(ctx); err != nil {
 			return err
 		}
@@ -584,6 +596,8 @@ func (r *run) redisEnv() []string {
 	switch {
 	case r.sentinels != nil:
 		return []string{"SECKILL_REDIS_MODE=sentinel", "SECKILL_REDIS_MASTER_NAME=" + sentinelMaster}
+	case r.cluster != nil:
+		return []string{"SECKILL_REDIS_MODE=cluster"}
 	case len(r.redisAddrs) > 1:
 		return []string{"SECKILL_REDIS_MODE=redlock"}
 	default:

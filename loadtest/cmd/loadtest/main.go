@@ -120,6 +120,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&cfg.AdminToken, "admin-token", os.Getenv("SECKILL_ADMIN_TOKEN"), "admin token (target mode; default $SECKILL_ADMIN_TOKEN)")
 	fs.StringVar(&cfg.MySQLDSN, "mysql-dsn", def.MySQLDSN, "MariaDB/MySQL server DSN, no database: each run creates its own")
 	fs.IntVar(&cfg.RedisServers, "redis-servers", 1, "private redis-servers to start; more than one selects Redlock")
+	fs.StringVar(&cfg.Redis, "redis", "", "topology of -fault failover: sentinel (default: master + 2 replicas + 3 sentinels) or cluster (3 masters + 3 replicas)")
 	fs.IntVar(&cfg.RedisKill, "redis-kill", 1, "redis-servers the redis fault kills (of 3: 1 is a minority, 2 a majority)")
 	fs.Var(&redis, "redis-addrs", "use these Redis servers instead of starting a private redis-server")
 	fs.StringVar(&cfg.ServiceBin, "bin", "", "prebuilt seckill binary (default: go build ./cmd/seckill)")
