@@ -66,7 +66,7 @@ func fenceOrTaken(fence int64, err error) (int64, error) {
 func (s *single) obtainReplicated(ctx context.Context, key, token string, ttl time.Duration) (int64, error) {
 	node, err := s.master(ctx, key)
 	if err != nil {
-		return 0, redisErr("obtain", err)
+		return 0, err
 	}
 	run := func() (*redis.Cmd, *redis.Cmd) {
 		pipe := node.Pipeline()
@@ -105,7 +105,11 @@ func (s *single) obtainReplicated(ctx context.Context, key, token string, ttl ti
 func (s *single) master(ctx context.Context, key string) (*redis.Client, error) {
 	switch c := s.rdb.(type) {
 	case *redis.ClusterClient:
-		return c.MasterForKey(ctx, key)
+		node, err := c.MasterForKey(ctx, key)
+		if err != nil {
+			return nil, redisErr("obtain", err)
+		}
+		return node, nil
 	case *redis.Client:
 		return c, nil
 	default:
