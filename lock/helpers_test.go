@@ -274,3 +274,22 @@ func (r *recorder) waitDepth(t testing.TB, key string, want int) {
 		}
 	}
 }
+
+// waitRenewals waits, at most timeout, until n renewals were reported.
+func (r *recorder) waitRenewals(t testing.TB, n int, timeout time.Duration) {
+	t.Helper()
+	deadline := time.After(timeout)
+	for {
+		r.mu.Lock()
+		got := len(r.refresh)
+		r.mu.Unlock()
+		if got >= n {
+			return
+		}
+		select {
+		case <-r.changed:
+		case <-deadline:
+			t.Fatalf("renewals = %d after %v; want %d", got, timeout, n)
+		}
+	}
+}

@@ -269,17 +269,22 @@ func TestFencing_SurvivesRestartWithoutPersistence(t *testing.T) {
 	}
 }
 
+// TestWatchdog_KeepsLockPastTTL: a critical section that outlives the lease
+// keeps it while the watchdog renews. The section ends on an event (the
+// fourth renewal, so more than 4/3 TTL has passed), not after a sleep; the
+// TTL leaves each renewal 2/3 s of slack on a loaded machine (it was 60 ms,
+// 40 ms of slack, and failed under CPU load).
 func TestWatchdog_KeepsLockPastTTL(t *testing.T) {
 	rdb, prefix := sharedRedis(t)
 	ctx := context.Background()
-	const ttl = 60 * time.Millisecond
+	const ttl = time.Second
 	rec := newRecorder()
 	c := lock.New(rdb, lock.WithPrefix(prefix), lock.WithTTL(ttl), lock.WithWatchdog(true), lock.WithObserver(rec))
 	l, err := c.Obtain(ctx, "k")
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(4 * ttl) // a critical section four times longer than the lease
+	rec.waitRenewals(t, 4, 30*time.Second)
 
 	select {
 	case <-l.Lost():
@@ -287,7 +292,7 @@ func TestWatchdog_KeepsLockPastTTL(t *testing.T) {
 	default:
 	}
 	if got := rdb.Get(ctx, prefix+"k").Val(); got != l.Token() {
-		t.Fatalf("key after 4×TTL = %q; want our token", got)
+		t.Fatalf("key after 4 renewals (> TTL) = %q; want our token", got)
 	}
 	other := lock.New(newShared(t), lock.WithPrefix(prefix), lock.WithRetry(time.Millisecond, time.Millisecond, 3))
 	if _, err := other.Obtain(ctx, "k"); !errors.Is(err, lock.ErrNotObtained) {
@@ -298,9 +303,6 @@ func TestWatchdog_KeepsLockPastTTL(t *testing.T) {
 	}
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
-	if len(rec.refresh) < 3 {
-		t.Errorf("renewals = %d; want >= 3 in 4×TTL", len(rec.refresh))
-	}
 	for _, err := range rec.refresh {
 		if err != nil {
 			t.Errorf("renewal failed: %v", err)
