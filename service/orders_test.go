@@ -470,7 +470,8 @@ func TestPlace_LockHeldByADeadHolderIsNotAwaitedTwice(t *testing.T) {
 	sku := createSKU(t, r.store, 10, 1)
 	// A holder that died without releasing: its lease outlives the test.
 	rdb, _ := testenv.Redis(t)
-	dead, err := lock.New(rdb, lock.WithPrefix(prefix), lock.WithTTL(time.Minute)).Obtain(context.Background(), fmt.Sprintf("sku:%d", sku.ID))
+	// Through the service's own adapter, so it takes the service's key.
+	dead, err := app.NewLocker(lock.New(rdb, lock.WithPrefix(prefix), lock.WithTTL(time.Minute))).Obtain(context.Background(), fmt.Sprintf("sku:%d", sku.ID))
 	if err != nil {
 		t.Fatal(err)
 	}
