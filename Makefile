@@ -38,7 +38,7 @@ GOBENCH_COUNT ?= 6
 bench: deps
 	$(GO) run ./loadtest/cmd/bench $(BENCH_ARGS)
 	mkdir -p loadtest/results
-	$(GO) test -run '^$$' -bench . -benchmem -count $(GOBENCH_COUNT) ./lock/ ./repository/ | tee loadtest/results/gobench.txt
+	$(GO) test -run '^$$' -bench . -benchmem -count $(GOBENCH_COUNT) ./lock/ ./repository/ ./internal/auth/ | tee loadtest/results/gobench.txt
 	$(GO) run golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da loadtest/results/gobench.txt
 
 ## loadtest: the k6 flash sale against 3 instances, verified (ARGS="-fault redis" ...)

@@ -101,7 +101,7 @@ func knownEnv(t *testing.T) map[string]bool {
 	t.Helper()
 	re := regexp.MustCompile(`"(SECKILL_[A-Z0-9_]+)"`)
 	known := map[string]bool{}
-	for _, f := range []string{"internal/config/config.go", "internal/config/zookeeper.go", "cmd/seckill/main.go"} {
+	for _, f := range []string{"internal/config/config.go", "internal/config/zookeeper.go", "internal/config/auth.go", "cmd/seckill/main.go"} {
 		for _, m := range re.FindAllStringSubmatch(readFile(t, f), -1) {
 			known[m[1]] = true
 		}
@@ -383,6 +383,9 @@ func TestComposeSeckillEnv(t *testing.T) {
 					t.Errorf("%s: config.Load with the compose environment: %v", name, err)
 					continue
 				}
+				if err := cfg.ValidateServe(); err != nil { // what `seckill serve` checks first
+					t.Errorf("%s: the compose environment would not serve: %v", name, err)
+				}
 				host, port, err := net.SplitHostPort(cfg.HTTP.Addr)
 				if err != nil || host != "0.0.0.0" || port != "8080" {
 					t.Errorf("%s: SECKILL_HTTP_ADDR %q; want 0.0.0.0:8080", name, cfg.HTTP.Addr)
@@ -408,6 +411,9 @@ func TestComposeSeckillEnv(t *testing.T) {
 	p := loadProject(t, "loadtest")
 	if got, want := env(service(t, p, "k6"))["ADMIN_TOKEN"], env(service(t, p, "seckill-1"))["SECKILL_ADMIN_TOKEN"]; got != want {
 		t.Errorf("k6: ADMIN_TOKEN %q; want the replicas' SECKILL_ADMIN_TOKEN %q", got, want)
+	}
+	if got, want := env(service(t, p, "k6"))["SHOPPER_SECRET"], env(service(t, p, "seckill-1"))["SECKILL_AUTH_JWT_SECRET"]; got == "" || got != want {
+		t.Errorf("k6: SHOPPER_SECRET %q; want the replicas' SECKILL_AUTH_JWT_SECRET %q", got, want)
 	}
 	if got := env(service(t, p, "k6"))["BASE_URLS"]; got != "http://lb:8080" {
 		t.Errorf("k6: BASE_URLS %q; want http://lb:8080", got)

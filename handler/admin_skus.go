@@ -9,6 +9,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/seckill/seckill/internal/orderid"
 	"github.com/seckill/seckill/service"
 )
 
@@ -118,5 +119,5 @@ func (h *skus) update(c *gin.Context) {
 // skuLocation is the admin URL of a SKU, the Location of its 201.
 func skuLocation(id int64) string { return "/admin/v1/skus/" + strconv.FormatInt(id, 10) }
 
-// orderLocation is the URL of an order, the Location of its 201.
-func orderLocation(id int64) string { return "/api/v1/orders/" + strconv.FormatInt(id, 10) }
+// orderLocation is the URL of an order (by its opaque id), the Location of its 201.
+func orderLocation(ids *orderid.Codec, id int64) string { return "/api/v1/orders/" + ids.Encode(id) }

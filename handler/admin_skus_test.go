@@ -80,7 +80,7 @@ func TestLocationOfCreated(t *testing.T) {
 	o := s.call(t, http.MethodPost, "/api/v1/orders", fmt.Sprintf(`{"sku_id":%d,"user_id":"u","quantity":1}`, sku.ID), "Idempotency-Key", "loc-1")
 	var ord order
 	o.json(t, &ord)
-	if loc := o.header.Get("Location"); o.status != 201 || loc != "/api/v1/orders/"+strconv.FormatInt(ord.OrderID, 10) {
+	if loc := o.header.Get("Location"); o.status != 201 || loc != "/api/v1/orders/"+ord.OrderID {
 		t.Fatalf("POST /api/v1/orders = %d, Location %q; want 201 and the order's URL", o.status, loc)
 	}
 	if g := s.get(t, o.header.Get("Location")); g.status != 200 {

@@ -65,11 +65,13 @@ type stackOptions struct {
 	wrap     func(service.Store) service.Store
 	queueMax int
 	limits   handler.Limits
+	auth     handler.ShopperAuth // zero: auth.shopper none, random order id key
+	admin    string              // admin token(s); default adminToken
 }
 
 func newStack(t *testing.T, opts ...func(*stackOptions)) *stack {
 	t.Helper()
-	o := stackOptions{queueMax: 1000}
+	o := stackOptions{queueMax: 1000, admin: adminToken}
 	for _, f := range opts {
 		f(&o)
 	}
@@ -102,10 +104,11 @@ func newStack(t *testing.T, opts ...func(*stackOptions)) *stack {
 		Orders:       orders,
 		Catalog:      catalog,
 		Ready:        s.ready,
-		AdminToken:   adminToken,
+		AdminToken:   o.admin,
 		MaxBodyBytes: 4096,
 		Log:          log,
 		Limits:       o.limits,
+		ShopperAuth:  o.auth,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -252,7 +255,7 @@ func (s *stack) createSKU(t *testing.T, body string) int64 {
 }
 
 // buy places an order that must succeed and returns its id.
-func (s *stack) buy(t *testing.T, sku int64, user string, qty int64, key string) int64 {
+func (s *stack) buy(t *testing.T, sku int64, user string, qty int64, key string) string {
 	t.Helper()
 	var h []string
 	if key != "" {
@@ -269,7 +272,8 @@ func (s *stack) buy(t *testing.T, sku int64, user string, qty int64, key string)
 }
 
 type order struct {
-	OrderID   int64     `json:"order_id"`
+	ID        int64     `json:"id"` // the admin list only
+	OrderID   string    `json:"order_id"`
 	SKUID     int64     `json:"sku_id"`
 	UserID    string    `json:"user_id"`
 	Quantity  int64     `json:"quantity"`
@@ -327,12 +331,12 @@ func TestPlaceOrder(t *testing.T) {
 	long := func(n int) string { return strings.Repeat("k", n) }
 	valid := `{"sku_id":{sku},"user_id":"u-1","quantity":1}`
 
-	type setup func(t *testing.T, s *stack, sku int64) (orderID int64)
+	type setup func(t *testing.T, s *stack, sku int64) (orderID string)
 	buyFirst := func(user string, qty int64, key string) setup {
-		return func(t *testing.T, s *stack, sku int64) int64 { return s.buy(t, sku, user, qty, key) }
+		return func(t *testing.T, s *stack, sku int64) string { return s.buy(t, sku, user, qty, key) }
 	}
 	buyOtherSKU := func(key string) setup {
-		return func(t *testing.T, s *stack, _ int64) int64 {
+		return func(t *testing.T, s *stack, _ int64) string {
 			other := s.createSKU(t, `{"name":"other","stock":5}`)
 			return s.buy(t, other, "u-1", 1, key)
 		}
@@ -465,7 +469,7 @@ func TestPlaceOrder(t *testing.T) {
 				skuBody = `{"name":"case","stock":10,"per_user_limit":3}`
 			}
 			sku := s.createSKU(t, skuBody)
-			var setupOrder int64
+			var setupOrder string
 			if tc.setup != nil {
 				setupOrder = tc.setup(t, s, sku)
 			}
@@ -502,7 +506,7 @@ func TestPlaceOrder(t *testing.T) {
 			if err := json.Unmarshal([]byte(body), &req); err != nil {
 				t.Fatal(err)
 			}
-			if o.OrderID < 1 || o.SKUID != sku || o.UserID != req.UserID || o.Quantity != req.Quantity || o.CreatedAt.IsZero() {
+			if len(o.OrderID) != 22 || o.SKUID != sku || o.UserID != req.UserID || o.Quantity != req.Quantity || o.CreatedAt.IsZero() {
 				t.Errorf("order = %+v; want sku %d, user %q, quantity %d", o, sku, req.UserID, req.Quantity)
 			}
 			if tc.user != "" && o.UserID != tc.user {
@@ -510,7 +514,7 @@ func TestPlaceOrder(t *testing.T) {
 			}
 			if r.status == http.StatusOK {
 				if tc.sameAs && o.OrderID != setupOrder {
-					t.Errorf("replay answered order %d; want the earlier %d", o.OrderID, setupOrder)
+					t.Errorf("replay answered order %s; want the earlier %s", o.OrderID, setupOrder)
 				}
 				return
 			}
@@ -526,7 +530,7 @@ func TestPlaceOrder(t *testing.T) {
 			}
 			// The order is what GET returns.
 			var got order
-			g := s.get(t, "/api/v1/orders/"+strconv.FormatInt(o.OrderID, 10))
+			g := s.get(t, "/api/v1/orders/"+o.OrderID)
 			if g.status != http.StatusOK {
 				t.Fatalf("GET the new order = %d %s", g.status, g.body)
 			}
@@ -549,15 +553,16 @@ func TestGetOrder(t *testing.T) {
 		status int
 		code   string
 	}{
-		{"found", strconv.FormatInt(id, 10), 200, ""},
-		{"leading zeros", "000" + strconv.FormatInt(id, 10), 200, ""},
-		{"not found", "987654321", 404, "not_found"},
+		{"found", id, 200, ""},
+		// Ids are opaque: anything this service did not write is missing.
+		{"one character changed", flip(id), 404, "not_found"},
+		{"prefix", id[:21], 404, "not_found"},
+		{"internal id", "1", 404, "not_found"},
 		{"max int64", "9223372036854775807", 404, "not_found"},
-		{"zero", "0", 400, "invalid_request"},
-		{"negative", "-1", 400, "invalid_request"},
-		{"not a number", "abc", 400, "invalid_request"},
-		{"float", "1.5", 400, "invalid_request"},
-		{"beyond int64", "9223372036854775808", 400, "invalid_request"},
+		{"zero", "0", 404, "not_found"},
+		{"negative", "-1", 404, "not_found"},
+		{"not base64", strings.Repeat("!", 22), 404, "not_found"},
+		{"22 letters", strings.Repeat("A", 22), 404, "not_found"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -570,11 +575,22 @@ func TestGetOrder(t *testing.T) {
 				var o order
 				r.json(t, &o)
 				if o.OrderID != id || o.SKUID != sku || o.UserID != "buyer" || o.Quantity != 1 {
-					t.Errorf("order = %+v; want id %d, sku %d, buyer, 1", o, id, sku)
+					t.Errorf("order = %+v; want id %s, sku %d, buyer, 1", o, id, sku)
 				}
 			}
 		})
 	}
+}
+
+// flip changes one character of an opaque id.
+func flip(id string) string {
+	b := []byte(id)
+	if b[5] == 'A' {
+		b[5] = 'B'
+	} else {
+		b[5] = 'A'
+	}
+	return string(b)
 }
 
 func TestGetSKU(t *testing.T) {
@@ -950,7 +966,7 @@ func TestAdminListOrders(t *testing.T) {
 	sku := s.createSKU(t, `{"name":"p","stock":5}`)
 	other := s.createSKU(t, `{"name":"q","stock":5}`)
 	empty := s.createSKU(t, `{"name":"e","stock":5}`)
-	var ids []int64
+	var ids []string
 	for i := range 5 {
 		s.buy(t, other, fmt.Sprintf("o-%d", i), 1, "") // interleaved orders of another SKU
 		ids = append(ids, s.buy(t, sku, fmt.Sprintf("u-%d", i), 1, ""))
@@ -966,7 +982,7 @@ func TestAdminListOrders(t *testing.T) {
 	}
 
 	t.Run("pages of 2", func(t *testing.T) {
-		var got []int64
+		var got []string
 		after := int64(0)
 		for page := 0; ; page++ {
 			if page > 5 {
@@ -991,7 +1007,7 @@ func TestAdminListOrders(t *testing.T) {
 				}
 				break
 			}
-			if len(p.Orders) == 0 || *p.NextAfter != p.Orders[len(p.Orders)-1].OrderID {
+			if len(p.Orders) == 0 || *p.NextAfter != p.Orders[len(p.Orders)-1].ID {
 				t.Fatalf("page %d next_after = %d; want the last id of %+v", page, *p.NextAfter, p.Orders)
 			}
 			after = *p.NextAfter
@@ -1008,18 +1024,22 @@ func TestAdminListOrders(t *testing.T) {
 	})
 	t.Run("exactly full page", func(t *testing.T) {
 		_, p := list(t, sku, "?limit=5")
-		if len(p.Orders) != 5 || p.NextAfter == nil || *p.NextAfter != ids[4] {
-			t.Fatalf("limit 5 = %+v; want 5 orders, next_after %d", p, ids[4])
+		if len(p.Orders) != 5 || p.NextAfter == nil || p.Orders[4].OrderID != ids[4] || *p.NextAfter != p.Orders[4].ID {
+			t.Fatalf("limit 5 = %+v; want 5 orders, next_after the id of %s", p, ids[4])
 		}
-		r, p := list(t, sku, fmt.Sprintf("?limit=5&after=%d", ids[4]))
+		r, p := list(t, sku, fmt.Sprintf("?limit=5&after=%d", *p.NextAfter))
 		if r.status != http.StatusOK || len(p.Orders) != 0 || p.NextAfter != nil || !strings.Contains(string(r.body), `"orders":[]`) {
 			t.Fatalf("after the last = %s; want orders [] and next_after null", r.body)
 		}
 	})
 	t.Run("after skips", func(t *testing.T) {
-		_, p := list(t, sku, fmt.Sprintf("?after=%d", ids[2]))
+		_, all := list(t, sku, "")
+		if len(all.Orders) != 5 {
+			t.Fatalf("the whole list = %+v; want 5 orders", all)
+		}
+		_, p := list(t, sku, fmt.Sprintf("?after=%d", all.Orders[2].ID))
 		if len(p.Orders) != 2 || p.Orders[0].OrderID != ids[3] || p.Orders[1].OrderID != ids[4] {
-			t.Fatalf("after %d = %+v; want %v", ids[2], p.Orders, ids[3:])
+			t.Fatalf("after %d = %+v; want %v", all.Orders[2].ID, p.Orders, ids[3:])
 		}
 	})
 	t.Run("no orders", func(t *testing.T) {
@@ -1086,7 +1106,7 @@ func TestRoutingErrors(t *testing.T) {
 		{http.MethodGet, "/api/v1/orders/1/items", 404, "not_found", ""},
 		{http.MethodGet, "/admin/v1/users", 404, "not_found", ""},
 		{http.MethodDelete, "/api/v1/orders", 405, "method_not_allowed", "POST"},
-		{http.MethodGet, "/api/v1/orders", 405, "method_not_allowed", "POST"},
+		{http.MethodPatch, "/api/v1/orders", 405, "method_not_allowed", "GET"},
 		{http.MethodPut, "/api/v1/orders/1", 405, "method_not_allowed", "GET"},
 		{http.MethodPost, "/api/v1/skus/1", 405, "method_not_allowed", "GET"},
 		{http.MethodPost, "/healthz", 405, "method_not_allowed", "GET"},
@@ -1271,7 +1291,7 @@ func TestDatabaseDown(t *testing.T) {
 	}{
 		{"place order", http.MethodPost, "/api/v1/orders", `{"sku_id":` + id + `,"user_id":"v","quantity":1}`, nil},
 		{"place keyed order", http.MethodPost, "/api/v1/orders", `{"sku_id":` + id + `,"user_id":"v","quantity":1}`, []string{"Idempotency-Key", "down-key"}},
-		{"get order", http.MethodGet, fmt.Sprintf("/api/v1/orders/%d", ord), "", nil},
+		{"get order", http.MethodGet, "/api/v1/orders/" + ord, "", nil},
 		{"get sku", http.MethodGet, "/api/v1/skus/" + id, "", nil},
 		{"admin get sku", http.MethodGet, "/admin/v1/skus/" + id, "", bearer},
 		{"admin create sku", http.MethodPost, "/admin/v1/skus", `{"name":"x","stock":1}`, bearer},

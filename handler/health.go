@@ -79,14 +79,25 @@ func serveOpenAPI(c *gin.Context) {
 	c.Data(http.StatusOK, "application/yaml", openAPI)
 }
 
-// adminAuth requires "Authorization: Bearer <token>", compared in
-// constant time (over SHA-256 digests, so the length leaks nothing either).
-func adminAuth(token string) gin.HandlerFunc {
-	want := sha256.Sum256([]byte(token))
+// adminAuth requires "Authorization: Bearer <token>" where tokens is one
+// token or a comma-separated list (to rotate one without downtime: add
+// the new, roll out, remove the old). Each is compared in constant time
+// over SHA-256 digests, so neither which one matched nor a length leaks.
+func adminAuth(tokens string) gin.HandlerFunc {
+	var want [][sha256.Size]byte
+	for _, t := range strings.Split(tokens, ",") {
+		if t = strings.TrimSpace(t); t != "" {
+			want = append(want, sha256.Sum256([]byte(t)))
+		}
+	}
 	return func(c *gin.Context) {
 		got, ok := strings.CutPrefix(c.GetHeader("Authorization"), "Bearer ")
 		sum := sha256.Sum256([]byte(got))
-		if !ok || token == "" || subtle.ConstantTimeCompare(sum[:], want[:]) != 1 {
+		match := 0
+		for _, w := range want {
+			match |= subtle.ConstantTimeCompare(sum[:], w[:])
+		}
+		if !ok || match != 1 {
 			c.Header("WWW-Authenticate", `Bearer realm="seckill admin"`)
 			abort(c, http.StatusUnauthorized, codeUnauthorized, "a valid admin bearer token is required")
 			return

@@ -7,19 +7,21 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/seckill/seckill/internal/orderid"
 	"github.com/seckill/seckill/service"
 )
 
 // writeOrder answers with o as orderResponse's JSON, byte for byte what
 // encoding/json writes, without reflection: it is the answer of every
 // sale, and at the HTTP ceiling reflection was 7% of the CPU.
-func writeOrder(c *gin.Context, status int, o service.Order) {
-	c.Data(status, "application/json; charset=utf-8", appendOrder(make([]byte, 0, 192), o))
+func writeOrder(c *gin.Context, status int, ids *orderid.Codec, o service.Order) {
+	c.Data(status, "application/json; charset=utf-8", appendOrder(make([]byte, 0, 192), ids, o))
 }
 
-func appendOrder(b []byte, o service.Order) []byte {
-	b = append(b, `{"order_id":`...)
-	b = strconv.AppendInt(b, o.ID, 10)
+func appendOrder(b []byte, ids *orderid.Codec, o service.Order) []byte {
+	b = append(b, `{"order_id":"`...)
+	b = ids.Append(b, o.ID) // base64url: nothing to escape
+	b = append(b, '"')
 	b = append(b, `,"sku_id":`...)
 	b = strconv.AppendInt(b, o.SKUID, 10)
 	b = append(b, `,"user_id":`...)

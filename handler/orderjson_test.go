@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seckill/seckill/internal/orderid"
 	"github.com/seckill/seckill/service"
 )
 
@@ -18,14 +19,18 @@ func TestAppendOrderMatchesEncodingJSON(t *testing.T) {
 		time.Date(2026, 11, 11, 0, 0, 0, 123456000, time.UTC),
 		time.Date(2026, 11, 11, 8, 0, 0, 1, time.FixedZone("CST", 8*3600)),
 	}
+	ids, err := orderid.New([]byte("0123456789abcdef"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, u := range users {
 		for _, at := range times {
 			o := service.Order{ID: 9007199254740993, SKUID: 7, UserID: u, Quantity: 1 << 30, CreatedAt: at}
-			want, err := json.Marshal(orderJSON(o))
+			want, err := json.Marshal(orderJSON(ids, o))
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := appendOrder(nil, o); string(got) != string(want) {
+			if got := appendOrder(nil, ids, o); string(got) != string(want) {
 				t.Errorf("appendOrder(%q, %v)\n got %s\nwant %s", u, at, got, want)
 			}
 		}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/seckill/seckill/internal/orderid"
 	"github.com/seckill/seckill/service"
 )
 
@@ -15,6 +16,8 @@ type orders struct {
 	max     int64
 	log     *slog.Logger
 	perUser *limiter
+	auth    shopperAuth
+	ids     *orderid.Codec
 }
 
 type orderRequest struct {
@@ -24,21 +27,25 @@ type orderRequest struct {
 }
 
 type orderResponse struct {
-	OrderID   int64     `json:"order_id"`
+	OrderID   string    `json:"order_id"` // opaque: see internal/orderid
 	SKUID     int64     `json:"sku_id"`
 	UserID    string    `json:"user_id"`
 	Quantity  int64     `json:"quantity"`
 	CreatedAt time.Time `json:"created_at"`
 }
 
-func orderJSON(o service.Order) orderResponse {
-	return orderResponse{OrderID: o.ID, SKUID: o.SKUID, UserID: o.UserID, Quantity: o.Quantity, CreatedAt: o.CreatedAt.UTC()}
+func orderJSON(ids *orderid.Codec, o service.Order) orderResponse {
+	return orderResponse{OrderID: ids.Encode(o.ID), SKUID: o.SKUID, UserID: o.UserID, Quantity: o.Quantity, CreatedAt: o.CreatedAt.UTC()}
 }
 
 // create places an order: 201 with the order, 200 with the earlier order
 // for a replayed Idempotency-Key, or an error from the contract.
 func (h *orders) create(c *gin.Context) {
 	key, ok := idempotencyKey(c)
+	if !ok {
+		return
+	}
+	verified, ok := h.auth.identify(c)
 	if !ok {
 		return
 	}
@@ -50,20 +57,21 @@ func (h *orders) create(c *gin.Context) {
 	case body.SKUID == nil:
 		abort(c, http.StatusBadRequest, codeInvalid, `field "sku_id" is required`)
 		return
-	case body.UserID == nil:
-		abort(c, http.StatusBadRequest, codeInvalid, `field "user_id" is required`)
-		return
 	case body.Quantity == nil:
 		abort(c, http.StatusBadRequest, codeInvalid, `field "quantity" is required`)
 		return
 	}
-	if !h.perUser.allow(*body.UserID) {
+	user, ok := h.auth.buyer(c, verified, body.UserID)
+	if !ok {
+		return
+	}
+	if !h.perUser.allow(user) {
 		rateLimited(c)
 		return
 	}
 	c.Set(placeCalled, true)
 	placed, err := h.orders.Place(c.Request.Context(), service.OrderRequest{
-		SKUID: *body.SKUID, UserID: *body.UserID, Quantity: *body.Quantity, IdempotencyKey: key,
+		SKUID: *body.SKUID, UserID: user, Quantity: *body.Quantity, IdempotencyKey: key,
 	})
 	if err != nil {
 		fail(c, h.log, err)
@@ -73,9 +81,9 @@ func (h *orders) create(c *gin.Context) {
 	if !placed.Created {
 		status = http.StatusOK
 	} else {
-		c.Header("Location", orderLocation(placed.Order.ID))
+		c.Header("Location", orderLocation(h.ids, placed.Order.ID))
 	}
-	writeOrder(c, status, placed.Order)
+	writeOrder(c, status, h.ids, placed.Order)
 }
 
 // idempotencyKey returns the optional Idempotency-Key: 1–128 printable
@@ -99,17 +107,4 @@ func printable(s string) bool {
 		}
 	}
 	return true
-}
-
-func (h *orders) get(c *gin.Context) {
-	id, ok := pathID(c, "id")
-	if !ok {
-		return
-	}
-	o, err := h.orders.Order(c.Request.Context(), id)
-	if err != nil {
-		fail(c, h.log, err)
-		return
-	}
-	writeOrder(c, http.StatusOK, o)
 }

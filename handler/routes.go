@@ -16,6 +16,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/seckill/seckill/internal/logging"
+	"github.com/seckill/seckill/internal/orderid"
 	"github.com/seckill/seckill/service"
 )
 
@@ -50,6 +51,18 @@ type Config struct {
 	Draining *atomic.Bool
 	// AccessLog writes one line per request to Log (config log.access).
 	AccessLog bool
+	// Shopper auth and opaque order ids (see handler/auth.go).
+	ShopperAuth
+}
+
+// ShopperAuth is how shoppers are identified and how order ids look.
+type ShopperAuth struct {
+	// Shoppers verifies bearer tokens; nil is auth.shopper none (the
+	// body's user_id is trusted).
+	Shoppers Shoppers
+	// OrderIDs encrypts order ids for clients; nil: a random key, so ids
+	// do not outlive the process (tests only).
+	OrderIDs *orderid.Codec
 }
 
 // New returns the whole API. It fails only on invalid trusted proxies.
@@ -75,9 +88,14 @@ func New(cfg Config) (http.Handler, error) {
 		abort(c, http.StatusMethodNotAllowed, codeMethodNotAllowed, "method not allowed on this route")
 	})
 
+	ids, err := orderIDs(cfg.OrderIDs)
+	if err != nil {
+		return nil, err
+	}
 	o := &orders{orders: cfg.Orders, max: cfg.MaxBodyBytes, log: cfg.Log,
-		perUser: newLimiter(cfg.Limits.PerUserRate, cfg.Limits.PerUserBurst, cfg.Limits.MaxKeys)}
-	s := &skus{catalog: cfg.Catalog, orders: cfg.Orders, max: cfg.MaxBodyBytes, log: cfg.Log}
+		perUser: newLimiter(cfg.Limits.PerUserRate, cfg.Limits.PerUserBurst, cfg.Limits.MaxKeys),
+		auth:    shopperAuth{verifier: cfg.Shoppers, log: cfg.Log}, ids: ids}
+	s := &skus{catalog: cfg.Catalog, orders: cfg.Orders, max: cfg.MaxBodyBytes, log: cfg.Log, ids: ids}
 	h := &health{ready: cfg.Ready, orders: cfg.Orders, draining: cfg.Draining}
 
 	r.GET("/healthz", h.live)
@@ -89,6 +107,7 @@ func New(cfg Config) (http.Handler, error) {
 	api := r.Group("/api/v1", perIP(newLimiter(cfg.Limits.PerIPRate, cfg.Limits.PerIPBurst, cfg.Limits.MaxKeys)))
 	api.POST("/orders", o.create)
 	api.GET("/orders/:id", o.get)
+	api.GET("/orders", o.list)
 	api.GET("/skus/:id", s.get)
 
 	admin := r.Group("/admin/v1", adminAuth(cfg.AdminToken))
@@ -155,4 +174,16 @@ func constant(c *gin.Context) {
 		return
 	}
 	c.Data(http.StatusCreated, "application/json; charset=utf-8", constantOrder)
+}
+
+// orderIDs returns ids, or a codec under a random key when it is nil.
+func orderIDs(ids *orderid.Codec) (*orderid.Codec, error) {
+	if ids != nil {
+		return ids, nil
+	}
+	k, err := orderid.ParseKey(orderid.RandomKey())
+	if err != nil {
+		return nil, err
+	}
+	return orderid.New(k)
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/seckill/seckill/internal/orderid"
 	"github.com/seckill/seckill/service"
 )
 
@@ -15,6 +16,7 @@ type skus struct {
 	orders  *service.Orders
 	max     int64
 	log     *slog.Logger
+	ids     *orderid.Codec
 }
 
 // skuJSON is the shoppers' view of a SKU.
@@ -132,8 +134,15 @@ func (h *skus) setStock(c *gin.Context) {
 }
 
 type orderPage struct {
-	Orders    []orderResponse `json:"orders"`
-	NextAfter *int64          `json:"next_after"`
+	Orders    []adminOrderJSON `json:"orders"`
+	NextAfter *int64           `json:"next_after"`
+}
+
+// adminOrderJSON is an order as admins see it: the shopper's opaque
+// order_id and the internal id, the paging cursor of the admin list.
+type adminOrderJSON struct {
+	ID int64 `json:"id"`
+	orderResponse
 }
 
 // listOrders pages through a SKU's orders by id: ?limit= (1–1000, default
@@ -152,9 +161,9 @@ func (h *skus) listOrders(c *gin.Context) {
 		fail(c, h.log, err)
 		return
 	}
-	page := orderPage{Orders: make([]orderResponse, len(list))}
+	page := orderPage{Orders: make([]adminOrderJSON, len(list))}
 	for i, o := range list {
-		page.Orders[i] = orderJSON(o)
+		page.Orders[i] = adminOrderJSON{ID: o.ID, orderResponse: orderJSON(h.ids, o)}
 	}
 	if len(list) == limit {
 		last := list[len(list)-1].ID

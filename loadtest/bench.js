@@ -3,10 +3,16 @@
 // for DURATION, spread over SKU_IDS (comma-separated). Every buyer is a
 // distinct user (per-user limits never refuse), so on a SKU with stock
 // every answer should be 201, and on a sold-out SKU every answer 409.
-// TARGET_PATH=/bench/constant measures the HTTP ceiling instead.
+// TARGET_PATH=/bench/constant measures the HTTP ceiling instead. With
+// SHOPPER_SECRET (the service's HS256 auth.jwt.secret, from the
+// environment) every request carries its buyer's token, signed here
+// because every iteration is a new buyer; the ceiling gets one too, so
+// the client's cost is the same in every row.
 //
 //   k6 run -e URL=http://127.0.0.1:8080 -e SKU_IDS=1 -e VUS=1000 loadtest/bench.js
 import http from 'k6/http';
+import crypto from 'k6/crypto';
+import encoding from 'k6/encoding';
 import { Counter } from 'k6/metrics';
 
 const URL = (__ENV.URL || 'http://127.0.0.1:8080').replace(/\/+$/, '');
@@ -36,12 +42,24 @@ export const options = {
   },
 };
 
-const params = { headers: { 'Content-Type': 'application/json' }, timeout: '60s' };
+const SECRET = __ENV.SHOPPER_SECRET || '';
+const JWT_HEADER = encoding.b64encode(JSON.stringify({ alg: 'HS256', typ: 'JWT' }), 'rawurl');
+
+function params(user) {
+  const headers = { 'Content-Type': 'application/json' };
+  if (SECRET) {
+    const now = Math.floor(Date.now() / 1000);
+    const claims = encoding.b64encode(JSON.stringify({ sub: user, aud: 'seckill', iat: now, exp: now + 3600 }), 'rawurl');
+    headers.Authorization = `Bearer ${JWT_HEADER}.${claims}.${crypto.hmac('sha256', SECRET, `${JWT_HEADER}.${claims}`, 'base64rawurl')}`;
+  }
+  return { headers, timeout: '60s' };
+}
 
 export default function () {
   const sku = SKUS[(__VU + __ITER) % SKUS.length];
-  const body = `{"sku_id":${sku},"user_id":"${RUN}-${__VU}-${__ITER}","quantity":1}`;
-  const res = http.post(URL + PATH, body, params);
+  const user = `${RUN}-${__VU}-${__ITER}`;
+  const body = `{"sku_id":${sku},"user_id":"${user}","quantity":1}`;
+  const res = http.post(URL + PATH, body, params(user));
   if (res.status === 201) {
     created.add(1);
   } else if (res.status === 409 || res.status === 429) {

@@ -19,9 +19,16 @@
 // <status>" for every 503 or dropped connection (they must fall inside the
 // fault window).
 //
+// Buyers are verified shoppers when SHOPPER_SECRET (the service's HS256
+// auth.jwt.secret, from the environment) is set: each request carries a
+// token for its user, signed here because every iteration is a new user.
+// Without it no token is sent (auth.shopper none).
+//
 // Run it through `make loadtest`; by hand:
 //   k6 run -e BASE_URLS=http://127.0.0.1:8080 -e SKU_ID=1 loadtest/sale.js
 import http from 'k6/http';
+import crypto from 'k6/crypto';
+import encoding from 'k6/encoding';
 import exec from 'k6/execution';
 import { sleep } from 'k6';
 import { Counter } from 'k6/metrics';
@@ -56,6 +63,20 @@ const MAX_ATTEMPTS = num('MAX_ATTEMPTS', 8);
 const P95_MS = num('P95_MS', 1000);
 const P99_MS = num('P99_MS', 3000);
 const REQ_TIMEOUT = env('REQ_TIMEOUT', '15s');
+
+const SHOPPER_SECRET = env('SHOPPER_SECRET', '');
+const SHOPPER_AUDIENCE = env('SHOPPER_AUDIENCE', 'seckill');
+const JWT_HEADER = encoding.b64encode(JSON.stringify({ alg: 'HS256', typ: 'JWT' }), 'rawurl');
+
+// bearer returns the Authorization header of user: an HS256 token valid
+// for an hour, or nothing without SHOPPER_SECRET.
+function bearer(user) {
+  if (!SHOPPER_SECRET) return {};
+  const now = Math.floor(Date.now() / 1000);
+  const claims = encoding.b64encode(JSON.stringify({ sub: user, aud: SHOPPER_AUDIENCE, iat: now, exp: now + 3600 }), 'rawurl');
+  const sig = crypto.hmac('sha256', SHOPPER_SECRET, `${JWT_HEADER}.${claims}`, 'base64rawurl');
+  return { Authorization: `Bearer ${JWT_HEADER}.${claims}.${sig}` };
+}
 
 if (!SKU_ID) throw new Error('SKU_ID is required');
 if (BASE_URLS.length === 0) throw new Error('BASE_URLS is required');
@@ -131,8 +152,8 @@ function flag(kind, res, code, why) {
   }
 }
 
-function post(url, body, key, kind) {
-  const headers = { 'Content-Type': 'application/json' };
+function post(url, body, key, kind, user) {
+  const headers = { 'Content-Type': 'application/json', ...bearer(user) };
   if (key !== null) headers['Idempotency-Key'] = key;
   return http.post(url, body, { headers, tags: { kind }, timeout: REQ_TIMEOUT });
 }
@@ -148,13 +169,13 @@ function retryable(res, key) {
 // another instance after a busy, unavailable or dropped answer. A replay
 // (or a retry whose first answer was lost) may be answered 200. unsure
 // tells whether an attempt's outcome was unknown (503 or dropped).
-function order(body, key, first, replay) {
+function order(body, key, first, replay, user) {
   let res;
   let code = '';
   let unsure = false;
   for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
     const base = BASE_URLS[(first + attempt) % BASE_URLS.length];
-    res = post(`${base}/api/v1/orders`, body, key, 'order');
+    res = post(`${base}/api/v1/orders`, body, key, 'order', user);
     code = count(res);
     const ok = { 200: key !== null && (replay || attempt > 0), 201: true, 409: ['sold_out', 'limit_exceeded'].includes(code), 429: true };
     ok[503] = ALLOW_503;
@@ -179,7 +200,8 @@ const MALFORMED = [
   { name: 'negative quantity', body: (u) => JSON.stringify({ sku_id: SKU_ID, user_id: u, quantity: -1 }), want: 400 },
   { name: 'sku as string', body: (u) => JSON.stringify({ sku_id: 'abc', user_id: u, quantity: 1 }), want: 400 },
   { name: 'no sku', body: (u) => JSON.stringify({ user_id: u, quantity: 1 }), want: 400 },
-  { name: 'empty user', body: () => JSON.stringify({ sku_id: SKU_ID, user_id: '', quantity: 1 }), want: 400 },
+  // With tokens, a body user_id that is not the token's sub is refused 403.
+  { name: 'empty user', body: () => JSON.stringify({ sku_id: SKU_ID, user_id: '', quantity: 1 }), want: SHOPPER_SECRET ? 403 : 400 },
   { name: 'key too long', body: (u) => JSON.stringify({ sku_id: SKU_ID, user_id: u, quantity: 1 }), key: 'k'.repeat(129), want: 400 },
   { name: 'body too large', body: (u) => JSON.stringify({ sku_id: SKU_ID, user_id: u, quantity: 1, pad: 'x'.repeat(8192) }), want: 413 },
 ];
@@ -187,7 +209,7 @@ const MALFORMED = [
 function malformed(it) {
   const m = MALFORMED[it % MALFORMED.length];
   const base = BASE_URLS[it % BASE_URLS.length];
-  const res = post(`${base}/api/v1/orders`, m.body(`${RUN}-bad${it}`), m.key === undefined ? null : m.key, 'malformed');
+  const res = post(`${base}/api/v1/orders`, m.body(`${RUN}-bad${it}`), m.key === undefined ? null : m.key, 'malformed', `${RUN}-bad${it}`);
   const code = count(res);
   // Under a fault the service may refuse before it validates.
   if (res.status !== m.want && !(ALLOW_503 && res.status === 503) && !(ALLOW_CONN_ERR && res.status === 0)) {
@@ -212,7 +234,7 @@ export default function () {
   const user = Math.random() < REPEAT_SHARE ? `${RUN}-r${Math.floor(Math.random() * REPEAT_USERS)}` : `${RUN}-u${it}`;
   const body = JSON.stringify({ sku_id: SKU_ID, user_id: user, quantity: 1 });
   const key = Math.random() < NOKEY_SHARE ? null : `${RUN}-k${it}`;
-  const { res, code, unsure } = order(body, key, it, false);
+  const { res, code, unsure } = order(body, key, it, false, user);
   if (res.status !== 201 && res.status !== 200) {
     if (unsure && res.status !== 409) {
       // The buyer never learned whether it bought: an order may exist.
@@ -235,7 +257,7 @@ export default function () {
 
   if (Math.random() < REPLAY_SHARE) {
     // The same key and body again, maybe on another instance: the same order.
-    const { res: again } = order(body, key, it + 1, true);
+    const { res: again } = order(body, key, it + 1, true, user);
     if (again.status === 200 || again.status === 201) {
       const id2 = orderID(again);
       if (again.status !== 200 || id2 !== id) {
@@ -251,7 +273,7 @@ export default function () {
     // The same key with another body must be refused, never sold twice.
     const other = JSON.stringify({ sku_id: SKU_ID, user_id: `${user}-other`, quantity: 1 });
     const base = BASE_URLS[(it + 2) % BASE_URLS.length];
-    const res3 = post(`${base}/api/v1/orders`, other, key, 'conflict');
+    const res3 = post(`${base}/api/v1/orders`, other, key, 'conflict', `${user}-other`);
     const code = count(res3);
     if (res3.status === 200 || res3.status === 201) {
       idempotencyBroken.add(1);

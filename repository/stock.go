@@ -321,17 +321,7 @@ func (s *Stock) SetStock(ctx context.Context, id, stock int64) (service.SKU, err
 // OrdersBySKU returns up to limit orders of a SKU with ids above after,
 // oldest first.
 func (s *Stock) OrdersBySKU(ctx context.Context, skuID, after int64, limit int) ([]service.Order, error) {
-	var rows []orderRow
-	err := s.db.WithContext(ctx).Where("sku_id = ? AND id > ?", skuID, after).
-		Order("id").Limit(limit).Find(&rows).Error
-	if err != nil {
-		return nil, translate(err, service.ErrNotFound)
-	}
-	out := make([]service.Order, len(rows))
-	for i, r := range rows {
-		out[i] = r.domain()
-	}
-	return out, nil
+	return s.orderPage(ctx, "sku_id = ? AND id > ?", skuID, after, limit)
 }
 
 // Ping reports whether the database answers.

@@ -193,6 +193,9 @@ type Store interface {
 	// transaction, bumps its version and keeps the per-user limit copied
 	// into the holdings consistent, or returns ErrSKUNotFound or ErrInvalid.
 	UpdateSKU(ctx context.Context, id int64, ch SKUChange, now time.Time) (SKU, error)
+	// OrdersByUser returns up to limit orders of a user with ids above
+	// after, oldest first.
+	OrdersByUser(ctx context.Context, userID string, after int64, limit int) ([]Order, error)
 	Ping(ctx context.Context) error
 }
 

@@ -3,6 +3,7 @@
 //	seckill [serve]              run the service (the default)
 //	seckill migrate up|down|status
 //	seckill healthcheck          exit 0 if the running server's /readyz answers 200
+//	seckill token -sub u-1       print a shopper token (HS256, auth.jwt.secret) for tests
 //
 // With nothing configured it runs the embedded quick start: in-process
 // Redis and SQLite, a demo SKU, and a printed curl line. See README.md.
@@ -48,6 +49,8 @@ Commands:
   migrate down           roll back the latest migration
   migrate status         list the migrations and whether each is applied
   healthcheck            exit 0 if the running server's /readyz answers 200
+  token -sub USER [-ttl 1h]
+                         print a shopper token (HS256, SECKILL_AUTH_JWT_SECRET) for tests
   help                   this text
 
 Flags (before or after the command):
@@ -60,7 +63,10 @@ Environment (override the file; see README.md for all):
   SECKILL_MYSQL_DSN               MySQL/MariaDB DSN; empty: the embedded quick start
   SECKILL_REDIS_ADDRS             comma-separated Redis masters; more than one: Redlock
   SECKILL_REDIS_PASSWORD          Redis password
-  SECKILL_ADMIN_TOKEN             admin bearer token, at least 16 characters
+  SECKILL_ADMIN_TOKEN             admin bearer token(s), at least 16 characters; a comma-separated list rotates
+  SECKILL_AUTH_SHOPPER            jwt (default: Authorization: Bearer <JWT>) or none (the body's user_id is trusted)
+  SECKILL_AUTH_JWT_SECRET         HS256 secret (or _PUBLIC_KEY_FILE, or _JWKS); required with a DSN and jwt
+  SECKILL_AUTH_ORDER_ID_KEY       AES key (32 hex digits) of the opaque order ids; required with a DSN
   SECKILL_LOG_LEVEL               debug, info (default), warn, error
   SECKILL_LOG_FORMAT              json (default) or text
   SECKILL_LOG_ACCESS              one log line per request (default true)
@@ -81,8 +87,9 @@ Environment (override the file; see README.md for all):
 
 // command is what the arguments ask for, flags taken out.
 type command struct {
-	name string // serve, migrate, healthcheck, help
-	arg  string // the migrate direction
+	name string   // serve, migrate, healthcheck, token, help
+	arg  string   // the migrate direction
+	rest []string // the token command's own flags
 }
 
 // parseArgs reads flags wherever they stand, before or after the command,
@@ -106,6 +113,9 @@ func parseArgs(args []string, getenv func(string) string, stderr io.Writer) (com
 			break
 		}
 		pos, args = append(pos, args[0]), args[1:]
+		if pos[0] == "token" { // its flags are its own
+			return command{name: "token", rest: args}, *path, nil
+		}
 	}
 	switch {
 	case len(pos) == 0 || (len(pos) == 1 && pos[0] == "serve"):
@@ -120,7 +130,7 @@ func parseArgs(args []string, getenv func(string) string, stderr io.Writer) (com
 		}
 		return command{name: "migrate", arg: pos[1]}, *path, nil
 	}
-	return command{}, "", fmt.Errorf("unknown command %q: want serve, migrate up|down|status, healthcheck or help (see seckill -h for usage)", strings.Join(pos, " "))
+	return command{}, "", fmt.Errorf("unknown command %q: want serve, migrate up|down|status, healthcheck, token or help (see seckill -h for usage)", strings.Join(pos, " "))
 }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -151,6 +161,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return app.Migrate(ctx, cfg, cmd.arg, stdout)
 	case "healthcheck":
 		return healthcheck(ctx, cfg.HTTP.Addr)
+	case "token":
+		return mintToken(cmd.rest, cfg, stdout, stderr)
 	}
 	if err := cfg.ValidateServe(); err != nil {
 		return err

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"regexp"
 	"slices"
@@ -19,6 +20,8 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/seckill/seckill/internal/auth"
+	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/internal/testenv"
 )
 
@@ -123,7 +126,8 @@ func TestMigrate(t *testing.T) {
 	}{
 		{"up", hasSchema, "the schema", regexp.MustCompile(`(?m)^applied 00001_init\.sql \(`)},
 		{"up", hasSchema, "the schema (a second up is a no-op)", regexp.MustCompile(`^nothing to apply: the database is at version \d+, the latest\n$`)},
-		{"status", hasSchema, "the schema", regexp.MustCompile(`^VERSION +MIGRATION +STATE +APPLIED AT \(UTC\)\n1 +00001_init\.sql +applied +\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\n`)},
+		{"status", hasSchema, "the schema", regexp.MustCompile(`^VERSION +MIGRATION +STATE +APPLIED AT \(UTC\)\n1 +00001_init\.sql +applied +\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\n2 +00002_orders_by_user\.sql +applied `)},
+		{"down", hasSchema, "the schema (down undoes only the latest, 00002's orders_user_id index)", regexp.MustCompile(`^rolled back 00002_orders_by_user\.sql \(`)},
 		{"down", hasNone, "none of the schema", regexp.MustCompile(`^rolled back 00001_init\.sql \(`)},
 		{"up", hasSchema, "the schema again", regexp.MustCompile(`(?m)^applied 00001_init\.sql \(`)},
 	}
@@ -368,12 +372,19 @@ func TestQuickStart(t *testing.T) {
 	if err := json.Unmarshal([]byte(buy.body), &req); err != nil {
 		t.Fatalf("buy body %q: %v", buy.body, err)
 	}
+	// The quick start runs auth.shopper jwt: the line carries a token.
+	shopperAuth := buy.header.Get("Authorization")
+	buy.header.Del("Authorization")
+	if status, body := buy.do(t); status != http.StatusUnauthorized || !strings.Contains(string(body), `"unauthorized"`) {
+		t.Errorf("the printed buy without its token = %d %s; want 401 unauthorized", status, body)
+	}
+	buy.header.Set("Authorization", shopperAuth)
 	status, body := buy.do(t)
 	if status != http.StatusCreated {
 		t.Fatalf("the printed buy = %d %s; want 201", status, body)
 	}
 	var ord struct {
-		OrderID   int64     `json:"order_id"`
+		OrderID   string    `json:"order_id"`
 		SKUID     int64     `json:"sku_id"`
 		UserID    string    `json:"user_id"`
 		Quantity  int64     `json:"quantity"`
@@ -382,7 +393,7 @@ func TestQuickStart(t *testing.T) {
 	if err := json.Unmarshal(body, &ord); err != nil {
 		t.Fatalf("order %s: %v", body, err)
 	}
-	if ord.OrderID < 1 || ord.SKUID != req.SKUID || ord.UserID != req.UserID || ord.Quantity != req.Quantity || ord.CreatedAt.IsZero() {
+	if ord.OrderID == "" || ord.SKUID != req.SKUID || ord.UserID != req.UserID || ord.Quantity != req.Quantity || ord.CreatedAt.IsZero() {
 		t.Errorf("order = %+v; want the printed request %+v with an id", ord, req)
 	}
 	// The same line again is that user's second unit: over the demo's limit of 1.
@@ -455,6 +466,15 @@ func TestInvalidConfig(t *testing.T) {
 		{"log level", map[string]string{"SECKILL_LOG_LEVEL": "loud"}, nil, "log.level"},
 		{"log format", map[string]string{"SECKILL_LOG_FORMAT": "xml"}, nil, "log.format"},
 		{"strategy in the quick start", map[string]string{"SECKILL_MYSQL_DSN": "", "SECKILL_REDIS_ADDRS": "", "SECKILL_ORDER_STRATEGY": "fastest"}, nil, "order.strategy"},
+		{"jwt without a key with a dsn", nil, nil, "auth.jwt.secret"},
+		{"no order id key with a dsn", map[string]string{"SECKILL_AUTH_SHOPPER": "none"}, nil, "auth.order_id_key"},
+		{"shopper mode", map[string]string{"SECKILL_AUTH_SHOPPER": "maybe"}, nil, "auth.shopper"},
+		{"short shopper secret", map[string]string{"SECKILL_AUTH_JWT_SECRET": "short"}, nil, "auth.jwt.secret"},
+		{"two key sources", map[string]string{"SECKILL_AUTH_JWT_SECRET": strings.Repeat("s", 32), "SECKILL_AUTH_JWT_JWKS": "http://127.0.0.1:1/jwks"}, nil, "auth.jwt.jwks"},
+		{"HS256 with a public key", map[string]string{"SECKILL_AUTH_JWT_PUBLIC_KEY_FILE": "/idp.pem", "SECKILL_AUTH_JWT_ALGORITHMS": "HS256"}, nil, "auth.jwt.algorithms"},
+		{"alg none", map[string]string{"SECKILL_AUTH_JWT_SECRET": strings.Repeat("s", 32), "SECKILL_AUTH_JWT_ALGORITHMS": "none"}, nil, "auth.jwt.algorithms"},
+		{"order id key not hex", map[string]string{"SECKILL_AUTH_ORDER_ID_KEY": "not-a-key"}, nil, "auth.order_id_key"},
+		{"short token in a rotation list", map[string]string{"SECKILL_ADMIN_TOKEN": token + ",short"}, nil, "admin.token"},
 		{"config file missing", nil, []string{"-config", "/nonexistent/seckill.yaml"}, "/nonexistent/seckill.yaml"},
 		{"unknown command", nil, []string{"launch"}, `unknown command "launch"`},
 		{"unknown command before a missing dsn", map[string]string{"SECKILL_MYSQL_DSN": "", "SECKILL_REDIS_ADDRS": ""}, []string{"migrate", "sideways"}, "want migrate up, down or status"},
@@ -497,5 +517,36 @@ func TestInvalidConfig(t *testing.T) {
 				t.Errorf("a failed start printed on stdout:\n%s", out)
 			}
 		})
+	}
+}
+
+// TestTokenCommand: `seckill token -sub` prints a token the service's own
+// verifier accepts for that user under the configured secret, issuer and
+// audience, and refuses to mint without a secret.
+func TestTokenCommand(t *testing.T) {
+	t.Parallel()
+	secret := "token-command-secret-0123456789abcdef"
+	vars := map[string]string{"SECKILL_AUTH_JWT_SECRET": secret, "SECKILL_AUTH_JWT_ISSUER": "https://idp.test"}
+	var stdout, stderr bytes.Buffer
+	if err := run(context.Background(), []string{"token", "-sub", "u-9", "-ttl", "5m"}, env(vars), &stdout, &stderr); err != nil {
+		t.Fatalf("seckill token: %v\n%s", err, stderr.String())
+	}
+	cfg, err := config.Load("", env(vars))
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := cfg.Auth.JWT
+	v, err := auth.New(context.Background(), auth.Config{Secret: []byte(j.Secret), Issuer: j.Issuer, Audience: j.Audience, Leeway: j.Leeway, MaxTokenBytes: j.MaxTokenBytes}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sub, err := v.Verify(context.Background(), strings.TrimSpace(stdout.String())); err != nil || sub != "u-9" {
+		t.Errorf("the printed token verifies as %q, %v; want u-9", sub, err)
+	}
+	if err := run(context.Background(), []string{"token", "-sub", "u-9"}, env(nil), io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), "auth.jwt.secret") {
+		t.Errorf("seckill token without a secret = %v; want an error naming auth.jwt.secret", err)
+	}
+	if err := run(context.Background(), []string{"token"}, env(vars), io.Discard, io.Discard); err == nil {
+		t.Error("seckill token without -sub = nil; want a usage error")
 	}
 }

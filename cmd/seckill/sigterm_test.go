@@ -23,6 +23,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/seckill/seckill/internal/auth"
 	"github.com/seckill/seckill/internal/testenv"
 )
 
@@ -175,8 +176,12 @@ func TestSIGTERMDuringASale(t *testing.T) {
 	prefix := testenv.Name("sigterm:") + ":"
 	addr := "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
 	base := "http://" + addr
+	shopperSecret := testenv.Name("sigterm-shopper-secret-0123456789abcdef-")
+	orderIDKey := "0f0e0d0c0b0a09080706050403020100"
 
 	c := startChild(t, bin, map[string]string{
+		"SECKILL_AUTH_JWT_SECRET":       shopperSecret, // auth.shopper jwt, the default
+		"SECKILL_AUTH_ORDER_ID_KEY":     orderIDKey,
 		"SECKILL_MYSQL_DSN":             dsn,
 		"SECKILL_REDIS_ADDRS":           rds.Addr,
 		"SECKILL_ADMIN_TOKEN":           adminToken,
@@ -248,6 +253,18 @@ func TestSIGTERMDuringASale(t *testing.T) {
 			close(signalled)
 		})
 	}
+	tokens := make([]string, buyers)
+	for i := range tokens {
+		tokens[i], err = auth.Mint([]byte(shopperSecret), auth.Claims{Subject: fmt.Sprintf("sigterm-user-%d", i), Audience: "seckill", TTL: time.Hour}, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A refused token is logged (at debug) by why, never by its text.
+	forged := tokens[0][:len(tokens[0])-4] + "AAAA"
+	if status := postOrder(t, base, forged, fmt.Sprintf(`{"sku_id":%d,"quantity":1}`, sku.ID)); status != http.StatusUnauthorized {
+		t.Fatalf("an order with a forged token = %d; want 401", status)
+	}
 	for i := range buyers {
 		wg.Add(1)
 		go func() {
@@ -262,6 +279,7 @@ func TestSIGTERMDuringASale(t *testing.T) {
 			}
 			req.Header.Set("Content-Type", "application/json")
 			req.Header.Set("Idempotency-Key", a.key)
+			req.Header.Set("Authorization", "Bearer "+tokens[i])
 			<-start
 			resp, err := clients[i].Do(req)
 			if err != nil {
@@ -421,7 +439,15 @@ func TestSIGTERMDuringASale(t *testing.T) {
 
 	// The logs hold no secret.
 	out, errOut := c.stdout.String(), c.stderr.String()
-	for name, secret := range map[string]string{"admin token": adminToken, "mysql password": password} {
+	secrets := map[string]string{
+		"admin token": adminToken, "mysql password": password,
+		"shopper secret": shopperSecret, "order id key": orderIDKey, "a forged token": forged,
+	}
+	for i, tok := range tokens {
+		secrets[fmt.Sprintf("buyer %d's token", i)] = tok
+		secrets[fmt.Sprintf("buyer %d's token signature", i)] = tok[strings.LastIndexByte(tok, '.')+1:]
+	}
+	for name, secret := range secrets {
 		if strings.Contains(out, secret) || strings.Contains(errOut, secret) {
 			t.Errorf("the %s appears in the process output", name)
 		}
@@ -432,4 +458,22 @@ func TestSIGTERMDuringASale(t *testing.T) {
 	if t.Failed() {
 		t.Logf("stderr:\n%s", errOut)
 	}
+}
+
+// postOrder places one order with a bearer token and returns the status.
+func postOrder(t *testing.T, base, token, body string) int {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, base+"/api/v1/orders", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode
 }

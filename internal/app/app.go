@@ -63,6 +63,10 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 	if generatedToken {
 		cfg.Admin.Token = randomToken()
 	}
+	shoppers, err := shopperAuth(ctx, &cfg, log)
+	if err != nil {
+		return err
+	}
 	db, err := openDatabase(ctx, cfg, &cl)
 	if err != nil {
 		return err
@@ -91,7 +95,7 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 	orders := newOrders(cfg, store, lk, marks, mx, log)
 	catalog := service.NewCatalog(store, orders, log)
 	var draining atomic.Bool
-	api, err := newAPI(cfg, orders, catalog, readyz, mx, &draining, log)
+	api, err := newAPI(cfg, orders, catalog, readyz, mx, &draining, shoppers, log)
 	if err != nil {
 		return err
 	}
@@ -219,7 +223,7 @@ func newOrders(cfg config.Config, store service.Store, lk service.Locker, marks 
 }
 
 // newAPI builds the HTTP handler with its limits and metrics.
-func newAPI(cfg config.Config, orders *service.Orders, catalog *service.Catalog, ready handler.Readiness, mx *metrics.Metrics, draining *atomic.Bool, log *slog.Logger) (http.Handler, error) {
+func newAPI(cfg config.Config, orders *service.Orders, catalog *service.Catalog, ready handler.Readiness, mx *metrics.Metrics, draining *atomic.Bool, shoppers handler.ShopperAuth, log *slog.Logger) (http.Handler, error) {
 	return handler.New(handler.Config{
 		Orders:       orders,
 		Catalog:      catalog,
@@ -237,6 +241,7 @@ func newAPI(cfg config.Config, orders *service.Orders, catalog *service.Catalog,
 		TrustedProxies: cfg.Limits.TrustedProxies,
 		Draining:       draining,
 		AccessLog:      cfg.Log.Access,
+		ShopperAuth:    shoppers,
 	})
 }
 
@@ -267,7 +272,13 @@ func announce(ctx context.Context, cfg config.Config, catalog *service.Catalog, 
 		if err != nil {
 			return fmt.Errorf("seed demo sku: %w", err)
 		}
-		printQuickStart(stdout, url, cfg.Admin.Token, demo)
+		shopperToken := ""
+		if cfg.Auth.Shopper == config.ShopperJWT && cfg.Auth.JWT.Secret != "" {
+			if shopperToken, err = ShopperToken(cfg.Auth.JWT, "u-1", QuickStartTokenTTL); err != nil {
+				return err
+			}
+		}
+		printQuickStart(stdout, url, cfg.Admin.Tokens()[0], shopperToken, demo)
 	case generatedToken:
 		fmt.Fprintf(stdout, "admin token (generated): %s\n", cfg.Admin.Token)
 	}
@@ -320,12 +331,17 @@ func serveUntilDone(ctx context.Context, cfg config.Config, srv *http.Server, ln
 	return nil
 }
 
-func printQuickStart(w io.Writer, url, token string, demo service.SKU) {
+func printQuickStart(w io.Writer, url, token, shopperToken string, demo service.SKU) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\nseckill is running at %s (embedded mode: in-process Redis and SQLite, discarded at exit)\n", url)
 	fmt.Fprintf(&b, "  admin token: %s\n", token)
 	fmt.Fprintf(&b, "  demo SKU:    id %d, %q, %d units, %d per user\n\n", demo.ID, demo.Name, demo.Stock, demo.PerUserLimit)
-	fmt.Fprintf(&b, "Buy one:\n  curl -s -X POST %s/api/v1/orders -H 'Content-Type: application/json' -d '{\"sku_id\":%d,\"user_id\":\"u-1\",\"quantity\":1}'\n\n", url, demo.ID)
+	auth := ""
+	if shopperToken != "" {
+		fmt.Fprintf(&b, "  shopper token for u-1 (HS256, %s): %s\n\n", QuickStartTokenTTL, shopperToken)
+		auth = " -H 'Authorization: Bearer " + shopperToken + "'"
+	}
+	fmt.Fprintf(&b, "Buy one:\n  curl -s -X POST %s/api/v1/orders%s -H 'Content-Type: application/json' -d '{\"sku_id\":%d,\"user_id\":\"u-1\",\"quantity\":1}'\n\n", url, auth, demo.ID)
 	fmt.Fprintf(&b, "See the stock as an admin:\n  curl -s %s/admin/v1/skus/%d -H 'Authorization: Bearer %s'\n\n", url, demo.ID, token)
 	fmt.Fprint(w, b.String())
 }

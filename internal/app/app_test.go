@@ -39,8 +39,17 @@ func instanceOn(t *testing.T, dsn string, redisAddrs []string, prefix string) st
 		cfg.Redis.Mode = config.RedisRedlock
 	}
 	cfg.Admin.Token = token
+	noShopperAuth(&cfg)
 	cfg.Lock.Prefix = prefix
 	return "http://" + serveConfig(t, cfg)
+}
+
+// noShopperAuth chooses auth.shopper none, as the tests of the order path
+// do: they name their buyers in the body (internal/auth and handler test
+// the tokens).
+func noShopperAuth(cfg *config.Config) {
+	cfg.Auth.Shopper = config.ShopperNone
+	cfg.Auth.OrderIDKey = "000102030405060708090a0b0c0d0e0f"
 }
 
 var client = &http.Client{
@@ -226,6 +235,7 @@ func TestDrainDelay_ReadyzSaysDrainingWhileOrdersStillSell(t *testing.T) {
 	cfg.MySQL.DSN = dsn
 	cfg.Redis.Addrs = []string{testenv.RedisAddr()}
 	cfg.Admin.Token = token
+	noShopperAuth(&cfg)
 	cfg.Lock.Prefix = testenv.Name("test:drain:") + ":"
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

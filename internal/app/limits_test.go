@@ -135,6 +135,7 @@ func TestHTTPLimits(t *testing.T) {
 	cfg.MySQL.MaxOpenConns, cfg.MySQL.MaxIdleConns = 8, 8
 	cfg.Redis.Addrs = []string{testenv.RedisAddr()}
 	cfg.Admin.Token = token
+	noShopperAuth(&cfg)
 	cfg.Lock.Prefix = testenv.Name("test:limits:") + ":"
 	cfg.Limits.PerUserRate = 1.0 / 60
 	cfg.Limits.PerUserBurst = 2

@@ -25,6 +25,7 @@ func zkInstance(t *testing.T, dsn string, zkAddrs []string, root string) string 
 	cfg.MySQL.MaxOpenConns = 16
 	cfg.MySQL.MaxIdleConns = 16
 	cfg.Admin.Token = token
+	noShopperAuth(&cfg)
 	cfg.Lock.Backend = config.BackendZooKeeper
 	cfg.ZooKeeper.Addrs = zkAddrs
 	cfg.ZooKeeper.Root = root

@@ -32,6 +32,7 @@ type Config struct {
 	Limits  Limits  `yaml:"limits"`
 
 	ZooKeeper ZooKeeper `yaml:"zookeeper"`
+	Auth      Auth      `yaml:"auth"`
 }
 
 // Limits are the rate limits; a zero rate turns one off. The defaults
@@ -192,6 +193,7 @@ func Default() Config {
 		Log:     Log{Level: "info", Access: true},
 
 		ZooKeeper: ZooKeeper{SessionTimeout: 6 * time.Second, Root: "/seckill"},
+		Auth:      defaultAuth(),
 	}
 }
 
@@ -243,6 +245,9 @@ func (c *Config) applyEnv(getenv func(string) string) error {
 			return fmt.Errorf("config: SECKILL_LOG_ACCESS=%q: want true or false", v)
 		}
 		c.Log.Access = b
+	}
+	if err := c.Auth.applyEnv(getenv); err != nil {
+		return err
 	}
 	str("SECKILL_MYSQL_DSN", &c.MySQL.DSN)
 	str("SECKILL_ADMIN_TOKEN", &c.Admin.Token)
@@ -328,6 +333,9 @@ func (c Config) ValidateServe() error {
 	}
 	if c.MySQL.DSN != "" && c.Admin.Token == "" {
 		return errors.New("config: admin.token (SECKILL_ADMIN_TOKEN) is required with mysql.dsn")
+	}
+	if c.MySQL.DSN != "" {
+		return c.Auth.validateServe()
 	}
 	return nil
 }
@@ -418,8 +426,11 @@ func (c Config) Validate() error {
 	if err := c.validateRedis(); err != nil {
 		return err
 	}
-	if c.Admin.Token != "" && len(c.Admin.Token) < 16 {
-		return errors.New("config: admin.token must be at least 16 characters")
+	if err := c.Admin.validate(); err != nil {
+		return err
+	}
+	if err := c.Auth.validate(); err != nil {
+		return err
 	}
 	if !slices.Contains([]string{"debug", "info", "warn", "error"}, c.Log.Level) {
 		return fmt.Errorf("config: log.level %q: want debug, info, warn or error", c.Log.Level)

@@ -27,6 +27,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/seckill/seckill/internal/orderid"
 	"github.com/seckill/seckill/loadtest/verify"
 )
 
@@ -70,6 +71,13 @@ type Config struct {
 	Target     bool
 	BaseURLs   []string
 	AdminToken string
+	// ShopperSecret is the service's auth.jwt.secret: k6 signs each
+	// buyer's HS256 token with it (target mode; generated otherwise).
+	// Empty in target mode: the buyers send no token (auth.shopper none).
+	ShopperSecret string
+	// OrderIDKey is the service's auth.order_id_key, to match the opaque
+	// ids buyers were told to the database's (target mode; generated otherwise).
+	OrderIDKey string
 
 	// RedisServers is how many private redis-servers to start, default 1;
 	// more than one puts the service in Redlock mode.
@@ -147,6 +155,8 @@ type run struct {
 	client *http.Client
 
 	token      string
+	shopper    string         // the HS256 secret k6 signs buyers' tokens with
+	orderIDs   *orderid.Codec // reads the ids buyers were told
 	dbName     string
 	serverDSN  string
 	db         *sql.DB
@@ -229,7 +239,10 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 		return res, err
 	}
 	if cfg.Target {
-		r.baseURLs, r.token = cfg.BaseURLs, cfg.AdminToken
+		r.baseURLs, r.token, r.shopper = cfg.BaseURLs, cfg.AdminToken, cfg.ShopperSecret
+		if err := r.setOrderIDs(cfg.OrderIDKey); err != nil {
+			return res, err
+		}
 	} else if err := r.bringUp(ctx); err != nil {
 		return res, err
 	}
@@ -456,7 +469,16 @@ func (r *run) bringUp(ctx context.Context) error {
 	// Leave the server room for the verifier and everyone else.
 	perInstance := min(64, max(4, (maxConns-30)/cfg.Instances))
 	r.token = randomHex(16)
+	// Buyers are verified (auth.shopper jwt, the default): k6 signs each
+	// one's token with this secret; -env SECKILL_AUTH_SHOPPER=none still works.
+	r.shopper = randomHex(32)
+	orderIDKey := randomHex(16)
+	if err := r.setOrderIDs(orderIDKey); err != nil {
+		return err
+	}
 	env := append(os.Environ(),
+		"SECKILL_AUTH_JWT_SECRET="+r.shopper,
+		"SECKILL_AUTH_ORDER_ID_KEY="+orderIDKey,
 		"SECKILL_MYSQL_DSN="+runDSN,
 		"SECKILL_REDIS_ADDRS="+strings.Join(r.redisAddrs, ","),
 		"SECKILL_ADMIN_TOKEN="+r.token,
@@ -603,4 +625,18 @@ func (r *run) redisEnv() []string {
 	default:
 		return []string{"SECKILL_REDIS_MODE=standalone"}
 	}
+}
+
+// setOrderIDs keeps the codec of the service's order ids; a target
+// without a key cannot have its acknowledgements checked.
+func (r *run) setOrderIDs(hexKey string) error {
+	if hexKey == "" {
+		return errors.New("the service's order id key (auth.order_id_key) is required to check acknowledged orders")
+	}
+	key, err := orderid.ParseKey(hexKey)
+	if err != nil {
+		return err
+	}
+	r.orderIDs, err = orderid.New(key)
+	return err
 }

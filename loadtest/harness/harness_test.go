@@ -8,16 +8,21 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seckill/seckill/internal/orderid"
 	"github.com/seckill/seckill/loadtest/verify"
 )
 
 func TestReadConsole(t *testing.T) {
+	ids, err := orderid.New([]byte("0123456789abcdef"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	path := filepath.Join(t.TempDir(), "console.log")
 	lines := []string{
-		`time="2026-11-22T05:10:38Z" level=info msg="ack 12 lt-u1" source=console`,
+		`time="2026-11-22T05:10:38Z" level=info msg="ack ` + ids.Encode(12) + ` lt-u1" source=console`,
 		`time="2026-11-22T05:10:38Z" level=info msg="unavail 1700000000123 503" source=console`,
 		`time="2026-11-22T05:10:38Z" level=info msg="unexpected order 500  not an answer: {\"error\":{}}" source=console`,
-		`time="2026-11-22T05:10:38Z" level=info msg="ack 13 lt-r7" source=console`,
+		`time="2026-11-22T05:10:38Z" level=info msg="ack ` + ids.Encode(13) + ` lt-r7" source=console`,
 		`time="2026-11-22T05:10:38Z" level=info msg="unsure lt-u5" source=console`,
 		`time="2026-11-22T05:10:38Z" level=info msg="refused lt-k9 lt-u9 sold_out" source=console`,
 		`noise`,
@@ -25,7 +30,7 @@ func TestReadConsole(t *testing.T) {
 	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c, err := readConsole(path)
+	c, err := readConsole(path, ids)
 	if err != nil {
 		t.Fatalf("readConsole() error: %v", err)
 	}
@@ -44,7 +49,15 @@ func TestReadConsole(t *testing.T) {
 	if len(c.Unexpected) != 1 || !strings.Contains(c.Unexpected[0], `{"error":{}}`) {
 		t.Errorf("readConsole() unexpected = %q; want the 500 with its unquoted body", c.Unexpected)
 	}
-	if c, err := readConsole(filepath.Join(t.TempDir(), "absent")); err != nil || len(c.Clients.Acknowledged) != 0 {
+	// An acknowledged id this service did not write is an error, not a pass.
+	forged := filepath.Join(t.TempDir(), "forged.log")
+	if err := os.WriteFile(forged, []byte(`time="x" level=info msg="ack 12 lt-u1" source=console`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := readConsole(forged, ids); err == nil {
+		t.Error("readConsole(an ack of a plain number) = nil error; want an error")
+	}
+	if c, err := readConsole(filepath.Join(t.TempDir(), "absent"), ids); err != nil || len(c.Clients.Acknowledged) != 0 {
 		t.Errorf("readConsole(absent) = %+v, %v; want empty, nil", c, err)
 	}
 }

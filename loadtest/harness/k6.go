@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/seckill/seckill/internal/orderid"
 	"github.com/seckill/seckill/loadtest/verify"
 )
 
@@ -69,6 +70,7 @@ func (r *run) runK6(ctx context.Context, k6 string) (k6Result, error) {
 			"K6_WEB_DASHBOARD_PORT=-1", // no listener; export only
 			"K6_WEB_DASHBOARD_PERIOD="+period,
 			"K6_WEB_DASHBOARD_EXPORT="+res.Report,
+			"SHOPPER_SECRET="+r.shopper, // in the environment, not on k6's command line
 		),
 	})
 	r.event("k6: %d → %d orders/s over %s, hold %s, %d instance(s), fault %s",
@@ -105,7 +107,7 @@ type consoleLog struct {
 
 // readConsole parses k6's console output, whose lines look like
 // time="..." level=info msg="ack 123 user" source=console.
-func readConsole(path string) (consoleLog, error) {
+func readConsole(path string, ids *orderid.Codec) (consoleLog, error) {
 	var c consoleLog
 	f, err := os.Open(path)
 	if os.IsNotExist(err) {
@@ -128,9 +130,9 @@ func readConsole(path string) (consoleLog, error) {
 			if len(f) != 3 {
 				continue
 			}
-			id, err := strconv.ParseInt(f[1], 10, 64)
-			if err != nil {
-				return c, fmt.Errorf("console: bad ack %q", msg)
+			id, ok := ids.Decode(f[1])
+			if !ok {
+				return c, fmt.Errorf("console: ack %q: not an order id of this service", msg)
 			}
 			c.Clients.Acknowledged = append(c.Clients.Acknowledged, verify.Ack{OrderID: id, UserID: f[2]})
 		case "unsure":

@@ -145,7 +145,7 @@ func (r *run) verify(ctx context.Context, k6Start time.Time, k6res k6Result) (Su
 	s.LatencyMS = Latency{P50: ks.value(lat, "med"), P95: ks.value(lat, "p(95)"), P99: ks.value(lat, "p(99)"), Max: ks.value(lat, "max")}
 	s.Thresholds = ks.failedThresholds()
 
-	cons, err := readConsole(k6res.Console)
+	cons, err := readConsole(k6res.Console, r.orderIDs)
 	if err != nil {
 		return s, err
 	}

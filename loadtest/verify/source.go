@@ -118,8 +118,7 @@ func FromAPI(ctx context.Context, c *http.Client, baseURL, token string, skuID i
 		}
 		var page struct {
 			Orders []struct {
-				ID             int64     `json:"id"`
-				OrderID        int64     `json:"order_id"`
+				ID             int64     `json:"id"` // internal; order_id is the shoppers' opaque id
 				UserID         string    `json:"user_id"`
 				Quantity       int64     `json:"quantity"`
 				IdempotencyKey string    `json:"idempotency_key"`
@@ -131,11 +130,10 @@ func FromAPI(ctx context.Context, c *http.Client, baseURL, token string, skuID i
 			return s, err
 		}
 		for _, o := range page.Orders {
-			id := o.ID
-			if id == 0 {
-				id = o.OrderID
+			if o.ID == 0 {
+				return s, errors.New("verify: the admin order list gives no internal id")
 			}
-			s.Orders = append(s.Orders, Order{ID: id, UserID: o.UserID, Quantity: o.Quantity, IdempotencyKey: o.IdempotencyKey, CreatedAt: o.CreatedAt})
+			s.Orders = append(s.Orders, Order{ID: o.ID, UserID: o.UserID, Quantity: o.Quantity, IdempotencyKey: o.IdempotencyKey, CreatedAt: o.CreatedAt})
 		}
 		if page.NextAfter == nil || len(page.Orders) == 0 {
 			return s, nil

@@ -478,10 +478,10 @@ func fakeAdmin(t *testing.T, token string, skuID, sold, stock int64, orders []ve
 				continue
 			}
 			if len(page) == 3 {
-				next = page[2]["order_id"]
+				next = page[2]["id"]
 				break
 			}
-			page = append(page, map[string]any{"order_id": o.ID, "sku_id": skuID, "user_id": o.UserID, "quantity": o.Quantity})
+			page = append(page, map[string]any{"id": o.ID, "order_id": fmt.Sprintf("opaque-%d", o.ID), "sku_id": skuID, "user_id": o.UserID, "quantity": o.Quantity})
 		}
 		writeJSON(t, w, map[string]any{"orders": page, "next_after": next})
 	})

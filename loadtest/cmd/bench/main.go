@@ -33,11 +33,18 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/seckill/seckill/internal/auth"
 	"github.com/seckill/seckill/loadtest/harness"
 	"github.com/seckill/seckill/loadtest/verify"
 )
 
 const token = "bench-admin-token-0123456789"
+
+// The shopper secret and order id key of the benchmarked services: loopback only.
+const (
+	shopperSecret = "bench-shopper-secret-0123456789abcdef"
+	orderIDKey    = "62656e63682d6f726465722d69642d6b"
+)
 
 type options struct {
 	vus, lowVUs int
@@ -206,6 +213,10 @@ func runCase(ctx context.Context, o options, c benchCase, i int, root, bin, k6 s
 		"SECKILL_LOCK_PREFIX="+fmt.Sprintf("bench%d:", i),
 		"SECKILL_BENCH_ENDPOINTS=true",
 		"SECKILL_ORDER_STRATEGY="+orDefault(c.strategy, "locked"),
+		// Buyers are verified (auth.shopper jwt, the default); k6 signs
+		// their HS256 tokens with the same secret.
+		"SECKILL_AUTH_JWT_SECRET="+shopperSecret,
+		"SECKILL_AUTH_ORDER_ID_KEY="+orderIDKey,
 	)
 	mig := exec.CommandContext(ctx, bin, "migrate", "up")
 	mig.Env = env
@@ -286,6 +297,7 @@ func runCase(ctx context.Context, o options, c benchCase, i int, root, bin, k6 s
 		"-e", "VUS="+strconv.Itoa(c.vus), "-e", "DURATION="+o.duration.String(),
 		"-e", "SUMMARY="+summary, "-e", fmt.Sprintf("RUN_ID=b%d", i),
 		filepath.Join(root, "loadtest", "bench.js"))
+	k.Env = append(os.Environ(), "SHOPPER_SECRET="+shopperSecret) // not on the command line
 	var k6out bytes.Buffer
 	k.Stdout, k.Stderr = &k6out, &k6out
 	if err := k.Run(); err != nil {
@@ -536,6 +548,11 @@ func createSKU(ctx context.Context, base string, stock int64) (int64, error) {
 func buyOnce(ctx context.Context, base string, sku int64) error {
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/api/v1/orders",
 		strings.NewReader(fmt.Sprintf(`{"sku_id":%d,"user_id":"first","quantity":1}`, sku)))
+	tok, err := auth.Mint([]byte(shopperSecret), auth.Claims{Subject: "first", Audience: "seckill", TTL: time.Hour}, time.Now())
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+tok)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return err

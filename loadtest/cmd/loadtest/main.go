@@ -118,6 +118,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.BoolVar(&cfg.Target, "target", false, "verify a deployment already running at -base-urls (nothing is started)")
 	fs.Var(&baseURLs, "base-urls", "comma-separated base URLs of the service (target mode)")
 	fs.StringVar(&cfg.AdminToken, "admin-token", os.Getenv("SECKILL_ADMIN_TOKEN"), "admin token (target mode; default $SECKILL_ADMIN_TOKEN)")
+	fs.StringVar(&cfg.ShopperSecret, "shopper-secret", os.Getenv("SECKILL_AUTH_JWT_SECRET"), "the service's HS256 auth.jwt.secret: k6 signs buyers' tokens (target mode; default $SECKILL_AUTH_JWT_SECRET; empty: no tokens, for auth.shopper none)")
+	fs.StringVar(&cfg.OrderIDKey, "order-id-key", os.Getenv("SECKILL_AUTH_ORDER_ID_KEY"), "the service's auth.order_id_key, to check acknowledged orders (target mode; default $SECKILL_AUTH_ORDER_ID_KEY)")
 	fs.StringVar(&cfg.MySQLDSN, "mysql-dsn", def.MySQLDSN, "MariaDB/MySQL server DSN, no database: each run creates its own")
 	fs.IntVar(&cfg.RedisServers, "redis-servers", 1, "private redis-servers to start; more than one selects Redlock")
 	fs.StringVar(&cfg.Redis, "redis", "", "topology of -fault failover: sentinel (default: master + 2 replicas + 3 sentinels) or cluster (3 masters + 3 replicas)")

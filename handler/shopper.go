@@ -1,0 +1,111 @@
+package handler
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/seckill/seckill/service"
+)
+
+// orderPath reads the opaque order id of the path. Anything that is not
+// an id this service wrote is answered 404 like a missing order, without
+// a database read.
+func (h *orders) orderPath(c *gin.Context) (int64, bool) {
+	id, ok := h.ids.Decode(c.Param("id"))
+	if !ok {
+		abort(c, http.StatusNotFound, codeNotFound, "not found")
+	}
+	return id, ok
+}
+
+// get answers an order to its buyer only. With jwt, an anonymous caller
+// and anyone but the buyer get the 404 of a missing order; with none the
+// opaque id is the only capability.
+func (h *orders) get(c *gin.Context) {
+	if h.auth.enabled() && anonymous(c) {
+		abort(c, http.StatusNotFound, codeNotFound, "not found")
+		return
+	}
+	user, ok := h.auth.identify(c)
+	if !ok {
+		return
+	}
+	id, ok := h.orderPath(c)
+	if !ok {
+		return
+	}
+	var (
+		o   service.Order
+		err error
+	)
+	if h.auth.enabled() {
+		o, err = h.orders.OrderOf(c.Request.Context(), id, user)
+	} else {
+		o, err = h.orders.Order(c.Request.Context(), id)
+	}
+	if err != nil {
+		fail(c, h.log, err)
+		return
+	}
+	writeOrder(c, http.StatusOK, h.ids, o)
+}
+
+// myOrderPage is one page of the caller's orders; next_after is the
+// opaque cursor of the next page, null on the last.
+type myOrderPage struct {
+	Orders    []orderResponse `json:"orders"`
+	NextAfter *string         `json:"next_after"`
+}
+
+// Bounds of GET /api/v1/orders?limit=.
+const (
+	myOrdersDefault = 20
+	myOrdersMax     = 100
+)
+
+// list pages through the verified caller's orders, oldest first:
+// ?limit= (1–100, default 20) and ?after= (the previous page's next_after).
+// With none there is no verified caller: 401.
+func (h *orders) list(c *gin.Context) {
+	if !h.auth.enabled() {
+		unauthorized(c, codeUnauthorized, "listing one's orders needs a verified shopper (auth.shopper: jwt)")
+		return
+	}
+	user, ok := h.auth.user(c)
+	if !ok {
+		return
+	}
+	limit, after := myOrdersDefault, int64(0)
+	if v := c.Query("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > myOrdersMax {
+			abort(c, http.StatusBadRequest, codeInvalid, "limit must be an integer between 1 and 100")
+			return
+		}
+		limit = n
+	}
+	if v := c.Query("after"); v != "" {
+		id, ok := h.ids.Decode(v)
+		if !ok {
+			abort(c, http.StatusBadRequest, codeInvalid, "after must be the next_after of a previous page")
+			return
+		}
+		after = id
+	}
+	list, err := h.orders.OrdersOf(c.Request.Context(), user, after, limit)
+	if err != nil {
+		fail(c, h.log, err)
+		return
+	}
+	page := myOrderPage{Orders: make([]orderResponse, len(list))}
+	for i, o := range list {
+		page.Orders[i] = orderJSON(h.ids, o)
+	}
+	if len(list) == limit {
+		next := h.ids.Encode(list[len(list)-1].ID)
+		page.NextAfter = &next
+	}
+	c.JSON(http.StatusOK, page)
+}
