@@ -65,8 +65,9 @@ type stackOptions struct {
 	wrap     func(service.Store) service.Store
 	queueMax int
 	limits   handler.Limits
-	auth     handler.ShopperAuth // zero: auth.shopper none, random order id key
-	admin    string              // admin token(s); default adminToken
+	auth     handler.ShopperAuth     // zero: auth.shopper none, random order id key
+	admin    string                  // admin token(s); default adminToken
+	extra    map[string]http.Handler // handler.Config.Extra (metrics)
 }
 
 func newStack(t *testing.T, opts ...func(*stackOptions)) *stack {
@@ -109,6 +110,7 @@ func newStack(t *testing.T, opts ...func(*stackOptions)) *stack {
 		Log:          log,
 		Limits:       o.limits,
 		ShopperAuth:  o.auth,
+		Extra:        o.extra,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -182,7 +184,7 @@ func (s *stack) call(t *testing.T, method, path, body string, headers ...string)
 	if r.header.Get("X-Request-ID") == "" {
 		t.Errorf("%s: no X-Request-ID", where)
 	}
-	if path == "/openapi.yaml" {
+	if path == "/openapi.yaml" || path == "/metrics" { // the two answers that are not JSON
 		return r
 	}
 	if ct := r.header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
