@@ -54,6 +54,7 @@ type options struct {
 	dsn         string
 	out         string
 	k6          string
+	accessLog   bool // also run locked at log level info with the access log off and on
 }
 
 // benchCase is one k6 run against one freshly started instance.
@@ -64,7 +65,16 @@ type benchCase struct {
 	skus     int
 	soldOut  bool // the SKU is sold out before the run: every answer is a reject
 	ceiling  bool
+	// access, when set ("on" or "off"), runs at the default log level
+	// (info) with log.access so: what the access log costs.
+	access string
 }
+
+// Cases of the access-log pair; on is the default configuration.
+const (
+	caseAccessOff = "locked, info, access log off"
+	caseAccessOn  = "locked, info, access log on"
+)
 
 // row is what one case measured.
 type row struct {
@@ -97,9 +107,11 @@ func main() {
 	}
 }
 
-func run(ctx context.Context, args []string, stdout io.Writer) error {
+// parseFlags reads the command line.
+func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
 	fs.IntVar(&o.vus, "vus", 1000, "concurrent buyers of the main runs")
 	fs.IntVar(&o.lowVUs, "low-vus", 50, "concurrent buyers of the flat-cost runs")
 	fs.DurationVar(&o.duration, "duration", 10*time.Second, "length of each k6 run")
@@ -108,10 +120,22 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	fs.StringVar(&o.dsn, "mysql", "root@tcp(127.0.0.1:3306)/", "MySQL server DSN, without a database")
 	fs.StringVar(&o.out, "out", "", "results directory (default loadtest/results/bench-<time>)")
 	fs.StringVar(&o.k6, "k6", "", "k6 binary (default: PATH, then GOPATH/bin, else go install)")
+	fs.BoolVar(&o.accessLog, "access-log", true, "also run locked at log level info with log.access off and on (the default), to measure the access log's cost")
 	if err := fs.Parse(args); err != nil {
-		return err
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	o.strategies = strings.Split(*strategies, ",")
+	return o, nil
+}
+
+func run(ctx context.Context, args []string, stdout io.Writer) error {
+	o, err := parseFlags(args, os.Stderr)
+	if err != nil {
+		return err
+	}
 	root, err := harness.ModuleRoot(".")
 	if err != nil {
 		return err
@@ -146,6 +170,14 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	cases = append(cases,
 		benchCase{name: "locked, sold out", strategy: "locked", vus: o.vus, skus: 1, soldOut: true},
 		benchCase{name: fmt.Sprintf("locked, %d SKUs", o.skus), strategy: "locked", vus: o.vus, skus: o.skus},
+	)
+	if o.accessLog { // side by side, so the machine's drift moves both
+		cases = append(cases,
+			benchCase{name: caseAccessOff, strategy: "locked", vus: o.vus, skus: 1, access: "off"},
+			benchCase{name: caseAccessOn, strategy: "locked", vus: o.vus, skus: 1, access: "on"},
+		)
+	}
+	cases = append(cases,
 		benchCase{name: "ceiling (constant answer)", vus: o.vus, ceiling: true},
 		benchCase{name: "ceiling (constant answer)", vus: o.lowVUs, ceiling: true},
 		benchCase{name: "locked", strategy: "locked", vus: o.lowVUs, skus: 1},
@@ -218,6 +250,9 @@ func runCase(ctx context.Context, o options, c benchCase, i int, root, bin, k6 s
 		"SECKILL_AUTH_JWT_SECRET="+shopperSecret,
 		"SECKILL_AUTH_ORDER_ID_KEY="+orderIDKey,
 	)
+	if c.access != "" { // later entries win: the default level, the access log as the case says
+		env = append(env, "SECKILL_LOG_LEVEL=info", "SECKILL_LOG_ACCESS="+strconv.FormatBool(c.access == "on"))
+	}
 	mig := exec.CommandContext(ctx, bin, "migrate", "up")
 	mig.Env = env
 	if out, err := mig.CombinedOutput(); err != nil {
@@ -472,6 +507,10 @@ func writeTable(w io.Writer, rows []row, o options) {
 	fmt.Fprintf(&t, "conditional orders/s @%d / @%d\t%s\t(collapse)\n", hi, lo, ratio(find("conditional", hi), find("conditional", lo), orders))
 	fmt.Fprintf(&t, "ceiling req/s @%d / @%d\t%s\t\n", hi, lo, ratio(ceil, find("ceiling (constant answer)", lo), reqs))
 	fmt.Fprintf(&t, "%d SKUs / 1 SKU, orders/s @%d\t%s\t≥ 1×\n", o.skus, hi, ratio(many, locked, orders))
+	if on, off := find(caseAccessOn, hi), find(caseAccessOff, hi); on != nil && off != nil {
+		fmt.Fprintf(&t, "access log on / off, orders/s @%d (log level info)\t%s\t\n", hi, ratio(on, off, orders))
+		fmt.Fprintf(&t, "access log on / off, p99 @%d (log level info)\t%s\t\n", hi, ratio(on, off, p99))
+	}
 	if sold != nil {
 		fmt.Fprintf(&t, "SQL statements per sold-out reject\t%s\t0\n", stat(sold.SQLPerReject))
 	}
