@@ -63,6 +63,17 @@ func newContract(t *testing.T) *contract {
 	if err := doc.Validate(loader.Context); err != nil {
 		t.Fatalf("openapi.yaml is not a valid OpenAPI document: %v", err)
 	}
+	// Every answer carries X-Request-ID: each response says so, required,
+	// or the validator would not hold the service to it.
+	for path, item := range doc.Paths.Map() {
+		for method, op := range item.Operations() {
+			for status, r := range op.Responses.Map() {
+				if h := r.Value.Headers["X-Request-ID"]; h == nil || !h.Value.Required {
+					t.Errorf("openapi.yaml: %s %s %s does not declare a required X-Request-ID header", method, path, status)
+				}
+			}
+		}
+	}
 	router, err := gorillamux.NewRouter(doc)
 	if err != nil {
 		t.Fatal(err)
@@ -163,20 +174,16 @@ func (c *contract) validate(req *http.Request, resp *http.Response, raw []byte) 
 }
 
 // adminBearerAuth checks credentials as the document states them:
-// adminBearer is the admin token; another bearer scheme needs a bearer
-// token (whether it is valid is the service's to say, not the document's).
+// adminBearer is the admin token. shopperBearer is the service's to judge:
+// with auth.shopper none there is no token, with jwt a bad one is a 401.
 func adminBearerAuth(_ context.Context, in *openapi3filter.AuthenticationInput) error {
-	got := in.RequestValidationInput.Request.Header.Get("Authorization")
-	if in.SecuritySchemeName == "adminBearer" {
-		if got != "Bearer "+adminToken {
+	switch in.SecuritySchemeName {
+	case "adminBearer":
+		if in.RequestValidationInput.Request.Header.Get("Authorization") != "Bearer "+adminToken {
 			return errors.New("no valid admin bearer token")
 		}
 		return nil
-	}
-	if s := in.SecurityScheme; s != nil && s.Type == "http" && strings.EqualFold(s.Scheme, "bearer") {
-		if token, ok := strings.CutPrefix(got, "Bearer "); !ok || token == "" {
-			return errors.New("no bearer token")
-		}
+	case "shopperBearer":
 		return nil
 	}
 	return fmt.Errorf("security scheme %q: teach adminBearerAuth to check it", in.SecuritySchemeName)
@@ -323,7 +330,7 @@ func TestContract(t *testing.T) {
 		"{last}", strconv.FormatInt(last, 10),
 		"{gone}", strconv.FormatInt(gone, 10),
 		"{later}", strconv.FormatInt(later, 10),
-		"{order}", strconv.FormatInt(ord, 10),
+		"{order}", ord,
 		"{big}", strings.Repeat("x", 5000),
 	)
 	auth := bearer
@@ -364,8 +371,7 @@ func TestContract(t *testing.T) {
 		{method: "POST", path: "/api/v1/orders", body: buy("{sku}", "u-6", 1), headers: text, status: 415, code: "unsupported_media_type"},
 
 		{method: "GET", path: "/api/v1/orders/{order}", status: 200},
-		{method: "GET", path: "/api/v1/orders/abc", status: 400, code: "invalid_request"},
-		{method: "GET", path: "/api/v1/orders/999999999", status: 404, code: "not_found"},
+		{method: "GET", path: "/api/v1/orders/AAAAAAAAAAAAAAAAAAAAAA", status: 404, code: "not_found"},
 
 		{method: "GET", path: "/api/v1/skus/{sku}", status: 200},
 		{method: "GET", path: "/api/v1/skus/0", status: 400, code: "invalid_request"},
@@ -406,6 +412,7 @@ func TestContract(t *testing.T) {
 		{method: "GET", path: "/admin/v1/skus/999999999/orders", headers: auth, status: 404, code: "sku_not_found"},
 	})
 
+	t.Run("shopper jwt", func(t *testing.T) { contractShopperJWT(t, c) })
 	t.Run("busy", func(t *testing.T) { contractBusy(t, c) })
 	t.Run("rate limited", func(t *testing.T) { contractRateLimited(t, c) })
 	t.Run("outcome unknown", func(t *testing.T) { contractOutcomeUnknown(t, c) })
@@ -430,6 +437,33 @@ func TestContract(t *testing.T) {
 	})
 
 	c.requireCoverage(t)
+}
+
+// contractShopperJWT serves with auth.shopper jwt: the shopper's own
+// orders, a missing or refused token, another user's user_id, and the
+// shopper routes with the database gone.
+func contractShopperJWT(t *testing.T, c *contract) {
+	s := newStack(t, withHS256(t))
+	c.attach(t, s)
+	sku := s.createSKU(t, `{"name":"jwt","stock":10,"per_user_limit":5}`)
+	alice := []string{"Authorization", "Bearer " + hs(t, "alice")}
+	refused := []string{"Authorization", "Bearer not-a-token"}
+	fx := strings.NewReplacer("{sku}", strconv.FormatInt(sku, 10))
+	s.run(t, fx, []contractCase{
+		{method: "POST", path: "/api/v1/orders", body: `{"sku_id":{sku},"quantity":1}`, headers: alice, status: 201},
+		{method: "POST", path: "/api/v1/orders", body: `{"sku_id":{sku},"quantity":1}`, status: 401, code: "unauthorized"},
+		{method: "POST", path: "/api/v1/orders", body: `{"sku_id":{sku},"user_id":"bob","quantity":1}`, headers: alice, status: 403, code: "user_mismatch"},
+		{method: "GET", path: "/api/v1/orders?limit=5", headers: alice, status: 200},
+		{method: "GET", path: "/api/v1/orders?limit=0", headers: alice, status: 400, code: "invalid_request"},
+		{method: "GET", path: "/api/v1/orders", status: 401, code: "unauthorized"},
+		{method: "GET", path: "/api/v1/orders/AAAAAAAAAAAAAAAAAAAAAA", headers: refused, status: 401, code: "invalid_token"},
+	})
+	if err := database.Close(s.appDB); err != nil {
+		t.Fatal(err)
+	}
+	s.run(t, fx, []contractCase{
+		{method: "GET", path: "/api/v1/orders", headers: alice, status: 503, code: "unavailable"},
+	})
 }
 
 // contractBusy fills a SKU's queue of one while its worker is held in a
@@ -473,10 +507,11 @@ func contractBusy(t *testing.T, c *contract) {
 	}
 }
 
-// contractRateLimited gives each user a burst of one order an hour.
+// contractRateLimited gives each user a burst of one order an hour and
+// the client IP a burst of two requests.
 func contractRateLimited(t *testing.T, c *contract) {
 	s := newStack(t, func(o *stackOptions) {
-		o.limits = handler.Limits{PerUserRate: 1.0 / 3600, PerUserBurst: 1, PerIPRate: 1000, PerIPBurst: 1000, MaxKeys: 100}
+		o.limits = handler.Limits{PerUserRate: 1.0 / 3600, PerUserBurst: 1, PerIPRate: 1.0 / 3600, PerIPBurst: 2, MaxKeys: 100}
 	})
 	c.attach(t, s)
 	sku := s.createSKU(t, `{"name":"limited","stock":10,"per_user_limit":5}`)
@@ -486,6 +521,10 @@ func contractRateLimited(t *testing.T, c *contract) {
 	}
 	if r := s.call(t, http.MethodPost, "/api/v1/orders", body); r.status != http.StatusTooManyRequests || r.code != "rate_limited" {
 		t.Errorf("second order within the burst = %d %q; want 429 rate_limited", r.status, r.code)
+	}
+	// The client IP's burst of 2 is spent.
+	if r := s.call(t, http.MethodGet, "/api/v1/orders", ""); r.status != http.StatusTooManyRequests || r.code != "rate_limited" {
+		t.Errorf("a third request from one IP = %d %q; want 429 rate_limited", r.status, r.code)
 	}
 }
 
