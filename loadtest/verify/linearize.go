@@ -1,0 +1,383 @@
+package verify
+
+import (
+	"fmt"
+	"hash/maphash"
+	"maps"
+	"os"
+	"sort"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+)
+
+// Verdicts of the history check.
+const (
+	Linearizable = "linearizable"
+	NotLinear    = "violated"
+	// NotConcluded: the check ran out of its budget (operations or time)
+	// before it could decide. It is not a pass.
+	NotConcluded = "not concluded"
+)
+
+// Violation names of the history check.
+const (
+	// SaleAfterSoldOut: a 201 sale invoked after a sold_out answer had
+	// returned, with no restock that could fall between.
+	SaleAfterSoldOut = "sale_after_sold_out"
+	// SoldOutWhileStockRemained: a sold_out answer after the last restock
+	// (beyond the staleness bound) while the sale ended with units left.
+	SoldOutWhileStockRemained = "sold_out_while_stock_remained"
+	// HistoryNotLinearizable: Porcupine found no order of the operations,
+	// each within its interval, that one stock counter could have
+	// answered.
+	HistoryNotLinearizable = "history_not_linearizable"
+	// HistoryNotConcluded: the history check could not decide.
+	HistoryNotConcluded = "history_not_concluded"
+)
+
+// HistoryOptions bound the history check.
+type HistoryOptions struct {
+	// SoldOutBound is the only staleness the model accepts: a sold_out
+	// answer is correct if the stock was below the quantity at some
+	// point within [invocation - SoldOutBound, response]. It is the
+	// service's documented bound for a sold-out mark to follow a restock
+	// made through another instance (sold_out.local_ttl).
+	SoldOutBound time.Duration
+	// MaxOps bounds the operations given to Porcupine, whose search keeps
+	// a bitset of the history per step (memory grows with the square of
+	// the operations); a longer history is not concluded. Zero: 20,000.
+	MaxOps int
+	// Timeout bounds Porcupine's search. Zero: one minute.
+	Timeout time.Duration
+	// FinalStock is the SKU's stock after the sale settled; negative when
+	// unknown (the sold_out-while-stock-remained witness is then skipped).
+	FinalStock int64
+	// Visualization, when not empty, is where Porcupine's HTML
+	// visualization of a violating history is written.
+	Visualization string
+}
+
+// HistoryVerdict is the outcome of CheckHistory.
+type HistoryVerdict struct {
+	Result        string      `json:"result"`
+	Ops           int         `json:"operations"`
+	Bought        int         `json:"bought"`
+	SoldOut       int         `json:"sold_out"`
+	LimitExceeded int         `json:"limit_exceeded"`
+	Restocks      int         `json:"restocks"`
+	Resolution    Resolution  `json:"unknown_outcomes"`
+	BoundMS       int64       `json:"sold_out_bound_ms"`
+	Witnesses     []string    `json:"witnesses,omitempty"`
+	Reason        string      `json:"reason,omitempty"`
+	Took          float64     `json:"took_s"`
+	Visualization string      `json:"visualization,omitempty"`
+	Violations    []Violation `json:"-"`
+}
+
+// Pass reports a concluded check that found every answer linearizable.
+func (v HistoryVerdict) Pass() bool { return v.Result == Linearizable }
+
+func (v HistoryVerdict) String() string {
+	s := fmt.Sprintf("%s: %d operations (%d bought, %d sold_out, %d limit_exceeded, %d restocks; %d unknown outcomes: %d happened, %d did not, %d undecided), sold-out bound %dms, %.1fs",
+		v.Result, v.Ops, v.Bought, v.SoldOut, v.LimitExceeded, v.Restocks,
+		v.Resolution.Unknown, v.Resolution.Happened, v.Resolution.Dropped, v.Resolution.Undecided, v.BoundMS, v.Took)
+	if v.Reason != "" {
+		s += "; " + v.Reason
+	}
+	return s
+}
+
+// maxWitnesses bounds the witnesses reported.
+const maxWitnesses = 5
+
+// CheckHistory checks that every answer of h is linearizable against one
+// stock counter with per-user holdings. The exact witnesses run first
+// (sold_out then a sale with no restock between; sold_out while the stock
+// that remained at the end was there); then Porcupine searches for a
+// linearization. A violation is reported with the operations involved.
+func CheckHistory(h History, opt HistoryOptions) HistoryVerdict {
+	start := time.Now()
+	if opt.MaxOps == 0 {
+		opt.MaxOps = 20000
+	}
+	if opt.Timeout == 0 {
+		opt.Timeout = time.Minute
+	}
+	v := HistoryVerdict{Ops: len(h.Ops), Resolution: h.Resolution, BoundMS: opt.SoldOutBound.Milliseconds()}
+	for _, op := range h.Ops {
+		switch op.Kind {
+		case Bought:
+			v.Bought++
+		case SoldOutAnswer:
+			v.SoldOut++
+		case LimitAnswer:
+			v.LimitExceeded++
+		case Restock:
+			v.Restocks++
+		}
+	}
+	defer func() { v.Took = time.Since(start).Round(time.Millisecond).Seconds() }()
+
+	v.Violations = append(v.Violations, saleAfterSoldOut(h.Ops, opt.SoldOutBound)...)
+	v.Violations = append(v.Violations, soldOutWhileStockRemained(h.Ops, opt.SoldOutBound, opt.FinalStock)...)
+
+	switch {
+	case len(h.Ops) > opt.MaxOps:
+		v.Result = NotConcluded
+		v.Reason = fmt.Sprintf("%d operations exceed the search's bound of %d", len(h.Ops), opt.MaxOps)
+	default:
+		model := stockModel(h, opt.SoldOutBound)
+		ops := porcupineOps(h, opt.SoldOutBound)
+		res, info := porcupine.CheckOperationsVerbose(model, ops, opt.Timeout)
+		switch res {
+		case porcupine.Ok:
+			v.Result = Linearizable
+		case porcupine.Illegal:
+			v.Result = NotLinear
+			v.Violations = append(v.Violations, Violation{Name: HistoryNotLinearizable, Message: fmt.Sprintf(
+				"no order of the %d operations within their intervals is one stock counter's (sold-out bound %s)", len(ops), opt.SoldOutBound)})
+			if opt.Visualization != "" {
+				if err := porcupine.VisualizePath(model, info, opt.Visualization); err != nil {
+					v.Reason = fmt.Sprintf("visualization not written: %v", err)
+				} else {
+					v.Visualization = opt.Visualization
+				}
+			}
+		default:
+			v.Result = NotConcluded
+			v.Reason = fmt.Sprintf("the search did not finish within %s", opt.Timeout)
+		}
+	}
+	if len(v.Violations) > 0 {
+		v.Result = NotLinear
+	}
+	if v.Result == NotConcluded {
+		v.Violations = append(v.Violations, Violation{Name: HistoryNotConcluded, Message: v.Reason})
+	}
+	for _, x := range v.Violations {
+		if len(v.Witnesses) < maxWitnesses {
+			v.Witnesses = append(v.Witnesses, x.Message)
+		}
+	}
+	if opt.Visualization != "" && v.Visualization == "" {
+		_ = os.Remove(opt.Visualization) // a stale one from an earlier check would mislead
+	}
+	return v
+}
+
+// saleAfterSoldOut finds a 201 invoked after a sold_out answer returned,
+// with no restock whose interval reaches past the sold_out's invocation
+// minus the bound and starts before the sale returned: the stock only
+// falls between restocks, so the sale took a unit that was not there (or
+// the sold_out was false). O(n log n).
+func saleAfterSoldOut(ops []Op, bound time.Duration) []Violation {
+	var soldOuts, restocks []Op
+	for _, op := range ops {
+		switch op.Kind {
+		case SoldOutAnswer:
+			soldOuts = append(soldOuts, op)
+		case Restock:
+			restocks = append(restocks, op)
+		}
+	}
+	if len(soldOuts) == 0 {
+		return nil
+	}
+	sort.Slice(soldOuts, func(i, j int) bool { return soldOuts[i].Return.Before(soldOuts[j].Return) })
+	// latest[i] is the sold_out among soldOuts[:i+1] invoked last.
+	latest := make([]int, len(soldOuts))
+	for i := range soldOuts {
+		latest[i] = i
+		if i > 0 && soldOuts[latest[i-1]].Call.After(soldOuts[i].Call) {
+			latest[i] = latest[i-1]
+		}
+	}
+	var out []Violation
+	for _, b := range ops {
+		if b.Kind != Bought || b.Resolved {
+			continue
+		}
+		// The sold_out must have returned before the sale was invoked.
+		n := sort.Search(len(soldOuts), func(i int) bool { return !soldOuts[i].Return.Before(b.Call) })
+		if n == 0 {
+			continue
+		}
+		s := soldOuts[latest[n-1]]
+		if s.Qty > b.Qty {
+			continue // "fewer than 2 left" does not refute a sale of 1
+		}
+		if restockBetween(restocks, s.Call.Add(-bound), b.Return) {
+			continue
+		}
+		out = append(out, Violation{Name: SaleAfterSoldOut, Message: fmt.Sprintf(
+			"a sale after a sold_out with no restock between: sold_out %s; then sale %s (%s after the sold_out answered)",
+			s, b, b.Call.Sub(s.Return))})
+		if len(out) == maxWitnesses {
+			break
+		}
+	}
+	return out
+}
+
+// restockBetween reports a restock that can be linearized after from and
+// before to.
+func restockBetween(restocks []Op, from, to time.Time) bool {
+	for _, r := range restocks {
+		if r.Return.After(from) && r.Call.Before(to) && r.Stock > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// soldOutWhileStockRemained finds sold_out answers invoked more than the
+// bound after the last restock returned, when the sale ended with at
+// least their quantity left: the stock only falls after the last restock,
+// so it was there all along.
+func soldOutWhileStockRemained(ops []Op, bound time.Duration, final int64) []Violation {
+	if final <= 0 {
+		return nil
+	}
+	var lastRestock time.Time
+	for _, op := range ops {
+		if op.Kind == Restock && op.Return.After(lastRestock) {
+			lastRestock = op.Return
+		}
+	}
+	var out []Violation
+	for _, s := range ops {
+		if s.Kind != SoldOutAnswer || s.Qty > final || !s.Call.Add(-bound).After(lastRestock) {
+			continue
+		}
+		out = append(out, Violation{Name: SoldOutWhileStockRemained, Message: fmt.Sprintf(
+			"sold_out %s, yet %d unit(s) remained at the end with no restock after it", s, final)})
+		if len(out) == maxWitnesses {
+			break
+		}
+	}
+	return out
+}
+
+// stockState is the model's state: the remaining stock and the holdings
+// of the users with more than one operation (a user's first purchase
+// starts from zero, so only repeat buyers need remembering). It is never
+// mutated: a step that changes it copies it.
+type stockState struct {
+	stock int64
+	held  map[string]int64
+}
+
+// stockInput is an operation as the model sees it.
+type stockInput struct {
+	op      Op
+	tracked bool // the user's holdings are kept in the state
+}
+
+var hashSeed = maphash.MakeSeed()
+
+// stockModel is one SKU: a stock counter, per-user holdings up to the
+// limit, and restocks that set the remaining stock. Outcomes that may or
+// may not have happened (Maybe) step either way.
+func stockModel(h History, bound time.Duration) porcupine.Model {
+	limit := h.PerUserLimit
+	step := func(st any, in any, _ any) []any {
+		s, op := st.(stockState), in.(stockInput)
+		held := int64(0)
+		if op.tracked {
+			held = s.held[op.op.User]
+		}
+		take := func() any {
+			n := stockState{stock: s.stock - op.op.Qty, held: s.held}
+			if op.tracked {
+				n.held = maps.Clone(s.held)
+				n.held[op.op.User] = held + op.op.Qty
+			}
+			return n
+		}
+		canTake := s.stock >= op.op.Qty && (limit <= 0 || held+op.op.Qty <= limit)
+		switch op.op.Kind {
+		case Restock:
+			return []any{stockState{stock: op.op.Stock, held: s.held}}
+		case Bought:
+			if canTake {
+				return []any{take()}
+			}
+		case Maybe:
+			if canTake {
+				return []any{s, take()}
+			}
+			return []any{s}
+		case SoldOutAnswer:
+			if s.stock < op.op.Qty {
+				return []any{s}
+			}
+		case LimitAnswer:
+			if limit > 0 && held+op.op.Qty > limit {
+				return []any{s}
+			}
+		}
+		return nil
+	}
+	nm := porcupine.NondeterministicModel{
+		Init: func() []any { return []any{stockState{stock: h.InitialStock, held: map[string]int64{}}} },
+		Step: step,
+		Equal: func(a, b any) bool {
+			x, y := a.(stockState), b.(stockState)
+			return x.stock == y.stock && maps.Equal(x.held, y.held)
+		},
+		Hash: func(st any) uint64 {
+			s := st.(stockState)
+			sum := uint64(s.stock)
+			for u, n := range s.held {
+				sum += maphash.String(hashSeed, u) * uint64(n)
+			}
+			return sum
+		},
+		DescribeOperation: func(in, _ any) string {
+			op := in.(stockInput).op
+			if op.Kind == Restock {
+				return fmt.Sprintf("restock(%d)", op.Stock)
+			}
+			return fmt.Sprintf("%s buys %d → %s @%s", op.User, op.Qty, op.Kind, op.Instance)
+		},
+		DescribeState: func(st any) string {
+			s := st.(stockState)
+			return fmt.Sprintf("stock %d", s.stock)
+		},
+	}
+	return nm.ToModel()
+}
+
+// porcupineOps converts h for Porcupine: nanoseconds on one clock, a
+// sold_out's invocation moved back by the bound (the only staleness the
+// model accepts), each user tracked only if it has more than one
+// operation.
+func porcupineOps(h History, bound time.Duration) []porcupine.Operation {
+	count := map[string]int{}
+	maxClient := 0
+	for _, op := range h.Ops {
+		if op.Kind != Restock {
+			count[op.User]++
+		}
+		maxClient = max(maxClient, op.Client)
+	}
+	ops := make([]porcupine.Operation, 0, len(h.Ops))
+	for _, op := range h.Ops {
+		call := op.Call
+		if op.Kind == SoldOutAnswer {
+			call = call.Add(-bound)
+		}
+		client := op.Client
+		if op.Kind == Restock {
+			client = maxClient + 1
+		}
+		ops = append(ops, porcupine.Operation{
+			ClientId: client,
+			Input:    stockInput{op: op, tracked: op.Kind != Restock && count[op.User] > 1},
+			Call:     call.UnixNano(),
+			Return:   op.Return.UnixNano(),
+		})
+	}
+	return ops
+}

@@ -1,0 +1,230 @@
+package verify
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+var t0 = time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+
+func at(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+
+// op is a recorded operation invoked at call ms and answered at ret ms.
+func op(kind, user string, call, ret int) Op {
+	return Op{Kind: kind, User: user, Qty: 1, Call: at(call), Return: at(ret), Instance: "i0", Status: map[string]int{Bought: 201, SoldOutAnswer: 409, LimitAnswer: 409}[kind]}
+}
+
+func restock(stock int64, call, ret int) Op {
+	return Op{Kind: Restock, Stock: stock, Call: at(call), Return: at(ret), Instance: "admin"}
+}
+
+func TestCheckHistory(t *testing.T) {
+	const bound = 500 * time.Millisecond
+	cases := []struct {
+		name    string
+		stock   int64
+		final   int64 // -1: unknown
+		ops     []Op
+		want    string
+		witness string // a violation that must be named
+	}{
+		{
+			name: "concurrent overlapping sales and a sold_out", stock: 2, final: 0,
+			ops: []Op{
+				op(Bought, "a", 0, 100), op(Bought, "b", 10, 90),
+				op(SoldOutAnswer, "c", 50, 60), // overlaps both sales: linearized after them
+				op(SoldOutAnswer, "d", 200, 210),
+			},
+			want: Linearizable,
+		},
+		{
+			name: "sold_out then a restock then a sale", stock: 1, final: 0,
+			ops: []Op{
+				op(Bought, "a", 0, 10), op(SoldOutAnswer, "b", 20, 30),
+				restock(1, 40, 50), op(Bought, "c", 60, 70),
+			},
+			want: Linearizable,
+		},
+		{
+			name: "sold_out within the bound after a restock", stock: 1, final: 0,
+			ops: []Op{
+				op(Bought, "a", 0, 10), restock(1, 20, 30),
+				op(SoldOutAnswer, "b", 200, 210), // a mark not yet refreshed: 170ms < bound
+				op(Bought, "c", 300, 310),
+			},
+			want: Linearizable,
+		},
+		{
+			name: "repeat buyer refused at the limit", stock: 5, final: 3,
+			ops: []Op{
+				op(Bought, "r", 0, 10), op(Bought, "r", 20, 30), op(LimitAnswer, "r", 40, 50),
+			},
+			want: Linearizable,
+		},
+		{
+			name: "unknown outcome resolved as happened", stock: 2, final: 0,
+			ops: []Op{
+				op(Bought, "a", 0, 10),
+				{Kind: Bought, User: "u", Qty: 1, Call: at(5), Return: at(1000), Resolved: true, Status: 503},
+				op(SoldOutAnswer, "b", 50, 60), // needs u's unit taken before it
+			},
+			want: Linearizable,
+		},
+		{
+			name: "undecided outcome taken either way", stock: 2, final: 1,
+			ops: []Op{
+				op(Bought, "a", 0, 10),
+				{Kind: Maybe, User: "u", Qty: 1, Call: at(5), Return: at(1000), Status: 0},
+				op(Bought, "b", 100, 110),
+			},
+			want: Linearizable,
+		},
+		{
+			name: "a sale after sold_out with no restock", stock: 1, final: 0,
+			ops: []Op{
+				op(SoldOutAnswer, "b", 0, 10), op(Bought, "a", 20, 30),
+			},
+			want: NotLinear, witness: SaleAfterSoldOut,
+		},
+		{
+			name: "a 201 past zero", stock: 2, final: 0,
+			ops: []Op{
+				op(Bought, "a", 0, 10), op(Bought, "b", 20, 30), op(Bought, "c", 40, 50),
+			},
+			want: NotLinear, witness: HistoryNotLinearizable,
+		},
+		{
+			name: "a sold_out while units remain, beyond the bound", stock: 3, final: 2,
+			ops: []Op{
+				op(Bought, "a", 0, 10), op(SoldOutAnswer, "b", 600, 610),
+			},
+			want: NotLinear, witness: SoldOutWhileStockRemained,
+		},
+		{
+			name: "a sold_out while units remain, beyond the bound after a restock", stock: 1, final: 0,
+			ops: []Op{
+				op(Bought, "a", 0, 10), restock(2, 20, 30),
+				op(SoldOutAnswer, "b", 700, 710), // 670ms after the restock: stale past the bound
+				op(Bought, "c", 800, 810), op(Bought, "d", 820, 830),
+			},
+			want: NotLinear, witness: SaleAfterSoldOut,
+		},
+		{
+			name: "a refusal at the limit the buyer had not reached", stock: 5, final: 4,
+			ops: []Op{
+				op(Bought, "r", 0, 10), op(LimitAnswer, "r", 20, 30),
+			},
+			want: NotLinear, witness: HistoryNotLinearizable,
+		},
+		{
+			name: "unknown outcome resolved as happened oversells", stock: 1, final: 0,
+			ops: []Op{
+				{Kind: Bought, User: "u", Qty: 1, Call: at(0), Return: at(1000), Resolved: true, Status: 503},
+				op(Bought, "a", 100, 110), op(Bought, "b", 200, 210),
+			},
+			want: NotLinear, witness: HistoryNotLinearizable,
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			viz := filepath.Join(t.TempDir(), "history.html")
+			h := History{InitialStock: tc.stock, PerUserLimit: 2, Ops: tc.ops}
+			sortOps(h.Ops)
+			v := CheckHistory(h, HistoryOptions{SoldOutBound: bound, FinalStock: tc.final, Visualization: viz})
+			if v.Result != tc.want {
+				t.Fatalf("CheckHistory = %s (%v); want %s", v.Result, v.Violations, tc.want)
+			}
+			if tc.witness == "" {
+				if len(v.Violations) > 0 {
+					t.Fatalf("CheckHistory violations %v; want none", v.Violations)
+				}
+				if _, err := os.Stat(viz); err == nil {
+					t.Errorf("a visualization was written for a linearizable history")
+				}
+				return
+			}
+			var names []string
+			for _, x := range v.Violations {
+				names = append(names, x.Name)
+			}
+			if !strings.Contains(strings.Join(names, " "), tc.witness) {
+				t.Fatalf("CheckHistory violations %v; want %s among them", names, tc.witness)
+			}
+			if tc.witness == HistoryNotLinearizable {
+				if _, err := os.Stat(viz); err != nil {
+					t.Errorf("no Porcupine visualization for a violation: %v", err)
+				}
+			}
+		})
+	}
+}
+
+func TestCheckHistoryNotConcluded(t *testing.T) {
+	var ops []Op
+	for i := range 10 {
+		ops = append(ops, op(Bought, "u"+string(rune('a'+i)), i, i+1))
+	}
+	v := CheckHistory(History{InitialStock: 10, PerUserLimit: 2, Ops: ops}, HistoryOptions{MaxOps: 5, FinalStock: 0})
+	if v.Result != NotConcluded || v.Pass() {
+		t.Fatalf("CheckHistory with 10 operations and a bound of 5 = %s; want %s, not a pass", v.Result, NotConcluded)
+	}
+}
+
+// TestBuildHistory resolves unknown outcomes from the database both ways:
+// a key that names an order happened, a key that names none did not, a
+// keyless buyer with one unknown request and one unclaimed order happened.
+func TestBuildHistory(t *testing.T) {
+	ms := t0.UnixMilli()
+	line := func(call, ret int64, vu, it int, kind string, attempt int, user, key string, status int, code, id string) string {
+		return strings.Join([]string{"hist", itoa(ms + call), itoa(ms + ret), itoa(int64(vu)), itoa(int64(it)), kind, itoa(int64(attempt)),
+			"i0", user, key, "1", itoa(int64(status)), code, id}, " ")
+	}
+	lines := []string{
+		line(0, 10, 1, 1, "order", 0, "a", "ka", 201, "-", "11"),
+		line(0, 10, 2, 2, "order", 0, "b", "kb", 503, "unavailable", "-"), // order 12 exists: happened
+		line(20, 30, 2, 2, "order", 1, "b", "kb", 409, "sold_out", "-"),
+		line(0, 10, 3, 3, "order", 0, "c", "kc", 0, "-", "-"), // no order: did not happen
+		line(20, 30, 3, 3, "order", 1, "c", "kc", 409, "sold_out", "-"),
+		line(0, 10, 4, 4, "order", 0, "d", "-", 503, "unavailable", "-"), // keyless, one free order: happened
+		line(0, 10, 5, 5, "order", 0, "e", "ke", 503, "unavailable", "-"), // retried, answered with the order
+		line(20, 30, 5, 5, "order", 1, "e", "ke", 200, "-", "14"),
+		line(40, 50, 5, 5, "replay", 0, "e", "ke", 200, "-", "14"),
+		line(40, 50, 6, 6, "order", 0, "f", "kf", 429, "busy", "-"),
+	}
+	var attempts []Attempt
+	for _, l := range lines {
+		a, err := ParseAttempt(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		attempts = append(attempts, a)
+	}
+	snap := Snapshot{SKU: SKU{TotalStock: 4, Stock: 0, Sold: 4, PerUserLimit: 2}, Orders: []Order{
+		{ID: 11, UserID: "a", Quantity: 1, IdempotencyKey: "ka"},
+		{ID: 12, UserID: "b", Quantity: 1, IdempotencyKey: "kb"},
+		{ID: 13, UserID: "d", Quantity: 1},
+		{ID: 14, UserID: "e", Quantity: 1, IdempotencyKey: "ke"},
+	}}
+	h := BuildHistory(4, snap, attempts, nil)
+	want := Resolution{Unknown: 4, Happened: 2, Dropped: 1}
+	if h.Resolution != want {
+		t.Errorf("BuildHistory resolution = %+v; want %+v", h.Resolution, want)
+	}
+	kinds := map[string]int{}
+	for _, o := range h.Ops {
+		kinds[o.Kind]++
+	}
+	if kinds[Bought] != 4 || kinds[SoldOutAnswer] != 2 || len(h.Ops) != 6 {
+		t.Errorf("BuildHistory ops %v; want 4 bought (a, b resolved, d resolved, e's retry) and 2 sold_out", kinds)
+	}
+	v := CheckHistory(h, HistoryOptions{SoldOutBound: 500 * time.Millisecond, FinalStock: 0})
+	if !v.Pass() {
+		t.Errorf("CheckHistory = %s %v; want %s", v.Result, v.Violations, Linearizable)
+	}
+}
+
+func itoa(v int64) string { return strconv.FormatInt(v, 10) }
