@@ -17,7 +17,9 @@
 // <key> <user> <code>" for a keyed buyer refused after an attempt of
 // unknown outcome (its key must name no order), and "unavail <unix ms>
 // <status>" for every 503 or dropped connection (they must fall inside the
-// fault window).
+// fault window). "hist ..." records every order request with its
+// invocation and response time, its input and its answer: the history the
+// runner checks for linearizability (loadtest/verify/record.go).
 //
 // Buyers are verified shoppers when SHOPPER_SECRET (the service's HS256
 // auth.jwt.secret, from the environment) is set: each request carries a
@@ -152,10 +154,23 @@ function flag(kind, res, code, why) {
   }
 }
 
-function post(url, body, key, kind, user) {
+function post(url, body, key, kind, user, rec) {
   const headers = { 'Content-Type': 'application/json', ...bearer(user) };
   if (key !== null) headers['Idempotency-Key'] = key;
-  return http.post(url, body, { headers, tags: { kind }, timeout: REQ_TIMEOUT });
+  const t0 = Date.now();
+  const res = http.post(url, body, { headers, tags: { kind }, timeout: REQ_TIMEOUT });
+  if (rec) history(rec, user, key, t0, Date.now(), res);
+  return res;
+}
+
+// history writes one line per order request for the linearizability
+// check (loadtest/verify, Attempt): invocation and response time in ms,
+// the VU, the iteration, the call (order, replay, conflict) and attempt,
+// the instance, the buyer, the key, the quantity and the answer.
+function history(rec, user, key, t0, t1, res) {
+  let id = '-';
+  if (res.status === 200 || res.status === 201) id = String(orderID(res) || '-');
+  console.log(`hist ${t0} ${t1} ${exec.vu.idInTest} ${rec.it} ${rec.call} ${rec.attempt} ${rec.inst} ${user} ${key === null ? '-' : key} 1 ${res.status} ${errorCode(res) || '-'} ${id}`);
 }
 
 function retryable(res, key) {
@@ -169,13 +184,13 @@ function retryable(res, key) {
 // another instance after a busy, unavailable or dropped answer. A replay
 // (or a retry whose first answer was lost) may be answered 200. unsure
 // tells whether an attempt's outcome was unknown (503 or dropped).
-function order(body, key, first, replay, user) {
+function order(body, key, first, replay, user, rec) {
   let res;
   let code = '';
   let unsure = false;
   for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
-    const base = BASE_URLS[(first + attempt) % BASE_URLS.length];
-    res = post(`${base}/api/v1/orders`, body, key, 'order', user);
+    const inst = (first + attempt) % BASE_URLS.length;
+    res = post(`${BASE_URLS[inst]}/api/v1/orders`, body, key, 'order', user, { ...rec, attempt, inst });
     code = count(res);
     const ok = { 200: key !== null && (replay || attempt > 0), 201: true, 409: ['sold_out', 'limit_exceeded'].includes(code), 429: true };
     ok[503] = ALLOW_503;
@@ -234,7 +249,7 @@ export default function () {
   const user = Math.random() < REPEAT_SHARE ? `${RUN}-r${Math.floor(Math.random() * REPEAT_USERS)}` : `${RUN}-u${it}`;
   const body = JSON.stringify({ sku_id: SKU_ID, user_id: user, quantity: 1 });
   const key = Math.random() < NOKEY_SHARE ? null : `${RUN}-k${it}`;
-  const { res, code, unsure } = order(body, key, it, false, user);
+  const { res, code, unsure } = order(body, key, it, false, user, { it, call: 'order' });
   if (res.status !== 201 && res.status !== 200) {
     if (unsure && res.status !== 409) {
       // The buyer never learned whether it bought: an order may exist.
@@ -257,7 +272,7 @@ export default function () {
 
   if (Math.random() < REPLAY_SHARE) {
     // The same key and body again, maybe on another instance: the same order.
-    const { res: again } = order(body, key, it + 1, true, user);
+    const { res: again } = order(body, key, it + 1, true, user, { it, call: 'replay' });
     if (again.status === 200 || again.status === 201) {
       const id2 = orderID(again);
       if (again.status !== 200 || id2 !== id) {
@@ -272,8 +287,8 @@ export default function () {
   if (Math.random() < CONFLICT_SHARE) {
     // The same key with another body must be refused, never sold twice.
     const other = JSON.stringify({ sku_id: SKU_ID, user_id: `${user}-other`, quantity: 1 });
-    const base = BASE_URLS[(it + 2) % BASE_URLS.length];
-    const res3 = post(`${base}/api/v1/orders`, other, key, 'conflict', `${user}-other`);
+    const inst = (it + 2) % BASE_URLS.length;
+    const res3 = post(`${BASE_URLS[inst]}/api/v1/orders`, other, key, 'conflict', `${user}-other`, { it, call: 'conflict', attempt: 0, inst });
     const code = count(res3);
     if (res3.status === 200 || res3.status === 201) {
       idempotencyBroken.add(1);

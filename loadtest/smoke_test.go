@@ -20,7 +20,7 @@ func (w testLog) Write(p []byte) (int, error) {
 
 // TestSmoke runs the short flash sale of `make test` against three real
 // instances, MariaDB and Redis, and requires the verdict: sold out, no
-// oversell, every acknowledged order present. -short skips it.
+// oversell, every acknowledged order present, every answer linearizable. -short skips it.
 func TestSmoke(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the smoke load test takes about 30 seconds; -short skips it")
@@ -50,6 +50,9 @@ func TestSmoke(t *testing.T) {
 	}
 	if s.Acknowledged != int(cfg.Stock) {
 		t.Errorf("smoke run: %d orders acknowledged to clients; want %d, one per order", s.Acknowledged, cfg.Stock)
+	}
+	if h := s.History; h == nil || !h.Pass() || int64(h.Bought) != cfg.Stock || h.SoldOut == 0 {
+		t.Errorf("smoke run: history check %v; want every answer linearizable, %d sales and sold_out answers checked", h, cfg.Stock)
 	}
 	if s.ByStatus["400"] == 0 || s.ByStatus["200"] == 0 {
 		t.Errorf("smoke run: statuses %v; want malformed requests (400) and replays (200) exercised", s.ByStatus)

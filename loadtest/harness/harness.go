@@ -101,6 +101,13 @@ type Config struct {
 
 	Log io.Writer // progress; nil discards
 
+	// SoldOutBound is the only staleness of a sold_out answer the history
+	// check accepts, default DefaultSoldOutBound (sold_out.local_ttl).
+	SoldOutBound time.Duration
+	// HistoryMaxOps bounds the operations the history check's search
+	// takes; past it the check is not concluded. Zero: 20,000.
+	HistoryMaxOps int
+
 	moduleRoot string
 }
 
@@ -171,9 +178,10 @@ type run struct {
 
 	loadBefore string
 
-	mu      sync.Mutex
-	events  []event
-	monitor monitorState
+	mu       sync.Mutex
+	events   []event
+	monitor  monitorState
+	restocks restockLog
 }
 
 type event struct {
@@ -331,6 +339,9 @@ func normalize(cfg Config) (Config, error) {
 		if cfg.Fault != FaultNone {
 			cfg.P99 = 6 * time.Second
 		}
+	}
+	if cfg.SoldOutBound == 0 {
+		cfg.SoldOutBound = DefaultSoldOutBound
 	}
 	if cfg.FaultAt == 0 {
 		cfg.FaultAt = d.FaultAt

@@ -75,6 +75,8 @@ type Summary struct {
 	Database            *verify.Report `json:"database,omitempty"`
 	API                 *verify.Report `json:"api"`
 
+	History *verify.HistoryVerdict `json:"history,omitempty"` // every answer checked for linearizability
+
 	Violations []verify.Violation `json:"violations"`
 	Pass       bool               `json:"pass"`
 	Events     []string           `json:"events"`
@@ -202,6 +204,16 @@ func (r *run) verify(ctx context.Context, k6Start time.Time, k6res k6Result) (Su
 	} else {
 		s.Violations = append(s.Violations, rep.Violations...)
 	}
+	histSnap := apiSnap
+	if r.db != nil {
+		histSnap = dbSnap
+	}
+	hv, err := r.checkHistory(k6res.Console, histSnap)
+	if err != nil {
+		return s, err
+	}
+	s.History = &hv
+	s.Violations = append(s.Violations, hv.Violations...)
 	s.SellingWindow = round(apiSnap.SellingWindow().Seconds(), 2)
 	if s.SellingWindow > 0 {
 		s.OrdersPerSec = round(float64(rep.Orders)/s.SellingWindow, 0)
@@ -361,6 +373,9 @@ func (s Summary) WriteText(w io.Writer, dir string) {
 	}
 	p("  clients       %d orders acknowledged, %d requests left unanswered, %d refused after an unknown outcome",
 		s.Acknowledged, s.Unanswered, s.RefusedAfterUnknown)
+	if h := s.History; h != nil {
+		p("  history       %s", h)
+	}
 	for _, u := range s.UnexpSample {
 		p("  unexpected    %s", u)
 	}

@@ -189,7 +189,7 @@ func TestBuildHistory(t *testing.T) {
 		line(20, 30, 2, 2, "order", 1, "b", "kb", 409, "sold_out", "-"),
 		line(0, 10, 3, 3, "order", 0, "c", "kc", 0, "-", "-"), // no order: did not happen
 		line(20, 30, 3, 3, "order", 1, "c", "kc", 409, "sold_out", "-"),
-		line(0, 10, 4, 4, "order", 0, "d", "-", 503, "unavailable", "-"), // keyless, one free order: happened
+		line(0, 10, 4, 4, "order", 0, "d", "-", 503, "unavailable", "-"),  // keyless, one free order: happened
 		line(0, 10, 5, 5, "order", 0, "e", "ke", 503, "unavailable", "-"), // retried, answered with the order
 		line(20, 30, 5, 5, "order", 1, "e", "ke", 200, "-", "14"),
 		line(40, 50, 5, 5, "replay", 0, "e", "ke", 200, "-", "14"),

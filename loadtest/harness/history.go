@@ -1,0 +1,92 @@
+package harness
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/seckill/seckill/internal/config"
+	"github.com/seckill/seckill/loadtest/verify"
+)
+
+// DefaultSoldOutBound is the staleness the history check accepts of a
+// sold_out answer: the service's default sold_out.local_ttl, how long an
+// instance trusts its own sold-out mark after a restock made elsewhere.
+var DefaultSoldOutBound = config.Default().SoldOut.LocalTTL
+
+// historyFile is Porcupine's visualization of a violating history, next to
+// summary.html.
+const historyFile = "history.html"
+
+// restockLog records the restocks the runner makes during a sale, as
+// operations of the history.
+type restockLog struct {
+	mu  sync.Mutex
+	ops []verify.Op
+}
+
+func (l *restockLog) add(op verify.Op) {
+	l.mu.Lock()
+	l.ops = append(l.ops, op)
+	l.mu.Unlock()
+}
+
+func (l *restockLog) list() []verify.Op {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]verify.Op(nil), l.ops...)
+}
+
+// readHistory reads sale.js's "hist" lines from k6's console output.
+func readHistory(path string) ([]verify.Attempt, error) {
+	f, err := os.Open(path)
+	if os.IsNotExist(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []verify.Attempt
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		msg := consoleMsg(sc.Text())
+		if !strings.HasPrefix(msg, verify.HistoryLinePrefix) {
+			continue
+		}
+		a, err := verify.ParseAttempt(msg)
+		if err != nil {
+			return nil, err
+		}
+		a.Instance = "instance-" + a.Instance
+		out = append(out, a)
+	}
+	return out, sc.Err()
+}
+
+// checkHistory checks every recorded answer of the sale against one stock
+// counter (verify.CheckHistory), resolving unknown outcomes from snap, the
+// settled state of the SKU.
+func (r *run) checkHistory(consolePath string, snap verify.Snapshot) (verify.HistoryVerdict, error) {
+	attempts, err := readHistory(consolePath)
+	if err != nil {
+		return verify.HistoryVerdict{}, fmt.Errorf("history: %w", err)
+	}
+	h := verify.BuildHistory(r.cfg.Stock, snap, attempts, r.restocks.list())
+	v := verify.CheckHistory(h, verify.HistoryOptions{
+		SoldOutBound:  r.cfg.SoldOutBound,
+		MaxOps:        r.cfg.HistoryMaxOps,
+		Timeout:       2 * time.Minute,
+		FinalStock:    snap.SKU.Stock,
+		Visualization: filepath.Join(r.dir, historyFile),
+	})
+	if v.Visualization != "" {
+		v.Visualization = historyFile
+	}
+	return v, nil
+}
