@@ -105,7 +105,7 @@ type Config struct {
 	// check accepts, default DefaultSoldOutBound (sold_out.local_ttl).
 	SoldOutBound time.Duration
 	// HistoryMaxOps bounds the operations the history check's search
-	// takes; past it the check is not concluded. Zero: 20,000.
+	// takes; past it the check is not concluded. Zero: 40,000.
 	HistoryMaxOps int
 
 	moduleRoot string

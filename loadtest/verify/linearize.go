@@ -46,7 +46,9 @@ type HistoryOptions struct {
 	SoldOutBound time.Duration
 	// MaxOps bounds the operations given to Porcupine, whose search keeps
 	// a bitset of the history per step (memory grows with the square of
-	// the operations); a longer history is not concluded. Zero: 20,000.
+	// the operations); a longer history is not concluded. Zero: 40,000
+	// (about 200 MB at worst). Sold_out answers settled without the
+	// search (see settledSoldOuts) do not count.
 	MaxOps int
 	// Timeout bounds Porcupine's search. Zero: one minute.
 	Timeout time.Duration
@@ -60,12 +62,15 @@ type HistoryOptions struct {
 
 // HistoryVerdict is the outcome of CheckHistory.
 type HistoryVerdict struct {
-	Result        string      `json:"result"`
-	Ops           int         `json:"operations"`
-	Bought        int         `json:"bought"`
-	SoldOut       int         `json:"sold_out"`
-	LimitExceeded int         `json:"limit_exceeded"`
-	Restocks      int         `json:"restocks"`
+	Result        string `json:"result"`
+	Ops           int    `json:"operations"`
+	Bought        int    `json:"bought"`
+	SoldOut       int    `json:"sold_out"`
+	LimitExceeded int    `json:"limit_exceeded"`
+	Restocks      int    `json:"restocks"`
+	// Settled counts the sold_out answers decided without the search:
+	// asked after every change to the stock, against the final stock.
+	Settled       int         `json:"sold_out_settled"`
 	Resolution    Resolution  `json:"unknown_outcomes"`
 	BoundMS       int64       `json:"sold_out_bound_ms"`
 	Witnesses     []string    `json:"witnesses,omitempty"`
@@ -79,8 +84,8 @@ type HistoryVerdict struct {
 func (v HistoryVerdict) Pass() bool { return v.Result == Linearizable }
 
 func (v HistoryVerdict) String() string {
-	s := fmt.Sprintf("%s: %d operations (%d bought, %d sold_out, %d limit_exceeded, %d restocks; %d unknown outcomes: %d happened, %d did not, %d undecided), sold-out bound %dms, %.1fs",
-		v.Result, v.Ops, v.Bought, v.SoldOut, v.LimitExceeded, v.Restocks,
+	s := fmt.Sprintf("%s: %d operations (%d bought, %d sold_out of which %d after the last change, %d limit_exceeded, %d restocks; %d unknown outcomes: %d happened, %d did not, %d undecided), sold-out bound %dms, %.1fs",
+		v.Result, v.Ops, v.Bought, v.SoldOut, v.Settled, v.LimitExceeded, v.Restocks,
 		v.Resolution.Unknown, v.Resolution.Happened, v.Resolution.Dropped, v.Resolution.Undecided, v.BoundMS, v.Took)
 	if v.Reason != "" {
 		s += "; " + v.Reason
@@ -99,7 +104,7 @@ const maxWitnesses = 5
 func CheckHistory(h History, opt HistoryOptions) HistoryVerdict {
 	start := time.Now()
 	if opt.MaxOps == 0 {
-		opt.MaxOps = 20000
+		opt.MaxOps = 40000
 	}
 	if opt.Timeout == 0 {
 		opt.Timeout = time.Minute
@@ -117,18 +122,19 @@ func CheckHistory(h History, opt HistoryOptions) HistoryVerdict {
 			v.Restocks++
 		}
 	}
-	defer func() { v.Took = time.Since(start).Round(time.Millisecond).Seconds() }()
 
 	v.Violations = append(v.Violations, saleAfterSoldOut(h.Ops, opt.SoldOutBound)...)
 	v.Violations = append(v.Violations, soldOutWhileStockRemained(h.Ops, opt.SoldOutBound, opt.FinalStock)...)
 
+	searched, settled := settledSoldOuts(h, opt.SoldOutBound)
+	v.Settled = settled
 	switch {
-	case len(h.Ops) > opt.MaxOps:
+	case len(searched.Ops) > opt.MaxOps:
 		v.Result = NotConcluded
-		v.Reason = fmt.Sprintf("%d operations exceed the search's bound of %d", len(h.Ops), opt.MaxOps)
+		v.Reason = fmt.Sprintf("%d operations exceed the search's bound of %d", len(searched.Ops), opt.MaxOps)
 	default:
-		model := stockModel(h, opt.SoldOutBound)
-		ops := porcupineOps(h, opt.SoldOutBound)
+		model := stockModel(searched, opt.SoldOutBound)
+		ops := porcupineOps(searched, opt.SoldOutBound)
 		res, info := porcupine.CheckOperationsVerbose(model, ops, opt.Timeout)
 		switch res {
 		case porcupine.Ok:
@@ -155,6 +161,7 @@ func CheckHistory(h History, opt HistoryOptions) HistoryVerdict {
 	if v.Result == NotConcluded {
 		v.Violations = append(v.Violations, Violation{Name: HistoryNotConcluded, Message: v.Reason})
 	}
+	v.Took = time.Since(start).Round(time.Millisecond).Seconds()
 	for _, x := range v.Violations {
 		if len(v.Witnesses) < maxWitnesses {
 			v.Witnesses = append(v.Witnesses, x.Message)
@@ -380,4 +387,58 @@ func porcupineOps(h History, bound time.Duration) []porcupine.Operation {
 		})
 	}
 	return ops
+}
+
+// settledSoldOuts takes out of the search the sold_out answers asked,
+// even moved back by the bound, after every operation that changes the
+// stock had returned, when the final stock is the same in every order of
+// those operations and below the answer's quantity: real time puts such
+// an answer after all of them, where the stock is the final stock, so it
+// is correct and constrains nothing else (it changes no state). Those
+// that would be wrong stay in the search, which reports them. The tail of
+// a sale, thousands of sold_out answers after the sell-out, so costs
+// nothing; the search is left with the sale itself.
+func settledSoldOuts(h History, bound time.Duration) (History, int) {
+	var lastChange time.Time
+	var last *Op // the restock returned last
+	for i, op := range h.Ops {
+		switch op.Kind {
+		case Bought, Maybe, Restock:
+			if op.Return.After(lastChange) {
+				lastChange = op.Return
+			}
+		}
+		if op.Kind == Maybe {
+			return h, 0 // the final stock is not determined
+		}
+		if op.Kind == Restock && (last == nil || op.Return.After(last.Return)) {
+			last = &h.Ops[i]
+		}
+	}
+	final := h.InitialStock
+	if last != nil {
+		final = last.Stock
+	}
+	for _, op := range h.Ops {
+		switch {
+		case op.Kind == Restock && op != *last && !op.Return.Before(last.Call):
+			return h, 0 // two restocks that may come in either order
+		case op.Kind != Bought:
+		case last == nil || op.Call.After(last.Return):
+			final -= op.Qty
+		case !op.Return.Before(last.Call):
+			return h, 0 // a sale on either side of the last restock
+		}
+	}
+	out := h
+	out.Ops = make([]Op, 0, len(h.Ops))
+	settled := 0
+	for _, op := range h.Ops {
+		if op.Kind == SoldOutAnswer && op.Call.Add(-bound).After(lastChange) && final < op.Qty {
+			settled++
+			continue
+		}
+		out.Ops = append(out.Ops, op)
+	}
+	return out, settled
 }
