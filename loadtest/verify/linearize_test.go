@@ -228,3 +228,27 @@ func TestBuildHistory(t *testing.T) {
 }
 
 func itoa(v int64) string { return strconv.FormatInt(v, 10) }
+
+// TestCheckHistorySettledTail decides the sold_out answers asked after
+// every change to the stock against the final stock, outside the search,
+// and still reports one that is wrong.
+func TestCheckHistorySettledTail(t *testing.T) {
+	ops := []Op{op(Bought, "a", 0, 10), restock(2, 20, 30), op(Bought, "b", 40, 50), op(Bought, "c", 45, 60)}
+	for i := range 100 {
+		ops = append(ops, op(SoldOutAnswer, "s"+strconv.Itoa(i), 600+i, 601+i))
+	}
+	h := History{InitialStock: 1, PerUserLimit: 2, Ops: ops}
+	sortOps(h.Ops)
+	v := CheckHistory(h, HistoryOptions{SoldOutBound: 500 * time.Millisecond, FinalStock: 0})
+	if !v.Pass() || v.Settled != 100 {
+		t.Fatalf("CheckHistory = %s, %d settled %v; want %s with 100 sold_out settled", v.Result, v.Settled, v.Violations, Linearizable)
+	}
+
+	// Without c's sale one unit remains: every tail answer is wrong.
+	h.Ops = append([]Op(nil), ops[:3]...)
+	h.Ops = append(h.Ops, ops[4:]...)
+	v = CheckHistory(h, HistoryOptions{SoldOutBound: 500 * time.Millisecond, FinalStock: 1})
+	if v.Result != NotLinear || v.Settled != 0 {
+		t.Fatalf("CheckHistory with a unit left = %s, %d settled; want %s, none settled", v.Result, v.Settled, NotLinear)
+	}
+}
