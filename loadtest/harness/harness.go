@@ -104,6 +104,9 @@ type Config struct {
 	// SoldOutBound is the only staleness of a sold_out answer the history
 	// check accepts, default DefaultSoldOutBound (sold_out.local_ttl).
 	SoldOutBound time.Duration
+	// Restocks is how many times the runner restocks the SKU during the
+	// sale, each time it sells out, to a quarter of Stock; default 0.
+	Restocks int
 	// HistoryMaxOps bounds the operations the history check's search
 	// takes; past it the check is not concluded. Zero: 40,000.
 	HistoryMaxOps int
@@ -268,6 +271,13 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 		defer wg.Done()
 		r.watch(mctx, k6Start)
 	}()
+	if cfg.Restocks > 0 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.restockLoop(mctx)
+		}()
+	}
 	k6res, k6err := r.runK6(ctx, k6)
 	r.event("k6 finished: exit %d", k6res.ExitCode)
 	stopMonitor()

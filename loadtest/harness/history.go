@@ -25,8 +25,39 @@ const historyFile = "history.html"
 // restockLog records the restocks the runner makes during a sale, as
 // operations of the history.
 type restockLog struct {
-	mu  sync.Mutex
-	ops []verify.Op
+	mu     sync.Mutex
+	ops    []verify.Op
+	total  int64 // total_stock after the last restock, 0 before any
+	failed int   // restocks of unknown outcome
+}
+
+func (l *restockLog) setTotal(total int64) {
+	l.mu.Lock()
+	l.total = total
+	l.mu.Unlock()
+}
+
+func (l *restockLog) failedCount() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.failed
+}
+
+func (l *restockLog) fail() {
+	l.mu.Lock()
+	l.failed++
+	l.mu.Unlock()
+}
+
+// totalStock is what the sale had to sell in all: the initial stock, or
+// the total_stock the last restock left.
+func (l *restockLog) totalStock(initial int64) int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.total == 0 {
+		return initial
+	}
+	return l.total
 }
 
 func (l *restockLog) add(op verify.Op) {
@@ -87,6 +118,12 @@ func (r *run) checkHistory(consolePath string, snap verify.Snapshot) (verify.His
 	})
 	if v.Visualization != "" {
 		v.Visualization = historyFile
+	}
+	if n := r.restocks.failedCount(); n > 0 && v.Result != verify.NotLinear {
+		// A restock that may have been applied is missing from the history.
+		v.Result = verify.NotConcluded
+		v.Reason = fmt.Sprintf("%d restock(s) of unknown outcome are missing from the history", n)
+		v.Violations = append(v.Violations, verify.Violation{Name: verify.HistoryNotConcluded, Message: v.Reason})
 	}
 	return v, nil
 }

@@ -172,7 +172,7 @@ func (r *run) verify(ctx context.Context, k6Start time.Time, k6res k6Result) (Su
 		s.FaultBack = round(m.faultBack.Sub(k6Start).Seconds(), 2)
 	}
 
-	want := verify.Expect{InitialStock: cfg.Stock, SoldOut: cfg.ExpectSoldOut, Clients: &cons.Clients}
+	want := verify.Expect{InitialStock: r.restocks.totalStock(cfg.Stock), SoldOut: cfg.ExpectSoldOut, Clients: &cons.Clients}
 	var dbSnap verify.Snapshot
 	if r.db != nil {
 		vctx, cancel := context.WithTimeout(ctx, time.Minute)
