@@ -2,6 +2,7 @@ package harness
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -109,6 +110,9 @@ func (r *run) checkHistory(consolePath string, snap verify.Snapshot) (verify.His
 		return verify.HistoryVerdict{}, fmt.Errorf("history: %w", err)
 	}
 	h := verify.BuildHistory(r.cfg.Stock, snap, attempts, r.restocks.list())
+	if err := writeHistory(filepath.Join(r.dir, "history.jsonl"), h); err != nil {
+		return verify.HistoryVerdict{}, fmt.Errorf("history: %w", err)
+	}
 	v := verify.CheckHistory(h, verify.HistoryOptions{
 		SoldOutBound:  r.cfg.SoldOutBound,
 		MaxOps:        r.cfg.HistoryMaxOps,
@@ -126,4 +130,26 @@ func (r *run) checkHistory(consolePath string, snap verify.Snapshot) (verify.His
 		v.Violations = append(v.Violations, verify.Violation{Name: verify.HistoryNotConcluded, Message: v.Reason})
 	}
 	return v, nil
+}
+
+// writeHistory keeps the checked history, one operation a line, for a
+// second look at a run's answers.
+func writeHistory(path string, h verify.History) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriter(f)
+	enc := json.NewEncoder(w)
+	for _, op := range h.Ops {
+		if err := enc.Encode(op); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	if err := w.Flush(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }

@@ -48,7 +48,8 @@ func (r *run) restock(ctx context.Context, i int) error {
 	units := r.cfg.restockUnits()
 	body, _ := json.Marshal(map[string]int64{"stock": units})
 	var out struct {
-		TotalStock int64 `json:"total_stock"`
+		Stock int64 `json:"stock"`
+		Sold  int64 `json:"sold"`
 	}
 	call := time.Now()
 	err := r.admin(ctx, http.MethodPut, fmt.Sprintf("%s/admin/v1/skus/%d/stock", r.baseURLs[inst], r.skuID), body, http.StatusOK, &out)
@@ -59,7 +60,8 @@ func (r *run) restock(ctx context.Context, i int) error {
 	}
 	r.restocks.add(verify.Op{Kind: verify.Restock, Stock: units, Instance: fmt.Sprintf("instance-%d", inst),
 		Call: call, Return: ret, Status: http.StatusOK})
-	r.restocks.setTotal(out.TotalStock)
-	r.event("restock %d: stock set to %d through instance-%d (total_stock %d)", i+1, units, inst, out.TotalStock)
+	// A restock makes total_stock sold + stock.
+	r.restocks.setTotal(out.Sold + out.Stock)
+	r.event("restock %d: stock set to %d through instance-%d (total stock now %d)", i+1, units, inst, out.Sold+out.Stock)
 	return nil
 }

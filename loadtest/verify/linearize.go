@@ -70,7 +70,10 @@ type HistoryVerdict struct {
 	Restocks      int    `json:"restocks"`
 	// Settled counts the sold_out answers decided without the search:
 	// asked after every change to the stock, against the final stock.
-	Settled       int         `json:"sold_out_settled"`
+	Settled int `json:"sold_out_settled"`
+	// Dominated counts the refusals left out of the search because the
+	// interval of another, of the same kind, lies within theirs.
+	Dominated     int         `json:"refusals_dominated"`
 	Resolution    Resolution  `json:"unknown_outcomes"`
 	BoundMS       int64       `json:"sold_out_bound_ms"`
 	Witnesses     []string    `json:"witnesses,omitempty"`
@@ -84,8 +87,8 @@ type HistoryVerdict struct {
 func (v HistoryVerdict) Pass() bool { return v.Result == Linearizable }
 
 func (v HistoryVerdict) String() string {
-	s := fmt.Sprintf("%s: %d operations (%d bought, %d sold_out of which %d after the last change, %d limit_exceeded, %d restocks; %d unknown outcomes: %d happened, %d did not, %d undecided), sold-out bound %dms, %.1fs",
-		v.Result, v.Ops, v.Bought, v.SoldOut, v.Settled, v.LimitExceeded, v.Restocks,
+	s := fmt.Sprintf("%s: %d operations (%d bought, %d sold_out of which %d after the last change, %d limit_exceeded, %d restocks; %d refusals implied by another; %d unknown outcomes: %d happened, %d did not, %d undecided), sold-out bound %dms, %.1fs",
+		v.Result, v.Ops, v.Bought, v.SoldOut, v.Settled, v.LimitExceeded, v.Restocks, v.Dominated,
 		v.Resolution.Unknown, v.Resolution.Happened, v.Resolution.Dropped, v.Resolution.Undecided, v.BoundMS, v.Took)
 	if v.Reason != "" {
 		s += "; " + v.Reason
@@ -127,7 +130,8 @@ func CheckHistory(h History, opt HistoryOptions) HistoryVerdict {
 	v.Violations = append(v.Violations, soldOutWhileStockRemained(h.Ops, opt.SoldOutBound, opt.FinalStock)...)
 
 	searched, settled := settledSoldOuts(h, opt.SoldOutBound)
-	v.Settled = settled
+	searched, dominated := dominatedReads(searched, opt.SoldOutBound)
+	v.Settled, v.Dominated = settled, dominated
 	switch {
 	case len(searched.Ops) > opt.MaxOps:
 		v.Result = NotConcluded
@@ -441,4 +445,65 @@ func settledSoldOuts(h History, bound time.Duration) (History, int) {
 		out.Ops = append(out.Ops, op)
 	}
 	return out, settled
+}
+
+// dominatedReads leaves out of the search every refusal (sold_out, or
+// limit_exceeded of one buyer) whose interval, a sold_out's moved back by
+// the bound, contains the interval of another refusal of the same kind
+// and quantity. Refusals change no state, so wherever a linearization
+// places the inner one, the outer one fits right beside it, with every
+// real-time order kept: the two histories are linearizable together or
+// not at all. Many concurrent refusals are what make the search blow up
+// (every subset of them is a distinct state), so this keeps it small.
+func dominatedReads(h History, bound time.Duration) (History, int) {
+	type group struct {
+		kind, user string
+		qty        int64
+	}
+	type span struct {
+		i         int
+		call, ret time.Time
+	}
+	groups := map[group][]span{}
+	for i, op := range h.Ops {
+		switch op.Kind {
+		case SoldOutAnswer:
+			g := group{op.Kind, "", op.Qty}
+			groups[g] = append(groups[g], span{i, op.Call.Add(-bound), op.Return})
+		case LimitAnswer:
+			g := group{op.Kind, op.User, op.Qty}
+			groups[g] = append(groups[g], span{i, op.Call, op.Return})
+		}
+	}
+	drop := map[int]bool{}
+	for _, spans := range groups {
+		// By call, the longest first among equal calls; scanning from the
+		// end, a span that reaches the earliest return seen after it
+		// contains that span.
+		sort.Slice(spans, func(a, b int) bool {
+			if !spans[a].call.Equal(spans[b].call) {
+				return spans[a].call.Before(spans[b].call)
+			}
+			return spans[a].ret.After(spans[b].ret)
+		})
+		var minReturn time.Time
+		for k := len(spans) - 1; k >= 0; k-- {
+			if k < len(spans)-1 && !spans[k].ret.Before(minReturn) {
+				drop[spans[k].i] = true
+				continue
+			}
+			minReturn = spans[k].ret
+		}
+	}
+	if len(drop) == 0 {
+		return h, 0
+	}
+	out := h
+	out.Ops = make([]Op, 0, len(h.Ops)-len(drop))
+	for i, op := range h.Ops {
+		if !drop[i] {
+			out.Ops = append(out.Ops, op)
+		}
+	}
+	return out, len(drop)
 }
