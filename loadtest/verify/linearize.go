@@ -68,8 +68,8 @@ type HistoryVerdict struct {
 	SoldOut       int    `json:"sold_out"`
 	LimitExceeded int    `json:"limit_exceeded"`
 	Restocks      int    `json:"restocks"`
-	// Settled counts the sold_out answers decided without the search:
-	// asked after every change to the stock, against the final stock.
+	// Settled counts the sold_out answers asked after every change to
+	// the stock, which one of them stands for in the search.
 	Settled int `json:"sold_out_settled"`
 	// Dominated counts the refusals left out of the search because the
 	// interval of another, of the same kind, lies within theirs.
@@ -393,54 +393,42 @@ func porcupineOps(h History, bound time.Duration) []porcupine.Operation {
 	return ops
 }
 
-// settledSoldOuts takes out of the search the sold_out answers asked,
-// even moved back by the bound, after every operation that changes the
-// stock had returned, when the final stock is the same in every order of
-// those operations and below the answer's quantity: real time puts such
-// an answer after all of them, where the stock is the final stock, so it
-// is correct and constrains nothing else (it changes no state). Those
-// that would be wrong stay in the search, which reports them. The tail of
-// a sale, thousands of sold_out answers after the sell-out, so costs
-// nothing; the search is left with the sale itself.
+// settledSoldOuts keeps, of the sold_out answers asked (even moved back
+// by the bound) after every operation that changes the stock had
+// returned, one per quantity: real time puts them all after every change,
+// where the state no longer moves, so one is correct exactly when all
+// are, and they constrain nothing else (they change no state). The tail
+// of a sale, thousands of sold_out answers after the sell-out, so costs
+// the search one operation.
 func settledSoldOuts(h History, bound time.Duration) (History, int) {
 	var lastChange time.Time
-	var last *Op // the restock returned last
-	for i, op := range h.Ops {
+	for _, op := range h.Ops {
+		end := op.Return
+		if op.Resolved || op.Kind == Maybe {
+			// Answered at the end of the history only because its answer
+			// was lost: it can be moved to just after its invocation (and
+			// after what returned before that), which only lowers the
+			// stock and raises holdings the refusals in between see.
+			end = op.Call
+		}
 		switch op.Kind {
 		case Bought, Maybe, Restock:
-			if op.Return.After(lastChange) {
-				lastChange = op.Return
+			if end.After(lastChange) {
+				lastChange = end
 			}
-		}
-		if op.Kind == Maybe {
-			return h, 0 // the final stock is not determined
-		}
-		if op.Kind == Restock && (last == nil || op.Return.After(last.Return)) {
-			last = &h.Ops[i]
-		}
-	}
-	final := h.InitialStock
-	if last != nil {
-		final = last.Stock
-	}
-	for _, op := range h.Ops {
-		switch {
-		case op.Kind == Restock && op != *last && !op.Return.Before(last.Call):
-			return h, 0 // two restocks that may come in either order
-		case op.Kind != Bought:
-		case last == nil || op.Call.After(last.Return):
-			final -= op.Qty
-		case !op.Return.Before(last.Call):
-			return h, 0 // a sale on either side of the last restock
 		}
 	}
 	out := h
 	out.Ops = make([]Op, 0, len(h.Ops))
+	kept := map[int64]bool{}
 	settled := 0
 	for _, op := range h.Ops {
-		if op.Kind == SoldOutAnswer && op.Call.Add(-bound).After(lastChange) && final < op.Qty {
-			settled++
-			continue
+		if op.Kind == SoldOutAnswer && op.Call.Add(-bound).After(lastChange) {
+			if kept[op.Qty] {
+				settled++
+				continue
+			}
+			kept[op.Qty] = true
 		}
 		out.Ops = append(out.Ops, op)
 	}
