@@ -79,10 +79,13 @@ type History struct {
 	Resolution Resolution
 }
 
-// Resolution counts the unknown outcomes (503, dropped, timed out) of a
-// history and how the database decided them.
+// Resolution counts the requests (a purchase and its retries with one key)
+// left with an unknown outcome (503, dropped, timed out) and how they were
+// decided: by a later attempt's answer (200 with the order) or by the
+// database. An unknown attempt followed by a 201 did not buy and is not
+// counted.
 type Resolution struct {
-	Unknown   int `json:"unknown"`   // attempts whose answer said nothing of the outcome
+	Unknown   int `json:"unknown"`   // requests whose answers said nothing of the outcome
 	Happened  int `json:"happened"`  // the order exists: the purchase took place
 	Dropped   int `json:"dropped"`   // no order: nothing happened, left out of the history
 	Undecided int `json:"undecided"` // kept as Maybe: either way is accepted

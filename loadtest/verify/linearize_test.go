@@ -210,7 +210,7 @@ func TestBuildHistory(t *testing.T) {
 		{ID: 14, UserID: "e", Quantity: 1, IdempotencyKey: "ke"},
 	}}
 	h := BuildHistory(4, snap, attempts, nil)
-	want := Resolution{Unknown: 4, Happened: 2, Dropped: 1}
+	want := Resolution{Unknown: 4, Happened: 3, Dropped: 1}
 	if h.Resolution != want {
 		t.Errorf("BuildHistory resolution = %+v; want %+v", h.Resolution, want)
 	}

@@ -145,7 +145,6 @@ func BuildHistory(initialStock int64, snap Snapshot, attempts []Attempt, restock
 				Call: a.Call, Return: a.Return.Add(time.Millisecond), Status: a.Status, OrderID: a.OrderID}
 			switch {
 			case unknownOutcome(a.Status):
-				h.Resolution.Unknown++
 				if firstUnknown == nil {
 					firstUnknown = a
 				}
@@ -156,6 +155,8 @@ func BuildHistory(initialStock int64, snap Snapshot, attempts []Attempt, restock
 				// A retry answered with the order an earlier attempt
 				// placed: the purchase happened in one of them.
 				op.Kind, op.Call = Bought, firstUnknown.Call
+				h.Resolution.Unknown++
+				h.Resolution.Happened++
 			case a.Status == 409 && a.Code == SoldOutAnswer:
 				op.Kind = SoldOutAnswer
 			case a.Status == 409 && a.Code == LimitAnswer:
@@ -171,6 +172,7 @@ func BuildHistory(initialStock int64, snap Snapshot, attempts []Attempt, restock
 		if firstUnknown == nil {
 			continue
 		}
+		h.Resolution.Unknown++
 		a := *firstUnknown
 		op := Op{Kind: Bought, User: a.User, Qty: a.Qty, Key: a.Key, Instance: a.Instance, Client: a.VU,
 			Call: a.Call, Return: end, Status: a.Status, Resolved: true}
