@@ -55,7 +55,7 @@ li.v{color:#b3261e}
 {{if .Fault}}<tr><th>fault</th><td>{{.S.Victims}} SIGKILLed at {{printf "%.1f" .S.FaultStart}}s (sold {{.S.SoldAtFault}}), back at {{printf "%.1f" .S.FaultBack}}s; {{.S.Unavailable}} answers 503 or dropped</td></tr>{{end}}
 {{with .S.Database}}<tr><th>database</th><td>sold {{.SKU.Sold}}, stock {{.SKU.Stock}}; {{.Orders}} orders holding {{.Units}} units; {{.Users}} users, at most {{.MaxPerUser}} each</td></tr>{{end}}
 {{with .S.API}}<tr><th>API</th><td>sold {{.SKU.Sold}}, stock {{.SKU.Stock}}; {{.Orders}} orders listed</td></tr>{{end}}
-{{with .S.History}}<tr><th>history</th><td><b>{{.Result}}</b>: {{.}}{{range .Witnesses}}<br><code>{{.}}</code>{{end}}{{if .Visualization}}<br><a href="{{.Visualization}}">Porcupine visualization</a>{{end}}</td></tr>{{end}}
+{{with .S.History}}<tr><th>history</th><td>{{.}}{{range .Witnesses}}<br><code>{{.}}</code>{{end}}{{if .Visualization}}<br><a href="{{.Visualization}}">Porcupine visualization</a>{{end}}</td></tr>{{end}}
 <tr><th>clients</th><td>{{.S.Acknowledged}} orders acknowledged, {{.S.Unanswered}} requests left unanswered, {{.S.RefusedAfterUnknown}} refused after an unknown outcome</td></tr>
 </table>
 <p>Request rates and latencies over time: <a href="report.html">k6 report</a>. Numbers: <a href="summary.json">summary.json</a>, <a href="k6-summary.json">k6-summary.json</a>.</p>
