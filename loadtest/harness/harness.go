@@ -38,10 +38,11 @@ const (
 	FaultInstance = "instance" // SIGKILL one service instance, restart it
 	FaultMySQL    = "mysql"    // SIGKILL MariaDB (a private one), restart it
 	FaultFailover = "failover" // Sentinel: SIGKILL the master, let Sentinel promote a replica
+	FaultPause    = "pause"    // SIGSTOP one service instance, SIGCONT it
 )
 
 // Faults lists the fault modes.
-var Faults = []string{FaultNone, FaultRedis, FaultInstance, FaultMySQL, FaultFailover}
+var Faults = []string{FaultNone, FaultRedis, FaultInstance, FaultMySQL, FaultFailover, FaultPause}
 
 // Config is one load run. Zero numbers and strings take the defaults of
 // Default; booleans do not, so start from Default or Smoke.

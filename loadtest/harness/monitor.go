@@ -109,6 +109,9 @@ func (r *run) watch(ctx context.Context, start time.Time) {
 
 // inject kills the victim, keeps it down for FaultFor and brings it back.
 func (r *run) inject(ctx context.Context) error {
+	if r.cfg.Fault == FaultPause {
+		return r.injectPause(ctx)
+	}
 	m := &r.monitor
 	var victims []*proc
 	var ready []func(context.Context) error
