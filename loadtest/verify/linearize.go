@@ -73,7 +73,10 @@ type HistoryVerdict struct {
 	Settled int `json:"sold_out_settled"`
 	// Dominated counts the refusals left out of the search because the
 	// interval of another, of the same kind, lies within theirs.
-	Dominated     int         `json:"refusals_dominated"`
+	Dominated int `json:"refusals_dominated"`
+	// Certified: the sales and restocks were ordered alone and every
+	// refusal fitted that order (see certify); no full search was needed.
+	Certified     bool        `json:"certified,omitempty"`
 	Resolution    Resolution  `json:"unknown_outcomes"`
 	BoundMS       int64       `json:"sold_out_bound_ms"`
 	Witnesses     []string    `json:"witnesses,omitempty"`
@@ -136,6 +139,8 @@ func CheckHistory(h History, opt HistoryOptions) HistoryVerdict {
 	case len(searched.Ops) > opt.MaxOps:
 		v.Result = NotConcluded
 		v.Reason = fmt.Sprintf("%d operations exceed the search's bound of %d", len(searched.Ops), opt.MaxOps)
+	case len(v.Violations) == 0 && certify(searched, opt.SoldOutBound):
+		v.Result, v.Certified = Linearizable, true
 	default:
 		model := stockModel(searched, opt.SoldOutBound)
 		ops := porcupineOps(searched, opt.SoldOutBound)

@@ -277,3 +277,36 @@ func TestCheckHistorySettledTailUnknown(t *testing.T) {
 		t.Fatalf("CheckHistory with a unit left = %s; want %s", v.Result, NotLinear)
 	}
 }
+
+// TestCheckHistoryCertified proves without the search a history shaped
+// like a paused instance's: a sale answered seconds late (its commit came
+// first: a limit_exceeded of the same buyer needs it early), restocks
+// between, sold_out answers in each sold-out window.
+func TestCheckHistoryCertified(t *testing.T) {
+	ops := []Op{
+		op(Bought, "r", 0, 10),
+		op(Bought, "r", 20, 5000), // answered late: the instance was paused
+		op(Bought, "a", 30, 40),
+		op(LimitAnswer, "r", 100, 110), // r already holds 2
+		op(SoldOutAnswer, "s1", 200, 210),
+		restock(1, 300, 310),
+		op(Bought, "b", 320, 330),
+		op(SoldOutAnswer, "s2", 400, 410),
+		restock(1, 500, 510),
+		op(Bought, "c", 520, 530),
+	}
+	for i := range 40 { // refusals overlapping everything
+		ops = append(ops, op(SoldOutAnswer, "x"+strconv.Itoa(i), 560+i, 600+i))
+	}
+	h := History{InitialStock: 3, PerUserLimit: 2, Ops: ops}
+	sortOps(h.Ops)
+	v := CheckHistory(h, HistoryOptions{SoldOutBound: 500 * time.Millisecond, FinalStock: 0})
+	if !v.Pass() || !v.Certified {
+		t.Fatalf("CheckHistory = %s, certified %v %v; want %s, certified", v.Result, v.Certified, v.Violations, Linearizable)
+	}
+	// One unit more at the start: s1 was false, and the search says so.
+	h.InitialStock = 4
+	if v := CheckHistory(h, HistoryOptions{SoldOutBound: 500 * time.Millisecond, FinalStock: -1}); v.Result != NotLinear || v.Certified {
+		t.Fatalf("CheckHistory with a unit left before the restock = %s (certified %v); want %s", v.Result, v.Certified, NotLinear)
+	}
+}
