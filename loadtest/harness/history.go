@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/internal/config"
+	"github.com/seckill/seckill/internal/orderid"
 	"github.com/seckill/seckill/loadtest/verify"
 )
 
@@ -73,8 +74,9 @@ func (l *restockLog) list() []verify.Op {
 	return append([]verify.Op(nil), l.ops...)
 }
 
-// readHistory reads sale.js's "hist" lines from k6's console output.
-func readHistory(path string) ([]verify.Attempt, error) {
+// readHistory reads sale.js's "hist" lines from k6's console output,
+// decoding the order ids buyers were told with ids.
+func readHistory(path string, ids *orderid.Codec) ([]verify.Attempt, error) {
 	f, err := os.Open(path)
 	if os.IsNotExist(err) {
 		return nil, nil
@@ -96,6 +98,13 @@ func readHistory(path string) ([]verify.Attempt, error) {
 			return nil, err
 		}
 		a.Instance = "instance-" + a.Instance
+		if a.OrderRef != "" {
+			id, ok := ids.Decode(a.OrderRef)
+			if !ok {
+				return nil, fmt.Errorf("%q: not an order id of this service", msg)
+			}
+			a.OrderID = id
+		}
 		out = append(out, a)
 	}
 	return out, sc.Err()
@@ -105,7 +114,7 @@ func readHistory(path string) ([]verify.Attempt, error) {
 // counter (verify.CheckHistory), resolving unknown outcomes from snap, the
 // settled state of the SKU.
 func (r *run) checkHistory(consolePath string, snap verify.Snapshot) (verify.HistoryVerdict, error) {
-	attempts, err := readHistory(consolePath)
+	attempts, err := readHistory(consolePath, r.orderIDs)
 	if err != nil {
 		return verify.HistoryVerdict{}, fmt.Errorf("history: %w", err)
 	}

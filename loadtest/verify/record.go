@@ -28,6 +28,9 @@ type Attempt struct {
 	Status       int
 	Code         string
 	OrderID      int64
+	// OrderRef is the order id as the buyer was told it, when it is not a
+	// number (the service's opaque ids): the caller decodes it into OrderID.
+	OrderRef string
 }
 
 // HistoryLinePrefix starts every history line of sale.js.
@@ -57,8 +60,10 @@ func ParseAttempt(line string) (Attempt, error) {
 	a.Instance, a.User, a.Key, a.Qty, a.Status = f[7], f[8], dash(f[9]), nums[5], status
 	a.Code = dash(f[12])
 	if id := dash(f[13]); id != "" {
-		if a.OrderID, err = strconv.ParseInt(id, 10, 64); err != nil {
-			return a, fmt.Errorf("history: order id of %q: %w", line, err)
+		if n, err := strconv.ParseInt(id, 10, 64); err == nil {
+			a.OrderID = n
+		} else {
+			a.OrderRef = id
 		}
 	}
 	return a, nil
