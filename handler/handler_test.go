@@ -21,6 +21,7 @@ import (
 
 	"github.com/seckill/seckill/handler"
 	"github.com/seckill/seckill/internal/app"
+	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/internal/database"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/lock"
@@ -85,20 +86,14 @@ func newStack(t *testing.T, opts ...func(*stackOptions)) *stack {
 		store = o.wrap(store)
 	}
 	log := testenv.Logger()
+	// Production defaults (config.Default), on the test's own key prefix.
+	cfg := config.Default()
+	cfg.Lock.Prefix = prefix
+	cfg.Order.QueueMax = o.queueMax
 	orders := service.NewOrders(store,
-		app.NewLocker(lock.New(rdb, lock.WithPrefix(prefix))),
-		app.NewSoldOutMarks(rdb, prefix+"soldout:", time.Minute),
-		service.OrdersConfig{
-			Strategy:       service.StrategyLocked,
-			QueueMax:       o.queueMax,
-			BatchMax:       64,
-			RequestTimeout: 5 * time.Second,
-			TxTimeout:      5 * time.Second,
-			LockWait:       2 * time.Second,
-			MaxRetries:     50,
-			IdleTimeout:    time.Second,
-			SoldOutTTL:     200 * time.Millisecond,
-		}, log, nil)
+		app.NewLocker(lock.New(rdb, app.LockOptions(cfg)...)),
+		app.NewSoldOutMarks(rdb, prefix+"soldout:", cfg.SoldOut.SharedTTL),
+		app.OrdersConfig(cfg), log, nil)
 	s.orders = orders
 	catalog := service.NewCatalog(store, orders, log)
 	api, err := handler.New(handler.Config{
@@ -1381,8 +1376,8 @@ func (h *heldStore) CommitBatch(ctx context.Context, b service.Batch) (service.B
 // TestRestockRacingSoldOutMark restocks a SKU between the commit that
 // sold its last unit and that batch's sold-out mark. Once the order flow
 // has settled, no mark may say "sold out" of a SKU with stock: every
-// instance trusts the shared one for sold_out.shared_ttl (10 minutes by
-// default) and refuses buyers without asking the database.
+// instance that reads it refuses buyers without asking the database until
+// its sold_out.recheck.
 // Marks carry the SKU version, so the late "sold out" loses to the restock.
 func TestRestockRacingSoldOutMark(t *testing.T) {
 	t.Parallel()
@@ -1422,9 +1417,14 @@ func TestRestockRacingSoldOutMark(t *testing.T) {
 		t.Fatal(err)
 	}
 	key := s.prefix + "soldout:{sku:" + strconv.FormatInt(sku, 10) + "}"
-	mark, err := s.rdb.Get(ctx, key).Int64()
+	val, err := s.rdb.Get(ctx, key).Result() // "incarnation:mark"
 	if err != nil {
 		t.Fatal(err)
+	}
+	_, m, _ := strings.Cut(val, ":")
+	mark, err := strconv.ParseInt(m, 10, 64)
+	if err != nil {
+		t.Fatalf("shared mark %q: %v", val, err)
 	}
 	if st := s.state(t, sku); st.Stock > 0 && mark > 0 {
 		t.Errorf("sku %d has stock %d but its shared sold-out mark is set (ttl %v): buyers hear sold_out",

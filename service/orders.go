@@ -38,6 +38,7 @@ const (
 type OrdersConfig struct {
 	Strategy       Strategy
 	QueueMax       int           // waiting requests per SKU per process
+	MaxLiveSKUs    int           // SKU queues (and workers) per process
 	BatchMax       int           // requests per transaction
 	RequestTimeout time.Duration // how long a buyer may wait in the queue; then 503, uncharged
 	TxTimeout      time.Duration // one batch: lock wait plus transaction
@@ -46,7 +47,9 @@ type OrdersConfig struct {
 	LockHold       time.Duration // a busy worker keeps its lock across batches this long; 0: one hold per batch
 	MaxRetries     int           // version conflicts tolerated per batch
 	IdleTimeout    time.Duration // an idle SKU worker exits after this
-	SoldOutTTL     time.Duration // how long a local sold-out mark is trusted
+	UnknownSKUTTL  time.Duration // how long an id found not to exist is answered 404 without a read
+	SoldOutTTL     time.Duration // how often a SKU's shared sold-out mark is read
+	SoldOutRecheck time.Duration // a local sold-out mark older than this is re-read from the database
 }
 
 // Observer receives what the order path does, for metrics. Methods must
@@ -58,6 +61,9 @@ type Observer interface {
 	Batch(size int, commit time.Duration, retries int, err error)
 	Degraded(on bool)
 	SoldOutFastPath()
+	// MarkUnpublished counts restocks whose shared mark could not be
+	// written after retries.
+	MarkUnpublished()
 }
 
 type nopObserver struct{}
@@ -68,6 +74,7 @@ func (nopObserver) QueueRejected(int64)                  {}
 func (nopObserver) Batch(int, time.Duration, int, error) {}
 func (nopObserver) Degraded(bool)                        {}
 func (nopObserver) SoldOutFastPath()                     {}
+func (nopObserver) MarkUnpublished()                     {}
 
 // redisProbeInterval is how long the order path sells without the lock
 // after Redis was found unreachable before it tries the lock again.
@@ -78,19 +85,18 @@ type Orders struct {
 	store  Store
 	locker Locker
 	marks  SoldOutMarks
+	skus   *skuDirectory
 	cfg    OrdersConfig
 	log    *slog.Logger
 	obs    Observer
 
-	mu      sync.Mutex
+	mu      sync.Mutex // guards queues, every queue's waiting list, closing
 	queues  map[int64]*skuQueue
 	closing bool
 	quit    chan struct{} // closed by Shutdown: idle workers exit at once
 	abort   atomic.Bool   // Shutdown ran out of time: answer, don't commit
 	workers sync.WaitGroup
 
-	marksMu      sync.Mutex
-	soldOut      map[int64]*soldOutMark
 	lockSkip     sync.Map     // sku id → unix nanos until which its lock is not awaited
 	lockDownTill atomic.Int64 // unix nanos until which the lock is skipped
 	degraded     atomic.Bool
@@ -106,9 +112,9 @@ func NewOrders(store Store, locker Locker, marks SoldOutMarks, cfg OrdersConfig,
 	}
 	return &Orders{
 		store: store, locker: locker, marks: marks, cfg: cfg, log: log, obs: obs,
-		queues:  map[int64]*skuQueue{},
-		soldOut: map[int64]*soldOutMark{},
-		quit:    make(chan struct{}),
+		skus:   newSKUDirectory(store, cfg.UnknownSKUTTL, cfg.TxTimeout),
+		queues: map[int64]*skuQueue{},
+		quit:   make(chan struct{}),
 	}
 }
 
@@ -130,10 +136,20 @@ const (
 	abandoned
 )
 
+// skuQueue is one SKU's waiting buyers. It grows with its content (up to
+// QueueMax), so that an idle or lightly used SKU costs a few hundred bytes.
 type skuQueue struct {
-	id int64
-	ch chan *pending
+	id      int64
+	waiting []*pending // guarded by Orders.mu; waiting[head:] is the queue
+	head    int
+	wake    chan struct{} // capacity 1: "something was queued"
 }
+
+func (q *skuQueue) len() int { return len(q.waiting) - q.head }
+
+// shrinkAbove is the capacity above which an emptied queue lets its
+// array go rather than keep it for the next burst.
+const shrinkAbove = 1024
 
 // Place sells r or says why not. A request whose ctx ends while it waits
 // is not charged; one already in a committing batch gets that batch's answer.
@@ -142,22 +158,16 @@ func (o *Orders) Place(ctx context.Context, r OrderRequest) (placed Placed, err 
 	if err := r.Validate(); err != nil {
 		return Placed{}, err
 	}
-	if o.isSoldOut(ctx, r.SKUID) {
-		if r.IdempotencyKey == "" {
-			o.obs.SoldOutFastPath()
-			return Placed{}, ErrSoldOut
-		}
-		// A retry of a committed order must find it even after the sale.
-		if ord, err := o.store.OrderByKey(ctx, r.IdempotencyKey); err == nil {
-			if !ord.Same(r) {
-				return Placed{}, ErrIdempotencyConflict
-			}
-			return Placed{Order: ord}, nil
-		} else if !errors.Is(err, ErrNotFound) {
-			return Placed{}, err
-		}
-		o.obs.SoldOutFastPath()
-		return Placed{}, ErrSoldOut
+	sku, err := o.skus.lookup(ctx, r.SKUID)
+	if err != nil {
+		return Placed{}, err
+	}
+	soldOut, err := o.isSoldOut(ctx, sku)
+	if err != nil {
+		return Placed{}, err
+	}
+	if soldOut {
+		return o.refuseSoldOut(ctx, r)
 	}
 	p := &pending{req: r, done: make(chan Outcome, 1)}
 	if o.cfg.Strategy != StrategyLocked {
@@ -192,13 +202,32 @@ func (o *Orders) Place(ctx context.Context, r OrderRequest) (placed Placed, err 
 	}
 }
 
+// refuseSoldOut answers a buyer of a sold-out SKU without a transaction;
+// a retry of a committed order still finds it, even after the sale.
+func (o *Orders) refuseSoldOut(ctx context.Context, r OrderRequest) (Placed, error) {
+	if r.IdempotencyKey != "" {
+		ord, err := o.store.OrderByKey(ctx, r.IdempotencyKey)
+		switch {
+		case err == nil && !ord.Same(r):
+			return Placed{}, ErrIdempotencyConflict
+		case err == nil:
+			return Placed{Order: ord}, nil
+		case !errors.Is(err, ErrNotFound):
+			return Placed{}, err
+		}
+	}
+	o.obs.SoldOutFastPath()
+	return Placed{}, ErrSoldOut
+}
+
 func (o *Orders) closingNow() bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.closing
 }
 
-// enqueue adds p to its SKU's queue, starting the SKU's worker if none runs.
+// enqueue adds p to its SKU's queue, starting the SKU's worker if none
+// runs. The caller has made sure the SKU exists.
 func (o *Orders) enqueue(p *pending) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -207,19 +236,58 @@ func (o *Orders) enqueue(p *pending) error {
 	}
 	q, ok := o.queues[p.req.SKUID]
 	if !ok {
-		q = &skuQueue{id: p.req.SKUID, ch: make(chan *pending, o.cfg.QueueMax)}
+		if len(o.queues) >= o.cfg.MaxLiveSKUs {
+			return ErrTooManySKUs
+		}
+		q = &skuQueue{id: p.req.SKUID, wake: make(chan struct{}, 1)}
 		o.queues[q.id] = q
 		o.workers.Add(1)
 		go o.work(q)
 	}
-	select {
-	case q.ch <- p:
-		o.obs.QueueDepth(q.id, len(q.ch))
-		return nil
-	default:
+	if q.len() >= o.cfg.QueueMax {
 		o.obs.QueueRejected(q.id)
 		return ErrBusy
 	}
+	if len(q.waiting) == cap(q.waiting) && q.head > 0 { // reuse the taken front
+		n := copy(q.waiting, q.waiting[q.head:])
+		clear(q.waiting[n:])
+		q.waiting, q.head = q.waiting[:n], 0
+	}
+	q.waiting = append(q.waiting, p)
+	o.obs.QueueDepth(q.id, q.len())
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// take moves up to BatchMax waiting requests of q into batch.
+func (o *Orders) take(q *skuQueue, batch []*pending) []*pending {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	n := min(q.len(), o.cfg.BatchMax)
+	batch = append(batch, q.waiting[q.head:q.head+n]...)
+	clear(q.waiting[q.head : q.head+n])
+	q.head += n
+	if q.len() == 0 {
+		q.waiting, q.head = q.waiting[:0], 0
+		if cap(q.waiting) > shrinkAbove {
+			q.waiting = nil
+		}
+	}
+	if n > 0 {
+		o.obs.QueueDepth(q.id, q.len())
+	}
+	return batch
+}
+
+// LiveQueues returns the number of SKU queues (each with its worker) in
+// this process.
+func (o *Orders) LiveQueues() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return len(o.queues)
 }
 
 // work is the one worker of a SKU in this process. It exits when its queue
@@ -230,51 +298,35 @@ func (o *Orders) work(q *skuQueue) {
 	defer hold.release()
 	idle := time.NewTimer(o.cfg.IdleTimeout)
 	defer idle.Stop()
-	batch := make([]*pending, 0, o.cfg.BatchMax)
+	batch := make([]*pending, 0, min(o.cfg.BatchMax, 64))
 	for {
-		var first *pending
-		select {
-		case first = <-q.ch: // queued work first, also while shutting down
-		default:
+		batch = o.take(q, batch[:0]) // queued work first, also while shutting down
+		if len(batch) == 0 {
 			select {
-			case first = <-q.ch:
+			case <-q.wake:
+				continue
 			case <-idle.C:
 			case <-o.quit:
 			}
-		}
-		if first == nil {
 			if o.retire(q) {
 				return
 			}
 			idle.Reset(o.cfg.IdleTimeout)
 			continue
 		}
-		batch = append(batch[:0], first)
-	drain:
-		for len(batch) < o.cfg.BatchMax {
-			select {
-			case p := <-q.ch:
-				batch = append(batch, p)
-			default:
-				break drain
-			}
-		}
-		o.mu.Lock() // enqueue reports under o.mu too: the gauge ends at the true depth
-		o.obs.QueueDepth(q.id, len(q.ch))
-		o.mu.Unlock()
 		o.commit(context.Background(), q.id, batch, hold)
-		if len(q.ch) == 0 {
+		if o.queueEmpty(q) {
 			hold.release() // idle: the lock is for whoever needs it next
 		}
 		clear(batch)
-		if !idle.Stop() {
-			select {
-			case <-idle.C:
-			default:
-			}
-		}
 		idle.Reset(o.cfg.IdleTimeout)
 	}
+}
+
+func (o *Orders) queueEmpty(q *skuQueue) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return q.len() == 0
 }
 
 // retire removes an empty queue from the map so that its worker can exit;
@@ -282,17 +334,40 @@ func (o *Orders) work(q *skuQueue) {
 func (o *Orders) retire(q *skuQueue) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if len(q.ch) > 0 {
+	if q.len() > 0 {
 		return false
 	}
 	delete(o.queues, q.id)
 	return true
 }
 
-// commit answers every request of batch (all for one SKU): it takes the
-// lock when the strategy wants one, runs one transaction with bounded
-// retries on version conflicts, releases the lock and publishes sold-out.
+// commit answers every request of batch (all for one SKU), in the steps
+// of the order path: admit the buyers still waiting, refuse them all
+// when the answer needs no transaction, commit under the SKU's lock,
+// answer, and publish a sell-out.
 func (o *Orders) commit(parent context.Context, skuID int64, batch []*pending, hold *leaseHold) {
+	live := o.admit(batch)
+	if len(live) == 0 || o.refuseAll(skuID, live) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(parent, o.cfg.TxTimeout)
+	defer cancel()
+	res, err := o.commitLocked(ctx, o.batchOf(skuID, live), hold)
+	if err != nil {
+		o.fail(skuID, live, err)
+		return
+	}
+	for i, out := range res.Outcomes {
+		live[i].done <- out
+	}
+	if res.Stock == 0 {
+		o.markSoldOut(skuID, res.Version)
+	}
+}
+
+// admit takes the requests whose buyers still wait and are within their
+// deadline; the late are answered, uncharged.
+func (o *Orders) admit(batch []*pending) []*pending {
 	live := batch[:0:0]
 	now := time.Now().UnixNano()
 	for _, p := range batch {
@@ -305,25 +380,32 @@ func (o *Orders) commit(parent context.Context, skuID int64, batch []*pending, h
 		}
 		live = append(live, p)
 	}
-	if len(live) == 0 {
-		return
-	}
-	if o.abort.Load() {
-		for _, p := range live {
-			p.done <- Outcome{Err: fmt.Errorf("%w: shutting down", ErrUnavailable)}
-		}
-		return
-	}
-	if o.localSoldOut(skuID) && !anyKeyed(live) {
-		for _, p := range live {
-			o.obs.SoldOutFastPath()
-			p.done <- Outcome{Err: ErrSoldOut}
-		}
-		return
-	}
+	return live
+}
 
-	ctx, cancel := context.WithTimeout(parent, o.cfg.TxTimeout)
-	defer cancel()
+// refuseAll answers the whole batch without a transaction when Shutdown
+// ran out of time, or when the SKU is known sold out and no buyer may be
+// a replay of an earlier order.
+func (o *Orders) refuseAll(skuID int64, live []*pending) bool {
+	var err error
+	switch {
+	case o.abort.Load():
+		err = fmt.Errorf("%w: shutting down", ErrUnavailable)
+	case o.localSoldOut(skuID) && !anyKeyed(live):
+		err = ErrSoldOut
+	default:
+		return false
+	}
+	for _, p := range live {
+		if err == ErrSoldOut {
+			o.obs.SoldOutFastPath()
+		}
+		p.done <- Outcome{Err: err}
+	}
+	return true
+}
+
+func (o *Orders) batchOf(skuID int64, live []*pending) Batch {
 	b := Batch{SKUID: skuID, Requests: make([]OrderRequest, len(live)), Mode: ModeVersion,
 		Shared: o.cfg.Strategy == StrategyLocked}
 	for i, p := range live {
@@ -335,27 +417,54 @@ func (o *Orders) commit(parent context.Context, skuID int64, batch []*pending, h
 	case StrategyPessimistic:
 		b.Mode = ModePessimistic
 	}
+	return b
+}
 
-	var lease Lease
-	if o.cfg.Strategy == StrategyLocked || o.cfg.Strategy == StrategyPerRequest {
-		lease = hold.acquire(ctx)
+// maxStaleFences bounds how often one batch re-obtains the lock after
+// the database refused its fence.
+const maxStaleFences = 3
+
+// commitLocked commits b under the SKU's lock when one can be had. A
+// stale fence means another holder took the lock since ours was
+// obtained: the lease is dropped at once, never used again, and a new one
+// obtained after a jittered pause, a bounded number of times.
+func (o *Orders) commitLocked(ctx context.Context, b Batch, hold *leaseHold) (BatchResult, error) {
+	locked := o.cfg.Strategy == StrategyLocked || o.cfg.Strategy == StrategyPerRequest
+	for stale := 0; ; stale++ {
+		var lease Lease
+		if locked {
+			lease = hold.acquire(ctx)
+		}
+		res, err := o.commitUnder(ctx, b, lease)
+		if err != nil {
+			// A lease that failed a batch (lost, stale, expired) never
+			// serves another: the next attempt obtains afresh.
+			hold.release()
+		}
+		if !errors.Is(err, ErrStaleFence) {
+			return res, err
+		}
+		if stale+1 >= maxStaleFences || ctx.Err() != nil {
+			return res, fmt.Errorf("%w: the sku's lock kept moving to other holders: %w", ErrUnavailable, err)
+		}
+		o.log.Warn("stale fence: the lock moved to another holder; obtaining it again", "sku", b.SKUID, "fence", b.Fence)
+		backoff(ctx, stale+2)
 	}
+}
+
+// commitUnder runs b's transaction with lease's fence (none without a
+// lease), retrying version conflicts a bounded number of times. Losing
+// the lease meanwhile cancels the transaction.
+func (o *Orders) commitUnder(ctx context.Context, b Batch, lease Lease) (BatchResult, error) {
+	b.Fence = 0
 	if lease != nil {
 		b.Fence = lease.Fence()
-		if lost := lease.Lost(); lost != nil {
-			done := make(chan struct{})
-			defer close(done)
-			go func() {
-				select {
-				case <-lost:
-					o.log.Warn("lock lease lost during a batch; aborting it", "sku", skuID)
-					cancel()
-				case <-done:
-				}
-			}()
-		}
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		stop := o.cancelOnLoss(lease, b.SKUID, cancel)
+		defer stop()
 	}
-
 	start := time.Now()
 	var (
 		res     BatchResult
@@ -370,35 +479,48 @@ func (o *Orders) commit(parent context.Context, skuID int64, batch []*pending, h
 		}
 		retries++
 		if lease == nil {
-			// Unlocked contenders: spread the retries out.
-			backoff(ctx, retries)
+			backoff(ctx, retries) // unlocked contenders: spread the retries out
 		}
 	}
-	o.obs.Batch(len(live), time.Since(start), retries, err)
+	o.obs.Batch(len(b.Requests), time.Since(start), retries, err)
+	return res, err
+}
 
-	if err != nil {
-		// A lease that lost (stale fence, expired) must not serve the next
-		// batch too: the next one obtains afresh.
-		hold.release()
-		switch {
-		case errors.Is(err, ErrSKUNotFound):
-		case errors.Is(err, ErrConflict):
-			err = fmt.Errorf("%w: too much contention on sku %d: %w", ErrUnavailable, skuID, err)
-		case errors.Is(err, ErrUnavailable):
-		default:
-			o.log.Error("order batch failed", "sku", skuID, "size", len(live), "err", err)
-			err = fmt.Errorf("%w: %w", ErrUnavailable, err)
-		}
-		for _, p := range live {
-			p.done <- Outcome{Err: err}
-		}
-		return
+// cancelOnLoss calls cancel if lease is found lost before stop is called.
+func (o *Orders) cancelOnLoss(lease Lease, skuID int64, cancel context.CancelFunc) (stop func()) {
+	lost := lease.Lost()
+	if lost == nil {
+		return func() {}
 	}
-	for i, out := range res.Outcomes {
-		live[i].done <- out
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-lost:
+			o.log.Warn("lock lease lost during a batch; aborting it", "sku", skuID)
+			cancel()
+		case <-done:
+		}
+	}()
+	return func() { close(done) }
+}
+
+// fail answers every buyer of a failed batch with a true answer: the
+// batch committed nothing (or, for ErrOutcomeUnknown, nobody knows).
+func (o *Orders) fail(skuID int64, live []*pending, err error) {
+	switch {
+	case errors.Is(err, ErrSKUNotFound):
+		o.skus.forget(skuID) // the database no longer has it
+	case errors.Is(err, ErrConflict):
+		err = fmt.Errorf("%w: too much contention on sku %d: %w", ErrUnavailable, skuID, err)
+	case errors.Is(err, ErrUnavailable):
+	case errors.Is(err, ErrOutcomeUnknown): // 503: the buyer retries with the same key
+		err = fmt.Errorf("%w: %w", ErrUnavailable, err)
+	default:
+		o.log.Error("order batch failed", "sku", skuID, "size", len(live), "err", err)
+		err = fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
-	if res.Stock == 0 {
-		o.markSoldOut(skuID, res.Version)
+	for _, p := range live {
+		p.done <- Outcome{Err: err}
 	}
 }
 

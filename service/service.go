@@ -24,8 +24,11 @@ var (
 	ErrSaleNotActive       = errors.New("sale not active")
 	ErrIdempotencyConflict = errors.New("idempotency key reused with a different request")
 	ErrBusy                = errors.New("too many buyers waiting for this sku")
-	ErrUnavailable         = errors.New("service unavailable")
-	ErrInvalid             = errors.New("invalid request")
+	// ErrTooManySKUs is returned when this process already runs a queue
+	// for order.max_live_skus SKUs: the buyer retries shortly.
+	ErrTooManySKUs = errors.New("too many skus with buyers waiting on this instance")
+	ErrUnavailable = errors.New("service unavailable")
+	ErrInvalid     = errors.New("invalid request")
 
 	// ErrConflict is returned by a Store when the conditional UPDATE matched
 	// no row because the version or fence moved: the caller retries.
@@ -216,12 +219,24 @@ type Lease interface {
 	Release(ctx context.Context) error
 }
 
-// SoldOutMarks is the shared sold-out mark, seen by every instance. A mark
-// is the SKU version it was set at, signed: +v "sold out at version v",
-// -v "restocked at version v", 0 "no mark". A mark never replaces one of
-// a newer version, so a late "sold out" cannot undo a restock.
+// SKURef names one SKU as the database knows it: its id, and its
+// created_at in microseconds, which tells it from an earlier SKU of the
+// same id in a database since recreated.
+type SKURef struct {
+	ID          int64
+	Incarnation int64
+}
+
+// SoldOutMarks is the shared sold-out mark, seen by every instance: a
+// hint that spreads a sell-out faster, never the truth. A mark is the SKU
+// version it was set at, signed: +v "sold out at version v", -v
+// "restocked at version v", 0 "no mark". A mark belongs to one SKURef: a
+// mark of another incarnation of the id reads as 0. A mark never replaces
+// one of a newer version of the same incarnation, so a late "sold out"
+// cannot undo a restock.
 type SoldOutMarks interface {
-	Mark(ctx context.Context, skuID int64) (int64, error)
-	// SetMark stores mark unless the stored one is of a newer version.
-	SetMark(ctx context.Context, skuID, mark int64) error
+	Mark(ctx context.Context, sku SKURef) (int64, error)
+	// SetMark stores mark unless the stored one is of a newer version of
+	// the same incarnation.
+	SetMark(ctx context.Context, sku SKURef, mark int64) error
 }

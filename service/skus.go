@@ -58,7 +58,7 @@ func (c *Catalog) Create(ctx context.Context, n NewSKU) (SKU, error) {
 		n.PerUserLimit = 1
 	}
 	now := time.Now().UTC()
-	return c.store.CreateSKU(ctx, SKU{
+	s, err := c.store.CreateSKU(ctx, SKU{
 		Name:         n.Name,
 		TotalStock:   n.Stock,
 		Stock:        n.Stock,
@@ -68,6 +68,11 @@ func (c *Catalog) Create(ctx context.Context, n NewSKU) (SKU, error) {
 		CreatedAt:    now,
 		UpdatedAt:    now,
 	})
+	if err != nil {
+		return SKU{}, err
+	}
+	c.orders.Restocked(ctx, s) // sellable here at once, not after order.unknown_sku_ttl
+	return s, nil
 }
 
 // SKU returns one SKU.
@@ -76,7 +81,9 @@ func (c *Catalog) SKU(ctx context.Context, id int64) (SKU, error) {
 }
 
 // SetStock sets the remaining stock of a SKU (what is sold stays sold)
-// and clears its sold-out mark when stock is added.
+// and clears its sold-out mark when stock is added: at once here, in the
+// shared mark for the other instances (which also re-read the database
+// within their sold_out.recheck bound, whatever the shared mark says).
 func (c *Catalog) SetStock(ctx context.Context, id, stock int64) (SKU, error) {
 	if stock < 0 || stock > MaxStock {
 		return SKU{}, invalid("stock must be between 0 and 2^40")
@@ -85,10 +92,7 @@ func (c *Catalog) SetStock(ctx context.Context, id, stock int64) (SKU, error) {
 	if err != nil {
 		return SKU{}, err
 	}
-	if stock > 0 {
-		// A failure is logged by clearSoldOut; the mark expires on its own.
-		_ = c.orders.clearSoldOut(ctx, id, s.Version)
-	}
+	c.orders.Restocked(ctx, s)
 	return s, nil
 }
 

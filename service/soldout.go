@@ -2,27 +2,38 @@ package service
 
 import (
 	"context"
-	"sync/atomic"
+	"errors"
 	"time"
 )
 
-// maxSoldOutMarks bounds the local mark table: ids come from clients, so
-// the table is emptied rather than allowed to grow without end.
-const maxSoldOutMarks = 1 << 16
+// The sold-out fast path. The database is the truth; the local mark of a
+// SKU (on its skuEntry) answers "sold out" without I/O, and the shared
+// mark in Redis only spreads the news of a sell-out faster. Bounds:
+//
+//   - A local "sold out" older than SoldOutRecheck is checked against the
+//     database (one primary-key read per SKU per process per
+//     SoldOutRecheck, single-flighted) before it is used again. A restock
+//     made through another instance is therefore seen here within
+//     SoldOutTTL + SoldOutRecheck, whatever Redis does: a shared mark that
+//     expired, was never cleared or cannot be read changes nothing.
+//   - A "not sold out" goes to the queue, where the transaction decides.
 
-// soldOutMark is this process's belief about one SKU, trusted for
-// SoldOutTTL after it was last checked against the shared mark.
-type soldOutMark struct {
-	mark       atomic.Int64 // as in SoldOutMarks: +version sold out, -version restocked
-	checked    atomic.Int64 // unix nanos
-	refreshing atomic.Bool
+// observe sets the mark from the SKU row as read from the database: the
+// truth at the time of the read, so it replaces whatever mark was held.
+func (e *skuEntry) observe(s SKU) {
+	if s.Stock > 0 {
+		e.mark.Store(-s.Version)
+	} else {
+		e.mark.Store(s.Version)
+	}
+	e.confirmed.Store(time.Now().UnixNano())
 }
 
 // adopt takes m unless the mark held is of a newer version.
-func (s *soldOutMark) adopt(m int64) {
+func (e *skuEntry) adopt(m int64) {
 	for {
-		cur := s.mark.Load()
-		if abs(m) < abs(cur) || s.mark.CompareAndSwap(cur, m) {
+		cur := e.mark.Load()
+		if abs(m) < abs(cur) || e.mark.CompareAndSwap(cur, m) {
 			return
 		}
 	}
@@ -35,66 +46,115 @@ func abs(v int64) int64 {
 	return v
 }
 
-func (o *Orders) mark(skuID int64, create bool) *soldOutMark {
-	o.marksMu.Lock()
-	defer o.marksMu.Unlock()
-	m, ok := o.soldOut[skuID]
-	if !ok && create {
-		if len(o.soldOut) >= maxSoldOutMarks {
-			clear(o.soldOut)
+// isSoldOut answers from the local mark while it is fresh (no I/O). A
+// stale "sold out" is re-read from the database; a "not sold out" asks
+// the shared mark once per SoldOutTTL. Only one caller per SKU does the
+// I/O; the others meanwhile answer from the local mark.
+func (o *Orders) isSoldOut(ctx context.Context, e *skuEntry) (bool, error) {
+	now := time.Now().UnixNano()
+	if e.mark.Load() > 0 {
+		if now-e.confirmed.Load() < int64(o.cfg.SoldOutRecheck) || !e.refreshing.CompareAndSwap(false, true) {
+			return true, nil
 		}
-		m = &soldOutMark{}
-		o.soldOut[skuID] = m
+		defer e.refreshing.Store(false)
+		return o.recheck(ctx, e)
 	}
-	return m
+	if now-e.shared.Load() < int64(o.cfg.SoldOutTTL) || !e.refreshing.CompareAndSwap(false, true) {
+		return false, nil
+	}
+	defer e.refreshing.Store(false)
+	if m, err := o.marks.Mark(ctx, e.ref); err == nil && m > abs(e.mark.Load()) {
+		// Another instance sold it out after what we know: trusted for
+		// SoldOutRecheck like a sell-out seen here.
+		e.adopt(m)
+		e.confirmed.Store(now)
+	}
+	e.shared.Store(now)
+	return e.mark.Load() > 0, nil
 }
 
-// isSoldOut answers from the local mark while it is fresh (no I/O) and
-// otherwise asks the shared mark once per SoldOutTTL per SKU; concurrent
-// callers meanwhile use the local answer. An unreachable shared mark
-// leaves the local one as it is: the database decides anyway.
-func (o *Orders) isSoldOut(ctx context.Context, skuID int64) bool {
-	m := o.mark(skuID, true)
-	now := time.Now().UnixNano()
-	if now-m.checked.Load() < int64(o.cfg.SoldOutTTL) || !m.refreshing.CompareAndSwap(false, true) {
-		return m.mark.Load() > 0
+// recheck reads the SKU's row: the database says whether it is still
+// sold out. A restock whose shared mark never got written is published
+// again from here.
+func (o *Orders) recheck(ctx context.Context, e *skuEntry) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, o.cfg.TxTimeout)
+	defer cancel()
+	s, err := o.store.SKU(ctx, e.ref.ID)
+	if err != nil {
+		if errors.Is(err, ErrSKUNotFound) {
+			o.skus.forget(e.ref.ID)
+			return false, ErrSKUNotFound
+		}
+		return false, unavailable(err)
 	}
-	defer m.refreshing.Store(false)
-	if shared, err := o.marks.Mark(ctx, skuID); err == nil {
-		m.adopt(shared)
+	if RefOf(s) != e.ref { // a new SKU under the same id
+		e = o.skus.learn(s)
+		return e.mark.Load() > 0, nil
 	}
-	m.checked.Store(now)
-	return m.mark.Load() > 0
+	e.observe(s)
+	if s.Stock > 0 {
+		o.publish(ctx, e.ref, -s.Version)
+		return false, nil
+	}
+	return true, nil
 }
 
 // localSoldOut reports a fresh local sold-out mark, without any I/O.
 func (o *Orders) localSoldOut(skuID int64) bool {
-	m := o.mark(skuID, false)
-	return m != nil && m.mark.Load() > 0 &&
-		time.Now().UnixNano()-m.checked.Load() < int64(o.cfg.SoldOutTTL)
+	e := o.skus.peek(skuID)
+	return e != nil && e.mark.Load() > 0 &&
+		time.Now().UnixNano()-e.confirmed.Load() < int64(o.cfg.SoldOutRecheck)
 }
 
-// markSoldOut records that the SKU had no stock at version, locally and
-// in the shared mark for the other instances.
+// markSoldOut records that a commit left the SKU without stock at
+// version, locally and in the shared mark for the other instances. A
+// failed shared write only slows the others' fast path: they find out
+// from their own transactions.
 func (o *Orders) markSoldOut(skuID, version int64) {
-	o.setMark(context.Background(), skuID, version)
-}
-
-// clearSoldOut records a restock at version. Other instances follow
-// within SoldOutTTL, when their local mark goes stale.
-func (o *Orders) clearSoldOut(ctx context.Context, skuID, version int64) error {
-	return o.setMark(ctx, skuID, -version)
-}
-
-func (o *Orders) setMark(ctx context.Context, skuID, mark int64) error {
-	m := o.mark(skuID, true)
-	m.adopt(mark)
-	m.checked.Store(time.Now().UnixNano())
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	err := o.marks.SetMark(ctx, skuID, mark)
-	if err != nil {
-		o.log.Warn("shared sold-out mark not written", "sku", skuID, "mark", mark, "err", err)
+	e := o.skus.peek(skuID)
+	if e == nil {
+		return
 	}
-	return err
+	e.adopt(version)
+	e.confirmed.Store(time.Now().UnixNano())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := o.marks.SetMark(ctx, e.ref, version); err != nil {
+		o.log.Warn("shared sold-out mark not written", "sku", skuID, "version", version, "err", err)
+	}
+}
+
+// Restocked records that s was restocked (or created) through this
+// instance: it is sellable here at once, and the shared mark says so to
+// the others. A failed shared write is retried a few times, then logged
+// and counted: the other instances still see the restock within
+// SoldOutTTL + SoldOutRecheck, from the database.
+func (o *Orders) Restocked(ctx context.Context, s SKU) {
+	e := o.skus.learn(s)
+	if s.Stock > 0 {
+		o.publish(ctx, e.ref, -s.Version)
+	}
+}
+
+// publishAttempts bounds the writes of one restock's shared mark.
+const publishAttempts = 3
+
+func (o *Orders) publish(ctx context.Context, ref SKURef, mark int64) {
+	var err error
+	for attempt := range publishAttempts {
+		if attempt > 0 {
+			backoff(ctx, attempt+4) // 16ms, 32ms ceilings
+		}
+		actx, cancel := context.WithTimeout(ctx, time.Second)
+		err = o.marks.SetMark(actx, ref, mark)
+		cancel()
+		if err == nil || ctx.Err() != nil {
+			break
+		}
+	}
+	if err != nil {
+		o.log.Error("restock not published to the shared sold-out mark; other instances see it from the database within the recheck bound",
+			"sku", ref.ID, "mark", mark, "err", err)
+		o.obs.MarkUnpublished()
+	}
 }

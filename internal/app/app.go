@@ -187,14 +187,7 @@ func redisLocking(cfg config.Config, rs *redisSetup, mx *metrics.Metrics) (servi
 	if len(rs.clients) == 0 {
 		return nil, nil
 	}
-	lockOpts := []lock.Option{
-		lock.WithObserver(mx.Lock()),
-		lock.WithPrefix(cfg.Lock.Prefix),
-		lock.WithTTL(cfg.Lock.TTL),
-		lock.WithQueueMax(cfg.Lock.QueueMax),
-		lock.WithWatchdog(cfg.Lock.Watchdog),
-		lock.WithRetry(time.Millisecond, 32*time.Millisecond, 0),
-	}
+	lockOpts := append(LockOptions(cfg), lock.WithObserver(mx.Lock()))
 	lockOpts = append(lockOpts, lockReplicaOptions(cfg)...)
 	newLockClient := func() *lock.Client { return rs.lockClient(lockOpts...) }
 	var lk service.Locker = NewLocker(newLockClient())
@@ -207,19 +200,7 @@ func redisLocking(cfg config.Config, rs *redisSetup, mx *metrics.Metrics) (servi
 // newOrders builds the order flow on a lock, the shared sold-out marks and
 // the queue settings.
 func newOrders(cfg config.Config, store service.Store, lk service.Locker, marks service.SoldOutMarks, mx *metrics.Metrics, log *slog.Logger) *service.Orders {
-	return service.NewOrders(store, lk, marks, service.OrdersConfig{
-		Strategy:       service.Strategy(cfg.Order.Strategy),
-		QueueMax:       cfg.Order.QueueMax,
-		BatchMax:       cfg.Order.BatchMax,
-		RequestTimeout: cfg.Order.RequestTimeout,
-		TxTimeout:      cfg.Order.TxTimeout,
-		LockWait:       cfg.Lock.Wait,
-		LockTTL:        cfg.Lock.TTL,
-		LockHold:       cfg.Lock.HoldMax,
-		MaxRetries:     cfg.Order.MaxRetries,
-		IdleTimeout:    cfg.Order.IdleTimeout,
-		SoldOutTTL:     cfg.SoldOut.LocalTTL,
-	}, log, mx)
+	return service.NewOrders(store, lk, marks, OrdersConfig(cfg), log, mx)
 }
 
 // newAPI builds the HTTP handler with its limits and metrics.

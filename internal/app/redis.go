@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -56,23 +57,28 @@ func NewSoldOutMarks(rdb redis.UniversalClient, prefix string, ttl time.Duration
 }
 
 // soldOutMarks keeps the shared sold-out marks in Redis, one key per SKU
-// holding its signed version mark, with an expiry so that a mark nobody
-// could clear still goes away on its own.
+// holding "incarnation:mark" (the SKU's created_at in µs, then its signed
+// version mark), with an expiry so that a mark nobody clears still goes
+// away. A mark of another incarnation reads as no mark: a database
+// recreated with the same ids is never blocked by an old mark.
 type soldOutMarks struct {
 	rdb    redis.UniversalClient
 	prefix string
 	ttl    time.Duration
 }
 
-// setMark writes ARGV[1] unless the stored mark is of a newer version.
+// setMark writes ARGV[1]:ARGV[2] unless the stored mark is of the same
+// incarnation and a newer version.
 var setMark = redis.NewScript(`
-local cur = tonumber(redis.call('GET', KEYS[1]) or '0')
-local new = tonumber(ARGV[1])
-if math.abs(new) >= math.abs(cur) then
-  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-  return 1
+local cur = redis.call('GET', KEYS[1])
+if cur then
+  local inc, m = string.match(cur, '^(%-?%d+):(%-?%d+)$')
+  if inc == ARGV[1] and math.abs(tonumber(m)) > math.abs(tonumber(ARGV[2])) then
+    return 0
+  end
 end
-return 0
+redis.call('SET', KEYS[1], ARGV[1] .. ':' .. ARGV[2], 'PX', ARGV[3])
+return 1
 `)
 
 // key is "<prefix>{sku:7}": the hash tag of the SKU's lock (see NewLocker).
@@ -80,16 +86,23 @@ func (m soldOutMarks) key(id int64) string {
 	return m.prefix + hashTag("sku:"+strconv.FormatInt(id, 10))
 }
 
-func (m soldOutMarks) Mark(ctx context.Context, id int64) (int64, error) {
-	v, err := m.rdb.Get(ctx, m.key(id)).Int64()
+func (m soldOutMarks) Mark(ctx context.Context, sku service.SKURef) (int64, error) {
+	v, err := m.rdb.Get(ctx, m.key(sku.ID)).Result()
 	if errors.Is(err, redis.Nil) {
 		return 0, nil
 	}
-	return v, err
+	if err != nil {
+		return 0, err
+	}
+	inc, mark, ok := strings.Cut(v, ":")
+	if !ok || inc != strconv.FormatInt(sku.Incarnation, 10) {
+		return 0, nil // another SKU's, or an older format
+	}
+	return strconv.ParseInt(mark, 10, 64)
 }
 
-func (m soldOutMarks) SetMark(ctx context.Context, id, mark int64) error {
-	return setMark.Run(ctx, m.rdb, []string{m.key(id)}, mark, m.ttl.Milliseconds()).Err()
+func (m soldOutMarks) SetMark(ctx context.Context, sku service.SKURef, mark int64) error {
+	return setMark.Run(ctx, m.rdb, []string{m.key(sku.ID)}, sku.Incarnation, mark, m.ttl.Milliseconds()).Err()
 }
 
 // readiness implements handler.Readiness and handler.TopologyReporter.

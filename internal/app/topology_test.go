@@ -62,13 +62,13 @@ func TestCluster_LocksFencesAndMarksPerSKU(t *testing.T) {
 		if _, err := b.Obtain(ctx, key); err == nil || errors.Is(err, service.ErrLockUnavailable) {
 			t.Fatalf("sku %d: second client's Obtain while held = %v; want not obtained", id, err)
 		}
-		if err := marks.SetMark(ctx, id, 5); err != nil {
+		if err := marks.SetMark(ctx, service.SKURef{ID: id, Incarnation: 1}, 5); err != nil {
 			t.Fatalf("sku %d: SetMark = %v", id, err)
 		}
-		if err := marks.SetMark(ctx, id, -3); err != nil { // older: must not replace
+		if err := marks.SetMark(ctx, service.SKURef{ID: id, Incarnation: 1}, -3); err != nil { // older: must not replace
 			t.Fatalf("sku %d: SetMark = %v", id, err)
 		}
-		if m, err := marks.Mark(ctx, id); err != nil || m != 5 {
+		if m, err := marks.Mark(ctx, service.SKURef{ID: id, Incarnation: 1}); err != nil || m != 5 {
 			t.Fatalf("sku %d: Mark = %d, %v; want 5", id, m, err)
 		}
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -79,16 +80,17 @@ func (r zkReadiness) MySQL(ctx context.Context) error { return r.store.Ping(ctx)
 func (r zkReadiness) Redis(ctx context.Context) error { return r.zk.Up(ctx) }
 
 // NewZooKeeperSoldOutMarks returns the shared sold-out marks kept in
-// ZooKeeper: one persistent znode per SKU under dir holding its signed
-// version mark. A mark older than ttl (by the znode's mtime, the leader's
+// ZooKeeper: one persistent znode per SKU under dir holding
+// "incarnation:mark" (the SKU's created_at in µs, then its signed version
+// mark; a mark of another incarnation reads as no mark). A mark older than ttl (by the znode's mtime, the leader's
 // clock) reads as no mark and is deleted, as the Redis mark expires. Only
 // SKUs that exist get a mark (marks are set after a commit or a restock),
 // so their number is bounded by the catalogue.
 //
-// Why ZooKeeper and not only local marks re-checked against the database:
-// the marks exist to keep a sold-out SKU's buyers off the database; with
-// local marks alone each instance would learn of a sale's end, and of a
-// restock, from its own database reads.
+// Why a shared mark beside the local marks re-checked against the
+// database (sold_out.recheck): it spreads the news of a sell-out at once,
+// keeping a sold-out SKU's buyers off the database on every instance; the
+// re-check bounds how long any mark can outlive a restock.
 func NewZooKeeperSoldOutMarks(conn *zk.Conn, dir string, ttl time.Duration) service.SoldOutMarks {
 	return zkMarks{conn: conn, dir: dir, ttl: ttl}
 }
@@ -105,45 +107,51 @@ func (m zkMarks) expired(st *zk.Stat) bool {
 	return time.Since(time.UnixMilli(st.Mtime)) > m.ttl
 }
 
-// get returns the stored mark, 0 with a nil stat when there is none.
-func (m zkMarks) get(ctx context.Context, id int64) (int64, *zk.Stat, error) {
+// get returns the stored mark of sku's incarnation (0 for another's), and
+// the znode's stat, nil when there is none.
+func (m zkMarks) get(ctx context.Context, sku service.SKURef) (int64, *zk.Stat, error) {
 	var (
 		data []byte
 		st   *zk.Stat
 	)
-	err := m.do(ctx, func() (err error) { data, st, err = m.conn.Get(m.path(id)); return err })
+	err := m.do(ctx, func() (err error) { data, st, err = m.conn.Get(m.path(sku.ID)); return err })
 	if errors.Is(err, zk.ErrNoNode) {
 		return 0, nil, nil
 	}
 	if err != nil {
 		return 0, nil, err
 	}
-	v, err := strconv.ParseInt(string(data), 10, 64)
+	inc, mark, ok := strings.Cut(string(data), ":")
+	if !ok || inc != strconv.FormatInt(sku.Incarnation, 10) {
+		return 0, st, nil // another SKU's, or an older format
+	}
+	v, err := strconv.ParseInt(mark, 10, 64)
 	if err != nil {
-		return 0, nil, fmt.Errorf("zookeeper mark %s: %w", m.path(id), err)
+		return 0, nil, fmt.Errorf("zookeeper mark %s: %w", m.path(sku.ID), err)
 	}
 	return v, st, nil
 }
 
-func (m zkMarks) Mark(ctx context.Context, id int64) (int64, error) {
-	v, st, err := m.get(ctx, id)
+func (m zkMarks) Mark(ctx context.Context, sku service.SKURef) (int64, error) {
+	v, st, err := m.get(ctx, sku)
 	if err != nil || st == nil {
 		return 0, err
 	}
 	if m.expired(st) {
 		// Best effort: a concurrent SetMark bumps the version and wins.
-		_ = m.do(ctx, func() error { return m.conn.Delete(m.path(id), st.Version) })
+		_ = m.do(ctx, func() error { return m.conn.Delete(m.path(sku.ID), st.Version) })
 		return 0, nil
 	}
 	return v, nil
 }
 
-// SetMark writes mark unless the stored one is of a newer version, with a
-// compare-and-set on the znode's version.
-func (m zkMarks) SetMark(ctx context.Context, id, mark int64) error {
-	data := []byte(strconv.FormatInt(mark, 10))
+// SetMark writes mark unless the stored one is of the same incarnation
+// and a newer version, with a compare-and-set on the znode's version.
+func (m zkMarks) SetMark(ctx context.Context, sku service.SKURef, mark int64) error {
+	id := sku.ID
+	data := []byte(strconv.FormatInt(sku.Incarnation, 10) + ":" + strconv.FormatInt(mark, 10))
 	for range 16 { // each retry means another instance wrote meanwhile
-		cur, st, err := m.get(ctx, id)
+		cur, st, err := m.get(ctx, sku)
 		if err != nil {
 			return err
 		}

@@ -121,6 +121,13 @@ type Order struct {
 	TxTimeout      time.Duration `yaml:"tx_timeout"`      // one batch transaction, default 5s
 	MaxRetries     int           `yaml:"max_retries"`     // version conflicts per batch, default 50
 	IdleTimeout    time.Duration `yaml:"idle_timeout"`    // an idle SKU worker exits after, default 5s
+	// MaxLiveSKUs bounds the SKU queues (each with its worker) of one
+	// process; an order for one more SKU is answered 429 busy.
+	MaxLiveSKUs int `yaml:"max_live_skus"` // default 1024
+	// UnknownSKUTTL is how long an id found not to exist is answered 404
+	// without a database read: a SKU created through another instance
+	// becomes sellable here within it (through this one, at once).
+	UnknownSKUTTL time.Duration `yaml:"unknown_sku_ttl"` // default 1s
 }
 
 // Lock configures the per-SKU Redis lock.
@@ -143,6 +150,11 @@ type Lock struct {
 type SoldOut struct {
 	LocalTTL  time.Duration `yaml:"local_ttl"`  // how long a local mark is trusted, default 500ms
 	SharedTTL time.Duration `yaml:"shared_ttl"` // lifetime of the shared mark in Redis, default 10m
+	// Recheck is how long a local "sold out" is used before the SKU's row
+	// is read again (one read per SKU per process per Recheck). A restock
+	// made through another instance is seen within LocalTTL + Recheck,
+	// whatever Redis does.
+	Recheck time.Duration `yaml:"recheck"` // default 1s
 }
 
 // Log configures log/slog.
@@ -176,6 +188,8 @@ func Default() Config {
 			TxTimeout:      5 * time.Second,
 			MaxRetries:     50,
 			IdleTimeout:    5 * time.Second,
+			MaxLiveSKUs:    1024,
+			UnknownSKUTTL:  time.Second,
 		},
 		Lock: Lock{
 			Prefix:   "seckill:lock:",
@@ -188,7 +202,7 @@ func Default() Config {
 
 			ReplicaTimeout: 100 * time.Millisecond,
 		},
-		SoldOut: SoldOut{LocalTTL: 500 * time.Millisecond, SharedTTL: 10 * time.Minute},
+		SoldOut: SoldOut{LocalTTL: 500 * time.Millisecond, SharedTTL: 10 * time.Minute, Recheck: time.Second},
 		Limits:  Limits{PerUserRate: 20, PerUserBurst: 40, PerIPBurst: 200, MaxKeys: 100000},
 		Log:     Log{Level: "info", Access: true},
 
@@ -273,6 +287,7 @@ func (c *Config) applyEnv(getenv func(string) string) error {
 	}{
 		{"SECKILL_ORDER_QUEUE_MAX", &c.Order.QueueMax},
 		{"SECKILL_ORDER_BATCH_MAX", &c.Order.BatchMax},
+		{"SECKILL_ORDER_MAX_LIVE_SKUS", &c.Order.MaxLiveSKUs},
 		{"SECKILL_MYSQL_MAX_OPEN_CONNS", &c.MySQL.MaxOpenConns},
 	}
 	for _, it := range ints {
@@ -370,11 +385,14 @@ func (c Config) Validate() error {
 		{"order.tx_timeout", int64(c.Order.TxTimeout)},
 		{"order.max_retries", int64(c.Order.MaxRetries)},
 		{"order.idle_timeout", int64(c.Order.IdleTimeout)},
+		{"order.max_live_skus", int64(c.Order.MaxLiveSKUs)},
+		{"order.unknown_sku_ttl", int64(c.Order.UnknownSKUTTL)},
 		{"lock.ttl", int64(c.Lock.TTL)},
 		{"lock.wait", int64(c.Lock.Wait)},
 		{"lock.queue_max", int64(c.Lock.QueueMax)},
 		{"sold_out.local_ttl", int64(c.SoldOut.LocalTTL)},
 		{"sold_out.shared_ttl", int64(c.SoldOut.SharedTTL)},
+		{"sold_out.recheck", int64(c.SoldOut.Recheck)},
 	}
 	for _, p := range positive {
 		if p.v <= 0 {
@@ -406,8 +424,11 @@ func (c Config) Validate() error {
 	if c.Order.BatchMax > 10000 {
 		return errors.New("config: order.batch_max must be at most 10000")
 	}
-	if c.Lock.TTL <= c.Order.TxTimeout && !c.Lock.Watchdog {
-		return errors.New("config: lock.ttl must exceed order.tx_timeout unless lock.watchdog is on")
+	if !c.Lock.Watchdog && c.Lock.HoldMax+c.Order.TxTimeout >= c.Lock.TTL {
+		// A worker may start a batch just before its hold ends and run it
+		// for a whole tx_timeout: the lease must outlive both.
+		return fmt.Errorf("config: lock.hold_max (%v) + order.tx_timeout (%v) must be shorter than lock.ttl (%v) unless lock.watchdog is on",
+			c.Lock.HoldMax, c.Order.TxTimeout, c.Lock.TTL)
 	}
 	if !slices.Contains(Strategies, c.Order.Strategy) {
 		return fmt.Errorf("config: order.strategy %q: want one of %s", c.Order.Strategy, strings.Join(Strategies, ", "))

@@ -35,6 +35,7 @@ type Metrics struct {
 	txRetries       prometheus.Counter
 	degraded        prometheus.Gauge
 	soldOutFastPath prometheus.Counter
+	markUnpublished prometheus.Counter
 	httpRequests    *prometheus.CounterVec
 	httpSeconds     *prometheus.HistogramVec
 }
@@ -88,6 +89,9 @@ func New() *Metrics {
 		soldOutFastPath: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "seckill_soldout_fastpath_total", Help: "Order requests refused as sold out without a transaction.",
 		}),
+		markUnpublished: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "seckill_soldout_mark_unpublished_total", Help: "Restocks whose shared sold-out mark could not be written after retries (other instances see them from the database within sold_out.recheck).",
+		}),
 		httpRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "seckill_http_requests_total", Help: "HTTP requests by route and status code.",
 		}, []string{"route", "code"}),
@@ -100,7 +104,7 @@ func New() *Metrics {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.orders, m.lockAcquire, m.lockAttempts, m.lockWaiters, m.lockRenewals, m.lockLost,
 		m.queueDepth, m.queueRejections, m.batchSize, m.txSeconds, m.txRetries,
-		m.degraded, m.soldOutFastPath, m.httpRequests, m.httpSeconds,
+		m.degraded, m.soldOutFastPath, m.markUnpublished, m.httpRequests, m.httpSeconds,
 	)
 	for _, r := range service.OrderResults { // every series a dashboard needs exists at 0
 		m.orders.WithLabelValues(r)
@@ -172,6 +176,9 @@ func (m *Metrics) Degraded(on bool) {
 
 // SoldOutFastPath implements service.Observer.
 func (m *Metrics) SoldOutFastPath() { m.soldOutFastPath.Inc() }
+
+// MarkUnpublished implements service.Observer.
+func (m *Metrics) MarkUnpublished() { m.markUnpublished.Inc() }
 
 // Lock returns the lock.Observer that feeds the seckill_lock_* series.
 func (m *Metrics) Lock() lock.Observer { return lockObserver{m} }

@@ -1,0 +1,42 @@
+package app
+
+import (
+	"time"
+
+	"github.com/seckill/seckill/internal/config"
+	"github.com/seckill/seckill/lock"
+	"github.com/seckill/seckill/service"
+)
+
+// OrdersConfig is the order path's configuration as cfg sets it: what
+// Serve runs, and what tests of production behaviour run.
+func OrdersConfig(cfg config.Config) service.OrdersConfig {
+	return service.OrdersConfig{
+		Strategy:       service.Strategy(cfg.Order.Strategy),
+		QueueMax:       cfg.Order.QueueMax,
+		MaxLiveSKUs:    cfg.Order.MaxLiveSKUs,
+		BatchMax:       cfg.Order.BatchMax,
+		RequestTimeout: cfg.Order.RequestTimeout,
+		TxTimeout:      cfg.Order.TxTimeout,
+		LockWait:       cfg.Lock.Wait,
+		LockTTL:        cfg.Lock.TTL,
+		LockHold:       cfg.Lock.HoldMax,
+		MaxRetries:     cfg.Order.MaxRetries,
+		IdleTimeout:    cfg.Order.IdleTimeout,
+		UnknownSKUTTL:  cfg.Order.UnknownSKUTTL,
+		SoldOutTTL:     cfg.SoldOut.LocalTTL,
+		SoldOutRecheck: cfg.SoldOut.Recheck,
+	}
+}
+
+// LockOptions are the lock client's options as cfg sets them, without an
+// observer.
+func LockOptions(cfg config.Config) []lock.Option {
+	return []lock.Option{
+		lock.WithPrefix(cfg.Lock.Prefix),
+		lock.WithTTL(cfg.Lock.TTL),
+		lock.WithQueueMax(cfg.Lock.QueueMax),
+		lock.WithWatchdog(cfg.Lock.Watchdog),
+		lock.WithRetry(time.Millisecond, 32*time.Millisecond, 0),
+	}
+}

@@ -1,0 +1,156 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	lru "github.com/hashicorp/golang-lru/v2"
+	"golang.org/x/sync/singleflight"
+)
+
+// Sizes of the SKU directory. An entry is about 100 bytes, so each table
+// stays under 7 MB whatever ids clients send.
+const (
+	maxKnownSKUs   = 1 << 16
+	maxUnknownSKUs = 1 << 16
+)
+
+// skuDirectory knows which SKU ids exist, so that nothing (a queue, a
+// worker, a sold-out mark, a Redis key) is allocated for an id a client
+// invented. Known SKUs stay until evicted (SKUs are never deleted; a
+// database recreated under us shows up as ErrSKUNotFound from a batch, or
+// as a new created_at, and the entry is replaced). An unknown id is
+// remembered for UnknownSKUTTL: a SKU created through another instance is
+// sellable here within that bound, one created through this one at once.
+// Concurrent lookups of one id share one database read.
+type skuDirectory struct {
+	store   Store
+	timeout time.Duration // one lookup's database read
+	ttl     time.Duration // of a negative entry
+	known   *lru.Cache[int64, *skuEntry]
+	// unknown holds the unix nanos until which an id is known not to
+	// exist. A plain LRU with the expiry in the value: expirable.LRU runs
+	// a janitor goroutine per cache that never exits.
+	unknown *lru.Cache[int64, int64]
+	flight  singleflight.Group
+}
+
+func newSKUDirectory(store Store, ttl, timeout time.Duration) *skuDirectory {
+	known, err := lru.New[int64, *skuEntry](maxKnownSKUs)
+	if err != nil {
+		panic(err) // only for a size < 1
+	}
+	unknown, err := lru.New[int64, int64](maxUnknownSKUs)
+	if err != nil {
+		panic(err)
+	}
+	return &skuDirectory{store: store, timeout: timeout, ttl: ttl, known: known, unknown: unknown}
+}
+
+// skuEntry is one existing SKU as this process knows it: its identity and
+// its sold-out state.
+type skuEntry struct {
+	ref SKURef
+
+	// mark is this process's belief: +version "sold out at version",
+	// -version "in stock at version", 0 "not known". See soldout.go.
+	mark atomic.Int64
+	// confirmed is when (unix nanos) a sold-out mark last agreed with
+	// the database (a commit or a read of the row), or was adopted from
+	// the shared mark.
+	confirmed atomic.Int64
+	// shared is when (unix nanos) the shared mark was last read.
+	shared atomic.Int64
+	// refreshing single-flights the reads above: concurrent callers
+	// answer from the local state meanwhile.
+	refreshing atomic.Bool
+}
+
+// RefOf returns the identity of s: its id and created_at in microseconds
+// (what the database keeps).
+func RefOf(s SKU) SKURef {
+	return SKURef{ID: s.ID, Incarnation: s.CreatedAt.UnixMicro()}
+}
+
+// lookup returns the entry of an existing SKU, ErrSKUNotFound for an id
+// that does not exist, or ErrUnavailable when the database cannot say.
+func (d *skuDirectory) lookup(ctx context.Context, id int64) (*skuEntry, error) {
+	if e, ok := d.known.Get(id); ok {
+		return e, nil
+	}
+	if d.knownMissing(id) {
+		return nil, ErrSKUNotFound
+	}
+	ch := d.flight.DoChan(strconv.FormatInt(id, 10), func() (any, error) {
+		// Not the first caller's ctx: its leaving must not fail the others.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.timeout)
+		defer cancel()
+		s, err := d.store.SKU(rctx, id)
+		if errors.Is(err, ErrSKUNotFound) {
+			d.unknown.Add(id, time.Now().Add(d.ttl).UnixNano())
+			return nil, err
+		}
+		if err != nil {
+			return nil, unavailable(err)
+		}
+		return d.learn(s), nil
+	})
+	select {
+	case r := <-ch:
+		if r.Err != nil {
+			return nil, r.Err
+		}
+		return r.Val.(*skuEntry), nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%w: %w", ErrUnavailable, ctx.Err())
+	}
+}
+
+func (d *skuDirectory) knownMissing(id int64) bool {
+	until, ok := d.unknown.Get(id)
+	if !ok {
+		return false
+	}
+	if time.Now().UnixNano() < until {
+		return true
+	}
+	d.unknown.Remove(id)
+	return false
+}
+
+// learn records s as read from the database just now and returns its
+// entry, replacing one of an earlier SKU of the same id.
+func (d *skuDirectory) learn(s SKU) *skuEntry {
+	d.unknown.Remove(s.ID)
+	fresh := &skuEntry{ref: RefOf(s)}
+	e, ok, _ := d.known.PeekOrAdd(s.ID, fresh)
+	if !ok || e.ref != fresh.ref {
+		d.known.Add(s.ID, fresh)
+		e = fresh
+	}
+	e.observe(s)
+	return e
+}
+
+// forget drops what is known of id, after the database said it has no
+// such SKU (it was recreated or restored under us).
+func (d *skuDirectory) forget(id int64) {
+	d.known.Remove(id)
+}
+
+// peek returns the entry of a known SKU without any I/O, or nil.
+func (d *skuDirectory) peek(id int64) *skuEntry {
+	e, _ := d.known.Peek(id)
+	return e
+}
+
+func unavailable(err error) error {
+	if errors.Is(err, ErrUnavailable) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrUnavailable, err)
+}
