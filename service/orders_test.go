@@ -22,10 +22,13 @@ import (
 
 // rig is one service instance on a real MariaDB database and real Redis.
 type rig struct {
-	db     *gorm.DB
-	store  service.Store
-	orders *service.Orders
-	obs    *observer
+	db      *gorm.DB
+	store   service.Store
+	orders  *service.Orders
+	catalog *service.Catalog
+	obs     *observer
+	rdb     *redis.Client
+	prefix  string // lock and mark keys
 }
 
 type rigOptions struct {
@@ -75,7 +78,8 @@ func newRig(t *testing.T, dsn string, o rigOptions) *rig {
 			t.Errorf("Shutdown: %v", err)
 		}
 	})
-	return &rig{db: db, store: store, orders: orders, obs: obs}
+	return &rig{db: db, store: store, orders: orders, obs: obs, rdb: rdb, prefix: prefix,
+		catalog: service.NewCatalog(store, orders, testenv.Logger())}
 }
 
 func createSKU(t *testing.T, store service.Store, stock, limit int64) service.SKU {

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func env(m map[string]string) func(string) string {
@@ -148,6 +149,33 @@ func TestLoad_RedisModes(t *testing.T) {
 			}
 			if got := cfg.RedisMode(); got != tc.mode {
 				t.Errorf("RedisMode() = %q; want %q", got, tc.mode)
+			}
+		})
+	}
+}
+
+func TestValidate_HoldAndTransactionMustFitTheLeaseWithoutWatchdog(t *testing.T) {
+	cases := []struct {
+		name     string
+		watchdog bool
+		hold, tx time.Duration
+		ok       bool
+	}{
+		{"watchdog on, long transaction", true, 50 * time.Millisecond, 10 * time.Second, true},
+		{"watchdog off, fits", false, 50 * time.Millisecond, 2 * time.Second, true},
+		{"watchdog off, transaction alone fills the lease", false, 0, 3 * time.Second, false},
+		{"watchdog off, hold plus transaction reach the lease", false, time.Second, 2 * time.Second, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := Default() // lock.ttl 3s
+			c.Lock.Watchdog, c.Lock.HoldMax, c.Order.TxTimeout = tc.watchdog, tc.hold, tc.tx
+			err := c.Validate()
+			if tc.ok && err != nil {
+				t.Errorf("Validate() = %v; want nil", err)
+			}
+			if !tc.ok && (err == nil || !strings.Contains(err.Error(), "lock.hold_max") || !strings.Contains(err.Error(), "order.tx_timeout") || !strings.Contains(err.Error(), "lock.ttl")) {
+				t.Errorf("Validate() = %v; want an error naming lock.hold_max, order.tx_timeout and lock.ttl", err)
 			}
 		})
 	}
