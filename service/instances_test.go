@@ -137,7 +137,7 @@ func TestPlace_InventedSKUsCostNothingLasting(t *testing.T) {
 	const base = int64(1) << 40 // far above any id the database hands out
 
 	inventedBurst(t, rigs, base, 2000, 64) // warm up: what is allocated once is not per id
-	dropIdleConns(t, rigs)                  // a pooled connection has a goroutine: not per id either
+	dropIdleConns(t, rigs)                 // a pooled connection has a goroutine: not per id either
 	goroutines, heap, rss := runtime.NumGoroutine(), heapBytes(), rssBytes()
 
 	const n = 20_000

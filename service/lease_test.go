@@ -1,0 +1,268 @@
+package service_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/service"
+)
+
+// leaseLog records every lease the order path obtains and releases, in order.
+type leaseLog struct {
+	service.Locker
+	mu     sync.Mutex
+	events []string // "obtain <fence>", "release <fence>"
+}
+
+func (l *leaseLog) Obtain(ctx context.Context, key string) (service.Lease, error) {
+	lease, err := l.Locker.Obtain(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	l.add("obtain", lease.Fence())
+	return loggedLease{lease, l}, nil
+}
+
+func (l *leaseLog) add(what string, fence int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.events = append(l.events, what+" "+strconv.FormatInt(fence, 10))
+}
+
+func (l *leaseLog) list() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.events...)
+}
+
+type loggedLease struct {
+	service.Lease
+	log *leaseLog
+}
+
+func (l loggedLease) Release(ctx context.Context) error {
+	l.log.add("release", l.Fence())
+	return l.Lease.Release(ctx)
+}
+
+// staleStore refuses the first n batches as the database does when the
+// row's fence moved past the batch's, recording the fences it saw.
+type staleStore struct {
+	service.Store
+	n      atomic.Int64
+	mu     sync.Mutex
+	fences []int64
+}
+
+func (s *staleStore) CommitBatch(ctx context.Context, b service.Batch) (service.BatchResult, error) {
+	s.mu.Lock()
+	s.fences = append(s.fences, b.Fence)
+	s.mu.Unlock()
+	if s.n.Add(-1) >= 0 {
+		return service.BatchResult{}, fmt.Errorf("fence %d refused: %w", b.Fence, service.ErrStaleFence)
+	}
+	return s.Store.CommitBatch(ctx, b)
+}
+
+func TestPlace_StaleFenceDropsTheLeaseAndObtainsAnother(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name    string
+		stale   int64
+		want    error // nil: an order
+		commits int
+	}{
+		{name: "once", stale: 1, commits: 2},
+		{name: "every time", stale: 1 << 30, want: service.ErrUnavailable, commits: 3},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dsn := testenv.Database(t)
+			store := &staleStore{}
+			store.n.Store(tc.stale)
+			leases := &leaseLog{}
+			r := newRig(t, dsn, rigOptions{
+				store:  func(s service.Store) service.Store { store.Store = s; return store },
+				locker: func(l service.Locker) service.Locker { leases.Locker = l; return leases },
+			})
+			sku := createSKU(t, r.store, 5, 1)
+			_, err := r.orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: "u", Quantity: 1})
+			if tc.want == nil && err != nil || tc.want != nil && !errors.Is(err, tc.want) {
+				t.Fatalf("Place = %v; want %v", err, tc.want)
+			}
+			store.mu.Lock()
+			fences := append([]int64(nil), store.fences...)
+			store.mu.Unlock()
+			if len(fences) != tc.commits {
+				t.Errorf("%d commits (fences %v); want %d: a stale fence is never retried under the same lease", len(fences), fences, tc.commits)
+			}
+			for i := 1; i < len(fences); i++ {
+				if fences[i] <= fences[i-1] {
+					t.Errorf("commit %d used fence %d after %d; want a new lease's, greater", i, fences[i], fences[i-1])
+				}
+			}
+			// Every refused lease was released before the next was obtained.
+			events := leases.list()
+			for i, f := range fences[:len(fences)-1] {
+				want := []string{"obtain " + strconv.FormatInt(f, 10), "release " + strconv.FormatInt(f, 10)}
+				if 2*i+1 >= len(events) || events[2*i] != want[0] || events[2*i+1] != want[1] {
+					t.Errorf("lease events %v; want %v at %d", events, want, 2*i)
+					break
+				}
+			}
+			wantSold := int64(1)
+			if tc.want != nil {
+				wantSold = 0
+			}
+			if sold := checkInvariants(t, r.db, sku.ID); sold != wantSold {
+				t.Errorf("sold = %d; want %d", sold, wantSold)
+			}
+		})
+	}
+}
+
+// lossStore holds the first batch until its ctx ends, recording why.
+type lossStore struct {
+	service.Store
+	entered chan service.Batch
+	ended   chan error
+	once    sync.Once
+}
+
+func (s *lossStore) CommitBatch(ctx context.Context, b service.Batch) (service.BatchResult, error) {
+	first := false
+	s.once.Do(func() { first = true })
+	if first {
+		s.entered <- b
+		<-ctx.Done()
+		s.ended <- ctx.Err()
+	}
+	return s.Store.CommitBatch(ctx, b)
+}
+
+// TestPlace_LeaseLostMidBatchCancelsIt: the lease vanishes from Redis (an
+// expiry, a failover) while its batch is in the transaction. The watchdog
+// (on by default) finds it gone and cancels the batch; the lease is
+// released, the buyer's answer is true (503 and uncharged, or the order
+// if the store had committed it), and the next buyer sells under a new
+// lease.
+func TestPlace_LeaseLostMidBatchCancelsIt(t *testing.T) {
+	t.Parallel()
+	dsn := testenv.Database(t)
+	store := &lossStore{entered: make(chan service.Batch, 1), ended: make(chan error, 1)}
+	leases := &leaseLog{}
+	r := newRig(t, dsn, rigOptions{
+		store:  func(s service.Store) service.Store { store.Store = s; return store },
+		locker: func(l service.Locker) service.Locker { leases.Locker = l; return leases },
+	})
+	sku := createSKU(t, r.store, 5, 1)
+	first := make(chan error, 1)
+	go func() {
+		_, err := r.orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: "lost", Quantity: 1})
+		first <- err
+	}()
+	b := <-store.entered
+	if b.Fence == 0 {
+		t.Fatal("the batch runs without a lease; want one")
+	}
+	n, err := r.rdb.Del(context.Background(), r.prefix+"sku:"+strconv.FormatInt(sku.ID, 10)).Result()
+	if err != nil || n != 1 {
+		t.Fatalf("deleting the lease = %d, %v; want 1 key", n, err)
+	}
+	if err := <-store.ended; !errors.Is(err, context.Canceled) {
+		t.Errorf("the batch's ctx ended with %v; want context.Canceled (the lease was lost), not its deadline", err)
+	}
+	// The answer is true either way: 503 uncharged, or (when the store
+	// had already committed it) the order.
+	firstErr := <-first
+	if firstErr != nil && !errors.Is(firstErr, service.ErrUnavailable) {
+		t.Errorf("Place under a lost lease = %v; want an order or ErrUnavailable", firstErr)
+	}
+	if _, err := r.orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: "next", Quantity: 1}); err != nil {
+		t.Fatalf("Place after the loss = %v; want an order", err)
+	}
+	var charged int64
+	r.db.Raw("SELECT COUNT(*) FROM orders WHERE sku_id = ? AND user_id = 'lost'", sku.ID).Scan(&charged)
+	if want := map[bool]int64{true: 1, false: 0}[firstErr == nil]; charged != want {
+		t.Errorf("the buyer told %v has %d orders; want %d", firstErr, charged, want)
+	}
+	wantSold := 1 + charged
+	if sold := checkInvariants(t, r.db, sku.ID); sold != wantSold {
+		t.Errorf("sold = %d; want %d", sold, wantSold)
+	}
+	if ev := leases.list(); len(ev) < 3 || ev[0] != "obtain "+strconv.FormatInt(b.Fence, 10) || ev[1] != "release "+strconv.FormatInt(b.Fence, 10) {
+		t.Errorf("lease events %v; want the lost lease obtained, released, then a new one", ev)
+	}
+}
+
+// TestPlace_BusyWorkerHoldsItsLeaseAcrossBatches: a worker with a queue
+// behind its batch keeps the lease (lock.hold_max) and commits the next
+// batches under the same fence, which the database accepts; two
+// instances still sell exactly the stock.
+func TestPlace_BusyWorkerHoldsItsLeaseAcrossBatches(t *testing.T) {
+	t.Parallel()
+	dsn := testenv.Database(t)
+	var g *gatedStore
+	fences := &staleStore{} // refusing none: it only records the fences
+	prefix := testenv.Name("test:orders:") + ":"
+	r := newRig(t, dsn, rigOptions{
+		prefix: prefix,
+		store: func(s service.Store) service.Store {
+			fences.Store = s
+			g = gate(fences)
+			return g
+		},
+		// Long enough that the hold, not the clock, decides under CPU load.
+		cfg: func(c *service.OrdersConfig) { c.LockHold = time.Minute; c.BatchMax = 10 },
+	})
+	other := newRig(t, dsn, rigOptions{prefix: prefix})
+	sku := createSKU(t, r.store, 100, 1)
+
+	first := make(chan error, 1)
+	go func() {
+		_, err := r.orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: "first", Quantity: 1})
+		first <- err
+	}()
+	<-g.entered
+	var wg sync.WaitGroup
+	var created atomic.Int64
+	for i := range 30 { // three batches queued behind the first
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := r.orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: fmt.Sprintf("u-%d", i), Quantity: 1}); err != nil {
+				t.Errorf("Place = %v; want an order", err)
+			} else {
+				created.Add(1)
+			}
+		}()
+	}
+	r.obs.waitDepth(t, 30)
+	// Meanwhile another instance contends for the same SKU.
+	var otherResults map[string]int
+	wg.Add(1)
+	go func() { defer wg.Done(); otherResults = buyers(t, other.orders, sku.ID, 50, nil) }()
+	close(g.release)
+	wg.Wait()
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	fences.mu.Lock()
+	seen := append([]int64(nil), fences.fences...)
+	fences.mu.Unlock()
+	if len(seen) < 4 || seen[0] == 0 || seen[1] != seen[0] || seen[2] != seen[0] || seen[3] != seen[0] {
+		t.Errorf("fences of the first batches %v; want four batches under one lease (lock.hold_max)", seen)
+	}
+	want := 1 + 30 + otherResults["created"]
+	if sold := checkInvariants(t, r.db, sku.ID); sold != int64(want) {
+		t.Errorf("sold = %d; want %d (31 here, %d on the other instance: %v)", sold, want, otherResults["created"], otherResults)
+	}
+}
