@@ -11,13 +11,11 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
-
-	"github.com/seckill/seckill/service"
 )
 
 type health struct {
 	ready    Readiness
-	orders   *service.Orders
+	orders   Orders
 	draining *atomic.Bool
 }
 

@@ -12,7 +12,7 @@ import (
 )
 
 type orders struct {
-	orders  *service.Orders
+	orders  Orders
 	max     int64
 	log     *slog.Logger
 	perUser *limiter

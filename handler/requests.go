@@ -7,8 +7,6 @@ import (
 	"strings"
 
 	"github.com/gin-gonic/gin"
-
-	"github.com/seckill/seckill/service"
 )
 
 // singleQuery refuses a query string that does not parse or that gives a
@@ -41,7 +39,7 @@ const placeCalled = "seckill.place_called"
 // countRefusedOrders counts the POST /api/v1/orders answers given before
 // the order flow saw the request (a bad body, a rate limit), so that
 // seckill_orders_total counts every answered order request once.
-func countRefusedOrders(orders *service.Orders) gin.HandlerFunc {
+func countRefusedOrders(orders Orders) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		c.Next()
 		if orders == nil || c.Request.Method != http.MethodPost || c.FullPath() != "/api/v1/orders" || c.GetBool(placeCalled) {

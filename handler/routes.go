@@ -28,9 +28,24 @@ type Readiness interface {
 	Redis(ctx context.Context) error
 }
 
+// Orders is the order flow the API serves: *service.Orders in
+// production, a compare design under `make bench`.
+type Orders interface {
+	Place(ctx context.Context, r service.OrderRequest) (service.Placed, error)
+	Order(ctx context.Context, id int64) (service.Order, error)
+	SKU(ctx context.Context, id int64) (service.SKU, error)
+	// Degraded reports that orders are sold on the database's guard alone.
+	Degraded() bool
+	// Refused counts an order request the handler answered itself.
+	Refused(result string)
+	// OrderOf and OrdersOf answer a buyer about their own orders.
+	OrderOf(ctx context.Context, id int64, buyer string) (service.Order, error)
+	OrdersOf(ctx context.Context, user string, after int64, limit int) ([]service.Order, error)
+}
+
 // Config is what the API needs.
 type Config struct {
-	Orders       *service.Orders
+	Orders       Orders
 	Catalog      *service.Catalog
 	Ready        Readiness
 	AdminToken   string

@@ -13,7 +13,7 @@ import (
 
 type skus struct {
 	catalog *service.Catalog
-	orders  *service.Orders
+	orders  Orders
 	max     int64
 	log     *slog.Logger
 	ids     *orderid.Codec

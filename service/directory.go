@@ -86,6 +86,13 @@ func (d *skuDirectory) lookup(ctx context.Context, id int64) (*skuEntry, error) 
 		return nil, ErrSKUNotFound
 	}
 	ch := d.flight.DoChan(strconv.FormatInt(id, 10), func() (any, error) {
+		// A flight that ended since the checks above has filled a table.
+		if e, ok := d.known.Peek(id); ok {
+			return e, nil
+		}
+		if d.knownMissing(id) {
+			return nil, ErrSKUNotFound
+		}
 		// Not the first caller's ctx: its leaving must not fail the others.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.timeout)
 		defer cancel()

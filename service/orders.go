@@ -12,31 +12,8 @@ import (
 	"time"
 )
 
-// Strategy names how orders reach the database. Only StrategyLocked is
-// meant for production; the others exist to be measured against it.
-type Strategy string
-
-// The order strategies.
-const (
-	// StrategyLocked coalesces the buyers of a SKU in a bounded per-SKU
-	// queue; one worker per SKU takes the lock once per batch and commits
-	// up to BatchMax orders in one transaction.
-	StrategyLocked Strategy = "locked"
-	// StrategyPerRequest takes the lock for every request and commits it
-	// alone: the design people usually write.
-	StrategyPerRequest Strategy = "per-request"
-	// StrategyConditional uses no lock: one UPDATE ... WHERE stock >= n per order.
-	StrategyConditional Strategy = "conditional"
-	// StrategyOptimistic uses no lock: a version compare-and-swap per order
-	// with bounded retries.
-	StrategyOptimistic Strategy = "optimistic"
-	// StrategyPessimistic uses no Redis lock: SELECT ... FOR UPDATE per order.
-	StrategyPessimistic Strategy = "pessimistic"
-)
-
 // OrdersConfig tunes the order path; see internal/config for the defaults.
 type OrdersConfig struct {
-	Strategy       Strategy
 	QueueMax       int           // waiting requests per SKU per process
 	MaxLiveSKUs    int           // SKU queues (and workers) per process
 	BatchMax       int           // requests per transaction
@@ -107,9 +84,6 @@ func NewOrders(store Store, locker Locker, marks SoldOutMarks, cfg OrdersConfig,
 	if obs == nil {
 		obs = nopObserver{}
 	}
-	if cfg.Strategy == "" {
-		cfg.Strategy = StrategyLocked
-	}
 	return &Orders{
 		store: store, locker: locker, marks: marks, cfg: cfg, log: log, obs: obs,
 		skus:   newSKUDirectory(store, cfg.UnknownSKUTTL, cfg.TxTimeout),
@@ -170,19 +144,6 @@ func (o *Orders) Place(ctx context.Context, r OrderRequest) (placed Placed, err 
 		return o.refuseSoldOut(ctx, r)
 	}
 	p := &pending{req: r, done: make(chan Outcome, 1)}
-	if o.cfg.Strategy != StrategyLocked {
-		ctx, cancel := context.WithTimeout(ctx, o.cfg.RequestTimeout)
-		defer cancel()
-		if o.closingNow() {
-			return Placed{}, fmt.Errorf("%w: shutting down", ErrUnavailable)
-		}
-		p.state.Store(taken)
-		hold := &leaseHold{o: o, sku: r.SKUID}
-		o.commit(ctx, r.SKUID, []*pending{p}, hold)
-		hold.release()
-		out := <-p.done
-		return out.Placed, out.Err
-	}
 	// No timer per request: the worker refuses, uncharged, whoever it
 	// reaches after their deadline; ctx still ends the wait of a buyer who left.
 	p.expires = time.Now().Add(o.cfg.RequestTimeout).UnixNano()
@@ -218,12 +179,6 @@ func (o *Orders) refuseSoldOut(ctx context.Context, r OrderRequest) (Placed, err
 	}
 	o.obs.SoldOutFastPath()
 	return Placed{}, ErrSoldOut
-}
-
-func (o *Orders) closingNow() bool {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.closing
 }
 
 // enqueue adds p to its SKU's queue, starting the SKU's worker if none
@@ -406,16 +361,9 @@ func (o *Orders) refuseAll(skuID int64, live []*pending) bool {
 }
 
 func (o *Orders) batchOf(skuID int64, live []*pending) Batch {
-	b := Batch{SKUID: skuID, Requests: make([]OrderRequest, len(live)), Mode: ModeVersion,
-		Shared: o.cfg.Strategy == StrategyLocked}
+	b := Batch{SKUID: skuID, Requests: make([]OrderRequest, len(live)), Mode: ModeVersion, Shared: true}
 	for i, p := range live {
 		b.Requests[i] = p.req
-	}
-	switch o.cfg.Strategy {
-	case StrategyConditional:
-		b.Mode = ModeConditional
-	case StrategyPessimistic:
-		b.Mode = ModePessimistic
 	}
 	return b
 }
@@ -429,12 +377,8 @@ const maxStaleFences = 3
 // obtained: the lease is dropped at once, never used again, and a new one
 // obtained after a jittered pause, a bounded number of times.
 func (o *Orders) commitLocked(ctx context.Context, b Batch, hold *leaseHold) (BatchResult, error) {
-	locked := o.cfg.Strategy == StrategyLocked || o.cfg.Strategy == StrategyPerRequest
 	for stale := 0; ; stale++ {
-		var lease Lease
-		if locked {
-			lease = hold.acquire(ctx)
-		}
+		lease := hold.acquire(ctx)
 		res, err := o.commitUnder(ctx, b, lease)
 		if err != nil {
 			// A lease that failed a batch (lost, stale, expired) never

@@ -95,7 +95,11 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 	orders := newOrders(cfg, store, lk, marks, mx, log)
 	catalog := service.NewCatalog(store, orders, log)
 	var draining atomic.Bool
-	api, err := newAPI(cfg, orders, catalog, readyz, mx, &draining, shoppers, log)
+	flow, err := orderFlow(cfg, orders, store, lk, rs, mx)
+	if err != nil {
+		return err
+	}
+	api, err := newAPI(cfg, flow, catalog, readyz, mx, &draining, shoppers, log)
 	if err != nil {
 		return err
 	}
@@ -191,9 +195,6 @@ func redisLocking(cfg config.Config, rs *redisSetup, mx *metrics.Metrics) (servi
 	lockOpts = append(lockOpts, lockReplicaOptions(cfg)...)
 	newLockClient := func() *lock.Client { return rs.lockClient(lockOpts...) }
 	var lk service.Locker = NewLocker(newLockClient())
-	if service.Strategy(cfg.Order.Strategy) == service.StrategyPerRequest {
-		lk = pollingLocker{newLockClient}
-	}
 	return lk, NewSoldOutMarks(rs.marks(), cfg.Lock.Prefix+"soldout:", cfg.SoldOut.SharedTTL)
 }
 
@@ -204,7 +205,7 @@ func newOrders(cfg config.Config, store service.Store, lk service.Locker, marks 
 }
 
 // newAPI builds the HTTP handler with its limits and metrics.
-func newAPI(cfg config.Config, orders *service.Orders, catalog *service.Catalog, ready handler.Readiness, mx *metrics.Metrics, draining *atomic.Bool, shoppers handler.ShopperAuth, log *slog.Logger) (http.Handler, error) {
+func newAPI(cfg config.Config, orders handler.Orders, catalog *service.Catalog, ready handler.Readiness, mx *metrics.Metrics, draining *atomic.Bool, shoppers handler.ShopperAuth, log *slog.Logger) (http.Handler, error) {
 	return handler.New(handler.Config{
 		Orders:       orders,
 		Catalog:      catalog,

@@ -39,7 +39,7 @@ func (l locker) Obtain(ctx context.Context, key string) (service.Lease, error) {
 	return lk, nil
 }
 
-// pollingLocker is the per-request strategy's lock, the design people
+// pollingLocker is the per-request design's lock (service/compare), the design people
 // usually write: a fresh lock.Client per Obtain, so no local queue lines
 // the waiters up and every request polls Redis with back-off on its own.
 type pollingLocker struct {

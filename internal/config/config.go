@@ -109,7 +109,9 @@ type Admin struct {
 	Token string `yaml:"token"`
 }
 
-// Strategies lists the order strategies, the first being the default.
+// Strategies lists the order strategies, the first being the default and
+// the only one for production: the others are the comparison designs of
+// service/compare, which `make bench` measures against it.
 var Strategies = []string{"locked", "per-request", "conditional", "optimistic", "pessimistic"}
 
 // Order configures the order path.

@@ -1,0 +1,43 @@
+package testenv
+
+import (
+	"testing"
+
+	"gorm.io/gorm"
+)
+
+// CheckInvariants asserts the design's invariants 1–4 for a SKU (stock
+// never negative, stock + sold == total, orders hold exactly the units
+// sold, no user over the per-user limit, holdings agree with orders) and
+// returns the units sold.
+func CheckInvariants(t testing.TB, db *gorm.DB, skuID int64) int64 {
+	t.Helper()
+	var sku struct{ TotalStock, Stock, Sold, PerUserLimit int64 }
+	if err := db.Raw("SELECT total_stock, stock, sold, per_user_limit FROM skus WHERE id = ?", skuID).Scan(&sku).Error; err != nil {
+		t.Fatal(err)
+	}
+	var orders struct{ N, Units int64 }
+	db.Raw("SELECT COUNT(*) AS n, COALESCE(SUM(quantity), 0) AS units FROM orders WHERE sku_id = ?", skuID).Scan(&orders)
+	if sku.Stock < 0 {
+		t.Errorf("stock = %d; want >= 0", sku.Stock)
+	}
+	if sku.Stock+sku.Sold != sku.TotalStock {
+		t.Errorf("stock %d + sold %d != total %d", sku.Stock, sku.Sold, sku.TotalStock)
+	}
+	if orders.Units != sku.Sold {
+		t.Errorf("orders hold %d units (%d rows); sold = %d", orders.Units, orders.N, sku.Sold)
+	}
+	var over int64
+	db.Raw("SELECT COUNT(*) FROM (SELECT user_id FROM orders WHERE sku_id = ? GROUP BY user_id HAVING SUM(quantity) > ?) x", skuID, sku.PerUserLimit).Scan(&over)
+	if over != 0 {
+		t.Errorf("%d users over the per-user limit %d", over, sku.PerUserLimit)
+	}
+	var mismatched int64
+	db.Raw(`SELECT COUNT(*) FROM (SELECT user_id, SUM(quantity) q FROM orders WHERE sku_id = ? GROUP BY user_id) o
+		LEFT JOIN user_purchases p ON p.sku_id = ? AND p.user_id = o.user_id WHERE p.quantity IS NULL OR p.quantity <> o.q`, skuID, skuID).Scan(&mismatched)
+	if mismatched != 0 {
+		t.Errorf("%d users whose holdings disagree with their orders", mismatched)
+	}
+	return sku.Sold
+}
+
