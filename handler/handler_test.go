@@ -294,7 +294,7 @@ type skuState struct {
 	Orders, OrderedUnits, Held  int64
 }
 
-// state reads a SKU behind the API and checks the invariants of DESIGN.md.
+// state reads a SKU behind the API and checks the invariants (stock never negative, stock + sold == total).
 func (s *stack) state(t *testing.T, id int64) skuState {
 	t.Helper()
 	var st skuState

@@ -1,0 +1,28 @@
+package main
+
+import (
+	"context"
+	"io"
+
+	"github.com/seckill/seckill/loadtest/harness"
+)
+
+// runInvented is -scenario invented-skus: the abuse run of issue 9.
+func runInvented(ctx context.Context, cfg harness.Config, requests int, stdout io.Writer) error {
+	res, err := harness.RunInvented(ctx, harness.InventedConfig{
+		Instances:  cfg.Instances,
+		Requests:   requests,
+		MySQLDSN:   cfg.MySQLDSN,
+		ServiceBin: cfg.ServiceBin,
+		Keep:       cfg.Keep,
+		Log:        cfg.Log,
+	})
+	if err != nil {
+		return err
+	}
+	res.WriteText(stdout)
+	if !res.Pass() {
+		return errViolated
+	}
+	return nil
+}
