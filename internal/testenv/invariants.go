@@ -40,4 +40,3 @@ func CheckInvariants(t testing.TB, db *gorm.DB, skuID int64) int64 {
 	}
 	return sku.Sold
 }
-
