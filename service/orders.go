@@ -456,9 +456,7 @@ func (o *Orders) fail(skuID int64, live []*pending, err error) {
 		o.skus.forget(skuID) // the database no longer has it
 	case errors.Is(err, ErrConflict):
 		err = fmt.Errorf("%w: too much contention on sku %d: %w", ErrUnavailable, skuID, err)
-	case errors.Is(err, ErrUnavailable):
-	case errors.Is(err, ErrOutcomeUnknown): // 503: the buyer retries with the same key
-		err = fmt.Errorf("%w: %w", ErrUnavailable, err)
+	case errors.Is(err, ErrUnavailable), errors.Is(err, ErrOutcomeUnknown):
 	default:
 		o.log.Error("order batch failed", "sku", skuID, "size", len(live), "err", err)
 		err = fmt.Errorf("%w: %w", ErrUnavailable, err)
