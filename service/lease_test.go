@@ -173,7 +173,7 @@ func TestPlace_LeaseLostMidBatchCancelsIt(t *testing.T) {
 	if b.Fence == 0 {
 		t.Fatal("the batch runs without a lease; want one")
 	}
-	n, err := r.rdb.Del(context.Background(), r.prefix+"sku:"+strconv.FormatInt(sku.ID, 10)).Result()
+	n, err := r.rdb.Del(context.Background(), r.prefix+"{sku:"+strconv.FormatInt(sku.ID, 10)+"}").Result()
 	if err != nil || n != 1 {
 		t.Fatalf("deleting the lease = %d, %v; want 1 key", n, err)
 	}
