@@ -23,6 +23,7 @@ func TestServe_ComparisonDesignsAreWired(t *testing.T) {
 			cfg.MySQL.MaxOpenConns, cfg.MySQL.MaxIdleConns = 8, 8
 			cfg.Redis.Addrs = []string{testenv.RedisAddr()}
 			cfg.Admin.Token = token
+			noShopperAuth(&cfg)
 			cfg.Lock.Prefix = testenv.Name("test:app:") + ":"
 			cfg.Order.Strategy = strategy
 			url := "http://" + serveConfig(t, cfg)
