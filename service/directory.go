@@ -96,6 +96,7 @@ func (d *skuDirectory) lookup(ctx context.Context, id int64) (*skuEntry, error) 
 		// Not the first caller's ctx: its leaving must not fail the others.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.timeout)
 		defer cancel()
+		at := time.Now().UnixNano()
 		s, err := d.store.SKU(rctx, id)
 		if errors.Is(err, ErrSKUNotFound) {
 			d.unknown.Add(id, time.Now().Add(d.ttl).UnixNano())
@@ -104,7 +105,7 @@ func (d *skuDirectory) lookup(ctx context.Context, id int64) (*skuEntry, error) 
 		if err != nil {
 			return nil, unavailable(err)
 		}
-		return d.learn(s), nil
+		return d.learn(s, at), nil
 	})
 	select {
 	case r := <-ch:
@@ -129,9 +130,10 @@ func (d *skuDirectory) knownMissing(id int64) bool {
 	return false
 }
 
-// learn records s as read from the database just now and returns its
-// entry, replacing one of an earlier SKU of the same id.
-func (d *skuDirectory) learn(s SKU) *skuEntry {
+// learn records s as read from the database by a read begun at (unix
+// nanos) and returns its entry, replacing one of an earlier SKU of the
+// same id.
+func (d *skuDirectory) learn(s SKU, at int64) *skuEntry {
 	d.unknown.Remove(s.ID)
 	fresh := &skuEntry{ref: RefOf(s)}
 	e, ok, _ := d.known.PeekOrAdd(s.ID, fresh)
@@ -139,7 +141,7 @@ func (d *skuDirectory) learn(s SKU) *skuEntry {
 		d.known.Add(s.ID, fresh)
 		e = fresh
 	}
-	e.observe(s)
+	e.observe(s, at)
 	return e
 }
 

@@ -307,6 +307,7 @@ func (o *Orders) commit(parent context.Context, skuID int64, batch []*pending, h
 	}
 	ctx, cancel := context.WithTimeout(parent, o.cfg.TxTimeout)
 	defer cancel()
+	begun := time.Now().UnixNano()
 	res, err := o.commitLocked(ctx, o.batchOf(skuID, live), hold)
 	if err != nil {
 		o.fail(skuID, live, err)
@@ -316,7 +317,7 @@ func (o *Orders) commit(parent context.Context, skuID int64, batch []*pending, h
 		live[i].done <- out
 	}
 	if res.Stock == 0 {
-		o.markSoldOut(skuID, res.Version)
+		o.markSoldOut(skuID, res.Version, begun)
 	}
 }
 

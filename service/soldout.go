@@ -10,23 +10,32 @@ import (
 // SKU (on its skuEntry) answers "sold out" without I/O, and the shared
 // mark in Redis only spreads the news of a sell-out faster. Bounds:
 //
-//   - A local "sold out" older than SoldOutRecheck is checked against the
-//     database (one primary-key read per SKU per process per
-//     SoldOutRecheck, single-flighted) before it is used again. A restock
-//     made through another instance is therefore seen here within
-//     SoldOutTTL + SoldOutRecheck, whatever Redis does: a shared mark that
+//   - A local "sold out" is trusted for SoldOutRecheck from the moment its
+//     truth was established — the start of the commit or of the read that
+//     found no stock, not when this process got round to recording it (a
+//     process paused in between must not stretch the bound) — and is then
+//     checked against the database (one primary-key read per SKU per
+//     process per SoldOutRecheck, single-flighted) before it is used
+//     again. A restock made through another instance is therefore seen
+//     here within SoldOutRecheck (the documented bound, sold_out.local_ttl
+//     + sold_out.recheck, leaves room), whatever Redis does: a shared mark that
 //     expired, was never cleared or cannot be read changes nothing.
+//   - The shared mark only tells this process to look: a "sold out" read
+//     from Redis is checked against the database before it refuses anyone,
+//     since its age is unknown (an instance resumed from a pause may have
+//     written it long after a restock, into a Redis that lost the newer mark).
 //   - A "not sold out" goes to the queue, where the transaction decides.
 
-// observe sets the mark from the SKU row as read from the database: the
-// truth at the time of the read, so it replaces whatever mark was held.
-func (e *skuEntry) observe(s SKU) {
+// observe sets the mark from the SKU row as read from the database by a
+// read that started at (unix nanos): the truth at the time of the read, so
+// it replaces whatever mark was held.
+func (e *skuEntry) observe(s SKU, at int64) {
 	if s.Stock > 0 {
 		e.mark.Store(-s.Version)
 	} else {
 		e.mark.Store(s.Version)
 	}
-	e.confirmed.Store(time.Now().UnixNano())
+	e.confirmed.Store(at)
 }
 
 // adopt takes m unless the mark held is of a newer version.
@@ -63,13 +72,12 @@ func (o *Orders) isSoldOut(ctx context.Context, e *skuEntry) (bool, error) {
 		return false, nil
 	}
 	defer e.refreshing.Store(false)
-	if m, err := o.marks.Mark(ctx, e.ref); err == nil && m > abs(e.mark.Load()) {
-		// Another instance sold it out after what we know: trusted for
-		// SoldOutRecheck like a sell-out seen here.
-		e.adopt(m)
-		e.confirmed.Store(now)
-	}
 	e.shared.Store(now)
+	if m, err := o.marks.Mark(ctx, e.ref); err == nil && m > abs(e.mark.Load()) {
+		// Another instance says it sold out after what we know. Look:
+		// one read per sell-out per process.
+		return o.recheck(ctx, e)
+	}
 	return e.mark.Load() > 0, nil
 }
 
@@ -79,6 +87,7 @@ func (o *Orders) isSoldOut(ctx context.Context, e *skuEntry) (bool, error) {
 func (o *Orders) recheck(ctx context.Context, e *skuEntry) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, o.cfg.TxTimeout)
 	defer cancel()
+	at := time.Now().UnixNano()
 	s, err := o.store.SKU(ctx, e.ref.ID)
 	if err != nil {
 		if errors.Is(err, ErrSKUNotFound) {
@@ -88,10 +97,10 @@ func (o *Orders) recheck(ctx context.Context, e *skuEntry) (bool, error) {
 		return false, unavailable(err)
 	}
 	if RefOf(s) != e.ref { // a new SKU under the same id
-		e = o.skus.learn(s)
+		e = o.skus.learn(s, at)
 		return e.mark.Load() > 0, nil
 	}
-	e.observe(s)
+	e.observe(s, at)
 	if s.Stock > 0 {
 		o.publish(ctx, e.ref, -s.Version)
 		return false, nil
@@ -106,21 +115,29 @@ func (o *Orders) localSoldOut(skuID int64) bool {
 		time.Now().UnixNano()-e.confirmed.Load() < int64(o.cfg.SoldOutRecheck)
 }
 
-// markSoldOut records that a commit left the SKU without stock at
-// version, locally and in the shared mark for the other instances. A
-// failed shared write only slows the others' fast path: they find out
-// from their own transactions.
-func (o *Orders) markSoldOut(skuID, version int64) {
+// markSoldOut records that a commit begun at (unix nanos) left the SKU
+// without stock at version, locally and in the shared mark for the other
+// instances. The shared mark is read back: a newer one (a restock that
+// came while this process was paused after its commit) replaces ours
+// here too. A failed shared write only slows the others' fast path: they
+// find out from their own transactions.
+func (o *Orders) markSoldOut(skuID, version, at int64) {
 	e := o.skus.peek(skuID)
 	if e == nil {
 		return
 	}
-	e.adopt(version)
-	e.confirmed.Store(time.Now().UnixNano())
+	if abs(e.mark.Load()) <= version {
+		e.confirmed.Store(at)
+		e.adopt(version)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	if err := o.marks.SetMark(ctx, e.ref, version); err != nil {
 		o.log.Warn("shared sold-out mark not written", "sku", skuID, "version", version, "err", err)
+		return
+	}
+	if m, err := o.marks.Mark(ctx, e.ref); err == nil && abs(m) > version {
+		e.adopt(m)
 	}
 }
 
@@ -130,7 +147,7 @@ func (o *Orders) markSoldOut(skuID, version int64) {
 // and counted: the other instances still see the restock within
 // SoldOutTTL + SoldOutRecheck, from the database.
 func (o *Orders) Restocked(ctx context.Context, s SKU) {
-	e := o.skus.learn(s)
+	e := o.skus.learn(s, time.Now().UnixNano())
 	if s.Stock > 0 {
 		o.publish(ctx, e.ref, -s.Version)
 	}

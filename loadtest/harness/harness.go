@@ -103,7 +103,7 @@ type Config struct {
 	Log io.Writer // progress; nil discards
 
 	// SoldOutBound is the only staleness of a sold_out answer the history
-	// check accepts, default DefaultSoldOutBound (sold_out.local_ttl).
+	// check accepts, default DefaultSoldOutBound (sold_out.local_ttl + sold_out.recheck).
 	SoldOutBound time.Duration
 	// Restocks is how many times the runner restocks the SKU during the
 	// sale, each time it sells out, to a quarter of Stock; default 0.

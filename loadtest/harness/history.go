@@ -16,9 +16,9 @@ import (
 )
 
 // DefaultSoldOutBound is the staleness the history check accepts of a
-// sold_out answer: the service's default sold_out.local_ttl, how long an
-// instance trusts its own sold-out mark after a restock made elsewhere.
-var DefaultSoldOutBound = config.Default().SoldOut.LocalTTL
+// sold_out answer: the service's documented bound for a sold-out mark to
+// follow a restock made elsewhere, sold_out.local_ttl + sold_out.recheck.
+var DefaultSoldOutBound = config.Default().SoldOut.LocalTTL + config.Default().SoldOut.Recheck
 
 // historyFile is Porcupine's visualization of a violating history, next to
 // summary.html.

@@ -42,7 +42,7 @@ type HistoryOptions struct {
 	// answer is correct if the stock was below the quantity at some
 	// point within [invocation - SoldOutBound, response]. It is the
 	// service's documented bound for a sold-out mark to follow a restock
-	// made through another instance (sold_out.local_ttl).
+	// made through another instance (sold_out.local_ttl + sold_out.recheck).
 	SoldOutBound time.Duration
 	// MaxOps bounds the operations given to Porcupine, whose search keeps
 	// a bitset of the history per step (memory grows with the square of

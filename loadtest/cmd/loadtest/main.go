@@ -133,7 +133,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&cfg.ResultsDir, "results", "", "results directory (default loadtest/results)")
 	fs.StringVar(&cfg.Name, "name", "", "run name (default: time and fault)")
 	fs.BoolVar(&cfg.Keep, "keep", false, "keep the run's database and work directory")
-	fs.DurationVar(&cfg.SoldOutBound, "soldout-bound", harness.DefaultSoldOutBound, "the history check accepts a sold_out answer if the stock was gone at some point this long before it was asked (sold_out.local_ttl)")
+	fs.DurationVar(&cfg.SoldOutBound, "soldout-bound", harness.DefaultSoldOutBound, "the history check accepts a sold_out answer if the stock was gone at some point this long before it was asked (sold_out.local_ttl + sold_out.recheck)")
 	fs.IntVar(&cfg.Restocks, "restocks", 0, "restock the SKU this many times during the sale, each time it sells out, to a quarter of -stock")
 	fs.IntVar(&cfg.HistoryMaxOps, "history-max-ops", 40000, "operations the history check's search takes at most; a longer history is not concluded")
 	quiet := fs.Bool("q", false, "print only the summary")
