@@ -43,15 +43,15 @@ func openSQLite(t *testing.T) *gorm.DB {
 	return db
 }
 
-// replayed is a wanted outcome: the order placed earlier under the same
+// errReplayed is a wanted outcome: the order placed earlier under the same
 // idempotency key, not a new one.
-var replayed = errors.New("replayed")
+var errReplayed = errors.New("replayed")
 
 type buy struct {
 	user string
 	qty  int64
 	key  string // idempotency key, "" for none
-	want error  // nil: a new order; replayed; or the domain error
+	want error  // nil: a new order; errReplayed (a replay); or the domain error
 }
 
 type commitStep struct {
@@ -87,8 +87,8 @@ func TestCommitBatch_Cases(t *testing.T) {
 			{buys: []buy{{"a", 2, "", service.ErrLimitExceeded}, {"a", 1, "", nil}, {"a", 1, "", service.ErrLimitExceeded}}},
 		}},
 		{name: "idempotent replays within a batch and across batches", stock: 10, limit: 5, sold: 2, steps: []commitStep{
-			{buys: []buy{{"a", 1, "k1", nil}, {"a", 1, "k1", replayed}, {"b", 1, "k2", nil}}},
-			{buys: []buy{{"a", 1, "k1", replayed}, {"b", 1, "k2", replayed}}},
+			{buys: []buy{{"a", 1, "k1", nil}, {"a", 1, "k1", errReplayed}, {"b", 1, "k2", nil}}},
+			{buys: []buy{{"a", 1, "k1", errReplayed}, {"b", 1, "k2", errReplayed}}},
 		}},
 		{name: "an idempotency key reused for another request", stock: 10, limit: 5, sold: 1, steps: []commitStep{
 			{buys: []buy{{"a", 1, "k", nil}, {"b", 1, "k", service.ErrIdempotencyConflict}}},
@@ -150,9 +150,9 @@ func TestCommitBatch_Cases(t *testing.T) {
 							switch {
 							case by.want == nil && (out.Err != nil || !out.Placed.Created || out.Placed.Order.ID == 0):
 								t.Errorf("step %d request %d = %+v; want a new order", j, k, out)
-							case by.want == replayed && (out.Err != nil || out.Placed.Created || out.Placed.Order.ID != ids[by.key]):
+							case by.want == errReplayed && (out.Err != nil || out.Placed.Created || out.Placed.Order.ID != ids[by.key]):
 								t.Errorf("step %d request %d = %+v; want the order %d replayed", j, k, out, ids[by.key])
-							case by.want != nil && by.want != replayed && !errors.Is(out.Err, by.want):
+							case by.want != nil && by.want != errReplayed && !errors.Is(out.Err, by.want):
 								t.Errorf("step %d request %d = %v; want %v", j, k, out.Err, by.want)
 							}
 							if by.want == nil && by.key != "" {
