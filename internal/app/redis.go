@@ -29,7 +29,13 @@ type locker struct{ c *lock.Client }
 func hashTag(key string) string { return "{" + key + "}" }
 
 func (l locker) Obtain(ctx context.Context, key string) (service.Lease, error) {
-	lk, err := l.c.Obtain(ctx, hashTag(key))
+	return leaseOf(l.c.Obtain(ctx, hashTag(key)))
+}
+
+// leaseOf passes a backend's Obtain answer to the service, translating
+// "the backend is unreachable" into service.ErrLockUnavailable (the order
+// path then sells on the database's guard alone).
+func leaseOf[L service.Lease](lk L, err error) (service.Lease, error) {
 	if errors.Is(err, lock.ErrUnavailable) {
 		return nil, fmt.Errorf("%w: %w", service.ErrLockUnavailable, err)
 	}

@@ -59,14 +59,7 @@ func (z *zooKeeper) Up(context.Context) error {
 type zkLocker struct{ z *lock.ZooKeeper }
 
 func (l zkLocker) Obtain(ctx context.Context, key string) (service.Lease, error) {
-	lk, err := l.z.Obtain(ctx, key)
-	if errors.Is(err, lock.ErrUnavailable) {
-		return nil, fmt.Errorf("%w: %w", service.ErrLockUnavailable, err)
-	}
-	if err != nil {
-		return nil, err
-	}
-	return lk, nil
+	return leaseOf(l.z.Obtain(ctx, key))
 }
 
 // zkReadiness reports the ZooKeeper session where the Redis readiness
