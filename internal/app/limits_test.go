@@ -34,18 +34,21 @@ func serveConfig(t *testing.T, cfg config.Config) string {
 		var out bytes.Buffer
 		done <- app.Serve(ctx, cfg, testenv.Logger(), &out, func(a string) { addr <- a })
 	}()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-	})
 	select {
 	case a := <-addr:
+		t.Cleanup(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("shutdown: %v", err)
+			}
+		})
 		return a
 	case err := <-done:
+		cancel()
 		t.Fatalf("service did not start: %v", err)
 	case <-time.After(20 * time.Second):
+		cancel()
+		<-done
 		t.Fatal("service did not start within 20s")
 	}
 	return ""
