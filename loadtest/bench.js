@@ -4,6 +4,9 @@
 // distinct user (per-user limits never refuse), so on a SKU with stock
 // every answer should be 201, and on a sold-out SKU every answer 409.
 // TARGET_PATH=/bench/constant measures the HTTP ceiling instead. With
+// RATE (orders/s) the load is open instead: a constant arrival rate,
+// whatever the answers' latency, from up to VUS buyers at once (k6 counts
+// the arrivals it could not start as dropped_iterations). With
 // SHOPPER_SECRET (the service's HS256 auth.jwt.secret, from the
 // environment) every request carries its buyer's token, signed here
 // because every iteration is a new buyer; the ceiling gets one too, so
@@ -25,12 +28,24 @@ const rejected = new Counter('orders_rejected');
 const unavailable = new Counter('unavailable');
 const unexpected = new Counter('unexpected_status');
 
+const RATE = Number(__ENV.RATE || 0);
+const VUS = Number(__ENV.VUS || 1000);
+const DURATION = __ENV.DURATION || '10s';
+
 export const options = {
   scenarios: {
-    buyers: {
+    buyers: RATE > 0 ? {
+      executor: 'constant-arrival-rate',
+      rate: RATE,
+      timeUnit: '1s',
+      duration: DURATION,
+      preAllocatedVUs: Math.min(VUS, 200),
+      maxVUs: VUS,
+      gracefulStop: '10s',
+    } : {
       executor: 'constant-vus',
-      vus: Number(__ENV.VUS || 1000),
-      duration: __ENV.DURATION || '10s',
+      vus: VUS,
+      duration: DURATION,
       gracefulStop: '10s',
     },
   },

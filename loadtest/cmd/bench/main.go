@@ -6,6 +6,11 @@
 //
 //	go run ./loadtest/cmd/bench                 (make bench)
 //	go run ./loadtest/cmd/bench -duration 20s -vus 1000 -low-vus 50
+//	go run ./loadtest/cmd/bench -duration 5s -rows 'locked$' -ab-env 'no linger:SECKILL_ORDER_LINGER=0'
+//
+// Every row also reports the CPU time per answered request of the service,
+// of MariaDB and of the benchmark's Redis, from their /proc counters, and
+// divides it by the ceiling's: the steadier yardstick on a shared box.
 package main
 
 import (
@@ -23,6 +28,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
@@ -55,6 +61,20 @@ type options struct {
 	out         string
 	k6          string
 	accessLog   bool // also run locked at log level info with the access log off and on
+	rate        int  // open arrival rate of the open-load rows (orders/s); 0: none
+	openVUs     int  // most buyers at once of an open-load row
+	rows        *regexp.Regexp
+	abRef       string    // a git ref whose service runs every selected row too
+	abEnv       []variant // configurations that run every selected row too
+	profile     bool      // fetch the service's CPU and allocation profiles of every order row
+}
+
+// variant is one side of an A/B comparison: a service binary and the
+// environment added to the row's.
+type variant struct {
+	label string // "" for the worktree's build with the row's own environment
+	bin   string
+	env   []string
 }
 
 // benchCase is one k6 run against one freshly started instance.
@@ -68,18 +88,43 @@ type benchCase struct {
 	// access, when set ("on" or "off"), runs at the default log level
 	// (info) with log.access so: what the access log costs.
 	access string
+	// rate > 0 is an open load: this many arrivals per second, whatever
+	// the latency, from up to vus buyers at once.
+	rate int
+	// noJWT serves with auth.shopper none: what verifying a shopper costs.
+	noJWT bool
 }
+
+// load names the case's load: closed-loop buyers or an open arrival rate.
+func (c benchCase) load() string {
+	if c.rate > 0 {
+		return fmt.Sprintf("%d/s", c.rate)
+	}
+	return fmt.Sprintf("%d VUs", c.vus)
+}
+
+// label is how -rows selects a case: its name and its load.
+func (c benchCase) label() string { return c.name + " @" + c.load() }
 
 // Cases of the access-log pair; on is the default configuration.
 const (
 	caseAccessOff = "locked, info, access log off"
 	caseAccessOn  = "locked, info, access log on"
+	caseNoJWT     = "locked, auth.shopper none"
+	caseCeiling   = "ceiling (constant answer)"
+	// caseProduction is locked as production runs it: shopper tokens
+	// verified, log level info, the access log on.
+	caseProduction = "locked, production (jwt, info, access log)"
 )
 
 // row is what one case measured.
 type row struct {
 	Case          string  `json:"case"`
+	Variant       string  `json:"variant,omitempty"` // the A/B side; "" is the worktree's default
+	Load          string  `json:"load"`              // "1000 VUs" or "2000/s"
 	VUs           int     `json:"vus"`
+	Rate          int     `json:"rate,omitempty"`
+	Dropped       int64   `json:"dropped_arrivals,omitempty"` // open load: arrivals k6 could not start
 	Seconds       float64 `json:"seconds"`
 	Requests      int64   `json:"requests"`
 	Orders        int64   `json:"orders"`
@@ -96,6 +141,8 @@ type row struct {
 	Batches       int64   `json:"batches"`
 	RSSMB         float64 `json:"rss_peak_mb"`
 	Verified      string  `json:"verified"`
+	CPU           cpuCost `json:"cpu"`
+	LoadAvg       string  `json:"loadavg_before"`
 }
 
 func main() {
@@ -121,6 +168,12 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.out, "out", "", "results directory (default loadtest/results/bench-<time>)")
 	fs.StringVar(&o.k6, "k6", "", "k6 binary (default: PATH, then GOPATH/bin, else go install)")
 	fs.BoolVar(&o.accessLog, "access-log", true, "also run locked at log level info with log.access off and on (the default), to measure the access log's cost")
+	fs.IntVar(&o.rate, "rate", 2000, "arrivals per second of the open-load rows (0: no open-load rows)")
+	fs.IntVar(&o.openVUs, "open-vus", 1000, "most buyers at once of an open-load row")
+	rows := fs.String("rows", "", "run only the cases whose \"name @load\" matches this regexp (the ceilings always run: every ratio needs them)")
+	fs.StringVar(&o.abRef, "ab-ref", "", "also run every selected case with the service built from this git ref, next to the worktree's (A/B in one run)")
+	fs.BoolVar(&o.profile, "profile", false, "write the service's CPU and allocation profiles of every order row (pprof) into the results directory")
+	abEnv := fs.String("ab-env", "", "also run every selected case with these settings: 'label:KEY=V,KEY=V;label2:KEY=V'")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -128,7 +181,99 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	o.strategies = strings.Split(*strategies, ",")
+	if *rows != "" {
+		re, err := regexp.Compile(*rows)
+		if err != nil {
+			return o, fmt.Errorf("-rows: %w", err)
+		}
+		o.rows = re
+	}
+	vs, err := parseVariants(*abEnv)
+	if err != nil {
+		return o, err
+	}
+	o.abEnv = vs
 	return o, nil
+}
+
+// parseVariants reads -ab-env: variants separated by ';', each a label,
+// ':', and comma-separated KEY=VALUE settings.
+func parseVariants(s string) ([]variant, error) {
+	var vs []variant
+	for _, part := range strings.Split(s, ";") {
+		if strings.TrimSpace(part) == "" {
+			continue
+		}
+		label, settings, ok := strings.Cut(part, ":")
+		label = strings.TrimSpace(label)
+		if !ok || label == "" {
+			return nil, fmt.Errorf("-ab-env %q: want label:KEY=VALUE,...", part)
+		}
+		v := variant{label: label}
+		for _, kv := range strings.Split(settings, ",") {
+			kv = strings.TrimSpace(kv)
+			if k, _, ok := strings.Cut(kv, "="); !ok || !strings.HasPrefix(k, "SECKILL_") {
+				return nil, fmt.Errorf("-ab-env %q: %q is not SECKILL_KEY=VALUE", part, kv)
+			}
+			v.env = append(v.env, kv)
+		}
+		vs = append(vs, v)
+	}
+	return vs, nil
+}
+
+// plan lists the cases of a run, in order. The ceilings come first and
+// again after the saturated runs: the ratios use the mean of its runs,
+// so a machine that drifts during the run moves both sides.
+func plan(o options) []benchCase {
+	cases := []benchCase{{name: caseCeiling, vus: o.vus, ceiling: true}}
+	for _, s := range o.strategies {
+		cases = append(cases, benchCase{name: s, strategy: s, vus: o.vus, skus: 1})
+	}
+	cases = append(cases,
+		benchCase{name: "locked, sold out", strategy: "locked", vus: o.vus, skus: 1, soldOut: true},
+		benchCase{name: fmt.Sprintf("locked, %d SKUs", o.skus), strategy: "locked", vus: o.vus, skus: o.skus},
+		benchCase{name: caseNoJWT, strategy: "locked", vus: o.vus, skus: 1, noJWT: true},
+	)
+	if o.accessLog { // side by side, so the machine's drift moves both
+		cases = append(cases,
+			benchCase{name: caseAccessOff, strategy: "locked", vus: o.vus, skus: 1, access: "off"},
+			benchCase{name: caseAccessOn, strategy: "locked", vus: o.vus, skus: 1, access: "on"},
+		)
+	}
+	cases = append(cases, benchCase{name: caseCeiling, vus: o.vus, ceiling: true})
+	if o.rate > 0 {
+		open := func(c benchCase) benchCase { c.rate, c.vus = o.rate, o.openVUs; return c }
+		cases = append(cases,
+			open(benchCase{name: caseCeiling, ceiling: true}),
+			open(benchCase{name: "locked", strategy: "locked", skus: 1}),
+			open(benchCase{name: fmt.Sprintf("locked, %d SKUs", o.skus), strategy: "locked", skus: o.skus}),
+			open(benchCase{name: caseProduction, strategy: "locked", skus: 1, access: "on"}),
+			open(benchCase{name: caseCeiling, ceiling: true}),
+		)
+	}
+	cases = append(cases,
+		benchCase{name: caseCeiling, vus: o.lowVUs, ceiling: true},
+		benchCase{name: "locked", strategy: "locked", vus: o.lowVUs, skus: 1},
+		benchCase{name: "per-request", strategy: "per-request", vus: o.lowVUs, skus: 1},
+		benchCase{name: "conditional", strategy: "conditional", vus: o.lowVUs, skus: 1},
+	)
+	if o.rows == nil {
+		return cases
+	}
+	loads := map[string]bool{} // a ceiling runs when a picked case has its load
+	for _, c := range cases {
+		if !c.ceiling && o.rows.MatchString(c.label()) {
+			loads[c.load()] = true
+		}
+	}
+	var picked []benchCase
+	for _, c := range cases {
+		if o.rows.MatchString(c.label()) || (c.ceiling && loads[c.load()]) {
+			picked = append(picked, c)
+		}
+	}
+	return picked
 }
 
 func run(ctx context.Context, args []string, stdout io.Writer) error {
@@ -154,47 +299,54 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	variants := []variant{{bin: bin}}
+	if o.abRef != "" {
+		refBin, err := buildRef(ctx, root, o.abRef, o.out)
+		if err != nil {
+			return err
+		}
+		variants = append(variants, variant{label: o.abRef, bin: refBin})
+	}
+	for _, v := range o.abEnv {
+		v.bin = bin
+		variants = append(variants, v)
+	}
 	rs, err := startRedis(ctx, o.out)
 	if err != nil {
 		return err
 	}
 	defer rs.stop()
+	mdb, err := sql.Open("mysql", o.dsn)
+	if err != nil {
+		return err
+	}
+	defer mdb.Close()
+	dbPID, err := mariadbPID(ctx, mdb)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench: MariaDB's CPU is not measured:", err)
+	}
 
-	// The ceiling is measured first and again after the main runs: the
-	// ratios use the mean of the two, so a machine that drifts during the
-	// run moves both sides.
-	cases := []benchCase{{name: "ceiling (constant answer)", vus: o.vus, ceiling: true}}
-	for _, s := range o.strategies {
-		cases = append(cases, benchCase{name: s, strategy: s, vus: o.vus, skus: 1})
-	}
-	cases = append(cases,
-		benchCase{name: "locked, sold out", strategy: "locked", vus: o.vus, skus: 1, soldOut: true},
-		benchCase{name: fmt.Sprintf("locked, %d SKUs", o.skus), strategy: "locked", vus: o.vus, skus: o.skus},
-	)
-	if o.accessLog { // side by side, so the machine's drift moves both
-		cases = append(cases,
-			benchCase{name: caseAccessOff, strategy: "locked", vus: o.vus, skus: 1, access: "off"},
-			benchCase{name: caseAccessOn, strategy: "locked", vus: o.vus, skus: 1, access: "on"},
-		)
-	}
-	cases = append(cases,
-		benchCase{name: "ceiling (constant answer)", vus: o.vus, ceiling: true},
-		benchCase{name: "ceiling (constant answer)", vus: o.lowVUs, ceiling: true},
-		benchCase{name: "locked", strategy: "locked", vus: o.lowVUs, skus: 1},
-		benchCase{name: "per-request", strategy: "per-request", vus: o.lowVUs, skus: 1},
-		benchCase{name: "conditional", strategy: "conditional", vus: o.lowVUs, skus: 1},
-	)
-	fmt.Fprintf(stdout, "bench: %d runs of %s on %d CPUs; results in %s\n", len(cases), o.duration, runtime.NumCPU(), o.out)
+	cases := plan(o)
+	fmt.Fprintf(stdout, "bench: %d cases × %d variants of %s on %d CPUs (load average %s); results in %s\n",
+		len(cases), len(variants), o.duration, runtime.NumCPU(), loadAverage(), o.out)
 	var rows []row
 	failed := false
-	for i, c := range cases {
-		r, err := runCase(ctx, o, c, i, root, bin, k6, rs)
-		if err != nil {
-			return fmt.Errorf("%s @%d: %w", c.name, c.vus, err)
+	i := 0
+	for _, c := range cases {
+		for _, v := range variants {
+			if c.ceiling && v.label != "" { // the ceiling is the same for every variant
+				continue
+			}
+			r, err := runCase(ctx, o, c, v, i, root, k6, rs, dbPID)
+			i++
+			if err != nil {
+				return fmt.Errorf("%s: %w", c.label(), err)
+			}
+			fmt.Fprintf(stdout, "  %-44s %-9s %-10s %8.0f orders/s %8.0f rejects/s %5d 503s  p50 %5.1f p99 %6.1f ms  cpu %5.0f µs/req (k6 %2.0f%%, other %.1f cores)  %s\n",
+				r.Case, r.Load, r.Variant, r.OrdersPerSec, r.RejectsPerSec, r.Unavailable, r.P50, r.P99, r.CPU.Total(), 100*r.CPU.K6Share, r.CPU.OtherCores, r.Verified)
+			failed = failed || strings.HasPrefix(r.Verified, "VIOLATED") || r.Unexpected > 0
+			rows = append(rows, r)
 		}
-		fmt.Fprintf(stdout, "  %-28s %5d VUs  %8.0f orders/s  %8.0f rejects/s  %6d 503s  p99 %6.0f ms  %s\n", r.Case, r.VUs, r.OrdersPerSec, r.RejectsPerSec, r.Unavailable, r.P99, r.Verified)
-		failed = failed || strings.HasPrefix(r.Verified, "VIOLATED") || r.Unexpected > 0
-		rows = append(rows, r)
 	}
 	var table bytes.Buffer
 	writeTable(&table, rows, o)
@@ -212,8 +364,9 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	return nil
 }
 
-func runCase(ctx context.Context, o options, c benchCase, i int, root, bin, k6 string, rs *redisServer) (row, error) {
-	r := row{Case: c.name, VUs: c.vus, Verified: "n/a"}
+func runCase(ctx context.Context, o options, c benchCase, v variant, i int, root, k6 string, rs *redisServer, dbPID int) (row, error) {
+	r := row{Case: c.name, Variant: v.label, Load: c.load(), VUs: c.vus, Rate: c.rate, Verified: "n/a", LoadAvg: loadAverage()}
+	bin := v.bin
 	mc, err := mysql.ParseDSN(o.dsn)
 	if err != nil {
 		return r, err
@@ -252,6 +405,19 @@ func runCase(ctx context.Context, o options, c benchCase, i int, root, bin, k6 s
 	)
 	if c.access != "" { // later entries win: the default level, the access log as the case says
 		env = append(env, "SECKILL_LOG_LEVEL=info", "SECKILL_LOG_ACCESS="+strconv.FormatBool(c.access == "on"))
+	}
+	if c.noJWT {
+		env = append(env, "SECKILL_AUTH_SHOPPER=none")
+	}
+	env = append(env, v.env...)
+	var debugBase string
+	if o.profile && !c.ceiling {
+		dport, err := harness.FreePort()
+		if err != nil {
+			return r, err
+		}
+		debugBase = "http://127.0.0.1:" + strconv.Itoa(dport)
+		env = append(env, "SECKILL_DEBUG_ADDR=127.0.0.1:"+strconv.Itoa(dport))
 	}
 	mig := exec.CommandContext(ctx, bin, "migrate", "up")
 	mig.Env = env
@@ -329,13 +495,29 @@ func runCase(ctx context.Context, o options, c benchCase, i int, root, bin, k6 s
 	}
 	k := exec.CommandContext(ctx, k6, "run", "--quiet", "--no-color", "--no-usage-report",
 		"-e", "URL="+base, "-e", "TARGET_PATH="+path, "-e", "SKU_IDS="+strings.Join(skuIDs, ","),
-		"-e", "VUS="+strconv.Itoa(c.vus), "-e", "DURATION="+o.duration.String(),
+		"-e", "VUS="+strconv.Itoa(c.vus), "-e", "RATE="+strconv.Itoa(c.rate), "-e", "DURATION="+o.duration.String(),
 		"-e", "SUMMARY="+summary, "-e", fmt.Sprintf("RUN_ID=b%d", i),
 		filepath.Join(root, "loadtest", "bench.js"))
 	k.Env = append(os.Environ(), "SHOPPER_SECRET="+shopperSecret) // not on the command line
 	var k6out bytes.Buffer
 	k.Stdout, k.Stderr = &k6out, &k6out
-	if err := k.Run(); err != nil {
+	var prof profiler
+	if debugBase != "" {
+		prof.start(ctx, debugBase, o.out, fmt.Sprintf("%02d", i), o.duration)
+	}
+	cpu0 := sampleCPU(svc.Process.Pid, dbPID, rs.cmd.Process.Pid)
+	started := time.Now()
+	err = k.Run()
+	wall := time.Since(started)
+	cpu1 := sampleCPU(svc.Process.Pid, dbPID, rs.cmd.Process.Pid)
+	var k6CPU time.Duration
+	if k.ProcessState != nil {
+		k6CPU = k.ProcessState.UserTime() + k.ProcessState.SystemTime()
+	}
+	for _, perr := range prof.wait() {
+		fmt.Fprintln(os.Stderr, "bench:", perr)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, k6out.String())
 		var exit *exec.ExitError
 		if !errors.As(err, &exit) { // a failed threshold still wrote its summary
@@ -359,6 +541,7 @@ func runCase(ctx context.Context, o options, c benchCase, i int, root, bin, k6 s
 	if err := readSummary(summary, &r); err != nil {
 		return r, err
 	}
+	r.CPU = costOf(cpu0, cpu1, k6CPU, wall, r.Requests)
 	// Statements: the run's, less this program's own two in between
 	// (the version sum and the second status read, which counts itself).
 	stmts := max(float64(q1-q0)-2, 0)
@@ -425,6 +608,7 @@ func readSummary(path string, r *row) error {
 	r.Rejects = count("orders_rejected")
 	r.Unavailable = count("unavailable")
 	r.Unexpected = count("unexpected_status")
+	r.Dropped = count("dropped_iterations")
 	d := s.Metrics["http_req_duration"].Values
 	r.P50, r.P95, r.P99 = d["p(50)"], d["p(95)"], d["p(99)"]
 	if r.Seconds > 0 {
@@ -441,7 +625,7 @@ func writeTable(w io.Writer, rows []row, o options) {
 		var mean row
 		n := 0
 		for _, r := range rows {
-			if r.Case == name && r.VUs == vus {
+			if r.Case == name && r.VUs == vus && r.Rate == 0 && r.Variant == "" {
 				n++
 				mean.OrdersPerSec += r.OrdersPerSec
 				mean.RejectsPerSec += r.RejectsPerSec
@@ -471,18 +655,20 @@ func writeTable(w io.Writer, rows []row, o options) {
 	fmt.Fprintf(w, "Machine: %d CPUs (%s/%s), MariaDB and Redis on loopback, k6 on the same box, %s per run.\n", runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, o.duration)
 	fmt.Fprintln(w, "Absolute figures move with the machine's load; compare the ratios, measured in the same run.")
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| case | VUs | orders/s | rejects/s | 503s | other | p50 ms | p95 ms | p99 ms | SQL stmts/order | SQL stmts/reject | Redis cmds/req | batches | peak RSS MB | verified |")
+	fmt.Fprintln(w, "| case | load | orders/s | rejects/s | 503s | other | p50 ms | p95 ms | p99 ms | SQL stmts/order | SQL stmts/reject | Redis cmds/req | batches | peak RSS MB | verified |")
 	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
 	for _, r := range rows {
 		per := r.OrdersPerSec
-		if r.Case == "ceiling (constant answer)" {
+		if r.Case == caseCeiling {
 			per = r.ReqPerSec
 		}
-		fmt.Fprintf(w, "| %s | %d | %.0f | %.0f | %d | %d | %.0f | %.0f | %.0f | %s | %s | %.2f | %d | %.0f | %s |\n",
-			r.Case, r.VUs, per, r.RejectsPerSec, r.Unavailable, r.Unexpected, r.P50, r.P95, r.P99, stat(r.SQLPerOrder), stat(r.SQLPerReject), r.RedisPerReq, r.Batches, r.RSSMB, r.Verified)
+		fmt.Fprintf(w, "| %s | %s | %.0f | %.0f | %d | %d | %.1f | %.1f | %.1f | %s | %s | %.2f | %d | %.0f | %s |\n",
+			caseLabel(r), r.Load, per, r.RejectsPerSec, r.Unavailable, r.Unexpected, r.P50, r.P95, r.P99, stat(r.SQLPerOrder), stat(r.SQLPerReject), r.RedisPerReq, r.Batches, r.RSSMB, r.Verified)
 	}
+	fmt.Fprintln(w)
+	writeCPUTable(w, rows, o)
 	hi, lo := o.vus, o.lowVUs
-	ceil := find("ceiling (constant answer)", hi)
+	ceil := find(caseCeiling, hi)
 	locked := find("locked", hi)
 	sold := find("locked, sold out", hi)
 	many := find(fmt.Sprintf("locked, %d SKUs", o.skus), hi)
@@ -505,7 +691,7 @@ func writeTable(w io.Writer, rows []row, o options) {
 	fmt.Fprintf(&t, "locked orders/s @%d / @%d (flat cost)\t%s\t≥ 0.9×\n", hi, lo, ratio(locked, find("locked", lo), orders))
 	fmt.Fprintf(&t, "per-request orders/s @%d / @%d\t%s\t(collapse)\n", hi, lo, ratio(find("per-request", hi), find("per-request", lo), orders))
 	fmt.Fprintf(&t, "conditional orders/s @%d / @%d\t%s\t(collapse)\n", hi, lo, ratio(find("conditional", hi), find("conditional", lo), orders))
-	fmt.Fprintf(&t, "ceiling req/s @%d / @%d\t%s\t\n", hi, lo, ratio(ceil, find("ceiling (constant answer)", lo), reqs))
+	fmt.Fprintf(&t, "ceiling req/s @%d / @%d\t%s\t\n", hi, lo, ratio(ceil, find(caseCeiling, lo), reqs))
 	fmt.Fprintf(&t, "%d SKUs / 1 SKU, orders/s @%d\t%s\t≥ 1×\n", o.skus, hi, ratio(many, locked, orders))
 	if on, off := find(caseAccessOn, hi), find(caseAccessOff, hi); on != nil && off != nil {
 		fmt.Fprintf(&t, "access log on / off, orders/s @%d (log level info)\t%s\t\n", hi, ratio(on, off, orders))
@@ -517,7 +703,9 @@ func writeTable(w io.Writer, rows []row, o options) {
 	if locked != nil && locked.Orders > 0 {
 		fmt.Fprintf(&t, "orders per batch (one transaction) @%d\t%.1f\t\n", hi, float64(locked.Orders)/float64(max(locked.Batches, 1)))
 	}
+	writeCPURatios(&t, rows, o)
 	t.Flush()
+	writeAB(w, rows)
 }
 
 func stat(v float64) string {

@@ -1,0 +1,184 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// clockTick is the unit of /proc's CPU times (USER_HZ): 100 per second
+// on every Linux this runs on (getconf CLK_TCK).
+const clockTick = 10 * time.Millisecond
+
+// procCPU is the user + system CPU time pid has used so far, from
+// /proc/<pid>/stat (utime and stime, fields 14 and 15).
+func procCPU(pid int) (time.Duration, error) {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	return parseStat(string(raw))
+}
+
+// parseStat reads utime + stime from one /proc/<pid>/stat line. The
+// command name (field 2) is in parentheses and may hold spaces or
+// parentheses itself, so the fields are counted after its last ')'.
+func parseStat(line string) (time.Duration, error) {
+	end := strings.LastIndexByte(line, ')')
+	if end < 0 {
+		return 0, errors.New("bench: /proc stat line without a command name")
+	}
+	f := strings.Fields(line[end+1:]) // f[0] is field 3 (state)
+	if len(f) < 13 {
+		return 0, errors.New("bench: /proc stat line too short")
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, fmt.Errorf("bench: /proc stat times: %w", err)
+	}
+	return time.Duration(utime+stime) * clockTick, nil
+}
+
+// boxCPU is the CPU time the whole machine has spent busy (every state
+// but idle and iowait, all CPUs), from the first line of /proc/stat.
+func boxCPU() (time.Duration, error) {
+	raw, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, err
+	}
+	return parseBoxStat(string(raw))
+}
+
+func parseBoxStat(stat string) (time.Duration, error) {
+	first, _, _ := strings.Cut(stat, "\n")
+	f := strings.Fields(first)
+	if len(f) < 8 || f[0] != "cpu" {
+		return 0, errors.New("bench: /proc/stat has no cpu line")
+	}
+	var busy int64
+	for i, v := range f[1:] {
+		if i == 3 || i == 4 { // idle, iowait
+			continue
+		}
+		if i >= 8 { // guest times are already counted in user
+			break
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("bench: /proc/stat: %w", err)
+		}
+		busy += n
+	}
+	return time.Duration(busy) * clockTick, nil
+}
+
+// mariadbPID finds the MariaDB server behind admin: its pid file, else
+// the one process named mariadbd (or mysqld). The server is shared, so
+// its counter also counts whatever else runs on it (see otherLoad).
+func mariadbPID(ctx context.Context, admin *sql.DB) (int, error) {
+	var file string
+	if err := admin.QueryRowContext(ctx, "SELECT @@pid_file").Scan(&file); err == nil {
+		if raw, err := os.ReadFile(file); err == nil {
+			if pid, err := strconv.Atoi(strings.TrimSpace(string(raw))); err == nil {
+				return pid, nil
+			}
+		}
+	}
+	dirs, _ := filepath.Glob("/proc/[0-9]*/comm")
+	found := 0
+	for _, d := range dirs {
+		comm, err := os.ReadFile(d)
+		if err != nil {
+			continue
+		}
+		if name := strings.TrimSpace(string(comm)); name == "mariadbd" || name == "mysqld" {
+			if found != 0 {
+				return 0, errors.New("bench: more than one MariaDB server; cannot tell which serves the benchmark")
+			}
+			found, _ = strconv.Atoi(filepath.Base(filepath.Dir(d)))
+		}
+	}
+	if found == 0 {
+		return 0, errors.New("bench: MariaDB's pid not found (is it on this machine?)")
+	}
+	return found, nil
+}
+
+// cpuSample is the CPU counters of one moment: the service, MariaDB, the
+// benchmark's Redis and the whole machine.
+type cpuSample struct {
+	svc, db, redis, box time.Duration
+}
+
+// sampleCPU reads the counters; a process whose counter cannot be read
+// (MariaDB elsewhere) counts zero, and the table says n/a for it.
+func sampleCPU(svc, db, redis int) cpuSample {
+	read := func(pid int) time.Duration {
+		if pid <= 0 {
+			return 0
+		}
+		d, _ := procCPU(pid)
+		return d
+	}
+	box, _ := boxCPU()
+	return cpuSample{svc: read(svc), db: read(db), redis: read(redis), box: box}
+}
+
+// cpuCost is what one row cost in CPU, per answered request (µs), and
+// how busy the machine was with it.
+type cpuCost struct {
+	SvcUS   float64 `json:"service_cpu_us_per_req"`
+	DBUS    float64 `json:"mariadb_cpu_us_per_req"`
+	RedisUS float64 `json:"redis_cpu_us_per_req"`
+	// K6Share is the load generator's part of the machine's busy CPU.
+	K6Share float64 `json:"k6_share_of_busy_cpu"`
+	// OtherCores is the CPU, in cores, used by processes that are none of
+	// the above during the row: the other engineers' work on the box.
+	OtherCores float64 `json:"other_load_cores"`
+}
+
+// Total is the order path's CPU per request: service, MariaDB and Redis.
+func (c cpuCost) Total() float64 { return c.SvcUS + c.DBUS + c.RedisUS }
+
+// costOf divides the counters' growth between before and after by the
+// requests answered; k6 is the load generator's own CPU over the row.
+func costOf(before, after cpuSample, k6 time.Duration, wall time.Duration, requests int64) cpuCost {
+	if requests <= 0 {
+		return cpuCost{}
+	}
+	per := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(requests) }
+	c := cpuCost{
+		SvcUS:   per(after.svc - before.svc),
+		DBUS:    per(after.db - before.db),
+		RedisUS: per(after.redis - before.redis),
+	}
+	busy := after.box - before.box
+	if busy > 0 {
+		c.K6Share = float64(k6) / float64(busy)
+	}
+	ours := (after.svc - before.svc) + (after.db - before.db) + (after.redis - before.redis) + k6
+	if wall > 0 && busy > ours {
+		c.OtherCores = float64(busy-ours) / float64(wall)
+	}
+	return c
+}
+
+// loadAverage is the first figure of /proc/loadavg (the box's 1-minute load).
+func loadAverage() string {
+	raw, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(raw))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
+}

@@ -1,0 +1,73 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+)
+
+// profiler fetches the service's CPU and allocation profiles over a row's
+// run (-profile): net/http/pprof on the instance's debug address. Read
+// them with `go tool pprof -top <bin> <file>`. Sampling costs the service
+// a little CPU, so the CPU table of a profiled run reads a bit high.
+type profiler struct {
+	wg   sync.WaitGroup
+	errs []error
+	mu   sync.Mutex
+}
+
+// start fetches both profiles for d, in the background, into dir as
+// <prefix>-cpu.pprof and <prefix>-allocs.pprof (the allocations made
+// during d).
+func (p *profiler) start(ctx context.Context, debugBase, dir, prefix string, d time.Duration) {
+	secs := max(int(d.Seconds()), 1)
+	for _, prof := range []struct{ path, file string }{
+		{fmt.Sprintf("/debug/pprof/profile?seconds=%d", secs), prefix + "-cpu.pprof"},
+		{fmt.Sprintf("/debug/pprof/allocs?seconds=%d", secs), prefix + "-allocs.pprof"},
+	} {
+		p.wg.Go(func() {
+			if err := fetchTo(ctx, debugBase+prof.path, filepath.Join(dir, prof.file), d+30*time.Second); err != nil {
+				p.mu.Lock()
+				p.errs = append(p.errs, err)
+				p.mu.Unlock()
+			}
+		})
+	}
+}
+
+// wait returns once both profiles are written, with what failed.
+func (p *profiler) wait() []error {
+	p.wg.Wait()
+	return p.errs
+}
+
+func fetchTo(ctx context.Context, url, file string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("profile %s: %w", url, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("profile %s: %s", url, resp.Status)
+	}
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
