@@ -15,6 +15,9 @@ func accessLog(log *slog.Logger) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		start := time.Now()
 		c.Next()
+		if !log.Enabled(c.Request.Context(), slog.LevelInfo) {
+			return // below the configured level: spare building the line (ClientIP parses headers)
+		}
 		route := c.FullPath()
 		if route == "" {
 			route = "unmatched"

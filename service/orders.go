@@ -17,6 +17,7 @@ type OrdersConfig struct {
 	QueueMax       int           // waiting requests per SKU per process
 	MaxLiveSKUs    int           // SKU queues (and workers) per process
 	BatchMax       int           // requests per transaction
+	Linger         time.Duration // longest wait for more orders before committing a small batch (linger.go); 0: never
 	RequestTimeout time.Duration // how long a buyer may wait in the queue; then 503, uncharged
 	TxTimeout      time.Duration // one batch: lock wait plus transaction
 	LockWait       time.Duration // longest wait for the lock before selling without it
@@ -113,10 +114,11 @@ const (
 // skuQueue is one SKU's waiting buyers. It grows with its content (up to
 // QueueMax), so that an idle or lightly used SKU costs a few hundred bytes.
 type skuQueue struct {
-	id      int64
-	waiting []*pending // guarded by Orders.mu; waiting[head:] is the queue
-	head    int
-	wake    chan struct{} // capacity 1: "something was queued"
+	id       int64
+	waiting  []*pending // guarded by Orders.mu; waiting[head:] is the queue
+	head     int
+	wake     chan struct{} // capacity 1: "something was queued"
+	arrivals arrivals      // guarded by Orders.mu
 }
 
 func (q *skuQueue) len() int { return len(q.waiting) - q.head }
@@ -209,6 +211,7 @@ func (o *Orders) enqueue(p *pending) error {
 		q.waiting, q.head = q.waiting[:n], 0
 	}
 	q.waiting = append(q.waiting, p)
+	q.arrivals.observe(time.Now().UnixNano())
 	o.obs.QueueDepth(q.id, q.len())
 	select {
 	case q.wake <- struct{}{}:
@@ -217,11 +220,11 @@ func (o *Orders) enqueue(p *pending) error {
 	return nil
 }
 
-// take moves up to BatchMax waiting requests of q into batch.
+// take moves waiting requests of q into batch, up to BatchMax in all.
 func (o *Orders) take(q *skuQueue, batch []*pending) []*pending {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	n := min(q.len(), o.cfg.BatchMax)
+	n := max(min(q.len(), o.cfg.BatchMax-len(batch)), 0)
 	batch = append(batch, q.waiting[q.head:q.head+n]...)
 	clear(q.waiting[q.head : q.head+n])
 	q.head += n
@@ -253,6 +256,8 @@ func (o *Orders) work(q *skuQueue) {
 	defer hold.release()
 	idle := time.NewTimer(o.cfg.IdleTimeout)
 	defer idle.Stop()
+	lingering := time.NewTimer(time.Hour)
+	lingering.Stop()
 	batch := make([]*pending, 0, min(o.cfg.BatchMax, 64))
 	for {
 		batch = o.take(q, batch[:0]) // queued work first, also while shutting down
@@ -269,6 +274,7 @@ func (o *Orders) work(q *skuQueue) {
 			idle.Reset(o.cfg.IdleTimeout)
 			continue
 		}
+		batch = o.linger(q, batch, lingering)
 		o.commit(context.Background(), q.id, batch, hold)
 		if o.queueEmpty(q) {
 			hold.release() // idle: the lock is for whoever needs it next

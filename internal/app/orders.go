@@ -18,6 +18,7 @@ func OrdersConfig(cfg config.Config) service.OrdersConfig {
 		QueueMax:       cfg.Order.QueueMax,
 		MaxLiveSKUs:    cfg.Order.MaxLiveSKUs,
 		BatchMax:       cfg.Order.BatchMax,
+		Linger:         cfg.Order.Linger,
 		RequestTimeout: cfg.Order.RequestTimeout,
 		TxTimeout:      cfg.Order.TxTimeout,
 		LockWait:       cfg.Lock.Wait,
