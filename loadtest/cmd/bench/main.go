@@ -207,7 +207,7 @@ func parseVariants(s string) ([]variant, error) {
 		label, settings, ok := strings.Cut(part, ":")
 		label = strings.TrimSpace(label)
 		if !ok || label == "" {
-			return nil, fmt.Errorf("-ab-env %q: want label:KEY=VALUE,...", part)
+			return nil, fmt.Errorf("-ab-env %q: want label:KEY=VALUE[,KEY=VALUE]", part)
 		}
 		v := variant{label: label}
 		for _, kv := range strings.Split(settings, ",") {
