@@ -34,7 +34,7 @@ import (
 //	go test -run '^$' -bench Paced -benchtime 6000x ./service/
 func BenchmarkPlace_Paced(b *testing.B) {
 	for _, rate := range []int{2000, 1000} {
-		for _, linger := range []time.Duration{0, config.Default().Order.Linger} {
+		for _, linger := range []time.Duration{0, 2 * time.Millisecond} {
 			b.Run(fmt.Sprintf("rate=%d/linger=%v", rate, linger), func(b *testing.B) { placePaced(b, linger, rate) })
 		}
 	}
