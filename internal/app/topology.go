@@ -64,7 +64,7 @@ func newRedisSetup(cfg config.Config, addrs []string) (*redisSetup, error) {
 		s.clients = []redis.UniversalClient{redis.NewFailoverClient(opts.Failover())}
 		s.watch = newSentinelWatch(r, addrs, tlsCfg)
 	case config.RedisCluster:
-		s.clients = []redis.UniversalClient{redis.NewClusterClient(opts.Cluster())}
+		s.clients = []redis.UniversalClient{newClusterClient(opts.Cluster())}
 	default: // standalone: one address; redlock: one client per master
 		for _, a := range addrs {
 			one := opts

@@ -389,3 +389,64 @@ func (c *Cluster) Addrs() []string {
 	}
 	return addrs
 }
+
+// Node returns the cluster's node at addr, nil if none.
+func (c *Cluster) Node(addr string) *RedisProc {
+	for _, n := range c.Nodes {
+		if n.Addr == addr {
+			return n
+		}
+	}
+	return nil
+}
+
+// WaitForSlotMaster polls the live nodes until one of them maps key's slot
+// to a master other than old that answers ROLE as a master and the cluster
+// is ok again, and returns that master. It fails the test after timeout.
+func (c *Cluster) WaitForSlotMaster(t testing.TB, key, old string, timeout time.Duration) string {
+	t.Helper()
+	ctx := context.Background()
+	deadline := time.Now().Add(timeout)
+	for {
+		if addr := c.slotMaster(ctx, key); addr != "" && addr != old && c.ok(ctx) {
+			return addr
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no new master for %q within %v (logs in %s)", key, timeout, c.Nodes[0].Dir)
+		}
+		time.Sleep(50 * time.Millisecond) // polling for an event of other processes, bounded above
+	}
+}
+
+// slotMaster is the master a live node names for key's slot, once that
+// node answers ROLE as a master; "" if none does yet.
+func (c *Cluster) slotMaster(ctx context.Context, key string) string {
+	for _, n := range c.Nodes {
+		if !n.alive() {
+			continue
+		}
+		rc := redis.NewClient(&redis.Options{Addr: n.Addr, MaxRetries: -1})
+		slot, err := rc.ClusterKeySlot(ctx, key).Result()
+		var slots []redis.ClusterSlot
+		if err == nil {
+			slots, err = rc.ClusterSlots(ctx).Result()
+		}
+		rc.Close()
+		if err != nil {
+			continue
+		}
+		for _, s := range slots {
+			if int64(s.Start) > slot || int64(s.End) < slot || len(s.Nodes) == 0 {
+				continue
+			}
+			m := redis.NewClient(&redis.Options{Addr: s.Nodes[0].Addr, MaxRetries: -1})
+			role, err := m.Do(ctx, "ROLE").Slice()
+			m.Close()
+			if err == nil && len(role) > 0 && role[0] == "master" {
+				return s.Nodes[0].Addr
+			}
+		}
+		return ""
+	}
+	return ""
+}
