@@ -1,4 +1,4 @@
-// sale.js — a flash-sale spike against one SKU, for k6 (v1.8).
+// sale.js — a flash-sale spike against one SKU or several, for k6 (v1.8).
 //
 // The arrival rate ramps from START_RATE to RATE orders/s over RAMP, holds
 // for HOLD, across every base URL in BASE_URLS. Buyers are mostly distinct
@@ -26,6 +26,11 @@
 // token for its user, signed here because every iteration is a new user.
 // Without it no token is sent (auth.shopper none).
 //
+// With SKU_IDS (comma-separated) instead of SKU_ID, iteration i buys SKU
+// i mod N, and every buyer's id names its SKU ("<run>-s<sku>-u<i>") so the
+// runner can split the clients' record by SKU; the per-user limit is per
+// SKU, so a repeat buyer is one SKU's.
+//
 // Run it through `make loadtest`; by hand:
 //   k6 run -e BASE_URLS=http://127.0.0.1:8080 -e SKU_ID=1 loadtest/sale.js
 import http from 'k6/http';
@@ -46,7 +51,8 @@ function num(name, def) {
 }
 
 const BASE_URLS = env('BASE_URLS', 'http://127.0.0.1:8080').split(',').map((u) => u.trim().replace(/\/+$/, '')).filter((u) => u);
-const SKU_ID = num('SKU_ID', 0);
+const SKU_IDS = env('SKU_IDS', env('SKU_ID', '')).split(',').map((s) => Number(s.trim())).filter((n) => Number.isInteger(n) && n > 0);
+const SKU_ID = SKU_IDS.length > 0 ? SKU_IDS[0] : 0; // the malformed requests' SKU
 const RUN = env('RUN_ID', `lt${Date.now().toString(36)}`);
 const FAULT = env('FAULT', 'none'); // none | redis | instance | mysql
 const START_RATE = num('START_RATE', 50);
@@ -80,7 +86,7 @@ function bearer(user) {
   return { Authorization: `Bearer ${JWT_HEADER}.${claims}.${sig}` };
 }
 
-if (!SKU_ID) throw new Error('SKU_ID is required');
+if (!SKU_ID) throw new Error('SKU_ID or SKU_IDS is required');
 if (BASE_URLS.length === 0) throw new Error('BASE_URLS is required');
 
 // 503 is part of the contract while something is down; a dead instance
@@ -246,8 +252,10 @@ export default function () {
     malformed(it);
     return;
   }
-  const user = Math.random() < REPEAT_SHARE ? `${RUN}-r${Math.floor(Math.random() * REPEAT_USERS)}` : `${RUN}-u${it}`;
-  const body = JSON.stringify({ sku_id: SKU_ID, user_id: user, quantity: 1 });
+  const sku = SKU_IDS[it % SKU_IDS.length];
+  const buyer = SKU_IDS.length > 1 ? `${RUN}-s${sku}` : RUN;
+  const user = Math.random() < REPEAT_SHARE ? `${buyer}-r${Math.floor(Math.random() * REPEAT_USERS)}` : `${buyer}-u${it}`;
+  const body = JSON.stringify({ sku_id: sku, user_id: user, quantity: 1 });
   const key = Math.random() < NOKEY_SHARE ? null : `${RUN}-k${it}`;
   const { res, code, unsure } = order(body, key, it, false, user, { it, call: 'order' });
   if (res.status !== 201 && res.status !== 200) {
@@ -286,7 +294,7 @@ export default function () {
   }
   if (Math.random() < CONFLICT_SHARE) {
     // The same key with another body must be refused, never sold twice.
-    const other = JSON.stringify({ sku_id: SKU_ID, user_id: `${user}-other`, quantity: 1 });
+    const other = JSON.stringify({ sku_id: sku, user_id: `${user}-other`, quantity: 1 });
     const inst = (it + 2) % BASE_URLS.length;
     const res3 = post(`${BASE_URLS[inst]}/api/v1/orders`, other, key, 'conflict', `${user}-other`, { it, call: 'conflict', attempt: 0, inst });
     const code = count(res3);

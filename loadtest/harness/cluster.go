@@ -71,18 +71,44 @@ func (c *clusterSetup) ok(ctx context.Context) error {
 	return nil
 }
 
-// master returns the node serving the sale's SKU (its hash tag {sku:N}),
-// as the cluster's live nodes see it.
-func (c *clusterSetup) master(ctx context.Context, skuID int64) (string, error) {
+// client is a Cluster client of the live nodes, for the runner's own
+// questions.
+func (c *clusterSetup) client() *redis.ClusterClient {
 	var live []string
 	for i, a := range c.addrs {
 		if up, _ := c.procs[i].running(); up {
 			live = append(live, a)
 		}
 	}
-	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: live, MaxRetries: -1})
+	return redis.NewClusterClient(&redis.ClusterOptions{Addrs: live, MaxRetries: -1})
+}
+
+// skuKey is the hash tag of a SKU's keys.
+func skuKey(id int64) string { return "{sku:" + strconv.FormatInt(id, 10) + "}" }
+
+// skusOn counts the SKUs whose slots master serves.
+func (c *clusterSetup) skusOn(ctx context.Context, master string, ids []int64) (int, error) {
+	cc := c.client()
 	defer cc.Close()
-	node, err := cc.MasterForKey(ctx, "{sku:"+strconv.FormatInt(skuID, 10)+"}")
+	n := 0
+	for _, id := range ids {
+		node, err := cc.MasterForKey(ctx, skuKey(id))
+		if err != nil {
+			return 0, err
+		}
+		if node.Options().Addr == master {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// master returns the node serving the sale's SKU (its hash tag {sku:N}),
+// as the cluster's live nodes see it.
+func (c *clusterSetup) master(ctx context.Context, skuID int64) (string, error) {
+	cc := c.client()
+	defer cc.Close()
+	node, err := cc.MasterForKey(ctx, skuKey(skuID))
 	if err != nil {
 		return "", err
 	}
@@ -93,7 +119,7 @@ func (c *clusterSetup) master(ctx context.Context, skuID int64) (string, error) 
 	return node.Options().Addr, nil
 }
 
-// clusterFailover SIGKILLs the master of the sale's SKU and waits until the
+// clusterFailover SIGKILLs the master of the sale's (first) SKU and waits until the
 // cluster has promoted its replica and is ok again. The old master stays
 // down.
 func (r *run) clusterFailover(ctx context.Context) error {
@@ -111,10 +137,15 @@ func (r *run) clusterFailover(ctx context.Context) error {
 	if i < 0 {
 		return fmt.Errorf("the SKU's master %s is none of the run's nodes", old)
 	}
+	on, err := r.cluster.skusOn(ctx, old, r.skuIDs)
+	if err != nil {
+		return err
+	}
 	victim := r.cluster.procs[i]
-	m.victims = victim.name + " (the SKU's Cluster master)"
+	m.victims = fmt.Sprintf("%s (the Cluster master of %d of the %d SKUs)", victim.name, on, len(r.skuIDs))
 	m.faultStart = time.Now()
-	r.event("FAULT: SIGKILL the SKU's cluster master %s (sold %d of %d)", old, m.faultSold, r.cfg.Stock)
+	r.event("FAULT: SIGKILL the cluster master %s of sku %d and %d other(s) of %d (sold %d of %d)",
+		old, r.skuID, on-1, len(r.skuIDs), m.faultSold, r.cfg.Stock)
 	if err := victim.kill(); err != nil {
 		return err
 	}

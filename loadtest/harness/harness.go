@@ -47,8 +47,12 @@ var Faults = []string{FaultNone, FaultRedis, FaultInstance, FaultMySQL, FaultFai
 // Config is one load run. Zero numbers and strings take the defaults of
 // Default; booleans do not, so start from Default or Smoke.
 type Config struct {
-	Instances    int           // service instances started, default 3
-	Stock        int64         // initial stock of the SKU
+	Instances int   // service instances started, default 3
+	Stock     int64 // initial stock of the SKU (with SKUs, of them all)
+	// SKUs is how many SKUs the sale spreads Stock over (each its share,
+	// sold and checked on its own). Default 1; DefaultClusterSKUs with
+	// Redis "cluster", so that the sale's keys spread over the slots.
+	SKUs         int
 	PerUserLimit int64         // the SKU's per-user limit, default 2
 	StartRate    int           // k6 arrival rate at the start, orders/s
 	Rate         int           // peak arrival rate, orders/s
@@ -178,7 +182,8 @@ type run struct {
 	mariadb    *proc
 	instances  []*proc
 	baseURLs   []string
-	skuID      int64
+	skuID      int64   // the first of skuIDs
+	skuIDs     []int64 // the sale's SKUs
 
 	loadBefore string
 
@@ -258,10 +263,14 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 	} else if err := r.bringUp(ctx); err != nil {
 		return res, err
 	}
-	if err := r.createSKU(ctx); err != nil {
+	if err := r.createSKUs(ctx); err != nil {
 		return res, err
 	}
-	r.event("sku %d created: stock %d, per-user limit %d", r.skuID, cfg.Stock, cfg.PerUserLimit)
+	if len(r.skuIDs) > 1 {
+		r.event("%d skus created from %d: stock %d in all, per-user limit %d", len(r.skuIDs), r.skuID, cfg.Stock, cfg.PerUserLimit)
+	} else {
+		r.event("sku %d created: stock %d, per-user limit %d", r.skuID, cfg.Stock, cfg.PerUserLimit)
+	}
 
 	r.loadBefore = loadAverage()
 	mctx, stopMonitor := context.WithCancel(ctx)
@@ -339,6 +348,12 @@ func normalize(cfg Config) (Config, error) {
 	if cfg.Fault == "" {
 		cfg.Fault = FaultNone
 	}
+	if cfg.SKUs == 0 {
+		cfg.SKUs = 1
+		if cfg.Redis == RedisCluster {
+			cfg.SKUs = DefaultClusterSKUs
+		}
+	}
 	if cfg.P95 == 0 {
 		cfg.P95 = 1500 * time.Millisecond
 		if cfg.Fault != FaultNone {
@@ -370,6 +385,10 @@ func normalize(cfg Config) (Config, error) {
 		return cfg, fmt.Errorf("instances %d: want 1 to 16", cfg.Instances)
 	case cfg.Stock < 1:
 		return cfg, fmt.Errorf("stock %d: want at least 1", cfg.Stock)
+	case cfg.SKUs < 1 || cfg.SKUs > 1000 || int64(cfg.SKUs) > cfg.Stock:
+		return cfg, fmt.Errorf("skus %d: want 1 to 1000, and no more than -stock (%d)", cfg.SKUs, cfg.Stock)
+	case cfg.SKUs > 1 && (cfg.Target || cfg.Restocks > 0):
+		return cfg, errors.New("-skus above 1 needs the runner's own database and no -restocks")
 	case cfg.FaultAt < 0 || cfg.FaultAt >= 1:
 		return cfg, fmt.Errorf("fault-at %v: want a share of the stock in [0, 1)", cfg.FaultAt)
 	case cfg.Target && (len(cfg.BaseURLs) == 0 || len(cfg.AdminToken) < 16):
@@ -591,22 +610,21 @@ func runCmd(ctx context.Context, env []string, path string, args ...string) ([]b
 	return cmd.CombinedOutput()
 }
 
-// createSKU creates the sale's SKU through the admin API.
-func (r *run) createSKU(ctx context.Context) error {
+// createSKU creates one SKU of the sale through the admin API.
+func (r *run) createSKU(ctx context.Context, stock int64) (int64, error) {
 	body, _ := json.Marshal(map[string]any{
-		"name": "loadtest " + r.id, "stock": r.cfg.Stock, "per_user_limit": r.cfg.PerUserLimit,
+		"name": "loadtest " + r.id, "stock": stock, "per_user_limit": r.cfg.PerUserLimit,
 	})
 	var out struct {
 		ID int64 `json:"id"`
 	}
 	if err := r.admin(ctx, http.MethodPost, r.baseURLs[0]+"/admin/v1/skus", body, http.StatusCreated, &out); err != nil {
-		return fmt.Errorf("create sku: %w", err)
+		return 0, fmt.Errorf("create sku: %w", err)
 	}
 	if out.ID == 0 {
-		return errors.New("create sku: the answer has no id")
+		return 0, errors.New("create sku: the answer has no id")
 	}
-	r.skuID = out.ID
-	return nil
+	return out.ID, nil
 }
 
 func (r *run) admin(ctx context.Context, method, url string, body []byte, want int, v any) error {

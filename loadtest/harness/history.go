@@ -110,16 +110,17 @@ func readHistory(path string, ids *orderid.Codec) ([]verify.Attempt, error) {
 	return out, sc.Err()
 }
 
-// checkHistory checks every recorded answer of the sale against one stock
-// counter (verify.CheckHistory), resolving unknown outcomes from snap, the
-// settled state of the SKU.
-func (r *run) checkHistory(consolePath string, snap verify.Snapshot) (verify.HistoryVerdict, error) {
-	attempts, err := readHistory(consolePath, r.orderIDs)
-	if err != nil {
-		return verify.HistoryVerdict{}, fmt.Errorf("history: %w", err)
+// checkHistory checks every recorded answer to one SKU, which started the
+// sale with initialStock, against one stock counter (verify.CheckHistory),
+// resolving unknown outcomes from snap, the settled state of the SKU. A
+// violating history is drawn in the results directory as visualization.
+func (r *run) checkHistory(attempts []verify.Attempt, snap verify.Snapshot, initialStock int64, visualization string) (verify.HistoryVerdict, error) {
+	h := verify.BuildHistory(initialStock, snap, attempts, r.restocks.list())
+	jsonl := "history.jsonl"
+	if len(r.skuIDs) > 1 {
+		jsonl = fmt.Sprintf("history-%d.jsonl", snap.SKU.ID)
 	}
-	h := verify.BuildHistory(r.cfg.Stock, snap, attempts, r.restocks.list())
-	if err := writeHistory(filepath.Join(r.dir, "history.jsonl"), h); err != nil {
+	if err := writeHistory(filepath.Join(r.dir, jsonl), h); err != nil {
 		return verify.HistoryVerdict{}, fmt.Errorf("history: %w", err)
 	}
 	v := verify.CheckHistory(h, verify.HistoryOptions{
@@ -127,10 +128,10 @@ func (r *run) checkHistory(consolePath string, snap verify.Snapshot) (verify.His
 		MaxOps:        r.cfg.HistoryMaxOps,
 		Timeout:       2 * time.Minute,
 		FinalStock:    snap.SKU.Stock,
-		Visualization: filepath.Join(r.dir, historyFile),
+		Visualization: filepath.Join(r.dir, visualization),
 	})
 	if v.Visualization != "" {
-		v.Visualization = historyFile
+		v.Visualization = visualization
 	}
 	if n := r.restocks.failedCount(); n > 0 && v.Result != verify.NotLinear {
 		// A restock that may have been applied is missing from the history.

@@ -45,7 +45,7 @@ func (r *run) runK6(ctx context.Context, k6 string) (k6Result, error) {
 	}
 	vars := map[string]string{
 		"BASE_URLS":  strings.Join(r.baseURLs, ","),
-		"SKU_ID":     strconv.FormatInt(r.skuID, 10),
+		"SKU_IDS":    r.skuList(),
 		"RUN_ID":     "lt" + randomHex(4), // short: user ids and keys are built on it
 		"FAULT":      cfg.Fault,
 		"START_RATE": strconv.Itoa(cfg.StartRate),

@@ -30,7 +30,9 @@ type sample struct {
 // run owns it, else from the admin API.
 func (r *run) stockReading(ctx context.Context) (stock, sold int64, err error) {
 	if r.db != nil {
-		err = r.db.QueryRowContext(ctx, "SELECT stock, sold FROM skus WHERE id = ?", r.skuID).Scan(&stock, &sold)
+		// The run's database holds the sale's SKUs only: with several,
+		// their sums.
+		err = r.db.QueryRowContext(ctx, "SELECT COALESCE(SUM(stock), 0), COALESCE(SUM(sold), 0) FROM skus").Scan(&stock, &sold)
 		return stock, sold, err
 	}
 	var out struct {

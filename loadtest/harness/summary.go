@@ -36,7 +36,8 @@ type Summary struct {
 	Mode         string   `json:"mode"` // local or target
 	Fault        string   `json:"fault"`
 	BaseURLs     []string `json:"base_urls"`
-	SKUID        int64    `json:"sku_id"`
+	SKUID        int64    `json:"sku_id"`         // the first SKU with -skus
+	SKUCount     int      `json:"skus,omitempty"` // SKUs the stock was spread over
 	Stock        int64    `json:"stock"`
 	PerUserLimit int64    `json:"per_user_limit"`
 	PeakRate     int      `json:"peak_rate"`
@@ -76,6 +77,9 @@ type Summary struct {
 	API                 *verify.Report `json:"api"`
 
 	History *verify.HistoryVerdict `json:"history,omitempty"` // every answer checked for linearizability
+	// SKUs is each SKU's verdict when the sale spread over several (their
+	// sums are in Database, API and History).
+	SKUs []SKUVerdict `json:"per_sku,omitempty"`
 
 	Violations []verify.Violation `json:"violations"`
 	Pass       bool               `json:"pass"`
@@ -113,7 +117,7 @@ func (r *run) verify(ctx context.Context, k6Start time.Time, k6res k6Result) (Su
 	cfg := r.cfg
 	r.settle(ctx)
 	s := Summary{
-		Run: r.id, Mode: "local", Fault: cfg.Fault, BaseURLs: r.baseURLs, SKUID: r.skuID,
+		Run: r.id, Mode: "local", Fault: cfg.Fault, BaseURLs: r.baseURLs, SKUID: r.skuID, SKUCount: len(r.skuIDs),
 		Stock: cfg.Stock, PerUserLimit: cfg.PerUserLimit, PeakRate: cfg.Rate,
 		Duration: (cfg.Ramp + cfg.Hold).String(), K6ExitCode: k6res.ExitCode,
 		BoundMS: Latency{P95: float64(cfg.P95.Milliseconds()), P99: float64(cfg.P99.Milliseconds())},
@@ -172,51 +176,11 @@ func (r *run) verify(ctx context.Context, k6Start time.Time, k6res k6Result) (Su
 		s.FaultBack = round(m.faultBack.Sub(k6Start).Seconds(), 2)
 	}
 
-	want := verify.Expect{InitialStock: r.restocks.totalStock(cfg.Stock), SoldOut: cfg.ExpectSoldOut, Clients: &cons.Clients}
-	var dbSnap verify.Snapshot
-	if r.db != nil {
-		vctx, cancel := context.WithTimeout(ctx, time.Minute)
-		dbSnap, err = verify.FromDB(vctx, r.db, r.skuID)
-		cancel()
-		if err != nil {
-			return s, err
-		}
-		rep := verify.Check(dbSnap, want)
-		s.Database = &rep
-		s.Violations = append(s.Violations, rep.Violations...)
-	}
-	vctx, cancel := context.WithTimeout(ctx, time.Minute)
-	apiSnap, err := verify.FromAPI(vctx, r.client, r.baseURLs[0], r.token, r.skuID)
-	cancel()
-	if err != nil {
+	if err := r.checkSKUs(ctx, &s, cons, k6res.Console); err != nil {
 		return s, err
 	}
-	apiWant := want
-	if r.db != nil {
-		apiWant.Clients = nil // checked once, on the database
-	}
-	rep := verify.Check(apiSnap, apiWant)
-	s.API = &rep
-	if r.db != nil {
-		// The database's findings are already listed; the API's own are
-		// only news where it disagrees.
-		s.Violations = append(s.Violations, verify.Compare(dbSnap, apiSnap)...)
-	} else {
-		s.Violations = append(s.Violations, rep.Violations...)
-	}
-	histSnap := apiSnap
-	if r.db != nil {
-		histSnap = dbSnap
-	}
-	hv, err := r.checkHistory(k6res.Console, histSnap)
-	if err != nil {
-		return s, err
-	}
-	s.History = &hv
-	s.Violations = append(s.Violations, hv.Violations...)
-	s.SellingWindow = round(apiSnap.SellingWindow().Seconds(), 2)
 	if s.SellingWindow > 0 {
-		s.OrdersPerSec = round(float64(rep.Orders)/s.SellingWindow, 0)
+		s.OrdersPerSec = round(float64(s.API.Orders)/s.SellingWindow, 0)
 	}
 
 	s.Violations = append(s.Violations, r.unavailableOutside(cons.Unavailable)...)
@@ -346,8 +310,13 @@ func (s Summary) WriteText(w io.Writer, dir string) {
 	if s.Machine != "" {
 		p("  machine       %s", s.Machine)
 	}
-	p("  sale          sku %d, stock %d, per-user limit %d; arrivals ramp to %d/s over %s",
-		s.SKUID, s.Stock, s.PerUserLimit, s.PeakRate, s.Duration)
+	if s.SKUCount > 1 {
+		p("  sale          %d SKUs (the first %d), stock %d in all, per-user limit %d each; arrivals ramp to %d/s over %s",
+			s.SKUCount, s.SKUID, s.Stock, s.PerUserLimit, s.PeakRate, s.Duration)
+	} else {
+		p("  sale          sku %d, stock %d, per-user limit %d; arrivals ramp to %d/s over %s",
+			s.SKUID, s.Stock, s.PerUserLimit, s.PeakRate, s.Duration)
+	}
 	p("  requests      %d (%.0f/s), %d retried, %d gave up, %d arrivals dropped by k6 (machine limit)",
 		s.Requests, s.ReqPerSec, s.Retried, s.GaveUp, s.Dropped)
 	p("  by status     %s", counts(s.ByStatus))
@@ -370,6 +339,9 @@ func (s Summary) WriteText(w io.Writer, dir string) {
 	}
 	if a := s.API; a != nil {
 		p("  api           sold %d, stock %d, %d orders listed", a.SKU.Sold, a.SKU.Stock, a.Orders)
+	}
+	if len(s.SKUs) > 0 {
+		p("  per sku       %s", skuLine(s.SKUs))
 	}
 	p("  clients       %d orders acknowledged, %d requests left unanswered, %d refused after an unknown outcome",
 		s.Acknowledged, s.Unanswered, s.RefusedAfterUnknown)

@@ -93,6 +93,11 @@ type benchCase struct {
 	rate int
 	// noJWT serves with auth.shopper none: what verifying a shopper costs.
 	noJWT bool
+	// topology, when set, runs on a private Sentinel group or Cluster
+	// (harness.RedisSentinel, harness.RedisCluster) instead of the
+	// standalone server, with lock.min_replicas minReplicas.
+	topology    string
+	minReplicas int
 }
 
 // load names the case's load: closed-loop buyers or an open arrival rate.
@@ -252,6 +257,7 @@ func plan(o options) []benchCase {
 			open(benchCase{name: caseCeiling, ceiling: true}),
 		)
 	}
+	cases = append(cases, topologyCases(o.vus)...)
 	cases = append(cases,
 		benchCase{name: caseCeiling, vus: o.lowVUs, ceiling: true},
 		benchCase{name: "locked", strategy: "locked", vus: o.lowVUs, skus: 1},
@@ -327,6 +333,8 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 
 	cases := plan(o)
+	tp := newTopologies(o.out)
+	defer tp.stop()
 	fmt.Fprintf(stdout, "bench: %d cases × %d variants of %s on %d CPUs (load average %s); results in %s\n",
 		len(cases), len(variants), o.duration, runtime.NumCPU(), loadAverage(), o.out)
 	var rows []row
@@ -337,7 +345,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 			if c.ceiling && v.label != "" { // the ceiling is the same for every variant
 				continue
 			}
-			r, err := runCase(ctx, o, c, v, i, root, k6, rs, dbPID)
+			r, err := runCase(ctx, o, c, v, i, root, k6, rs, tp, dbPID)
 			i++
 			if err != nil {
 				return fmt.Errorf("%s: %w", c.label(), err)
@@ -364,7 +372,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	return nil
 }
 
-func runCase(ctx context.Context, o options, c benchCase, v variant, i int, root, k6 string, rs *redisServer, dbPID int) (row, error) {
+func runCase(ctx context.Context, o options, c benchCase, v variant, i int, root, k6 string, rs *redisServer, tp *topologies, dbPID int) (row, error) {
 	r := row{Case: c.name, Variant: v.label, Load: c.load(), VUs: c.vus, Rate: c.rate, Verified: "n/a", LoadAvg: loadAverage()}
 	bin := v.bin
 	mc, err := mysql.ParseDSN(o.dsn)
@@ -409,6 +417,11 @@ func runCase(ctx context.Context, o options, c benchCase, v variant, i int, root
 	if c.noJWT {
 		env = append(env, "SECKILL_AUTH_SHOPPER=none")
 	}
+	topoEnv, err := tp.env(ctx, c) // later entries win: the topology's Redis
+	if err != nil {
+		return r, err
+	}
+	env = append(env, topoEnv...)
 	env = append(env, v.env...)
 	var debugBase string
 	if o.profile && !c.ceiling {
@@ -551,7 +564,7 @@ func runCase(ctx context.Context, o options, c benchCase, v variant, i int, root
 	case r.Rejects > 0:
 		r.SQLPerReject = stmts / float64(r.Rejects)
 	}
-	if r.Requests > 0 {
+	if r.Requests > 0 && c.topology == "" { // the counter is the standalone server's
 		r.RedisPerReq = float64(c1-c0-1) / float64(r.Requests)
 	}
 	r.Batches = v1 - v0
@@ -697,6 +710,7 @@ func writeTable(w io.Writer, rows []row, o options) {
 		fmt.Fprintf(&t, "access log on / off, orders/s @%d (log level info)\t%s\t\n", hi, ratio(on, off, orders))
 		fmt.Fprintf(&t, "access log on / off, p99 @%d (log level info)\t%s\t\n", hi, ratio(on, off, p99))
 	}
+	writeTopologyRatios(&t, find, ratio, hi)
 	if sold != nil {
 		fmt.Fprintf(&t, "SQL statements per sold-out reject\t%s\t0\n", stat(sold.SQLPerReject))
 	}

@@ -102,7 +102,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		env      envFlag
 	)
 	fs.IntVar(&cfg.Instances, "instances", def.Instances, "service instances to start")
-	fs.Int64Var(&cfg.Stock, "stock", def.Stock, "initial stock of the SKU")
+	fs.Int64Var(&cfg.Stock, "stock", def.Stock, "initial stock of the SKU (with -skus, spread over them)")
+	fs.IntVar(&cfg.SKUs, "skus", 0, fmt.Sprintf("SKUs the stock is spread over, each checked on its own (0: 1, or %d with -redis cluster)", harness.DefaultClusterSKUs))
 	fs.Int64Var(&cfg.PerUserLimit, "per-user-limit", def.PerUserLimit, "the SKU's per-user limit")
 	fs.IntVar(&cfg.StartRate, "start-rate", def.StartRate, "arrival rate at the start, orders/s")
 	fs.IntVar(&cfg.Rate, "rate", def.Rate, "peak arrival rate, orders/s (past the machine's limit k6 drops arrivals)")

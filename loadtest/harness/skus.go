@@ -1,0 +1,316 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/seckill/seckill/loadtest/verify"
+)
+
+// DefaultClusterSKUs is how many SKUs a sale on Redis Cluster spreads its
+// stock over: enough that every master serves some of them, so the killed
+// master's slots are a part of the sale and not all of it.
+const DefaultClusterSKUs = 100
+
+// skuStock is the initial stock of the sale's i-th SKU: Stock spread
+// evenly, the first ones taking the remainder.
+func (c Config) skuStock(i int) int64 {
+	n := int64(c.SKUs)
+	s := c.Stock / n
+	if int64(i) < c.Stock%n {
+		s++
+	}
+	return s
+}
+
+// createSKUs creates the sale's SKUs through the admin API.
+func (r *run) createSKUs(ctx context.Context) error {
+	for i := range r.cfg.SKUs {
+		id, err := r.createSKU(ctx, r.cfg.skuStock(i))
+		if err != nil {
+			return err
+		}
+		r.skuIDs = append(r.skuIDs, id)
+	}
+	r.skuID = r.skuIDs[0]
+	return nil
+}
+
+// skuList is the SKU ids as sale.js takes them (SKU_IDS).
+func (r *run) skuList() string {
+	ids := make([]string, len(r.skuIDs))
+	for i, id := range r.skuIDs {
+		ids[i] = strconv.FormatInt(id, 10)
+	}
+	return strings.Join(ids, ",")
+}
+
+// skuOfUser reads the SKU a buyer of a many-SKU sale bought from its id,
+// "<run>-s<sku>-...", as sale.js builds it.
+func skuOfUser(user string) (int64, bool) {
+	_, rest, ok := strings.Cut(user, "-s")
+	if !ok {
+		return 0, false
+	}
+	num, _, _ := strings.Cut(rest, "-")
+	id, err := strconv.ParseInt(num, 10, 64)
+	return id, err == nil
+}
+
+// skuOf returns the SKU a buyer's records belong to: the sale's only SKU,
+// or the one its id names.
+func (r *run) skuOf(user string) (int64, bool) {
+	if len(r.skuIDs) == 1 {
+		return r.skuIDs[0], true
+	}
+	return skuOfUser(user)
+}
+
+// splitClients splits the clients' record by SKU. A record whose buyer
+// names no SKU of the sale is an error: it could hide a lost order.
+func (r *run) splitClients(c verify.Clients) (map[int64]*verify.Clients, error) {
+	out := make(map[int64]*verify.Clients, len(r.skuIDs))
+	for _, id := range r.skuIDs {
+		out[id] = &verify.Clients{}
+	}
+	of := func(user string) (*verify.Clients, error) {
+		id, ok := r.skuOf(user)
+		if c := out[id]; ok && c != nil {
+			return c, nil
+		}
+		return nil, fmt.Errorf("clients' record: buyer %q names no SKU of the sale", user)
+	}
+	for _, a := range c.Acknowledged {
+		cs, err := of(a.UserID)
+		if err != nil {
+			return nil, err
+		}
+		cs.Acknowledged = append(cs.Acknowledged, a)
+	}
+	for _, u := range c.Unsure {
+		cs, err := of(u)
+		if err != nil {
+			return nil, err
+		}
+		cs.Unsure = append(cs.Unsure, u)
+	}
+	for _, f := range c.Refused {
+		cs, err := of(f.UserID)
+		if err != nil {
+			return nil, err
+		}
+		cs.Refused = append(cs.Refused, f)
+	}
+	return out, nil
+}
+
+// splitAttempts splits the recorded order requests by SKU.
+func (r *run) splitAttempts(attempts []verify.Attempt) (map[int64][]verify.Attempt, error) {
+	out := make(map[int64][]verify.Attempt, len(r.skuIDs))
+	for _, a := range attempts {
+		id, ok := r.skuOf(a.User)
+		if !ok {
+			return nil, fmt.Errorf("history: buyer %q names no SKU of the sale", a.User)
+		}
+		out[id] = append(out[id], a)
+	}
+	return out, nil
+}
+
+// skuCheck is what the verifier found for one SKU.
+type skuCheck struct {
+	db, api       verify.Snapshot
+	dbRep, apiRep *verify.Report
+	history       verify.HistoryVerdict
+	violations    []verify.Violation
+}
+
+// SKUVerdict is one SKU's line of a many-SKU sale's summary.
+type SKUVerdict struct {
+	ID      int64  `json:"id"`
+	Stock   int64  `json:"initial_stock"`
+	Sold    int64  `json:"sold"`
+	Left    int64  `json:"stock_left"`
+	Orders  int64  `json:"orders"`
+	History string `json:"history"`
+	OK      bool   `json:"ok"`
+}
+
+// checkSKU verifies one SKU: the database's numbers and orders against
+// the clients' record, the API against the database, and every recorded
+// answer against one stock counter (the history check).
+func (r *run) checkSKU(ctx context.Context, id, stock int64, clients *verify.Clients, attempts []verify.Attempt, visualization string) (skuCheck, error) {
+	var c skuCheck
+	// Restocks (one SKU only) raise what the sale had to sell in all.
+	want := verify.Expect{InitialStock: r.restocks.totalStock(stock), SoldOut: r.cfg.ExpectSoldOut, Clients: clients}
+	var err error
+	if r.db != nil {
+		vctx, cancel := context.WithTimeout(ctx, time.Minute)
+		c.db, err = verify.FromDB(vctx, r.db, id)
+		cancel()
+		if err != nil {
+			return c, err
+		}
+		rep := verify.Check(c.db, want)
+		c.dbRep = &rep
+		c.violations = append(c.violations, rep.Violations...)
+	}
+	vctx, cancel := context.WithTimeout(ctx, time.Minute)
+	c.api, err = verify.FromAPI(vctx, r.client, r.baseURLs[0], r.token, id)
+	cancel()
+	if err != nil {
+		return c, err
+	}
+	apiWant := want
+	if r.db != nil {
+		apiWant.Clients = nil // checked once, on the database
+	}
+	rep := verify.Check(c.api, apiWant)
+	c.apiRep = &rep
+	histSnap := c.api
+	if r.db != nil {
+		// The database's findings are already listed; the API's own are
+		// only news where it disagrees.
+		c.violations = append(c.violations, verify.Compare(c.db, c.api)...)
+		histSnap = c.db
+	} else {
+		c.violations = append(c.violations, rep.Violations...)
+	}
+	c.history, err = r.checkHistory(attempts, histSnap, stock, visualization)
+	if err != nil {
+		return c, err
+	}
+	for _, v := range c.history.Violations {
+		if len(r.skuIDs) > 1 { // the history's messages do not name the SKU
+			v.Message = fmt.Sprintf("sku %d: %s", id, v.Message)
+		}
+		c.violations = append(c.violations, v)
+	}
+	return c, nil
+}
+
+// checkSKUs verifies every SKU of the sale and fills the summary: for one
+// SKU its reports as they are; for many, their sums, one verdict per SKU
+// and the violations of each.
+func (r *run) checkSKUs(ctx context.Context, s *Summary, cons consoleLog, consolePath string) error {
+	attempts, err := readHistory(consolePath, r.orderIDs)
+	if err != nil {
+		return fmt.Errorf("history: %w", err)
+	}
+	byAttempts, err := r.splitAttempts(attempts)
+	if err != nil {
+		return err
+	}
+	byClients, err := r.splitClients(cons.Clients)
+	if err != nil {
+		return err
+	}
+	if len(r.skuIDs) == 1 {
+		id := r.skuIDs[0]
+		c, err := r.checkSKU(ctx, id, r.cfg.Stock, byClients[id], byAttempts[id], historyFile)
+		if err != nil {
+			return err
+		}
+		s.Database, s.API, s.History = c.dbRep, c.apiRep, &c.history
+		s.Violations = append(s.Violations, c.violations...)
+		s.SellingWindow = round(c.api.SellingWindow().Seconds(), 2)
+		return nil
+	}
+
+	var db, api verify.Report
+	var hist verify.HistoryVerdict
+	var all verify.Snapshot // every SKU's orders: the selling window
+	passed := 0
+	for i, id := range r.skuIDs {
+		stock := r.cfg.skuStock(i)
+		c, err := r.checkSKU(ctx, id, stock, byClients[id], byAttempts[id], fmt.Sprintf("history-%d.html", id))
+		if err != nil {
+			return fmt.Errorf("sku %d: %w", id, err)
+		}
+		s.Violations = append(s.Violations, c.violations...)
+		all.Orders = append(all.Orders, c.api.Orders...)
+		if c.dbRep != nil {
+			addReport(&db, *c.dbRep)
+		}
+		addReport(&api, *c.apiRep)
+		addHistory(&hist, c.history)
+		if c.history.Pass() {
+			passed++
+		}
+		s.SKUs = append(s.SKUs, SKUVerdict{ID: id, Stock: stock, Sold: c.apiRep.SKU.Sold, Left: c.apiRep.SKU.Stock,
+			Orders: c.apiRep.Orders, History: c.history.Result, OK: len(c.violations) == 0})
+	}
+	if r.db != nil {
+		db.Source = "database"
+		s.Database = &db
+	}
+	api.Source = "api"
+	s.API = &api
+	hist.Result = verify.Linearizable
+	if passed < len(r.skuIDs) {
+		hist.Result = verify.NotLinear
+	}
+	hist.Reason = fmt.Sprintf("checked per SKU: %d of %d linearizable", passed, len(r.skuIDs))
+	s.History = &hist
+	s.SellingWindow = round(all.SellingWindow().Seconds(), 2)
+	return nil
+}
+
+// addReport adds one SKU's report to the sale's sums; the SKU line holds
+// the sums of stock and sold, the largest per-user holding is the largest
+// of any SKU.
+func addReport(sum *verify.Report, rep verify.Report) {
+	sum.SKU.TotalStock += rep.SKU.TotalStock
+	sum.SKU.Stock += rep.SKU.Stock
+	sum.SKU.Sold += rep.SKU.Sold
+	sum.SKU.PerUserLimit = rep.SKU.PerUserLimit
+	sum.Orders += rep.Orders
+	sum.Units += rep.Units
+	sum.Users += rep.Users
+	sum.MaxPerUser = max(sum.MaxPerUser, rep.MaxPerUser)
+}
+
+// addHistory adds one SKU's history verdict to the sale's sums.
+func addHistory(sum *verify.HistoryVerdict, v verify.HistoryVerdict) {
+	sum.Ops += v.Ops
+	sum.Bought += v.Bought
+	sum.SoldOut += v.SoldOut
+	sum.LimitExceeded += v.LimitExceeded
+	sum.Restocks += v.Restocks
+	sum.Settled += v.Settled
+	sum.Dominated += v.Dominated
+	sum.Resolution.Unknown += v.Resolution.Unknown
+	sum.Resolution.Happened += v.Resolution.Happened
+	sum.Resolution.Dropped += v.Resolution.Dropped
+	sum.Resolution.Undecided += v.Resolution.Undecided
+	sum.BoundMS = v.BoundMS
+	sum.Took += v.Took
+	for _, w := range v.Witnesses {
+		if len(sum.Witnesses) < 5 {
+			sum.Witnesses = append(sum.Witnesses, w)
+		}
+	}
+}
+
+// skuLine sums up the per-SKU verdicts in one line.
+func skuLine(skus []SKUVerdict) string {
+	var ok, soldOut, linear int
+	minStock, maxStock := skus[0].Stock, skus[0].Stock
+	for _, v := range skus {
+		if v.OK {
+			ok++
+		}
+		if v.Left == 0 && v.Sold == v.Stock {
+			soldOut++
+		}
+		if v.History == verify.Linearizable {
+			linear++
+		}
+		minStock, maxStock = min(minStock, v.Stock), max(maxStock, v.Stock)
+	}
+	return fmt.Sprintf("%d SKUs of %d–%d units: %d sold exactly their stock, %d linearizable, %d with every check passed",
+		len(skus), minStock, maxStock, soldOut, linear, ok)
+}
