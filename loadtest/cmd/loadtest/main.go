@@ -85,14 +85,32 @@ func smokeRequested(args []string) bool {
 	return false
 }
 
+// clusterRequested reports whether args hold -redis cluster.
+func clusterRequested(args []string) bool {
+	for i, a := range args {
+		switch strings.TrimLeft(a, "-") {
+		case "redis=cluster":
+			return true
+		case "redis":
+			if i+1 < len(args) && args[i+1] == harness.RedisCluster {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("loadtest", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	// -smoke picks the defaults the other flags start from, so that
 	// "-smoke -stock 1000" combines both.
 	def := harness.Default()
-	if smokeRequested(args) {
+	switch {
+	case smokeRequested(args):
 		def = harness.Smoke()
+	case clusterRequested(args):
+		def = harness.ClusterSale() // 100 SKUs, at a rate this box serves
 	}
 	fs.Bool("smoke", false, "the ~30 second run of make test: small stock, low rate (other flags still apply)")
 	var (
@@ -103,7 +121,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	)
 	fs.IntVar(&cfg.Instances, "instances", def.Instances, "service instances to start")
 	fs.Int64Var(&cfg.Stock, "stock", def.Stock, "initial stock of the SKU (with -skus, spread over them)")
-	fs.IntVar(&cfg.SKUs, "skus", 0, fmt.Sprintf("SKUs the stock is spread over, each checked on its own (0: 1, or %d with -redis cluster)", harness.DefaultClusterSKUs))
+	fs.IntVar(&cfg.SKUs, "skus", def.SKUs, fmt.Sprintf("SKUs the stock is spread over, each checked on its own (0: 1, or %d with -redis cluster)", harness.DefaultClusterSKUs))
 	fs.Int64Var(&cfg.PerUserLimit, "per-user-limit", def.PerUserLimit, "the SKU's per-user limit")
 	fs.IntVar(&cfg.StartRate, "start-rate", def.StartRate, "arrival rate at the start, orders/s")
 	fs.IntVar(&cfg.Rate, "rate", def.Rate, "peak arrival rate, orders/s (past the machine's limit k6 drops arrivals)")
