@@ -148,10 +148,12 @@ func redisErr(op string, err error) error {
 	return fmt.Errorf("lock: %s: %w", op, err)
 }
 
-// unreachable reports whether err means the server could not be reached or
-// is not ready to serve (as opposed to a reply error such as a script bug).
-// Callers check their own context first: a context error here is a dial or
-// I/O timeout of the client.
+// unreachable reports whether err means the server could not be reached,
+// is not ready to serve, or will not serve these credentials (a wrong
+// password or a user without the rights: nothing this client retries can
+// fix), as opposed to a reply error such as a script bug. Callers check
+// their own context first: a context error here is a dial or I/O timeout
+// of the client.
 func unreachable(err error) bool {
 	var reply redis.Error
 	if !errors.As(err, &reply) {
@@ -159,5 +161,6 @@ func unreachable(err error) bool {
 	}
 	return redis.IsLoadingError(err) || redis.IsReadOnlyError(err) ||
 		redis.IsMasterDownError(err) || redis.IsClusterDownError(err) ||
-		redis.IsTryAgainError(err) || redis.IsMaxClientsError(err)
+		redis.IsTryAgainError(err) || redis.IsMaxClientsError(err) ||
+		redis.IsAuthError(err) || redis.IsPermissionError(err)
 }

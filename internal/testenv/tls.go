@@ -1,0 +1,154 @@
+package testenv
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// TLSFiles are a throwaway CA and a server certificate it signed, for
+// 127.0.0.1 and localhost, as PEM files in a test's temporary directory.
+type TLSFiles struct {
+	CA, Cert, Key string
+}
+
+// NewTLSFiles generates a CA and a server certificate signed by it.
+func NewTLSFiles(t testing.TB) TLSFiles {
+	t.Helper()
+	dir := t.TempDir()
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	caTmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "seckill test CA"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "redis"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
+		KeyUsage:    x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, DNSNames: []string{"localhost"},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := TLSFiles{CA: filepath.Join(dir, "ca.pem"), Cert: filepath.Join(dir, "server.pem"), Key: filepath.Join(dir, "server.key")}
+	for path, block := range map[string]*pem.Block{
+		f.CA:   {Type: "CERTIFICATE", Bytes: caDER},
+		f.Cert: {Type: "CERTIFICATE", Bytes: der},
+		f.Key:  {Type: "EC PRIVATE KEY", Bytes: keyDER},
+	} {
+		if err := os.WriteFile(path, pem.EncodeToMemory(block), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return f
+}
+
+// TLSRedis is a private redis-server that serves TLS on TLSAddr, where
+// only the ACL user User with Password may log in (the default user is
+// off). Addr is its plain port, for the test's own setup.
+type TLSRedis struct {
+	Addr, TLSAddr  string
+	User, Password string
+	Files          TLSFiles
+}
+
+// StartRedisTLS starts redis-server with TLS (no client certificates
+// asked) and the ACL user "seckill". It skips the test, saying why, when
+// this redis-server was built without TLS.
+func StartRedisTLS(t testing.TB) *TLSRedis {
+	t.Helper()
+	path, err := exec.LookPath("redis-server")
+	if err != nil {
+		t.Skipf("redis-server not installed: %v", err)
+	}
+	files := NewTLSFiles(t)
+	port, tlsPort := FreePort(t), FreePort(t)
+	dir := t.TempDir()
+	s := &TLSRedis{
+		Addr:    net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
+		TLSAddr: net.JoinHostPort("127.0.0.1", strconv.Itoa(tlsPort)),
+		User:    "seckill", Password: "s3cret-" + strconv.Itoa(tlsPort), Files: files,
+	}
+	cmd := exec.Command(path, "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", dir,
+		"--tls-port", strconv.Itoa(tlsPort), "--tls-cert-file", files.Cert, "--tls-key-file", files.Key,
+		"--tls-ca-cert-file", files.CA, "--tls-auth-clients", "no")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start redis-server: %v", err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+	})
+
+	ctx := context.Background()
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
+	defer c.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for c.Ping(ctx).Err() != nil {
+		select {
+		case err := <-exited:
+			exited <- err // for the cleanup
+			if strings.Contains(out.String(), "tls") {
+				t.Skipf("this redis-server has no TLS (built without BUILD_TLS=yes): %v\n%s", err, out.String())
+			}
+			t.Fatalf("redis-server exited: %v\n%s", err, out.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("redis-server on %s did not answer within 10s", s.Addr)
+		}
+		time.Sleep(10 * time.Millisecond) // polling for readiness, bounded above
+	}
+	// The service's user; then nobody else may log in, on either port.
+	if err := c.Do(ctx, "ACL", "SETUSER", s.User, "on", ">"+s.Password, "~*", "&*", "+@all").Err(); err != nil {
+		t.Fatalf("ACL SETUSER: %v", err)
+	}
+	if err := c.Do(ctx, "ACL", "SETUSER", "default", "off").Err(); err != nil {
+		t.Fatalf("ACL SETUSER default off: %v", err)
+	}
+	return s
+}
