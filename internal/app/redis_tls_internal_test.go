@@ -55,7 +55,7 @@ func TestRedisTLS_RefusedClearly(t *testing.T) {
 			if !tt.check(err) {
 				t.Fatalf("PING = %v; want %s", err, tt.want)
 			}
-			locker := NewLocker(rs.lockClient(lock.WithPrefix(testenv.Name("test:tls:")+":")))
+			locker := NewLocker(rs.lockClient(lock.WithPrefix(testenv.Name("test:tls:") + ":")))
 			l, lerr := locker.Obtain(ctx, "sku:1")
 			if err == nil {
 				if lerr != nil {
