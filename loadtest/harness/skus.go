@@ -316,16 +316,19 @@ func skuLine(skus []SKUVerdict) string {
 }
 
 // ClusterSale is the default sale of -redis cluster: DefaultClusterSKUs
-// SKUs of 60 units at up to 600 orders/s. One SKU sells a batch per lock
+// SKUs of 50 units at up to 350 orders/s. One SKU sells a batch per lock
 // hold (hundreds of orders per transaction); a hundred SKUs at a
 // hundredth of the rate each sell a few orders per transaction, so the
 // 2-CPU development box, which also runs the six redis-servers, serves
-// far fewer orders/s: at Default's 4,000/s the instances queued past the
-// buyers' deadlines (503) long before the fault (measured: 225
-// requests/s answered, 78,000 arrivals dropped by k6, p50 3.5s).
+// far fewer orders/s. Measured there: at Default's 4,000/s the instances
+// queued past the buyers' deadlines (503) long before the fault (225
+// requests/s answered, 78,000 arrivals dropped by k6); at 600/s the sale
+// held every invariant but the locks queued past lock.wait on every SKU
+// from about 350/s on, fault or not, and answered 503s past the fault's
+// grace. The run is about the failover, so it stays below that.
 func ClusterSale() Config {
 	c := Default()
 	c.SKUs = DefaultClusterSKUs
-	c.Stock, c.Rate, c.Ramp, c.Hold, c.MaxVUs = 6000, 600, 15*time.Second, 25*time.Second, 1500
+	c.Stock, c.StartRate, c.Rate, c.Ramp, c.Hold, c.MaxVUs = 5000, 50, 350, 10*time.Second, 30*time.Second, 1000
 	return c
 }
