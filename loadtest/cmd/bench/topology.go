@@ -16,20 +16,23 @@ import (
 // Cluster, each next to a standalone "locked" run of the same load, so the
 // ratios to standalone come from one run.
 const (
+	caseStandalone       = "locked, standalone" // the same as "locked", beside the topology rows
 	caseSentinel         = "locked, Sentinel"
 	caseSentinelReplicas = "locked, Sentinel, min_replicas 1"
 	caseCluster          = "locked, Cluster"
 )
 
-// topologyCases are the topology rows, between two standalone runs of
-// "locked": the ratios take their mean, so a machine that drifts moves
-// both sides.
+// topologyCases are the topology rows, each between standalone runs of
+// "locked": the ratios take the standalone runs' mean, so a machine that
+// drifts during the run moves both sides.
 func topologyCases(vus int) []benchCase {
-	locked := benchCase{name: "locked", strategy: "locked", vus: vus, skus: 1}
+	locked := benchCase{name: caseStandalone, strategy: "locked", vus: vus, skus: 1}
 	return []benchCase{
 		locked,
 		{name: caseSentinel, strategy: "locked", vus: vus, skus: 1, topology: harness.RedisSentinel},
+		locked,
 		{name: caseSentinelReplicas, strategy: "locked", vus: vus, skus: 1, topology: harness.RedisSentinel, minReplicas: 1},
+		locked,
 		{name: caseCluster, strategy: "locked", vus: vus, skus: 1, topology: harness.RedisCluster},
 		locked,
 	}
@@ -79,7 +82,7 @@ func (t *topologies) stop() {
 
 // writeTopologyRatios adds the topology rows' ratios to standalone.
 func writeTopologyRatios(w io.Writer, find func(string, int) *row, ratio func(a, b *row, f func(*row) float64) string, vus int) {
-	locked := find("locked", vus)
+	locked := find(caseStandalone, vus)
 	orders := func(r *row) float64 { return r.OrdersPerSec }
 	p99 := func(r *row) float64 { return r.P99 }
 	for _, name := range []string{caseSentinel, caseSentinelReplicas, caseCluster} {
