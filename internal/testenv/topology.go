@@ -427,23 +427,29 @@ func (c *Cluster) slotMaster(ctx context.Context, key string) string {
 		}
 		rc := redis.NewClient(&redis.Options{Addr: n.Addr, MaxRetries: -1})
 		slot, err := rc.ClusterKeySlot(ctx, key).Result()
-		var slots []redis.ClusterSlot
+		var shards []redis.ClusterShard
 		if err == nil {
-			slots, err = rc.ClusterSlots(ctx).Result()
+			shards, err = rc.ClusterShards(ctx).Result()
 		}
 		rc.Close()
 		if err != nil {
 			continue
 		}
-		for _, s := range slots {
-			if int64(s.Start) > slot || int64(s.End) < slot || len(s.Nodes) == 0 {
+		for _, sh := range shards {
+			if !slices.ContainsFunc(sh.Slots, func(r redis.SlotRange) bool { return r.Start <= slot && slot <= r.End }) {
 				continue
 			}
-			m := redis.NewClient(&redis.Options{Addr: s.Nodes[0].Addr, MaxRetries: -1})
-			role, err := m.Do(ctx, "ROLE").Slice()
-			m.Close()
-			if err == nil && len(role) > 0 && role[0] == "master" {
-				return s.Nodes[0].Addr
+			for _, node := range sh.Nodes {
+				if node.Role != "master" || node.Health != "online" {
+					continue
+				}
+				addr := net.JoinHostPort(node.IP, strconv.FormatInt(node.Port, 10))
+				m := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+				role, err := m.Do(ctx, "ROLE").Slice()
+				m.Close()
+				if err == nil && len(role) > 0 && role[0] == "master" {
+					return addr
+				}
 			}
 		}
 		return ""
