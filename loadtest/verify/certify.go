@@ -1,7 +1,6 @@
 package verify
 
 import (
-	"container/heap"
 	"math"
 	"sort"
 	"time"
@@ -86,13 +85,16 @@ func certify(h History, bound time.Duration) bool {
 }
 
 // placeWrites orders the sales and restocks of h and gives each a moment
-// within its interval: a restock at its response; between two restocks,
-// every sale invoked by the next one that the stock allows, earliest
-// response first, each at its invocation (or the previous restock). A
-// restock sets the stock, so a unit left before it is lost: selling as
-// much as possible before each restock never hurts a later sale, and it
-// opens each sold-out window as early as it can open. ok is false when a
-// sale finds no unit by its response, or with an outcome left undecided.
+// within its interval. A restock sets the stock, so a unit left before it
+// is lost: selling as much as possible before each restock never hurts a
+// later sale, and it opens each sold-out window as early as it can open.
+// So between two restocks every sale invoked by the next one's moment that
+// the stock allows is placed, earliest deadline first, each at its
+// invocation (or the previous restock). A restock takes effect at its
+// response, or earlier where a sale left without a unit before it had to
+// take one by then (it bought from the restocked units: the restock
+// committed before the sale answered). ok is false when no such moment is
+// found, or with an outcome left undecided.
 func placeWrites(h History) (ops []Op, at []int64, ok bool) {
 	var sales, restocks []Op
 	for _, op := range h.Ops {
@@ -111,41 +113,69 @@ func placeWrites(h History) (ops []Op, at []int64, ok bool) {
 	stock := h.InitialStock
 	prev := int64(math.MinInt64)
 	next := 0 // sales[next:] not yet invoked
-	var waiting byReturn
+	var waiting []dueSale
 	for j := 0; j <= len(restocks); j++ {
-		until := int64(math.MaxInt64)
+		from, until := int64(math.MaxInt64), int64(math.MaxInt64) // after the last restock, no moment to move
 		if j < len(restocks) {
-			until = restocks[j].Return.UnixNano()
+			from, until = max(prev, restocks[j].Call.UnixNano()), restocks[j].Return.UnixNano()
 		}
 		for ; next < len(sales) && sales[next].Call.UnixNano() <= until; next++ {
-			heap.Push(&waiting, dueSale{sales[next], due[next]})
+			waiting = append(waiting, dueSale{sales[next], due[next]})
 		}
-		var epoch []Op
-		for waiting.Len() > 0 && waiting[0].Qty <= stock {
-			d := heap.Pop(&waiting).(dueSale)
-			s := d.Op
-			if max(s.Call.UnixNano(), prev) > d.due {
-				return nil, nil, false // it had to sell before the last restock
-			}
-			stock -= s.Qty
-			epoch = append(epoch, s)
+		epoch, left, moment, found := sellBefore(waiting, stock, prev, from, until)
+		if !found {
+			return nil, nil, false
 		}
-		if waiting.Len() > 0 && waiting[0].due < until {
-			return nil, nil, false // a sale that had to take a unit here found none
-		}
-		sort.SliceStable(epoch, func(a, b int) bool { return epoch[a].Call.Before(epoch[b].Call) })
+		waiting = left
 		for _, s := range epoch {
-			ops, at = append(ops, s), append(at, max(s.Call.UnixNano(), prev))
+			ops, at = append(ops, s.Op), append(at, max(s.Call.UnixNano(), prev))
+			stock -= s.Qty
 		}
 		if j < len(restocks) {
-			ops, at = append(ops, restocks[j]), append(at, until)
-			stock, prev = restocks[j].Stock, until
+			ops, at = append(ops, restocks[j]), append(at, moment)
+			stock, prev = restocks[j].Stock, moment
 		}
 	}
-	if waiting.Len() > 0 {
+	if len(waiting) > 0 {
 		return nil, nil, false
 	}
 	return ops, at, true
+}
+
+// sellBefore chooses the sales of waiting placed before a restock that
+// can take effect from from to until (no restock: until is the end of
+// time), with stock units left since the previous one, at prev: the sales
+// invoked by the restock's moment, earliest deadline first, while the
+// stock lasts. Every sale left over must be able to wait for the restock:
+// when one's deadline comes before the moment, the moment moves to that
+// deadline and the choice is made again (the moment only moves earlier, so
+// this ends). epoch is ordered by invocation; found is false when a sale
+// must take effect before the previous restock or no moment fits.
+func sellBefore(waiting []dueSale, stock, prev, from, until int64) (epoch, left []dueSale, moment int64, found bool) {
+	byDue := append([]dueSale(nil), waiting...)
+	sort.SliceStable(byDue, func(a, b int) bool { return byDue[a].due < byDue[b].due })
+	for moment = until; moment >= from; {
+		epoch, left = epoch[:0], left[:0]
+		units, firstDue := stock, int64(math.MaxInt64)
+		for _, d := range byDue {
+			if d.Call.UnixNano() <= moment && d.Qty <= units {
+				if max(d.Call.UnixNano(), prev) > d.due {
+					return nil, nil, 0, false // it had to sell before the last restock
+				}
+				units -= d.Qty
+				epoch = append(epoch, d)
+				continue
+			}
+			left = append(left, d)
+			firstDue = min(firstDue, d.due)
+		}
+		if firstDue >= moment {
+			sort.SliceStable(epoch, func(a, b int) bool { return epoch[a].Call.Before(epoch[b].Call) })
+			return epoch, left, moment, true
+		}
+		moment = firstDue // a sale that had to take a unit by then found none
+	}
+	return nil, nil, 0, false
 }
 
 // saleDeadlines is when each sale must have taken place at the latest:
@@ -179,18 +209,4 @@ func saleDeadlines(h History, sales []Op) []int64 {
 type dueSale struct {
 	Op
 	due int64
-}
-
-// byReturn is a min-heap of sales by deadline.
-type byReturn []dueSale
-
-func (q byReturn) Len() int           { return len(q) }
-func (q byReturn) Less(i, j int) bool { return q[i].due < q[j].due }
-func (q byReturn) Swap(i, j int)      { q[i], q[j] = q[j], q[i] }
-func (q *byReturn) Push(x any)        { *q = append(*q, x.(dueSale)) }
-func (q *byReturn) Pop() any {
-	old := *q
-	x := old[len(old)-1]
-	*q = old[:len(old)-1]
-	return x
 }

@@ -46,9 +46,11 @@ type HistoryOptions struct {
 	SoldOutBound time.Duration
 	// MaxOps bounds the operations given to Porcupine, whose search keeps
 	// a bitset of the history per step (memory grows with the square of
-	// the operations); a longer history is not concluded. Zero: 40,000
-	// (about 200 MB at worst). Sold_out answers settled without the
-	// search (see settledSoldOuts) do not count.
+	// the operations); a longer history the certificate cannot prove is
+	// not concluded. Zero: 40,000 (about 200 MB at worst). Sold_out
+	// answers settled without the search (see settledSoldOuts) and
+	// refusals implied by another (dominatedReads) do not count; the
+	// certificate, linear in the operations, is tried whatever their number.
 	MaxOps int
 	// Timeout bounds Porcupine's search. Zero: one minute.
 	Timeout time.Duration
@@ -74,6 +76,9 @@ type HistoryVerdict struct {
 	// Dominated counts the refusals left out of the search because the
 	// interval of another, of the same kind, lies within theirs.
 	Dominated int `json:"refusals_dominated"`
+	// Searched counts the operations left for the certificate and, if
+	// it fails, Porcupine: Ops less Settled and Dominated.
+	Searched int `json:"searched"`
 	// Certified: the sales and restocks were ordered alone and every
 	// refusal fitted that order (see certify); no full search was needed.
 	Certified     bool        `json:"certified,omitempty"`
@@ -93,6 +98,12 @@ func (v HistoryVerdict) String() string {
 	s := fmt.Sprintf("%s: %d operations (%d bought, %d sold_out of which %d after the last change, %d limit_exceeded, %d restocks; %d refusals implied by another; %d unknown outcomes: %d happened, %d did not, %d undecided), sold-out bound %dms, %.1fs",
 		v.Result, v.Ops, v.Bought, v.SoldOut, v.Settled, v.LimitExceeded, v.Restocks, v.Dominated,
 		v.Resolution.Unknown, v.Resolution.Happened, v.Resolution.Dropped, v.Resolution.Undecided, v.BoundMS, v.Took)
+	switch {
+	case v.Certified:
+		s += fmt.Sprintf("; %d operations proved by the certificate", v.Searched)
+	case v.Result != NotConcluded || v.Reason == "":
+		s += fmt.Sprintf("; %d operations searched by Porcupine", v.Searched)
+	}
 	if v.Reason != "" {
 		s += "; " + v.Reason
 	}
@@ -134,13 +145,13 @@ func CheckHistory(h History, opt HistoryOptions) HistoryVerdict {
 
 	searched, settled := settledSoldOuts(h, opt.SoldOutBound)
 	searched, dominated := dominatedReads(searched, opt.SoldOutBound)
-	v.Settled, v.Dominated = settled, dominated
+	v.Settled, v.Dominated, v.Searched = settled, dominated, len(searched.Ops)
 	switch {
-	case len(searched.Ops) > opt.MaxOps:
-		v.Result = NotConcluded
-		v.Reason = fmt.Sprintf("%d operations exceed the search's bound of %d", len(searched.Ops), opt.MaxOps)
 	case len(v.Violations) == 0 && certify(searched, opt.SoldOutBound):
 		v.Result, v.Certified = Linearizable, true
+	case len(searched.Ops) > opt.MaxOps:
+		v.Result = NotConcluded
+		v.Reason = fmt.Sprintf("the certificate did not fit and %d operations exceed the search's bound of %d", len(searched.Ops), opt.MaxOps)
 	default:
 		model := stockModel(searched, opt.SoldOutBound)
 		ops := porcupineOps(searched, opt.SoldOutBound)
@@ -161,7 +172,11 @@ func CheckHistory(h History, opt HistoryOptions) HistoryVerdict {
 			}
 		default:
 			v.Result = NotConcluded
-			v.Reason = fmt.Sprintf("the search did not finish within %s", opt.Timeout)
+			v.Reason = fmt.Sprintf("the search of %d operations did not finish within %s", len(ops), opt.Timeout)
+			// The longest partial linearizations found show where it stuck.
+			if opt.Visualization != "" && porcupine.VisualizePath(model, info, opt.Visualization) == nil {
+				v.Visualization = opt.Visualization
+			}
 		}
 	}
 	if len(v.Violations) > 0 {
