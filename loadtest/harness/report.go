@@ -52,7 +52,7 @@ li.v{color:#b3261e}
 <tr><th>by code</th><td>{{.Codes}}</td></tr>
 <tr><th>order latency</th><td>p50 {{.Lat.P50}}, p95 {{.Lat.P95}}, p99 {{.Lat.P99}}, max {{.Lat.Max}} (bound: p95 &lt; {{.Bound.P95}}, p99 &lt; {{.Bound.P99}})</td></tr>
 <tr><th>sold out</th><td>{{if .S.SoldOutAfter}}{{printf "%.1f" .S.SoldOutAfter}}s after the start; first to last order {{printf "%.1f" .S.SellingWindow}}s ({{printf "%.0f" .S.OrdersPerSec}} orders/s); longest stall {{printf "%.1f" .S.LongestStall}}s{{else}}never{{end}}</td></tr>
-{{if .Fault}}<tr><th>fault</th><td>{{.S.Victims}} SIGKILLed at {{printf "%.1f" .S.FaultStart}}s (sold {{.S.SoldAtFault}}), back at {{printf "%.1f" .S.FaultBack}}s; {{.S.Unavailable}} answers 503 or dropped</td></tr>{{end}}
+{{if .Fault}}<tr><th>fault</th><td>{{.S.Victims}} {{.Verb}} at {{printf "%.1f" .S.FaultStart}}s (sold {{.S.SoldAtFault}}), back at {{printf "%.1f" .S.FaultBack}}s; {{.S.Unavailable}} answers 503 or dropped</td></tr>{{end}}
 {{with .S.Database}}<tr><th>database</th><td>sold {{.SKU.Sold}}, stock {{.SKU.Stock}}; {{.Orders}} orders holding {{.Units}} units; {{.Users}} users, at most {{.MaxPerUser}} each</td></tr>{{end}}
 {{with .S.API}}<tr><th>API</th><td>sold {{.SKU.Sold}}, stock {{.SKU.Stock}}; {{.Orders}} orders listed</td></tr>{{end}}
 {{with .S.History}}<tr><th>history</th><td>{{.}}{{range .Witnesses}}<br><code>{{.}}</code>{{end}}{{if .Visualization}}<br><a href="{{.Visualization}}">Porcupine visualization</a>{{end}}</td></tr>{{end}}
@@ -101,7 +101,7 @@ func (s Summary) writeHTML(w io.Writer) error {
 		"S": s, "W": chartW, "H": chartH, "Pad": chartPad, "PlotH": plotH,
 		"Right": chartW - chartPad, "Bottom": chartH - chartPad, "StockY": yOf(s.Stock),
 		"Points": strings.TrimSpace(pts.String()), "Ticks": ticks,
-		"Fault":  s.Fault != FaultNone && s.FaultStart > 0,
+		"Fault": s.Fault != FaultNone && s.FaultStart > 0, "Verb": faultVerb(s.Fault),
 		"FaultX": xOf(s.FaultStart), "FaultW": max(1, xOf(s.FaultBack)-xOf(s.FaultStart)),
 		"Statuses": counts(s.ByStatus), "Codes": counts(s.ByCode),
 		"Lat":   latencyText{msec(s.LatencyMS.P50), msec(s.LatencyMS.P95), msec(s.LatencyMS.P99), msec(s.LatencyMS.Max)},

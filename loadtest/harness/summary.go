@@ -330,8 +330,8 @@ func (s Summary) WriteText(w io.Writer, dir string) {
 		p("  sold out      never")
 	}
 	if s.Fault != FaultNone {
-		p("  fault         %s: %s SIGKILLed at %.1fs (sold %d), back at %.1fs; %d answers 503/dropped",
-			s.Fault, s.Victims, s.FaultStart, s.SoldAtFault, s.FaultBack, s.Unavailable)
+		p("  fault         %s: %s %s at %.1fs (sold %d), back at %.1fs; %d answers 503/dropped",
+			s.Fault, s.Victims, faultVerb(s.Fault), s.FaultStart, s.SoldAtFault, s.FaultBack, s.Unavailable)
 	}
 	if d := s.Database; d != nil {
 		p("  database      sold %d, stock %d, %d orders holding %d units, %d users, at most %d per user",
@@ -383,4 +383,12 @@ func msec(v float64) string {
 		return strconv.FormatFloat(v/1000, 'f', 2, 64) + "s"
 	}
 	return strconv.FormatFloat(v, 'f', 0, 64) + "ms"
+}
+
+// faultVerb is what the fault did to its victims.
+func faultVerb(fault string) string {
+	if fault == FaultPause {
+		return "SIGSTOPped"
+	}
+	return "SIGKILLed"
 }
