@@ -16,11 +16,13 @@ import (
 // refusal's moment within its interval at which that sequence refuses it.
 // Moments on one clock keep every real-time order, so success is a
 // linearization of the whole history: a proof. Failure proves nothing
-// (other moments might fit): the caller then runs the full search.
-func certify(h History, bound time.Duration) bool {
-	ops, at, ok := placeWrites(h)
-	if !ok {
-		return false
+// (other moments might fit): the caller then runs the full search, and
+// misfit names the first operation the certificate found no moment for
+// (a lead when the search does not conclude either).
+func certify(h History, bound time.Duration) (ok bool, misfit string) {
+	ops, at, misfit := placeWrites(h)
+	if misfit != "" {
+		return false, misfit
 	}
 	n := len(ops)
 	// stock[k] holds from at[k-1] to at[k]: stock[0] before any write.
@@ -34,13 +36,13 @@ func certify(h History, bound time.Duration) bool {
 		default:
 			stock[i+1] = stock[i] - op.Qty
 			if stock[i+1] < 0 {
-				return false
+				return false, "no unit for " + op.String()
 			}
 			for range op.Qty {
 				held[op.User] = append(held[op.User], at[i])
 			}
 			if h.PerUserLimit > 0 && int64(len(held[op.User])) > h.PerUserLimit {
-				return false
+				return false, "over the limit: " + op.String()
 			}
 		}
 	}
@@ -64,7 +66,7 @@ func certify(h History, bound time.Duration) bool {
 			times := held[r.User]
 			have := int64(sort.Search(len(times), func(i int) bool { return times[i] > b }))
 			if h.PerUserLimit <= 0 || have+r.Qty <= h.PerUserLimit {
-				return false
+				return false, "the buyer below the limit: " + r.String()
 			}
 		case SoldOutAnswer:
 			a -= int64(bound)
@@ -77,11 +79,11 @@ func certify(h History, bound time.Duration) bool {
 				}
 			}
 			if !found {
-				return false
+				return false, "units left throughout: " + r.String()
 			}
 		}
 	}
-	return true
+	return true, ""
 }
 
 // placeWrites orders the sales and restocks of h and gives each a moment
@@ -93,9 +95,9 @@ func certify(h History, bound time.Duration) bool {
 // invocation (or the previous restock). A restock takes effect at its
 // response, or earlier where a sale left without a unit before it had to
 // take one by then (it bought from the restocked units: the restock
-// committed before the sale answered). ok is false when no such moment is
-// found, or with an outcome left undecided.
-func placeWrites(h History) (ops []Op, at []int64, ok bool) {
+// committed before the sale answered). misfit, when not empty, says why no
+// such moments were found (or that an outcome was left undecided).
+func placeWrites(h History) (ops []Op, at []int64, misfit string) {
 	var sales, restocks []Op
 	for _, op := range h.Ops {
 		switch op.Kind {
@@ -104,7 +106,7 @@ func placeWrites(h History) (ops []Op, at []int64, ok bool) {
 		case Restock:
 			restocks = append(restocks, op)
 		case Maybe:
-			return nil, nil, false
+			return nil, nil, "an undecided outcome: " + op.String()
 		}
 	}
 	sort.Slice(restocks, func(i, j int) bool { return restocks[i].Return.Before(restocks[j].Return) })
@@ -122,9 +124,9 @@ func placeWrites(h History) (ops []Op, at []int64, ok bool) {
 		for ; next < len(sales) && sales[next].Call.UnixNano() <= until; next++ {
 			waiting = append(waiting, dueSale{sales[next], due[next]})
 		}
-		epoch, left, moment, found := sellBefore(waiting, stock, prev, from, until)
-		if !found {
-			return nil, nil, false
+		epoch, left, moment, misfit := sellBefore(waiting, stock, prev, from, until)
+		if misfit != "" {
+			return nil, nil, misfit
 		}
 		waiting = left
 		for _, s := range epoch {
@@ -137,9 +139,9 @@ func placeWrites(h History) (ops []Op, at []int64, ok bool) {
 		}
 	}
 	if len(waiting) > 0 {
-		return nil, nil, false
+		return nil, nil, "no unit for " + waiting[0].String()
 	}
-	return ops, at, true
+	return ops, at, ""
 }
 
 // sellBefore chooses the sales of waiting placed before a restock that
@@ -149,33 +151,39 @@ func placeWrites(h History) (ops []Op, at []int64, ok bool) {
 // stock lasts. Every sale left over must be able to wait for the restock:
 // when one's deadline comes before the moment, the moment moves to that
 // deadline and the choice is made again (the moment only moves earlier, so
-// this ends). epoch is ordered by invocation; found is false when a sale
-// must take effect before the previous restock or no moment fits.
-func sellBefore(waiting []dueSale, stock, prev, from, until int64) (epoch, left []dueSale, moment int64, found bool) {
+// this ends). epoch is ordered by invocation; misfit names a sale that
+// must take effect before the previous restock, or one left without a
+// unit when no moment fits.
+func sellBefore(waiting []dueSale, stock, prev, from, until int64) (epoch, left []dueSale, moment int64, misfit string) {
 	byDue := append([]dueSale(nil), waiting...)
 	sort.SliceStable(byDue, func(a, b int) bool { return byDue[a].due < byDue[b].due })
-	for moment = until; moment >= from; {
+	moment = until
+	for {
 		epoch, left = epoch[:0], left[:0]
-		units, firstDue := stock, int64(math.MaxInt64)
+		units, firstDue, first := stock, int64(math.MaxInt64), dueSale{}
 		for _, d := range byDue {
 			if d.Call.UnixNano() <= moment && d.Qty <= units {
 				if max(d.Call.UnixNano(), prev) > d.due {
-					return nil, nil, 0, false // it had to sell before the last restock
+					return nil, nil, 0, "a sale due before the last restock: " + d.String()
 				}
 				units -= d.Qty
 				epoch = append(epoch, d)
 				continue
 			}
 			left = append(left, d)
-			firstDue = min(firstDue, d.due)
+			if d.due < firstDue {
+				firstDue, first = d.due, d
+			}
 		}
 		if firstDue >= moment {
 			sort.SliceStable(epoch, func(a, b int) bool { return epoch[a].Call.Before(epoch[b].Call) })
-			return epoch, left, moment, true
+			return epoch, left, moment, ""
+		}
+		if firstDue < from {
+			return nil, nil, 0, "no unit for " + first.String()
 		}
 		moment = firstDue // a sale that had to take a unit by then found none
 	}
-	return nil, nil, 0, false
 }
 
 // saleDeadlines is when each sale must have taken place at the latest:

@@ -146,12 +146,16 @@ func CheckHistory(h History, opt HistoryOptions) HistoryVerdict {
 	searched, settled := settledSoldOuts(h, opt.SoldOutBound)
 	searched, dominated := dominatedReads(searched, opt.SoldOutBound)
 	v.Settled, v.Dominated, v.Searched = settled, dominated, len(searched.Ops)
+	var misfit string
+	if len(v.Violations) == 0 {
+		v.Certified, misfit = certify(searched, opt.SoldOutBound)
+	}
 	switch {
-	case len(v.Violations) == 0 && certify(searched, opt.SoldOutBound):
-		v.Result, v.Certified = Linearizable, true
+	case v.Certified:
+		v.Result = Linearizable
 	case len(searched.Ops) > opt.MaxOps:
 		v.Result = NotConcluded
-		v.Reason = fmt.Sprintf("the certificate did not fit and %d operations exceed the search's bound of %d", len(searched.Ops), opt.MaxOps)
+		v.Reason = fmt.Sprintf("%d operations exceed the search's bound of %d", len(searched.Ops), opt.MaxOps)
 	default:
 		model := stockModel(searched, opt.SoldOutBound)
 		ops := porcupineOps(searched, opt.SoldOutBound)
@@ -183,6 +187,10 @@ func CheckHistory(h History, opt HistoryOptions) HistoryVerdict {
 		v.Result = NotLinear
 	}
 	if v.Result == NotConcluded {
+		if misfit != "" {
+			// Where the certificate stopped is the lead to follow.
+			v.Reason += "; the certificate stopped at " + misfit
+		}
 		v.Violations = append(v.Violations, Violation{Name: HistoryNotConcluded, Message: v.Reason})
 	}
 	v.Took = time.Since(start).Round(time.Millisecond).Seconds()

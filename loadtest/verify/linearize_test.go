@@ -181,7 +181,8 @@ func TestCheckHistoryNotConcluded(t *testing.T) {
 	if v.Result != NotConcluded || v.Pass() || v.Certified {
 		t.Fatalf("CheckHistory of 11 operations with an undecided one, a bound of 5 = %s; want %s, not a pass", v.Result, NotConcluded)
 	}
-	if len(v.Violations) != 1 || v.Violations[0].Name != HistoryNotConcluded || !strings.Contains(v.String(), "exceed the search's bound of 5") {
+	if len(v.Violations) != 1 || v.Violations[0].Name != HistoryNotConcluded || !strings.Contains(v.String(), "exceed the search's bound of 5") ||
+		!strings.Contains(v.Reason, "the certificate stopped at an undecided outcome") {
 		t.Fatalf("CheckHistory violations %v, %q; want %s naming the bound", v.Violations, v, HistoryNotConcluded)
 	}
 }
