@@ -20,6 +20,51 @@ import (
 // misfit names the first operation the certificate found no moment for
 // (a lead when the search does not conclude either).
 func certify(h History, bound time.Duration) (ok bool, misfit string) {
+	if !hasMaybe(h) {
+		return certifyResolved(h, bound)
+	}
+	// An undecided outcome may be taken either way (the model steps it
+	// both ways): a linearization with each one decided is one of the
+	// history. Not taken leaves more units for the others; taken (at the
+	// end of the history, as a resolved sale) empties the stock sooner.
+	for _, taken := range []bool{false, true} {
+		if ok, m := certifyResolved(decideMaybes(h, taken), bound); ok {
+			return true, ""
+		} else if misfit == "" {
+			misfit = m
+		}
+	}
+	return false, misfit + " (undecided outcomes taken neither way)"
+}
+
+func hasMaybe(h History) bool {
+	for _, op := range h.Ops {
+		if op.Kind == Maybe {
+			return true
+		}
+	}
+	return false
+}
+
+// decideMaybes is h with every undecided outcome a resolved sale (taken)
+// or left out.
+func decideMaybes(h History, taken bool) History {
+	out := h
+	out.Ops = make([]Op, 0, len(h.Ops))
+	for _, op := range h.Ops {
+		if op.Kind == Maybe {
+			if !taken {
+				continue
+			}
+			op.Kind, op.Resolved = Bought, true
+		}
+		out.Ops = append(out.Ops, op)
+	}
+	return out
+}
+
+// certifyResolved is certify of a history without undecided outcomes.
+func certifyResolved(h History, bound time.Duration) (ok bool, misfit string) {
 	ops, at, misfit := placeWrites(h)
 	if misfit != "" {
 		return false, misfit
@@ -96,7 +141,7 @@ func certify(h History, bound time.Duration) (ok bool, misfit string) {
 // response, or earlier where a sale left without a unit before it had to
 // take one by then (it bought from the restocked units: the restock
 // committed before the sale answered). misfit, when not empty, says why no
-// such moments were found (or that an outcome was left undecided).
+// such moments were found. h has no undecided outcome.
 func placeWrites(h History) (ops []Op, at []int64, misfit string) {
 	var sales, restocks []Op
 	for _, op := range h.Ops {
@@ -105,8 +150,6 @@ func placeWrites(h History) (ops []Op, at []int64, misfit string) {
 			sales = append(sales, op)
 		case Restock:
 			restocks = append(restocks, op)
-		case Maybe:
-			return nil, nil, "an undecided outcome: " + op.String()
 		}
 	}
 	sort.Slice(restocks, func(i, j int) bool { return restocks[i].Return.Before(restocks[j].Return) })
