@@ -25,6 +25,10 @@ const (
 	// SaleAfterSoldOut: a 201 sale invoked after a sold_out answer had
 	// returned, with no restock that could fall between.
 	SaleAfterSoldOut = "sale_after_sold_out"
+	// SoldPastZero: more units sold between two restocks (or before the
+	// first, or after the last) than the stock the earlier one set, by
+	// sales that can only fall between them.
+	SoldPastZero = "sold_past_zero"
 	// SoldOutWhileStockRemained: a sold_out answer after the last restock
 	// (beyond the staleness bound) while the sale ended with units left.
 	SoldOutWhileStockRemained = "sold_out_while_stock_remained"
@@ -142,6 +146,7 @@ func CheckHistory(h History, opt HistoryOptions) HistoryVerdict {
 
 	v.Violations = append(v.Violations, saleAfterSoldOut(h.Ops, opt.SoldOutBound)...)
 	v.Violations = append(v.Violations, soldOutWhileStockRemained(h.Ops, opt.SoldOutBound, opt.FinalStock)...)
+	v.Violations = append(v.Violations, soldPastZero(h)...)
 
 	searched, settled := settledSoldOuts(h, opt.SoldOutBound)
 	searched, dominated := dominatedReads(searched, opt.SoldOutBound)
@@ -268,6 +273,50 @@ func restockBetween(restocks []Op, from, to time.Time) bool {
 		}
 	}
 	return false
+}
+
+// soldPastZero counts, between each restock and the next (the initial
+// stock before the first), the units of the sales invoked after the one
+// answered and answered before the next was invoked: they can only be
+// linearized between the two, where at most the stock the first set was
+// there. More is an oversell, whatever the order. O(n log n).
+func soldPastZero(h History) []Violation {
+	var restocks []Op
+	for _, op := range h.Ops {
+		if op.Kind == Restock {
+			restocks = append(restocks, op)
+		}
+	}
+	sort.Slice(restocks, func(i, j int) bool { return restocks[i].Call.Before(restocks[j].Call) })
+	sold := make([]int64, len(restocks)+1) // epoch k follows restocks[k-1]
+	last := make([]Op, len(restocks)+1)    // each epoch's latest sale, for the message
+	for _, b := range h.Ops {
+		if b.Kind != Bought {
+			continue
+		}
+		// restocks[:k] answered before b was invoked.
+		k := sort.Search(len(restocks), func(i int) bool { return !restocks[i].Return.Before(b.Call) })
+		if k < len(restocks) && !b.Return.Before(restocks[k].Call) {
+			continue // it may fall after the next restock
+		}
+		sold[k] += b.Qty
+		if last[k].Kind == "" || b.Call.After(last[k].Call) {
+			last[k] = b
+		}
+	}
+	var out []Violation
+	for k, n := range sold {
+		set, after := h.InitialStock, "the start"
+		if k > 0 {
+			set, after = restocks[k-1].Stock, restocks[k-1].String()
+		}
+		if n > set {
+			out = append(out, Violation{Name: SoldPastZero, Message: fmt.Sprintf(
+				"%d units sold after %s, where %d were there, by sales that no restock can fall between; the last: %s",
+				n, after, set, last[k])})
+		}
+	}
+	return out
 }
 
 // soldOutWhileStockRemained finds sold_out answers invoked more than the

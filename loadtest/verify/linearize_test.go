@@ -95,7 +95,16 @@ func TestCheckHistory(t *testing.T) {
 			ops: []Op{
 				op(Bought, "a", 0, 10), op(Bought, "b", 20, 30), op(Bought, "c", 40, 50),
 			},
-			want: NotLinear, witness: HistoryNotLinearizable,
+			want: NotLinear, witness: SoldPastZero,
+		},
+		{
+			name: "a 201 past zero after a restock, sales overlapping it aside", stock: 5, final: 0,
+			ops: []Op{
+				op(Bought, "a", 0, 10), restock(1, 20, 30),
+				op(Bought, "x", 25, 40), // may fall before the restock: not counted
+				op(Bought, "b", 50, 60), op(Bought, "c", 70, 80),
+			},
+			want: NotLinear, witness: SoldPastZero,
 		},
 		{
 			name: "a sold_out while units remain, beyond the bound", stock: 3, final: 2,
@@ -176,15 +185,25 @@ func TestCheckHistoryNotConcluded(t *testing.T) {
 		t.Fatalf("CheckHistory of 10 sales, a bound of 5 = %s (certified %v, %d searched); want %s by the certificate over 10", v.Result, v.Certified, v.Searched, Linearizable)
 	}
 
-	// One unit short (a 201 past zero no witness names): only the search
-	// could say so, and it is not allowed this many operations.
-	v = CheckHistory(History{InitialStock: 9, PerUserLimit: 2, Ops: ops}, HistoryOptions{MaxOps: 5, FinalStock: -1})
+	// Ten sales overlapping a restock to 9 from nothing (a 201 past zero
+	// no witness names, since each may fall on either side): only the
+	// search could say so, and it is not allowed this many operations.
+	var overlapping []Op
+	for i := range 10 {
+		overlapping = append(overlapping, op(Bought, "u"+string(rune('a'+i)), i, 100+i))
+	}
+	overlapping = append(overlapping, restock(9, 0, 200))
+	v = CheckHistory(History{InitialStock: 0, PerUserLimit: 2, Ops: overlapping}, HistoryOptions{MaxOps: 5, FinalStock: -1})
 	if v.Result != NotConcluded || v.Pass() || v.Certified {
-		t.Fatalf("CheckHistory of 10 sales of 9 units, a bound of 5 = %s; want %s, not a pass", v.Result, NotConcluded)
+		t.Fatalf("CheckHistory of 10 sales of 9 units, a bound of 5 = %s %v; want %s, not a pass", v.Result, v.Violations, NotConcluded)
 	}
 	if len(v.Violations) != 1 || v.Violations[0].Name != HistoryNotConcluded || !strings.Contains(v.String(), "exceed the search's bound of 5") ||
-		!strings.Contains(v.Reason, "the certificate stopped at no unit for uj bought 1") {
+		!strings.Contains(v.Reason, "the certificate stopped at no unit for") {
 		t.Fatalf("CheckHistory violations %v, %q; want %s naming the bound", v.Violations, v, HistoryNotConcluded)
+	}
+	// Allowed the operations, the search refutes it.
+	if v := CheckHistory(History{InitialStock: 0, PerUserLimit: 2, Ops: overlapping}, HistoryOptions{FinalStock: -1}); v.Result != NotLinear {
+		t.Fatalf("CheckHistory of 10 sales of 9 units, no bound = %s; want %s", v.Result, NotLinear)
 	}
 }
 
