@@ -331,6 +331,9 @@ func TestZooKeeper_UnavailableFailsFast(t *testing.T) {
 	if !errors.Is(err, lock.ErrUnavailable) {
 		t.Fatalf("Obtain with the server down = %v; want ErrUnavailable", err)
 	}
+	if msg := err.Error(); !strings.Contains(msg, "zookeeper") || strings.Contains(msg, "redis") {
+		t.Errorf("Obtain with the server down = %q; want it to name zookeeper, not redis", msg)
+	}
 	if ctx.Err() != nil {
 		t.Fatal("Obtain waited for its context instead of failing fast")
 	}
