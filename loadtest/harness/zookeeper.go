@@ -30,9 +30,10 @@ const FaultZKLeader = "zk-leader"
 // it) puts the server's jars; SECKILL_ZOOKEEPER_CLASSPATH overrides it.
 const zkClasspath = "/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-simple.jar"
 
-// zkEnsemble is the run's ZooKeeper: three servers on loopback ports with
-// the production defaults of zoo.cfg (tickTime 2s: the service's default
-// 6s session is within the server's [4s, 40s]).
+// zkEnsemble is a private ZooKeeper: one standalone server or a quorum of
+// three, on loopback ports, with the production defaults of zoo.cfg
+// (tickTime 2s: the service's default 6s session is within the server's
+// [4s, 40s]).
 type zkEnsemble struct {
 	servers []*zkServer
 }
@@ -51,11 +52,48 @@ func (e *zkEnsemble) addrs() []string {
 	return a
 }
 
-// startZooKeeper starts the 3-node ensemble and waits until every server
-// serves clients, so that one of them leads.
+// startZooKeeper starts the run's 3-node ensemble.
 func (r *run) startZooKeeper(ctx context.Context) error {
+	e, err := startZKEnsemble(ctx, &r.ps, r.work, 3)
+	if err != nil {
+		return err
+	}
+	r.zk = e
+	r.event("zookeeper ensemble ready: %s", strings.Join(e.addrs(), " "))
+	return nil
+}
+
+// ZooKeeper is a private ZooKeeper started by StartZooKeeper, for the
+// benchmarks.
+type ZooKeeper struct {
+	e  *zkEnsemble
+	ps procs
+}
+
+// StartZooKeeper starts n ZooKeeper servers (1: standalone, else a quorum)
+// with their data and logs in dir, and waits until every one serves.
+func StartZooKeeper(ctx context.Context, dir string, n int) (*ZooKeeper, error) {
+	z := &ZooKeeper{}
+	e, err := startZKEnsemble(ctx, &z.ps, dir, n)
+	if err != nil {
+		z.Stop()
+		return nil, err
+	}
+	z.e = e
+	return z, nil
+}
+
+// Addrs returns the servers' client addresses.
+func (z *ZooKeeper) Addrs() []string { return z.e.addrs() }
+
+// Stop stops every server.
+func (z *ZooKeeper) Stop() { z.ps.stopAll(10 * time.Second) }
+
+// startZKEnsemble starts n servers, registered in ps, and waits until every
+// one serves clients, so that one of them leads.
+func startZKEnsemble(ctx context.Context, ps *procs, work string, n int) (*zkEnsemble, error) {
 	if _, err := exec.LookPath("java"); err != nil {
-		return fmt.Errorf("-lock zookeeper: java not found (scripts/deps.sh installs zookeeper and its JRE): %w", err)
+		return nil, fmt.Errorf("zookeeper: java not found (scripts/deps.sh installs zookeeper and its JRE): %w", err)
 	}
 	cp := os.Getenv("SECKILL_ZOOKEEPER_CLASSPATH")
 	if cp == "" {
@@ -63,36 +101,36 @@ func (r *run) startZooKeeper(ctx context.Context) error {
 	}
 	e := &zkEnsemble{}
 	var peers strings.Builder
-	for i := 1; i <= 3; i++ {
+	for i := 1; i <= n; i++ {
 		ports := make([]int, 3)
 		for j := range ports {
 			p, err := FreePort()
 			if err != nil {
-				return err
+				return nil, err
 			}
 			ports[j] = p
 		}
 		e.servers = append(e.servers, &zkServer{id: i, addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0]))})
-		fmt.Fprintf(&peers, "server.%d=127.0.0.1:%d:%d\n", i, ports[1], ports[2])
+		if n > 1 {
+			fmt.Fprintf(&peers, "server.%d=127.0.0.1:%d:%d\n", i, ports[1], ports[2])
+		}
 	}
 	for _, s := range e.servers {
-		p, err := zkServerProc(r.work, s, peers.String(), cp)
+		p, err := zkServerProc(work, s, peers.String(), cp)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		s.p = r.ps.add(p)
+		s.p = ps.add(p)
 		if err := s.p.start(); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	for _, s := range e.servers {
 		if err := poll(ctx, fmt.Sprintf("zookeeper-%d", s.id), 120*time.Second, 200*time.Millisecond, s.serving); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	r.zk = e
-	r.event("zookeeper ensemble ready: %s", strings.Join(e.addrs(), " "))
-	return nil
+	return e, nil
 }
 
 // zkServerProc writes server s's zoo.cfg and myid and returns its JVM,
@@ -168,7 +206,7 @@ func (e *zkEnsemble) leader(ctx context.Context) (*zkServer, error) {
 		if alive, _ := s.p.running(); !alive {
 			continue
 		}
-		if m, err := s.mode(ctx); err == nil && m == "leader" {
+		if m, err := s.mode(ctx); err == nil && (m == "leader" || m == "standalone") {
 			return s, nil
 		}
 	}
