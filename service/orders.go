@@ -387,6 +387,9 @@ func (o *Orders) commitLocked(ctx context.Context, b Batch, hold *leaseHold) (Ba
 	for stale := 0; ; stale++ {
 		lease := hold.acquire(ctx)
 		res, err := o.commitUnder(ctx, b, lease)
+		if lease != nil && o.adoptForeignFence(ctx, lease, err) {
+			res, err = o.commitUnder(ctx, b, lease)
+		}
 		if err != nil {
 			// A lease that failed a batch (lost, stale, expired) never
 			// serves another: the next attempt obtains afresh.

@@ -1,0 +1,120 @@
+package app_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/seckill/seckill/internal/config"
+	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/repository"
+	"github.com/seckill/seckill/service"
+)
+
+// TestZooKeeperRecreatedFromEmpty_SellsOnAndStillFences: the ensemble is
+// lost and a new one is started from empty. Its zxids restart low, below
+// the fence the SKU row holds from the old one, so without the service's
+// way out every write would be refused as stale until someone ran UPDATE
+// skus SET fence=0. The first batch on the new ensemble finds the stored
+// fence above the ensemble's horizon, replaces it (compare-and-set) and
+// sells; from then on the new ensemble's fences guard the row as before:
+// a superseded holder's write is still refused.
+func TestZooKeeperRecreatedFromEmpty_SellsOnAndStillFences(t *testing.T) {
+	old := testenv.StartZooKeeper(t)
+	dsn := testenv.Database(t)
+	store := repository.New(testenv.DB(t, dsn))
+	root := "/" + testenv.Name("recreated")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	before := zkInstance(t, dsn, old.Addrs(), root)
+	waitLockUp(t, before)
+	skuID := newSKU(t, before, 100, 1)
+	sold := 0
+	buy := func(url, user string, want int) {
+		t.Helper()
+		body := fmt.Sprintf(`{"sku_id":%d,"user_id":%q,"quantity":1}`, skuID, user)
+		status, answer := call(t, http.MethodPost, url+"/api/v1/orders", body, "Idempotency-Key", user)
+		if status != want {
+			t.Fatalf("order of %s = %d %v; want %d", user, status, answer, want)
+		}
+		if status == http.StatusCreated {
+			sold++
+		}
+	}
+	for i := range 5 {
+		buy(before, fmt.Sprintf("old-%d", i), http.StatusCreated)
+	}
+	// The old ensemble lived longer than the new one will have by the
+	// first sale: its zxids went well past the new one's first ones.
+	conn := testenv.ZKConn(t, old.Addrs(), config.Default().ZooKeeper.SessionTimeout, nil)
+	for i := range 200 {
+		if _, err := conn.Create(fmt.Sprintf("%s-filler-%d", root, i), nil, zk.FlagEphemeral, zk.WorldACL(zk.PermAll)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 5 {
+		buy(before, fmt.Sprintf("old-late-%d", i), http.StatusCreated)
+	}
+	oldFence := skuFence(ctx, t, store, skuID)
+	if oldFence < service.ZooKeeperFences {
+		t.Fatalf("fence after sales on ZooKeeper = %d; want a ZooKeeper fence (>= %d)", oldFence, service.ZooKeeperFences)
+	}
+	old.Servers[0].Stop() // lost with its data
+
+	fresh := testenv.StartZooKeeper(t)
+	after := zkInstance(t, dsn, fresh.Addrs(), root)
+	waitLockUp(t, after) // else the first batches sell unlocked, degraded
+	for i := range 5 {
+		buy(after, fmt.Sprintf("new-%d", i), http.StatusCreated)
+	}
+	newFence := skuFence(ctx, t, store, skuID)
+	if newFence >= oldFence || newFence < service.ZooKeeperFences {
+		t.Errorf("fence after the recreated ensemble's sales = %d; want one of its own, below the old ensemble's %d", newFence, oldFence)
+	}
+	stock, soldAPI := skuState(t, after, skuID)
+	if int(soldAPI) != sold || int(stock) != 100-sold {
+		t.Errorf("sold %v stock %v; want %d sold, %d left", soldAPI, stock, sold, 100-sold)
+	}
+
+	// A holder superseded on the new ensemble is still refused.
+	_, err := store.CommitBatch(ctx, service.Batch{SKUID: skuID, Fence: newFence - 1, Now: time.Now().UTC(),
+		Requests: []service.OrderRequest{{SKUID: skuID, UserID: "superseded", Quantity: 1}}})
+	if !errors.Is(err, service.ErrStaleFence) {
+		t.Errorf("CommitBatch(fence %d below the stored %d) = %v; want ErrStaleFence", newFence-1, newFence, err)
+	}
+	if _, soldAfter := skuState(t, after, skuID); int(soldAfter) != sold {
+		t.Errorf("sold %v after the refused write; want %d", soldAfter, sold)
+	}
+}
+
+func skuFence(ctx context.Context, t *testing.T, store *repository.Stock, id int64) int64 {
+	t.Helper()
+	s, err := store.SKU(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.Fence
+}
+
+// waitLockUp waits (at most 30s) until the instance's /readyz says ok: its
+// ZooKeeper session is up, so batches run under the lock.
+func waitLockUp(t *testing.T, url string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, ready := call(t, http.MethodGet, url+"/readyz", "")
+		if ready["status"] == "ok" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz of %s = %v 30s after start; want ok", url, ready)
+		}
+		time.Sleep(50 * time.Millisecond) // polling for the session, bounded above
+	}
+}
