@@ -5,13 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/seckill/seckill/internal/app"
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/lock"
 	"github.com/seckill/seckill/repository"
 	"github.com/seckill/seckill/service"
 )
@@ -117,4 +120,80 @@ func waitLockUp(t *testing.T, url string) {
 		}
 		time.Sleep(50 * time.Millisecond) // polling for the session, bounded above
 	}
+}
+
+// TestZooKeeper_SupersededHolderIsNotMistakenForARecreatedEnsemble: the
+// other side of the horizon. Right after the service obtains its lease, a
+// later holder of the same ensemble (a higher zxid) commits first. The
+// service's batch is refused as stale and, since that stored fence is
+// within the ensemble's horizon, it is not replaced: the service drops its
+// lease and sells under a fresh one, whose fence is above the later
+// holder's.
+func TestZooKeeper_SupersededHolderIsNotMistakenForARecreatedEnsemble(t *testing.T) {
+	z := testenv.StartZooKeeper(t)
+	store := repository.New(testenv.DB(t, testenv.Database(t)))
+	root := "/" + testenv.Name("superseded")
+	pc := config.Default()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	sku, err := store.CreateSKU(ctx, service.SKU{Name: "superseded", TotalStock: 10, Stock: 10, PerUserLimit: 10, CreatedAt: time.Now().UTC(), UpdatedAt: time.Now().UTC()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := testenv.ZKConn(t, z.Addrs(), pc.ZooKeeper.SessionTimeout, nil)
+	other := lock.NewZooKeeper(testenv.ZKConn(t, z.Addrs(), pc.ZooKeeper.SessionTimeout, nil), lock.ZooKeeperOptions{Root: root + "/locks"})
+	var later int64
+	locker := &interferingLocker{z: lock.NewZooKeeper(conn, lock.ZooKeeperOptions{Root: root + "/locks"}), interfere: func(ours int64) {
+		l, err := other.Obtain(ctx, "elsewhere")
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer l.Release(ctx)
+		later = l.Fence()
+		if _, err := store.CommitBatch(ctx, service.Batch{SKUID: sku.ID, Fence: later, Now: time.Now().UTC(),
+			Requests: []service.OrderRequest{{SKUID: sku.ID, UserID: "later-holder", Quantity: 1}}}); err != nil {
+			t.Errorf("the later holder's commit (fence %d, ours %d): %v", later, ours, err)
+		}
+	}}
+	orders := service.NewOrders(store, locker, app.NewZooKeeperSoldOutMarks(conn, root+"/soldout", pc.SoldOut.SharedTTL),
+		app.OrdersConfig(pc), testenv.Logger(), nil)
+	t.Cleanup(func() {
+		sctx, scancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer scancel()
+		if err := orders.Shutdown(sctx); err != nil {
+			t.Errorf("Shutdown: %v", err)
+		}
+	})
+
+	if _, err := orders.Place(ctx, service.OrderRequest{SKUID: sku.ID, UserID: "buyer", Quantity: 1}); err != nil {
+		t.Fatalf("Place after a later holder committed = %v; want placed under a fresh lease", err)
+	}
+	got, err := store.SKU(ctx, sku.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if later == 0 || got.Fence <= later {
+		t.Errorf("stored fence %d after the later holder's %d; want a fresh lease's, above it (never ours replacing it)", got.Fence, later)
+	}
+	if got.Sold != 2 || got.Stock != 8 {
+		t.Errorf("sold %d stock %d; want 2, 8", got.Sold, got.Stock)
+	}
+}
+
+// interferingLocker obtains ZooKeeper locks and, once, right after the
+// first one is obtained, runs interfere with its fence.
+type interferingLocker struct {
+	z         *lock.ZooKeeper
+	once      sync.Once
+	interfere func(ours int64)
+}
+
+func (l *interferingLocker) Obtain(ctx context.Context, key string) (service.Lease, error) {
+	lk, err := l.z.Obtain(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	l.once.Do(func() { l.interfere(lk.Fence()) })
+	return lk, nil
 }
