@@ -505,14 +505,14 @@ func (o *Orders) obtain(ctx context.Context, skuID int64) Lease {
 	switch {
 	case err == nil:
 		if o.degraded.CompareAndSwap(true, false) {
-			o.log.Info("redis reachable again: selling under the lock")
+			o.log.Info("lock store reachable again: selling under the lock")
 			o.obs.Degraded(false)
 		}
 		return lease
 	case errors.Is(err, ErrLockUnavailable):
 		o.lockDownTill.Store(time.Now().Add(redisProbeInterval).UnixNano())
 		if o.degraded.CompareAndSwap(false, true) {
-			o.log.Warn("redis unreachable: selling on the database guard alone (degraded)", "err", err)
+			o.log.Warn("lock store (redis or zookeeper) unreachable: selling on the database guard alone (degraded)", "err", err)
 			o.obs.Degraded(true)
 		}
 	default:
