@@ -12,10 +12,14 @@ import (
 	"github.com/seckill/seckill/lock"
 )
 
-// Benchmarks run against the shared Redis. Round trips are counted with a
-// go-redis hook; a pipeline would count as one.
+// Benchmarks run against the shared Redis and, for the zookeeper
+// sub-benchmarks, a private standalone ZooKeeper started once per
+// benchmark, so that benchstat puts the three side by side. Round trips are
+// counted with a go-redis hook (a pipeline counts as one) and, on
+// ZooKeeper, as the requests Obtain reports.
 
 func BenchmarkUncontended(b *testing.B) {
+	zkc := benchZooKeeper(b)
 	b.Run("lock", func(b *testing.B) {
 		_, prefix := sharedRedis(b)
 		rdb := newShared(b)
@@ -70,6 +74,7 @@ func BenchmarkUncontended(b *testing.B) {
 		b.ReportMetric(float64(acquireRT)/float64(b.N), "rt/acquire")
 		b.ReportMetric(float64(releaseRT)/float64(b.N), "rt/release")
 	})
+	b.Run("zookeeper", func(b *testing.B) { benchZKUncontended(b, zkc.conn(b)) })
 }
 
 // BenchmarkContended has 16 goroutines (parallelism 8 on 2 cores) take one
@@ -80,13 +85,16 @@ func BenchmarkUncontended(b *testing.B) {
 //   - poll:    a Client per goroutine, so every goroutine polls Redis with
 //     this package's back-off (1ms..64ms, full jitter);
 //   - redsync: a redsync Mutex per goroutine with the same back-off.
+//   - zookeeper: one ZooKeeper client, every goroutine with a node of its
+//     own in ZooKeeper's queue, woken by a watch on its predecessor.
 func BenchmarkContended(b *testing.B) {
+	zkc := benchZooKeeper(b)
 	for _, hold := range []time.Duration{0, 500 * time.Microsecond} {
-		b.Run("hold="+hold.String(), func(b *testing.B) { benchContended(b, hold) })
+		b.Run("hold="+hold.String(), func(b *testing.B) { benchContended(b, hold, zkc) })
 	}
 }
 
-func benchContended(b *testing.B, hold time.Duration) {
+func benchContended(b *testing.B, hold time.Duration, zkc benchZK) {
 	const parallelism = 8
 	work := func() {
 		if hold > 0 {
@@ -177,4 +185,5 @@ func benchContended(b *testing.B, hold time.Duration) {
 		})
 		report(b, start, cnt)
 	})
+	b.Run("zookeeper", func(b *testing.B) { benchZKContended(b, zkc.conn(b), parallelism, work) })
 }

@@ -47,11 +47,12 @@ var (
 	// ErrNotHeld means the lease is no longer ours: it expired (and may have
 	// been taken by someone else) or the Lock was already released.
 	ErrNotHeld = errors.New("lock: not held")
-	// ErrUnavailable means Redis (or, in Redlock mode, too many of its
-	// nodes to reach a quorum) could not be reached. It never means
-	// contention; a caller may fall back to a path that does not need the
-	// lock.
-	ErrUnavailable = errors.New("lock: redis unavailable")
+	// ErrUnavailable means the lock's store could not be reached: Redis
+	// (or, in Redlock mode, too many of its nodes to reach a quorum), or
+	// the ZooKeeper ensemble. The wrapped cause names which. It never
+	// means contention; a caller may fall back to a path that does not
+	// need the lock.
+	ErrUnavailable = errors.New("lock: store unavailable")
 	// ErrNotReplicated means the master granted the lease but fewer replicas
 	// than WithMinReplicas asked for acknowledged it in time. It is always
 	// wrapped in ErrUnavailable: the lease was released (best effort) and

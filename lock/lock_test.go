@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base32"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -430,6 +431,9 @@ func TestObtain_Unavailable(t *testing.T) {
 	elapsed := time.Since(start)
 	if !errors.Is(err, lock.ErrUnavailable) || errors.Is(err, lock.ErrNotObtained) {
 		t.Errorf("Obtain(server down) = %v; want ErrUnavailable only", err)
+	}
+	if err != nil && !strings.Contains(err.Error(), "redis") {
+		t.Errorf("Obtain(server down) = %q; want it to name redis", err)
 	}
 	if elapsed > 3*time.Second {
 		t.Errorf("Obtain(server down) took %v; want fail fast, far inside the 10s deadline", elapsed)

@@ -91,10 +91,10 @@ func (s *single) obtainReplicated(ctx context.Context, key, token string, ttl ti
 	}
 	n, err := acked.Int64()
 	if err != nil {
-		return 0, fmt.Errorf("%w: %w: wait: %w", ErrUnavailable, ErrNotReplicated, err)
+		return 0, fmt.Errorf("%w: redis: %w: wait: %w", ErrUnavailable, ErrNotReplicated, err)
 	}
 	if n < int64(s.minReplicas) {
-		return 0, fmt.Errorf("%w: %w: %d of %d replicas within %v", ErrUnavailable, ErrNotReplicated, n, s.minReplicas, s.replicaTO)
+		return 0, fmt.Errorf("%w: redis: %w: %d of %d replicas within %v", ErrUnavailable, ErrNotReplicated, n, s.minReplicas, s.replicaTO)
 	}
 	return fence, nil
 }
@@ -143,7 +143,7 @@ func (s *single) refresh(ctx context.Context, key, token string, ttl time.Durati
 // Redis could not be reached or cannot serve right now.
 func redisErr(op string, err error) error {
 	if unreachable(err) {
-		return fmt.Errorf("%w: %s: %w", ErrUnavailable, op, err)
+		return fmt.Errorf("%w: redis: %s: %w", ErrUnavailable, op, err)
 	}
 	return fmt.Errorf("lock: %s: %w", op, err)
 }

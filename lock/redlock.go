@@ -58,7 +58,7 @@ func (r *redlock) obtain(ctx context.Context, key, token string, ttl time.Durati
 		return 0, nil
 	}
 	if r.noQuorum(err) {
-		return 0, fmt.Errorf("%w: obtain: %w", ErrUnavailable, err)
+		return 0, fmt.Errorf("%w: redlock: obtain: %w", ErrUnavailable, err)
 	}
 	return 0, errTaken
 }
@@ -69,7 +69,7 @@ func (r *redlock) release(ctx context.Context, key, token string) error {
 	case ok:
 		return nil
 	case r.noQuorum(err):
-		return fmt.Errorf("%w: release: %w", ErrUnavailable, err)
+		return fmt.Errorf("%w: redlock: release: %w", ErrUnavailable, err)
 	default:
 		return ErrNotHeld
 	}
@@ -81,7 +81,7 @@ func (r *redlock) refresh(ctx context.Context, key, token string, ttl time.Durat
 	case ok:
 		return nil
 	case r.noQuorum(err):
-		return fmt.Errorf("%w: refresh: %w", ErrUnavailable, err)
+		return fmt.Errorf("%w: redlock: refresh: %w", ErrUnavailable, err)
 	default:
 		return ErrNotHeld
 	}

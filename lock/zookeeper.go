@@ -318,6 +318,27 @@ func (l *ZooKeeperLock) Node() string { return l.node }
 // same ensemble, across leader changes and restarts.
 func (l *ZooKeeperLock) Fence() int64 { return l.fence }
 
+// Horizon returns ZooKeeperFenceBase plus the ensemble's latest zxid, the
+// zxid of a write made now (to the lock's own node, which it leaves as it
+// was): no lower than any fence this ensemble has issued so far, on any
+// key. A fence above it was not issued by this ensemble but by an earlier
+// one, since recreated from empty (zxids restart low), or by another.
+// It returns ErrNotHeld when the node is gone and an error wrapping
+// ErrUnavailable when ZooKeeper does not answer within OpTimeout.
+func (l *ZooKeeperLock) Horizon(ctx context.Context) (int64, error) {
+	if l.released.Load() {
+		return 0, ErrNotHeld
+	}
+	st, err := call(ctx, l.z, func() (*zk.Stat, error) { return l.z.conn.Set(l.node, nil, -1) })
+	switch {
+	case errors.Is(err, zk.ErrNoNode):
+		return 0, ErrNotHeld
+	case err != nil:
+		return 0, err
+	}
+	return ZooKeeperFenceBase + st.Mzxid, nil
+}
+
 // Lost returns a channel closed when the lock's node is found gone while
 // held: deleted, or its session expired. A client cut off from the ensemble
 // learns of the expiry only when it reconnects: until then only the fence

@@ -331,7 +331,53 @@ func TestZooKeeper_UnavailableFailsFast(t *testing.T) {
 	if !errors.Is(err, lock.ErrUnavailable) {
 		t.Fatalf("Obtain with the server down = %v; want ErrUnavailable", err)
 	}
+	if msg := err.Error(); !strings.Contains(msg, "zookeeper") || strings.Contains(msg, "redis") {
+		t.Errorf("Obtain with the server down = %q; want it to name zookeeper, not redis", msg)
+	}
 	if ctx.Err() != nil {
 		t.Fatal("Obtain waited for its context instead of failing fast")
+	}
+}
+
+// TestZooKeeper_HorizonCoversEveryFenceIssued: a holder's Horizon is no
+// lower than any fence the ensemble issued before it was asked, on any key
+// and to any client; asking it is no loss of the lock; a released lock
+// has none.
+func TestZooKeeper_HorizonCoversEveryFenceIssued(t *testing.T) {
+	z, root := startZK(t)
+	a := lock.NewZooKeeper(testenv.ZKConn(t, z.Addrs(), zkSession, nil), lock.ZooKeeperOptions{Root: root})
+	b := lock.NewZooKeeper(testenv.ZKConn(t, z.Addrs(), zkSession, nil), lock.ZooKeeperOptions{Root: root})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	la, err := a.Obtain(ctx, "k1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lb, err := b.Obtain(ctx, "k2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := la.Horizon(ctx)
+	if err != nil {
+		t.Fatalf("Horizon() = %v", err)
+	}
+	if h < la.Fence() || h < lb.Fence() {
+		t.Errorf("Horizon() = %d; want at least the fences issued before it: %d and %d", h, la.Fence(), lb.Fence())
+	}
+	if lc, err := b.Obtain(ctx, "k3"); err != nil {
+		t.Fatal(err)
+	} else if lc.Fence() <= h {
+		t.Errorf("fence %d issued after Horizon() = %d; want above it", lc.Fence(), h)
+	}
+	if err := la.Release(ctx); err != nil {
+		t.Errorf("Release after Horizon = %v; want nil (asking is no loss)", err)
+	}
+	select {
+	case <-la.Lost():
+		t.Error("Lost closed by Horizon's write to the lock's own node")
+	default:
+	}
+	if _, err := la.Horizon(ctx); !errors.Is(err, lock.ErrNotHeld) {
+		t.Errorf("Horizon after Release = %v; want ErrNotHeld", err)
 	}
 }

@@ -138,7 +138,7 @@ func (w lockWait) String() string {
 }
 
 func staleFence(b service.Batch, sku skuRow) error {
-	return fmt.Errorf("%w: sku %d carries fence %d, the batch %d", service.ErrStaleFence, sku.ID, sku.Fence, b.Fence)
+	return &service.StaleFenceError{SKUID: sku.ID, Stored: sku.Fence, Fence: b.Fence}
 }
 
 // commitMayHaveLanded reports whether a failed COMMIT may still have

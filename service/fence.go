@@ -1,6 +1,11 @@
 package service
 
-import "math"
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+)
 
 // ZooKeeperFences is where the ZooKeeper lock's fences start (1<<62 plus the
 // lock node's creation zxid); the Redis lock's are below it
@@ -27,4 +32,56 @@ func FenceCeiling(f int64) int64 {
 // lease was superseded. A batch without a fence (f == 0) is never stale.
 func FenceStale(stored, f int64) bool {
 	return f > 0 && stored > f && stored <= FenceCeiling(f)
+}
+
+// StaleFenceError is the ErrStaleFence a Store returns, with the fences it
+// compared.
+type StaleFenceError struct {
+	SKUID  int64
+	Stored int64 // the SKU row's fence
+	Fence  int64 // the batch's
+}
+
+func (e *StaleFenceError) Error() string {
+	return fmt.Sprintf("%v: sku %d carries fence %d, the batch %d", ErrStaleFence, e.SKUID, e.Stored, e.Fence)
+}
+
+func (e *StaleFenceError) Unwrap() error { return ErrStaleFence }
+
+// fenceHorizon is a Lease whose backend can say, by asking it now, the
+// highest fence it has issued so far: ZooKeeper's latest zxid. A Redis
+// fence counter recreated empty is re-seeded from the clock, above its
+// past; an ensemble recreated empty restarts its zxids low, below every
+// fence of its past, which the database still holds.
+type fenceHorizon interface {
+	Horizon(ctx context.Context) (int64, error)
+}
+
+// adoptForeignFence is the way out of a fence the lease's backend never
+// issued. A stale-fence refusal whose stored fence lies above the
+// backend's horizon, asked after the refusal, cannot come from a holder
+// that superseded ours: this incarnation of the backend has issued no such
+// fence yet. It was issued by an earlier one (a ZooKeeper ensemble
+// recreated from empty) and would refuse every write until the ensemble's
+// zxids caught up. The Store then replaces exactly that stored value with
+// our fence (a compare-and-set: a fence written meanwhile by a real holder
+// stays), and the batch may be retried under the same lease. It reports
+// whether it did; the version column guards the stock throughout.
+func (o *Orders) adoptForeignFence(ctx context.Context, lease Lease, err error) bool {
+	var stale *StaleFenceError
+	h, ok := lease.(fenceHorizon)
+	if !ok || !errors.As(err, &stale) || stale.Fence != lease.Fence() || stale.Stored > FenceCeiling(stale.Fence) {
+		return false
+	}
+	horizon, herr := h.Horizon(ctx)
+	if herr != nil || stale.Stored <= horizon {
+		return false // ours was superseded, or we cannot tell
+	}
+	adopted, aerr := o.store.AdoptFence(ctx, stale.SKUID, stale.Stored, stale.Fence)
+	if aerr != nil || !adopted {
+		return false
+	}
+	o.log.Warn("the sku's fence was issued by an earlier incarnation of the lock backend (a ZooKeeper ensemble recreated from empty?): replaced by this one's",
+		"sku", stale.SKUID, "stored_fence", stale.Stored, "horizon", horizon, "fence", stale.Fence)
+	return true
 }

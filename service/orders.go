@@ -387,6 +387,9 @@ func (o *Orders) commitLocked(ctx context.Context, b Batch, hold *leaseHold) (Ba
 	for stale := 0; ; stale++ {
 		lease := hold.acquire(ctx)
 		res, err := o.commitUnder(ctx, b, lease)
+		if lease != nil && o.adoptForeignFence(ctx, lease, err) {
+			res, err = o.commitUnder(ctx, b, lease)
+		}
 		if err != nil {
 			// A lease that failed a batch (lost, stale, expired) never
 			// serves another: the next attempt obtains afresh.
@@ -502,14 +505,14 @@ func (o *Orders) obtain(ctx context.Context, skuID int64) Lease {
 	switch {
 	case err == nil:
 		if o.degraded.CompareAndSwap(true, false) {
-			o.log.Info("redis reachable again: selling under the lock")
+			o.log.Info("lock store reachable again: selling under the lock")
 			o.obs.Degraded(false)
 		}
 		return lease
 	case errors.Is(err, ErrLockUnavailable):
 		o.lockDownTill.Store(time.Now().Add(redisProbeInterval).UnixNano())
 		if o.degraded.CompareAndSwap(false, true) {
-			o.log.Warn("redis unreachable: selling on the database guard alone (degraded)", "err", err)
+			o.log.Warn("lock store (redis or zookeeper) unreachable: selling on the database guard alone (degraded)", "err", err)
 			o.obs.Degraded(true)
 		}
 	default:

@@ -199,6 +199,10 @@ type Store interface {
 	// OrdersByUser returns up to limit orders of a user with ids above
 	// after, oldest first.
 	OrdersByUser(ctx context.Context, userID string, after int64, limit int) ([]Order, error)
+	// AdoptFence sets the SKU's fence to to if it is still from, and
+	// reports whether it did: the way out of a fence issued by an earlier
+	// incarnation of the lock backend (see Orders.adoptForeignFence).
+	AdoptFence(ctx context.Context, id, from, to int64) (bool, error)
 	Ping(ctx context.Context) error
 }
 

@@ -67,6 +67,29 @@ func StartZooKeeperEnsemble(t testing.TB, n int) *ZooKeeper {
 	return startZooKeeper(t, n)
 }
 
+// ZooKeeperMissing says why a ZooKeeper server cannot start here (no java,
+// or a jar of the classpath absent), or returns "" when it can. Tests of
+// the ZooKeeper backend do not ask: they fail without it, as they must in
+// CI; benchmarks skip with the reason.
+func ZooKeeperMissing() string {
+	if _, err := exec.LookPath("java"); err != nil {
+		return "java not found (scripts/deps.sh installs zookeeper and its JRE)"
+	}
+	for _, jar := range filepath.SplitList(classpath()) {
+		if _, err := os.Stat(jar); err != nil {
+			return fmt.Sprintf("%s absent (scripts/deps.sh installs Debian's zookeeper package; SECKILL_TEST_ZOOKEEPER_CLASSPATH overrides the jars)", jar)
+		}
+	}
+	return ""
+}
+
+func classpath() string {
+	if cp := os.Getenv("SECKILL_TEST_ZOOKEEPER_CLASSPATH"); cp != "" {
+		return cp
+	}
+	return zkClasspath
+}
+
 func startZooKeeper(t testing.TB, n int) *ZooKeeper {
 	t.Helper()
 	if _, err := exec.LookPath("java"); err != nil {
@@ -144,10 +167,7 @@ func (z *ZooKeeper) WaitLeader(timeout time.Duration) *ZKServer {
 
 func (s *ZKServer) launch() {
 	s.t.Helper()
-	cp := os.Getenv("SECKILL_TEST_ZOOKEEPER_CLASSPATH")
-	if cp == "" {
-		cp = zkClasspath
-	}
+	cp := classpath()
 	log, err := os.OpenFile(filepath.Join(s.dir, "zookeeper.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		s.t.Fatal(err)

@@ -42,7 +42,7 @@ const (
 )
 
 // Faults lists the fault modes.
-var Faults = []string{FaultNone, FaultRedis, FaultInstance, FaultMySQL, FaultFailover, FaultPause}
+var Faults = []string{FaultNone, FaultRedis, FaultInstance, FaultMySQL, FaultFailover, FaultPause, FaultZKLeader}
 
 // Config is one load run. Zero numbers and strings take the defaults of
 // Default; booleans do not, so start from Default or Smoke.
@@ -93,6 +93,9 @@ type Config struct {
 	// Redis is the topology the failover fault runs on: "sentinel" (the
 	// default) or "cluster" (3 masters + 3 replicas).
 	Redis string
+	// Lock is the instances' lock backend: LockRedis (the default) or
+	// LockZooKeeper (a private 3-node ensemble, no Redis).
+	Lock string
 
 	MySQLDSN   string   // server DSN without a database, default root@tcp(127.0.0.1:3306)/
 	RedisAddrs []string // use these instead of private redis-servers (no Redis fault then)
@@ -179,6 +182,7 @@ type run struct {
 	redisAddrs []string
 	sentinels  *sentinelSetup // with the failover fault on Sentinel
 	cluster    *clusterSetup  // with the failover fault on Cluster
+	zk         *zkEnsemble    // with -lock zookeeper
 	mariadb    *proc
 	instances  []*proc
 	baseURLs   []string
@@ -354,6 +358,9 @@ func normalize(cfg Config) (Config, error) {
 			cfg.SKUs = DefaultClusterSKUs
 		}
 	}
+	if cfg.Lock == "" {
+		cfg.Lock = LockRedis
+	}
 	if cfg.P95 == 0 {
 		cfg.P95 = 1500 * time.Millisecond
 		if cfg.Fault != FaultNone {
@@ -408,6 +415,9 @@ func normalize(cfg Config) (Config, error) {
 	case cfg.Fault == FaultInstance && cfg.Instances < 2:
 		return cfg, errors.New("the instance fault needs at least 2 instances")
 	}
+	if err := validateLock(cfg); err != nil {
+		return cfg, err
+	}
 	root, err := ModuleRoot(".")
 	if err != nil && (cfg.Script == "" || cfg.ResultsDir == "" || (!cfg.Target && cfg.ServiceBin == "")) {
 		return cfg, err
@@ -461,7 +471,11 @@ func (r *run) bringUp(ctx context.Context) error {
 		return err
 	}
 	r.redisAddrs = cfg.RedisAddrs
-	if cfg.Fault == FaultFailover && cfg.Redis == RedisCluster {
+	if cfg.Lock == LockZooKeeper {
+		if err := r.startZooKeeper(ctx); err != nil {
+			return err
+		}
+	} else if cfg.Fault == FaultFailover && cfg.Redis == RedisCluster {
 		if err := r.startCluster(ctx); err != nil {
 			return err
 		}
@@ -528,6 +542,9 @@ func (r *run) bringUp(ctx context.Context) error {
 		"SECKILL_MYSQL_MAX_OPEN_CONNS="+strconv.Itoa(perInstance),
 	)
 	env = append(env, r.redisEnv()...)
+	if r.zk != nil {
+		env = append(env, r.zkEnv()...)
+	}
 	env = append(env, cfg.Env...)
 
 	mctx, cancel := context.WithTimeout(ctx, 2*time.Minute)

@@ -132,6 +132,8 @@ func (r *run) inject(ctx context.Context) error {
 		ready = append(ready, func(ctx context.Context) error { return r.waitReady(ctx, i, r.baseURLs[i]) })
 	case FaultFailover:
 		return r.failover(ctx)
+	case FaultZKLeader:
+		return r.zkLeaderFault(ctx)
 	case FaultMySQL:
 		victims = append(victims, r.mariadb)
 		ready = append(ready, func(ctx context.Context) error {

@@ -67,6 +67,8 @@ type options struct {
 	abRef       string    // a git ref whose service runs every selected row too
 	abEnv       []variant // configurations that run every selected row too
 	profile     bool      // fetch the service's CPU and allocation profiles of every order row
+	zookeeper   bool      // also run locked on the ZooKeeper lock backend
+	zkAddrs     []string
 }
 
 // variant is one side of an A/B comparison: a service binary and the
@@ -98,6 +100,7 @@ type benchCase struct {
 	// standalone server, with lock.min_replicas minReplicas.
 	topology    string
 	minReplicas int
+	zk          bool // on the ZooKeeper lock backend
 }
 
 // load names the case's load: closed-loop buyers or an open arrival rate.
@@ -173,6 +176,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.out, "out", "", "results directory (default loadtest/results/bench-<time>)")
 	fs.StringVar(&o.k6, "k6", "", "k6 binary (default: PATH, then GOPATH/bin, else go install)")
 	fs.BoolVar(&o.accessLog, "access-log", true, "also run locked at log level info with log.access off and on (the default), to measure the access log's cost")
+	fs.BoolVar(&o.zookeeper, "zookeeper", true, "also run locked on the ZooKeeper lock backend (a private standalone server), as a ratio to Redis")
 	fs.IntVar(&o.rate, "rate", 2000, "arrivals per second of the open-load rows (0: no open-load rows)")
 	fs.IntVar(&o.openVUs, "open-vus", 1000, "most buyers at once of an open-load row")
 	rows := fs.String("rows", "", "run only the cases whose \"name @load\" matches this regexp (the ceilings always run: every ratio needs them)")
@@ -234,6 +238,9 @@ func plan(o options) []benchCase {
 	cases := []benchCase{{name: caseCeiling, vus: o.vus, ceiling: true}}
 	for _, s := range o.strategies {
 		cases = append(cases, benchCase{name: s, strategy: s, vus: o.vus, skus: 1})
+		if s == "locked" && o.zookeeper {
+			cases = append(cases, benchCase{name: caseZooKeeper, strategy: s, vus: o.vus, skus: 1, zk: true})
+		}
 	}
 	cases = append(cases,
 		benchCase{name: "locked, sold out", strategy: "locked", vus: o.vus, skus: 1, soldOut: true},
@@ -335,6 +342,13 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	cases := plan(o)
 	tp := newTopologies(o.out)
 	defer tp.stop()
+	if needsZooKeeper(cases) {
+		z, err := startZooKeeper(ctx, &o)
+		if err != nil {
+			return err
+		}
+		defer z.Stop()
+	}
 	fmt.Fprintf(stdout, "bench: %d cases × %d variants of %s on %d CPUs (load average %s); results in %s\n",
 		len(cases), len(variants), o.duration, runtime.NumCPU(), loadAverage(), o.out)
 	var rows []row
@@ -422,6 +436,9 @@ func runCase(ctx context.Context, o options, c benchCase, v variant, i int, root
 		return r, err
 	}
 	env = append(env, topoEnv...)
+	if c.zk {
+		env = append(env, zkEnv(o, i)...)
+	}
 	env = append(env, v.env...)
 	var debugBase string
 	if o.profile && !c.ceiling {
@@ -711,6 +728,7 @@ func writeTable(w io.Writer, rows []row, o options) {
 		fmt.Fprintf(&t, "access log on / off, p99 @%d (log level info)\t%s\t\n", hi, ratio(on, off, p99))
 	}
 	writeTopologyRatios(&t, find, ratio, hi)
+	writeZooKeeperRatios(&t, find(caseZooKeeper, hi), locked, ratio, hi)
 	if sold != nil {
 		fmt.Fprintf(&t, "SQL statements per sold-out reject\t%s\t0\n", stat(sold.SQLPerReject))
 	}

@@ -63,3 +63,36 @@ func TestAccessLogRatio(t *testing.T) {
 		t.Errorf("the table has no %q line:\n%s", label, b.String())
 	}
 }
+
+// TestZooKeeperRatio: the ZooKeeper backend is quoted as a ratio to the
+// locked strategy on Redis, of the same run.
+func TestZooKeeperRatio(t *testing.T) {
+	t.Parallel()
+	o, err := parseFlags(nil, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !o.zookeeper {
+		t.Error("the zookeeper case is off by default; want on")
+	}
+	rows := []row{
+		{Case: "locked", VUs: o.vus, OrdersPerSec: 1000, P99: 10},
+		{Case: caseZooKeeper, VUs: o.vus, OrdersPerSec: 800, P99: 15},
+	}
+	var b bytes.Buffer
+	writeTable(&b, rows, o)
+	for label, ratio := range map[string]string{
+		"locked on zookeeper / on redis, orders/s @1000": "0.80×",
+		"locked on zookeeper / on redis, p99 @1000":      "1.50×",
+	} {
+		i := strings.Index(b.String(), label)
+		if i < 0 {
+			t.Errorf("the table has no %q line:\n%s", label, b.String())
+			continue
+		}
+		line, _, _ := strings.Cut(b.String()[i+len(label):], "\n")
+		if got := strings.TrimSpace(line); got != ratio {
+			t.Errorf("%s = %q; want %s", label, got, ratio)
+		}
+	}
+}

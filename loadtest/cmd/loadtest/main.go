@@ -8,6 +8,7 @@
 //	go run ./loadtest/cmd/loadtest                 # full run, 3 instances
 //	go run ./loadtest/cmd/loadtest -smoke          # ~30 seconds
 //	go run ./loadtest/cmd/loadtest -fault redis    # Redis killed mid-sale
+//	go run ./loadtest/cmd/loadtest -lock zookeeper -fault zk-leader  # ZooKeeper's leader killed mid-sale
 //	go run ./loadtest/cmd/loadtest -scenario invented-skus  # 20,000 orders for ids that do not exist
 //	go run ./loadtest/cmd/loadtest -target -base-urls https://a,https://b -admin-token ...
 package main
@@ -143,6 +144,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&cfg.MySQLDSN, "mysql-dsn", def.MySQLDSN, "MariaDB/MySQL server DSN, no database: each run creates its own")
 	fs.IntVar(&cfg.RedisServers, "redis-servers", 1, "private redis-servers to start; more than one selects Redlock")
 	fs.StringVar(&cfg.Redis, "redis", "", "topology of -fault failover: sentinel (default: master + 2 replicas + 3 sentinels) or cluster (3 masters + 3 replicas)")
+	fs.StringVar(&cfg.Lock, "lock", harness.LockRedis, "the instances' lock backend: redis, or zookeeper (a private 3-node ensemble, no Redis; -fault zk-leader kills its leader)")
 	fs.IntVar(&cfg.RedisKill, "redis-kill", 1, "redis-servers the redis fault kills (of 3: 1 is a minority, 2 a majority)")
 	fs.Var(&redis, "redis-addrs", "use these Redis servers instead of starting a private redis-server")
 	fs.StringVar(&cfg.ServiceBin, "bin", "", "prebuilt seckill binary (default: go build ./cmd/seckill)")

@@ -39,6 +39,9 @@ func TestRun_refuses(t *testing.T) {
 		{name: "target without urls", args: []string{"-target", "-admin-token", "0123456789abcdef"}, want: "base URLs"},
 		{name: "stray argument", args: []string{"now"}, want: "unexpected arguments"},
 		{name: "bad env", args: []string{"-env", "NOEQUALS"}, want: "KEY=VALUE"},
+		{name: "unknown lock", args: []string{"-lock", "etcd"}, want: "lock"},
+		{name: "zk-leader on redis", args: []string{"-fault", "zk-leader"}, want: "-lock zookeeper"},
+		{name: "redis fault without redis", args: []string{"-lock", "zookeeper", "-fault", "redis"}, want: "without Redis"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
