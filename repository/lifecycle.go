@@ -239,6 +239,27 @@ func releaseHolding(tx *gorm.DB, skuID int64, user string, n int64) error {
 	return nil
 }
 
+// OrderUnits sums the units of a SKU's pending and paid orders, on the
+// orders_sku_id index: an admin's read, not the order path's.
+func (s *Stock) OrderUnits(ctx context.Context, skuID int64) (pending, paid int64, err error) {
+	var rows []struct {
+		Status string
+		Units  int64
+	}
+	if err := s.db.WithContext(ctx).Raw("SELECT status, COALESCE(SUM(quantity), 0) AS units FROM orders WHERE sku_id = ? AND status IN (?, ?) GROUP BY status",
+		skuID, service.OrderPending, service.OrderPaid).Scan(&rows).Error; err != nil {
+		return 0, 0, translate(err, service.ErrSKUNotFound)
+	}
+	for _, r := range rows {
+		if r.Status == string(service.OrderPending) {
+			pending = r.Units
+		} else {
+			paid = r.Units
+		}
+	}
+	return pending, paid, nil
+}
+
 // translateSettle is translate for the lifecycle's transitions: their
 // domain answers pass through; a deadlock or lock wait is a conflict the
 // caller may retry.

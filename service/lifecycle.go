@@ -171,3 +171,9 @@ func (l *Lifecycle) Cancel(ctx context.Context, id int64, buyer string) (Order, 
 
 // now is the lifecycle's clock, at the database's precision.
 func now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
+
+// OrderUnits returns the units of the SKU's pending and paid orders: the
+// admin view of what sold (sold = pending + paid).
+func (c *Catalog) OrderUnits(ctx context.Context, skuID int64) (pending, paid int64, err error) {
+	return c.store.OrderUnits(ctx, skuID)
+}

@@ -206,6 +206,9 @@ type Store interface {
 	// OrdersByUser returns up to limit orders of a user with ids above
 	// after, oldest first.
 	OrdersByUser(ctx context.Context, userID string, after int64, limit int) ([]Order, error)
+	// OrderUnits returns the units of a SKU's pending and of its paid
+	// orders (sold = pending + paid).
+	OrderUnits(ctx context.Context, skuID int64) (pending, paid int64, err error)
 	Ping(ctx context.Context) error
 }
 

@@ -224,6 +224,10 @@ func TestLifecycle_ThreeInstancesResellReturnedUnits(t *testing.T) {
 		time.Sleep(50 * time.Millisecond) // polling, bounded above
 	}
 
+	if st, v := call(t, http.MethodGet, fmt.Sprintf("%s/admin/v1/skus/%d", urls[1], skuID), "", "Authorization", "Bearer "+token); st != http.StatusOK ||
+		v["sold"] != float64(units) || v["paid"] != float64(units) || v["pending"] != float64(0) || v["stock"] != float64(0) {
+		t.Errorf("admin view = %d %v; want sold = paid = %d, pending 0, stock 0", st, v, units)
+	}
 	if sold := testenv.CheckInvariants(t, db, skuID); sold != units {
 		t.Errorf("sold = %d; want %d", sold, units)
 	}
