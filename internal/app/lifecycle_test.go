@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -255,6 +257,12 @@ func TestLifecycle_ThreeInstancesResellReturnedUnits(t *testing.T) {
 	if resold == 0 {
 		t.Error("no order placed after the first expiry was paid: returned units were not sold again")
 	}
+	metrics := get(t, urls[1]+"/metrics")
+	for _, series := range []string{`seckill_orders_settled_total{status="paid"}`, `seckill_units_returned_total{status="cancelled"}`, "seckill_sweep_seconds_bucket", "seckill_sweep_lag_seconds", "seckill_sweeper_leader"} {
+		if !strings.Contains(metrics, series) {
+			t.Errorf("/metrics lacks %s", series)
+		}
+	}
 	t.Logf("%d orders: %v; %d paid after the first expiry; %d payments refused as expired", len(statuses), byStatus, resold, len(ledger.refused))
 }
 
@@ -267,6 +275,20 @@ func checkAnswers(t *testing.T, url string, ids map[string]bool, status string) 
 			t.Errorf("order %s = %d %v; its answer says %s", id, st, body, status)
 		}
 	}
+}
+
+func get(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := client.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(raw)
 }
 
 func errCode(body map[string]any) string {
