@@ -109,6 +109,16 @@ func count(t *testing.T, r *rig, skuID int64, status service.OrderStatus) int64 
 	return n
 }
 
+// waitUnits polls until the sweepers observed n units returned (a sweep
+// reports after its commit), for at most 30 s, and returns what they saw.
+func (r *returns) waitUnits(n int64) int64 {
+	deadline := time.Now().Add(30 * time.Second)
+	for r.units.Load() < n && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond) // polling, bounded above
+	}
+	return r.units.Load()
+}
+
 // waitCount polls until n orders of the SKU are in status, for at most
 // 30 s.
 func waitCount(t *testing.T, r *rig, skuID int64, status service.OrderStatus, n int64) {
@@ -181,7 +191,7 @@ func TestSweeper_PausedLeaderIsFencedOut(t *testing.T) {
 	}
 	// A is elected again under a new fence and expires the second orders.
 	waitCount(t, a, sku.ID, service.OrderExpired, 2*n)
-	if got := obs.units.Load(); got != 2*n {
+	if got := obs.waitUnits(2 * n); got != 2*n {
 		t.Errorf("the sweepers returned %d units; %d orders expired", got, 2*n)
 	}
 	if sold := checkInvariants(t, a.db, sku.ID); sold != 0 {
@@ -230,7 +240,7 @@ func TestSweeper_RestockDuringSweepsIsSoldOnAnotherInstance(t *testing.T) {
 	if sold := checkInvariants(t, a.db, sku.ID); sold != left {
 		t.Errorf("sold = %d; want %d", sold, left)
 	}
-	if got := obs.units.Load(); got != n {
+	if got := obs.waitUnits(n); got != n {
 		t.Errorf("returned %d units; want %d", got, n)
 	}
 }
@@ -241,4 +251,35 @@ func users(prefix string, n int) []string {
 		out[i] = fmt.Sprintf("%s-%d", prefix, i)
 	}
 	return out
+}
+
+// TestSweeper_LockUnreachableSweepsUnfencedOnce: with Redis down no
+// sweeper can be elected; each sweeps on the database's guard alone, as
+// the order path sells, and still every unit comes back once.
+func TestSweeper_LockUnreachableSweepsUnfencedOnce(t *testing.T) {
+	t.Parallel()
+	const n = 30
+	srv := testenv.StartRedis(t)
+	dsn := testenv.Database(t)
+	prefix := testenv.Name("test:sweep:") + ":"
+	a := newRig(t, dsn, rigOptions{redisAddr: srv.Addr, prefix: prefix})
+	b := newRig(t, dsn, rigOptions{redisAddr: srv.Addr, prefix: prefix})
+	sku := createSKU(t, a.store, n, 1)
+	placeAll(t, a.orders, sku.ID, users("first", n)...)
+	closeWindow(t, a, sku.ID)
+	srv.Stop()
+
+	var obs returns
+	run(t, sweeperOf(t, a, repository.New(a.db), &obs))
+	run(t, sweeperOf(t, b, repository.New(b.db), &obs))
+	waitCount(t, a, sku.ID, service.OrderExpired, n)
+	if got := obs.waitUnits(n); got != n {
+		t.Errorf("the sweepers returned %d units; %d orders expired", got, n)
+	}
+	if l := obs.leaders.Load(); l != 0 {
+		t.Errorf("%d leaderships without Redis; want none", l)
+	}
+	if sold := checkInvariants(t, a.db, sku.ID); sold != 0 {
+		t.Errorf("sold = %d; want 0", sold)
+	}
 }

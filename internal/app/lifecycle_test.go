@@ -29,25 +29,28 @@ func stoppable(t *testing.T, cfg config.Config) (url string, stop func()) {
 		var out bytes.Buffer
 		done <- app.Serve(ctx, cfg, testenv.Logger(), &out, func(a string) { addr <- a })
 	}()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("shutdown: %v", err)
-			}
-		})
-	}
-	t.Cleanup(stop)
 	select {
 	case a := <-addr:
+		var once sync.Once
+		stop = func() {
+			once.Do(func() {
+				cancel()
+				if err := <-done; err != nil {
+					t.Errorf("shutdown: %v", err)
+				}
+			})
+		}
+		t.Cleanup(stop)
 		return "http://" + a, stop
 	case err := <-done:
+		cancel()
 		t.Fatalf("service did not start: %v", err)
 	case <-time.After(20 * time.Second):
+		cancel()
+		<-done // done is read once: here, not again in a cleanup
 		t.Fatal("service did not start within 20s")
 	}
-	return "", stop
+	return "", nil
 }
 
 // fate is what a buyer does after their order is placed.
