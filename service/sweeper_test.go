@@ -91,11 +91,12 @@ func placeAll(t *testing.T, o *service.Orders, skuID int64, users ...string) {
 	}
 }
 
-// closeWindow ends the payment window of the SKU's pending orders: their
-// buyers never paid.
+// closeWindow ends the payment window of the SKU's pending orders an hour
+// ago: their buyers never paid, and they are due for any sweep, also one
+// whose clock was read (frozen) before this ran.
 func closeWindow(t *testing.T, r *rig, skuID int64) {
 	t.Helper()
-	if err := r.db.Exec("UPDATE orders SET expires_at = ? WHERE sku_id = ? AND status = 'pending'", time.Now().UTC().Add(-time.Second), skuID).Error; err != nil {
+	if err := r.db.Exec("UPDATE orders SET expires_at = ? WHERE sku_id = ? AND status = 'pending'", time.Now().UTC().Add(-time.Hour), skuID).Error; err != nil {
 		t.Fatal(err)
 	}
 }

@@ -130,6 +130,7 @@ func TestLifecycle_ThreeInstancesResellReturnedUnits(t *testing.T) {
 	skuID := int64(body["id"].(float64))
 
 	var (
+		routing  sync.RWMutex             // held (read) for each request, so an instance leaves the rotation before it stops
 		live     atomic.Pointer[[]string] // the instances still serving
 		users    atomic.Int64
 		paidN    atomic.Int64
@@ -138,9 +139,15 @@ func TestLifecycle_ThreeInstancesResellReturnedUnits(t *testing.T) {
 		ledger   = lifecycleLedger{paid: map[string]bool{}, refused: map[string]bool{}, cancelled: map[string]bool{}}
 	)
 	live.Store(&urls)
-	pick := func(k int64) string { l := *live.Load(); return l[int(k)%len(l)] }
+	// send sends one request of buyer k to a live instance.
+	send := func(k int64, method, path, body string, headers ...string) (int, map[string]any) {
+		routing.RLock()
+		defer routing.RUnlock()
+		l := *live.Load()
+		return call(t, method, l[int(k)%len(l)]+path, body, headers...)
+	}
 	pay := func(k int64, id string) (int, string) {
-		status, body := call(t, http.MethodPost, pick(k)+"/internal/v1/orders/"+id+"/paid", "", "Authorization", "Bearer "+paymentToken)
+		status, body := send(k, http.MethodPost, "/internal/v1/orders/"+id+"/paid", "", "Authorization", "Bearer "+paymentToken)
 		return status, errCode(body)
 	}
 
@@ -152,7 +159,7 @@ func TestLifecycle_ThreeInstancesResellReturnedUnits(t *testing.T) {
 			defer wg.Done()
 			for paidN.Load() < units && time.Now().Before(deadline) {
 				k := users.Add(1)
-				status, body := call(t, http.MethodPost, pick(k)+"/api/v1/orders", fmt.Sprintf(`{"sku_id":%d,"user_id":"buyer-%d","quantity":1}`, skuID, k))
+				status, body := send(k, http.MethodPost, "/api/v1/orders", fmt.Sprintf(`{"sku_id":%d,"user_id":"buyer-%d","quantity":1}`, skuID, k))
 				switch status {
 				case http.StatusCreated:
 				case http.StatusConflict, http.StatusServiceUnavailable, http.StatusTooManyRequests:
@@ -176,7 +183,13 @@ func TestLifecycle_ThreeInstancesResellReturnedUnits(t *testing.T) {
 						ledger.add(ledger.paid, id)
 						if paidN.Add(1) == units/2 {
 							// Midway an instance goes; another may take over the sweeper.
-							stopOnce.Do(func() { rest := urls[1:]; live.Store(&rest); stops[0]() })
+							stopOnce.Do(func() {
+								routing.Lock() // no request is on its way to instance 0 once this is held
+								rest := urls[1:]
+								live.Store(&rest)
+								routing.Unlock()
+								stops[0]()
+							})
 						}
 					case st == http.StatusConflict && code == "order_expired": // the machine was slower than the window
 						ledger.add(ledger.refused, id)
@@ -184,7 +197,7 @@ func TestLifecycle_ThreeInstancesResellReturnedUnits(t *testing.T) {
 						t.Errorf("payment = %d %s", st, code)
 					}
 				case cancels:
-					if st, body := call(t, http.MethodPost, pick(k)+"/api/v1/orders/"+id+"/cancel", ""); st != http.StatusOK || body["status"] != "cancelled" {
+					if st, body := send(k, http.MethodPost, "/api/v1/orders/"+id+"/cancel", ""); st != http.StatusOK || body["status"] != "cancelled" {
 						t.Errorf("cancel = %d %v", st, body)
 					} else {
 						ledger.add(ledger.cancelled, id)
@@ -299,4 +312,3 @@ func errCode(body map[string]any) string {
 	c, _ := e["code"].(string)
 	return c
 }
-
