@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"gorm.io/gorm"
 
 	"github.com/seckill/seckill/service"
@@ -260,14 +261,23 @@ func (s *Stock) OrderUnits(ctx context.Context, skuID int64) (pending, paid int6
 	return pending, paid, nil
 }
 
+// mysqlLockWaitTimeout is ER_LOCK_WAIT_TIMEOUT: the statement waited
+// innodb_lock_wait_timeout for a row lock and was rolled back.
+const mysqlLockWaitTimeout = 1205
+
 // translateSettle is translate for the lifecycle's transitions: their
-// domain answers pass through; a deadlock or lock wait is a conflict the
-// caller may retry.
+// domain answers pass through; a deadlock or a lock wait that timed out
+// is a conflict (service.ErrConflict) the caller may retry: the
+// transaction was rolled back and wrote nothing.
 func translateSettle(err error) error {
 	for _, known := range []error{service.ErrOrderPaid, service.ErrOrderCancelled, service.ErrOrderExpired} {
 		if errors.Is(err, known) {
 			return err
 		}
+	}
+	var myErr *mysql.MySQLError
+	if errors.As(err, &myErr) && myErr.Number == mysqlLockWaitTimeout {
+		return fmt.Errorf("%w: %w", service.ErrConflict, err)
 	}
 	return translate(err, service.ErrNotFound)
 }

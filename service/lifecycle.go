@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 )
@@ -143,7 +144,7 @@ func NewLifecycle(store LifecycleStore, orders *Orders, log *slog.Logger, obs Li
 // idempotent; a cancelled or expired order is refused with
 // ErrOrderCancelled or ErrOrderExpired and stays as it is.
 func (l *Lifecycle) Pay(ctx context.Context, id int64) (Order, error) {
-	st, err := l.store.PayOrder(ctx, id, now())
+	st, err := retryConflicts(ctx, func() (Settlement, error) { return l.store.PayOrder(ctx, id, now()) })
 	if err != nil {
 		return Order{}, err
 	}
@@ -158,7 +159,7 @@ func (l *Lifecycle) Pay(ctx context.Context, id int64) (Order, error) {
 // to stock, sellable again on every instance. It is idempotent; a paid or
 // expired order is refused with ErrOrderPaid or ErrOrderExpired.
 func (l *Lifecycle) Cancel(ctx context.Context, id int64, buyer string) (Order, error) {
-	st, err := l.store.CancelOrder(ctx, id, buyer, now())
+	st, err := retryConflicts(ctx, func() (Settlement, error) { return l.store.CancelOrder(ctx, id, buyer, now()) })
 	if err != nil {
 		return Order{}, err
 	}
@@ -167,6 +168,28 @@ func (l *Lifecycle) Cancel(ctx context.Context, id int64, buyer string) (Order, 
 		l.orders.Restocked(ctx, *st.Returned)
 	}
 	return st.Order, nil
+}
+
+// settleAttempts bounds the transactions of one payment or cancel whose
+// row locks met a deadlock or a lock wait that timed out.
+const settleAttempts = 3
+
+// retryConflicts runs a transition again when the database rolled it back
+// for a conflict (nothing was written), a bounded number of times; then
+// the caller hears ErrUnavailable (503, retry: the transitions are
+// idempotent).
+func retryConflicts(ctx context.Context, settle func() (Settlement, error)) (Settlement, error) {
+	var err error
+	for attempt := range settleAttempts {
+		if attempt > 0 {
+			backoff(ctx, attempt+3)
+		}
+		var st Settlement
+		if st, err = settle(); !errors.Is(err, ErrConflict) {
+			return st, err
+		}
+	}
+	return Settlement{}, fmt.Errorf("%w: the order's rows stayed contended: %w", ErrUnavailable, err)
 }
 
 // now is the lifecycle's clock, at the database's precision.

@@ -146,8 +146,19 @@ func TestLifecycle_ThreeInstancesResellReturnedUnits(t *testing.T) {
 		l := *live.Load()
 		return call(t, method, l[int(k)%len(l)]+path, body, headers...)
 	}
+	// retried sends a lifecycle call again after a 503, as the payment
+	// system and a shopper's app do (it is idempotent), a few times.
+	retried := func(k int64, path string, headers ...string) (status int, body map[string]any) {
+		for attempt := range 5 {
+			if status, body = send(k+int64(attempt), http.MethodPost, path, "", headers...); status != http.StatusServiceUnavailable {
+				break
+			}
+			time.Sleep(100 * time.Millisecond) // the client's back-off after a 503
+		}
+		return status, body
+	}
 	pay := func(k int64, id string) (int, string) {
-		status, body := send(k, http.MethodPost, "/internal/v1/orders/"+id+"/paid", "", "Authorization", "Bearer "+paymentToken)
+		status, body := retried(k, "/internal/v1/orders/"+id+"/paid", "Authorization", "Bearer "+paymentToken)
 		return status, errCode(body)
 	}
 
@@ -197,7 +208,7 @@ func TestLifecycle_ThreeInstancesResellReturnedUnits(t *testing.T) {
 						t.Errorf("payment = %d %s", st, code)
 					}
 				case cancels:
-					if st, body := send(k, http.MethodPost, "/api/v1/orders/"+id+"/cancel", ""); st != http.StatusOK || body["status"] != "cancelled" {
+					if st, body := retried(k, "/api/v1/orders/"+id+"/cancel"); st != http.StatusOK || body["status"] != "cancelled" {
 						t.Errorf("cancel = %d %v", st, body)
 					} else {
 						ledger.add(ledger.cancelled, id)
