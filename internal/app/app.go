@@ -94,7 +94,7 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 	}
 	orders := newOrders(cfg, store, lk, marks, mx, log)
 	catalog := service.NewCatalog(store, orders, log)
-	lifecycle, err := startLifecycle(ctx, cfg, store, lk, orders, mx, log, &cl)
+	lifecycle, err := startLifecycle(ctx, cfg, store, sweeperLock(cfg, rs, lk), orders, mx, log, &cl)
 	if err != nil {
 		return err
 	}

@@ -15,6 +15,17 @@ func SweeperConfig(cfg config.Config) service.SweeperConfig {
 	return service.SweeperConfig{Interval: cfg.Order.SweepInterval, Batch: cfg.Order.SweepBatch, TxTimeout: cfg.Order.TxTimeout}
 }
 
+// sweeperLock is the lock the expiry sweeper is elected with: with Redis,
+// a client of its own, without the per-SKU lock's observer, so that the
+// lock metrics count the order path's acquisitions only (the leadership
+// is seckill_sweeper_leader); with ZooKeeper, the configured lock (lk).
+func sweeperLock(cfg config.Config, rs *redisSetup, lk service.Locker) service.Locker {
+	if cfg.Lock.Backend == config.BackendZooKeeper || len(rs.clients) == 0 {
+		return lk
+	}
+	return NewLocker(rs.lockClient(append(LockOptions(cfg), lockReplicaOptions(cfg)...)...))
+}
+
 // startLifecycle returns the payment and cancellation of orders and
 // starts this instance's expiry sweeper, which sweeps while it holds the
 // leader lease on the configured lock (lk). The sweeper stops, and is
