@@ -279,10 +279,10 @@ func (s *stack) buy(t *testing.T, sku int64, user string, qty int64, key string)
 }
 
 type order struct {
-	ID        int64     `json:"id"` // the admin list only
-	OrderID   string    `json:"order_id"`
-	SKUID     int64     `json:"sku_id"`
-	UserID    string    `json:"user_id"`
+	ID        int64      `json:"id"` // the admin list only
+	OrderID   string     `json:"order_id"`
+	SKUID     int64      `json:"sku_id"`
+	UserID    string     `json:"user_id"`
 	Quantity  int64      `json:"quantity"`
 	CreatedAt time.Time  `json:"created_at"`
 	Status    string     `json:"status"`

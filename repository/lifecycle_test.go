@@ -346,7 +346,11 @@ func TestRestockDuringSweep(t *testing.T) {
 			exErr, err error
 		)
 		wg.Add(2)
-		go func() { defer wg.Done(); <-start; ex, exErr = s.ExpireDue(ctx, service.ExpiryRun{Fence: int64(r + 1), Now: created.Add(window), Limit: per}) }()
+		go func() {
+			defer wg.Done()
+			<-start
+			ex, exErr = s.ExpireDue(ctx, service.ExpiryRun{Fence: int64(r + 1), Now: created.Add(window), Limit: per})
+		}()
 		go func() { defer wg.Done(); <-start; _, err = s.SetStock(ctx, sku.ID, int64(1000+r)) }()
 		close(start)
 		wg.Wait()
