@@ -143,7 +143,8 @@ func waitCount(t *testing.T, r *rig, skuID int64, status service.OrderStatus, n 
 // under a new fence. Every unit is returned once: the units the sweepers
 // returned equal the orders expired.
 func TestSweeper_PausedLeaderIsFencedOut(t *testing.T) {
-	t.Parallel()
+	// Not parallel: the package's timing-bound tests (10,000 buyers within
+	// one transaction's timeout) run after the sweepers, not beside them.
 	const n = 10
 	dsn := testenv.Database(t)
 	prefix := testenv.Name("test:sweep:") + ":"
@@ -207,7 +208,6 @@ func TestSweeper_PausedLeaderIsFencedOut(t *testing.T) {
 // sweeper returns units, an admin restocks through A; every returned and
 // restocked unit is sold again through B, and the stock adds up.
 func TestSweeper_RestockDuringSweepsIsSoldOnAnotherInstance(t *testing.T) {
-	t.Parallel()
 	const n = 20
 	dsn := testenv.Database(t)
 	prefix := testenv.Name("test:sweep:") + ":"
@@ -258,7 +258,6 @@ func users(prefix string, n int) []string {
 // sweeper can be elected; each sweeps on the database's guard alone, as
 // the order path sells, and still every unit comes back once.
 func TestSweeper_LockUnreachableSweepsUnfencedOnce(t *testing.T) {
-	t.Parallel()
 	const n = 30
 	srv := testenv.StartRedis(t)
 	dsn := testenv.Database(t)
