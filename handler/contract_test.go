@@ -185,6 +185,11 @@ func adminBearerAuth(_ context.Context, in *openapi3filter.AuthenticationInput) 
 		return nil
 	case "shopperBearer":
 		return nil
+	case "paymentBearer":
+		if in.RequestValidationInput.Request.Header.Get("Authorization") != "Bearer "+paymentToken {
+			return errors.New("no valid payment bearer token")
+		}
+		return nil
 	}
 	return fmt.Errorf("security scheme %q: teach adminBearerAuth to check it", in.SecuritySchemeName)
 }
@@ -325,7 +330,13 @@ func TestContract(t *testing.T) {
 	s.buy(t, gone, "early", 1, "")
 	later := s.createSKU(t, fmt.Sprintf(`{"name":"later","stock":5,"starts_at":%q}`, time.Now().Add(time.Hour).UTC().Format(time.RFC3339)))
 	ord := s.buy(t, sku, "u-1", 1, "contract-key")
+	toCancel, toPay, toExpire := s.buy(t, sku, "u-8", 1, ""), s.buy(t, sku, "u-9", 1, ""), s.buy(t, sku, "u-10", 1, "")
+	// toExpire's payment window closes: the buyer never paid.
+	if err := s.db.Exec("UPDATE orders SET expires_at = ? WHERE user_id = 'u-10'", time.Now().UTC().Add(-time.Second)).Error; err != nil {
+		t.Fatal(err)
+	}
 	fx := strings.NewReplacer(
+		"{toCancel}", toCancel, "{toPay}", toPay, "{toExpire}", toExpire,
 		"{sku}", strconv.FormatInt(sku, 10),
 		"{last}", strconv.FormatInt(last, 10),
 		"{gone}", strconv.FormatInt(gone, 10),
@@ -334,6 +345,7 @@ func TestContract(t *testing.T) {
 		"{big}", strings.Repeat("x", 5000),
 	)
 	auth := bearer
+	payAuth := []string{"Authorization", "Bearer " + paymentToken}
 	badAuth := []string{"Authorization", "Bearer wrong"}
 	text := []string{"Content-Type", "text/plain"}
 	const dup = "?x=1&x=2"
@@ -372,6 +384,17 @@ func TestContract(t *testing.T) {
 
 		{method: "GET", path: "/api/v1/orders/{order}", status: 200},
 		{method: "GET", path: "/api/v1/orders/AAAAAAAAAAAAAAAAAAAAAA", status: 404, code: "not_found"},
+
+		{method: "POST", path: "/api/v1/orders/{toCancel}/cancel", status: 200},
+		{method: "POST", path: "/api/v1/orders/{toCancel}/cancel", status: 200},
+		{method: "POST", path: "/api/v1/orders/AAAAAAAAAAAAAAAAAAAAAA/cancel", status: 404, code: "not_found"},
+		{method: "POST", path: "/internal/v1/orders/{toPay}/paid", headers: payAuth, status: 200},
+		{method: "POST", path: "/internal/v1/orders/{toPay}/paid", headers: payAuth, status: 200},
+		{method: "POST", path: "/internal/v1/orders/{toPay}/paid", headers: auth, status: 401, code: "unauthorized"},
+		{method: "POST", path: "/internal/v1/orders/AAAAAAAAAAAAAAAAAAAAAA/paid", headers: payAuth, status: 404, code: "not_found"},
+		{method: "POST", path: "/api/v1/orders/{toPay}/cancel", status: 409, code: "order_paid"},
+		{method: "POST", path: "/internal/v1/orders/{toCancel}/paid", headers: payAuth, status: 409, code: "order_cancelled"},
+		{method: "POST", path: "/internal/v1/orders/{toExpire}/paid", headers: payAuth, status: 409, code: "order_expired"},
 
 		{method: "GET", path: "/api/v1/skus/{sku}", status: 200},
 		{method: "GET", path: "/api/v1/skus/0", status: 400, code: "invalid_request"},
@@ -412,6 +435,15 @@ func TestContract(t *testing.T) {
 		{method: "GET", path: "/admin/v1/skus/999999999/orders", headers: auth, status: 404, code: "sku_not_found"},
 	})
 
+	// The sweeper expires toExpire: a cancel now finds it expired.
+	if ex, err := s.sweeper.SweepOnce(context.Background(), 0); err != nil || ex.Orders != 1 {
+		t.Fatalf("SweepOnce = %+v, %v; want the one due order expired", ex, err)
+	}
+	s.run(t, fx, []contractCase{
+		{method: "POST", path: "/api/v1/orders/{toExpire}/cancel", status: 409, code: "order_expired"},
+		{method: "POST", path: "/internal/v1/orders/{toExpire}/paid", headers: payAuth, status: 409, code: "order_expired"},
+	})
+
 	t.Run("shopper jwt", func(t *testing.T) { contractShopperJWT(t, c) })
 	t.Run("busy", func(t *testing.T) { contractBusy(t, c) })
 	t.Run("rate limited", func(t *testing.T) { contractRateLimited(t, c) })
@@ -427,6 +459,8 @@ func TestContract(t *testing.T) {
 		{method: "HEAD", path: "/readyz", status: 503},
 		{method: "POST", path: "/api/v1/orders", body: buy("{sku}", "u-7", 1), status: 503, code: "unavailable"},
 		{method: "GET", path: "/api/v1/orders/{order}", status: 503, code: "unavailable"},
+		{method: "POST", path: "/api/v1/orders/{order}/cancel", status: 503, code: "unavailable"},
+		{method: "POST", path: "/internal/v1/orders/{order}/paid", headers: payAuth, status: 503, code: "unavailable"},
 		{method: "GET", path: "/api/v1/skus/{sku}", status: 503, code: "unavailable"},
 		{method: "GET", path: "/admin/v1/skus", headers: auth, status: 503, code: "unavailable"},
 		{method: "POST", path: "/admin/v1/skus", body: `{"name":"new","stock":3}`, headers: auth, status: 503, code: "unavailable"},
@@ -457,6 +491,7 @@ func contractShopperJWT(t *testing.T, c *contract) {
 		{method: "GET", path: "/api/v1/orders?limit=0", headers: alice, status: 400, code: "invalid_request"},
 		{method: "GET", path: "/api/v1/orders", status: 401, code: "unauthorized"},
 		{method: "GET", path: "/api/v1/orders/AAAAAAAAAAAAAAAAAAAAAA", headers: refused, status: 401, code: "invalid_token"},
+		{method: "POST", path: "/api/v1/orders/AAAAAAAAAAAAAAAAAAAAAA/cancel", status: 401, code: "unauthorized"},
 	})
 	if err := database.Close(s.appDB); err != nil {
 		t.Fatal(err)

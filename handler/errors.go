@@ -39,6 +39,9 @@ const (
 	codeOutcomeUnknown      = "outcome_unknown"
 	codeInternal            = "internal"
 	codeMethodNotAllowed    = "method_not_allowed"
+	codeOrderPaid           = "order_paid"
+	codeOrderCancelled      = "order_cancelled"
+	codeOrderExpired        = "order_expired"
 )
 
 // errorMap is the one place where domain errors become HTTP: sentinel →
@@ -56,6 +59,9 @@ var errorMap = []struct {
 	{service.ErrLimitExceeded, http.StatusConflict, codeLimitExceeded, "this order would take the user over the sku's per_user_limit; see the sku and ask for fewer"},
 	{service.ErrSaleNotActive, http.StatusConflict, codeSaleNotActive, "the sale of this sku is not open now"},
 	{service.ErrIdempotencyConflict, http.StatusConflict, codeIdempotencyConflict, "this Idempotency-Key was used with a different request"},
+	{service.ErrOrderPaid, http.StatusConflict, codeOrderPaid, "the order is paid: it can no longer be cancelled"},
+	{service.ErrOrderCancelled, http.StatusConflict, codeOrderCancelled, "the order was cancelled: its units went back to the sale; nothing was changed"},
+	{service.ErrOrderExpired, http.StatusConflict, codeOrderExpired, "the order expired unpaid: its units went back to the sale; nothing was changed"},
 	{service.ErrBusy, http.StatusTooManyRequests, codeBusy, "too many buyers are waiting for this sku; retry shortly"},
 	{service.ErrTooManySKUs, http.StatusTooManyRequests, codeBusy, "this instance has buyers waiting for too many skus; retry shortly"},
 	{service.ErrOutcomeUnknown, http.StatusServiceUnavailable, codeOutcomeUnknown, "the order may or may not have been placed: look it up, or retry with the same Idempotency-Key if the request carried one"},

@@ -31,6 +31,9 @@ import (
 
 const adminToken = "test-admin-token-0123456789abcdef" // 32 characters
 
+// paymentToken is the payment system's token (auth.payment_tokens).
+const paymentToken = "test-payment-token-0123456789abc"
+
 // fakeReady is the Readiness the tests switch by hand.
 type fakeReady struct {
 	mu           sync.Mutex
@@ -60,6 +63,8 @@ type stack struct {
 	rdb    *redis.Client
 	prefix string // the test's Redis key prefix
 	orders *service.Orders
+	// sweeper expires due orders when a test calls SweepOnce.
+	sweeper *service.Sweeper
 }
 
 type stackOptions struct {
@@ -96,6 +101,8 @@ func newStack(t *testing.T, opts ...func(*stackOptions)) *stack {
 		app.OrdersConfig(cfg), log, nil)
 	s.orders = orders
 	catalog := service.NewCatalog(store, orders, log)
+	settle := repository.New(s.appDB)
+	s.sweeper = service.NewSweeper(settle, nil, orders, app.SweeperConfig(cfg), log, nil)
 	api, err := handler.New(handler.Config{
 		Orders:       orders,
 		Catalog:      catalog,
@@ -106,6 +113,9 @@ func newStack(t *testing.T, opts ...func(*stackOptions)) *stack {
 		Limits:       o.limits,
 		ShopperAuth:  o.auth,
 		Extra:        o.extra,
+
+		Lifecycle:     service.NewLifecycle(settle, orders, log, nil),
+		PaymentTokens: paymentToken,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -269,12 +279,14 @@ func (s *stack) buy(t *testing.T, sku int64, user string, qty int64, key string)
 }
 
 type order struct {
-	ID        int64     `json:"id"` // the admin list only
-	OrderID   string    `json:"order_id"`
-	SKUID     int64     `json:"sku_id"`
-	UserID    string    `json:"user_id"`
-	Quantity  int64     `json:"quantity"`
-	CreatedAt time.Time `json:"created_at"`
+	ID        int64      `json:"id"` // the admin list only
+	OrderID   string     `json:"order_id"`
+	SKUID     int64      `json:"sku_id"`
+	UserID    string     `json:"user_id"`
+	Quantity  int64      `json:"quantity"`
+	CreatedAt time.Time  `json:"created_at"`
+	Status    string     `json:"status"`
+	ExpiresAt *time.Time `json:"expires_at"`
 }
 
 type adminSKU struct {

@@ -30,7 +30,14 @@ func appendOrder(b []byte, ids *orderid.Codec, o service.Order) []byte {
 	b = strconv.AppendInt(b, o.Quantity, 10)
 	b = append(b, `,"created_at":"`...)
 	b = o.CreatedAt.UTC().AppendFormat(b, time.RFC3339Nano)
-	return append(b, `"}`...)
+	b = append(b, `","status":`...)
+	b = appendString(b, string(o.Status))
+	if o.ExpiresAt != nil {
+		b = append(b, `,"expires_at":"`...)
+		b = o.ExpiresAt.UTC().AppendFormat(b, time.RFC3339Nano)
+		b = append(b, '"')
+	}
+	return append(b, '}')
 }
 
 const hexDigits = "0123456789abcdef"

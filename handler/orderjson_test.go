@@ -25,13 +25,18 @@ func TestAppendOrderMatchesEncodingJSON(t *testing.T) {
 	}
 	for _, u := range users {
 		for _, at := range times {
-			o := service.Order{ID: 9007199254740993, SKUID: 7, UserID: u, Quantity: 1 << 30, CreatedAt: at}
-			want, err := json.Marshal(orderJSON(ids, o))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := appendOrder(nil, ids, o); string(got) != string(want) {
-				t.Errorf("appendOrder(%q, %v)\n got %s\nwant %s", u, at, got, want)
+			due := at.Add(15 * time.Minute)
+			for _, o := range []service.Order{
+				{ID: 9007199254740993, SKUID: 7, UserID: u, Quantity: 1 << 30, CreatedAt: at, Status: service.OrderPaid},
+				{ID: 1, SKUID: 7, UserID: u, Quantity: 1, CreatedAt: at, Status: service.OrderPending, ExpiresAt: &due},
+			} {
+				want, err := json.Marshal(orderJSON(ids, o))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := appendOrder(nil, ids, o); string(got) != string(want) {
+					t.Errorf("appendOrder(%q, %v)\n got %s\nwant %s", u, at, got, want)
+				}
 			}
 		}
 	}

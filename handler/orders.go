@@ -18,6 +18,8 @@ type orders struct {
 	perUser *limiter
 	auth    shopperAuth
 	ids     *orderid.Codec
+	// lifecycle cancels orders (handler/lifecycle.go).
+	lifecycle Lifecycle
 }
 
 type orderRequest struct {
@@ -32,10 +34,21 @@ type orderResponse struct {
 	UserID    string    `json:"user_id"`
 	Quantity  int64     `json:"quantity"`
 	CreatedAt time.Time `json:"created_at"`
+	// Status is pending (awaiting payment until expires_at), paid,
+	// cancelled or expired; expires_at is absent for an order paid at
+	// creation (order.payment_timeout 0).
+	Status    string     `json:"status"`
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
 }
 
 func orderJSON(ids *orderid.Codec, o service.Order) orderResponse {
-	return orderResponse{OrderID: ids.Encode(o.ID), SKUID: o.SKUID, UserID: o.UserID, Quantity: o.Quantity, CreatedAt: o.CreatedAt.UTC()}
+	r := orderResponse{OrderID: ids.Encode(o.ID), SKUID: o.SKUID, UserID: o.UserID, Quantity: o.Quantity, CreatedAt: o.CreatedAt.UTC(),
+		Status: string(o.Status)}
+	if o.ExpiresAt != nil {
+		t := o.ExpiresAt.UTC()
+		r.ExpiresAt = &t
+	}
+	return r
 }
 
 // create places an order: 201 with the order, 200 with the earlier order

@@ -68,6 +68,11 @@ type Config struct {
 	AccessLog bool
 	// Shopper auth and opaque order ids (see handler/auth.go).
 	ShopperAuth
+	// Lifecycle pays and cancels orders (nil: those routes answer 503).
+	Lifecycle Lifecycle
+	// PaymentTokens are the payment system's bearer tokens for
+	// /internal/v1, comma-separated; none refuses every call.
+	PaymentTokens string
 }
 
 // ShopperAuth is how shoppers are identified and how order ids look.
@@ -109,7 +114,7 @@ func New(cfg Config) (http.Handler, error) {
 	}
 	o := &orders{orders: cfg.Orders, max: cfg.MaxBodyBytes, log: cfg.Log,
 		perUser: newLimiter(cfg.Limits.PerUserRate, cfg.Limits.PerUserBurst, cfg.Limits.MaxKeys),
-		auth:    shopperAuth{verifier: cfg.Shoppers, log: cfg.Log}, ids: ids}
+		auth:    shopperAuth{verifier: cfg.Shoppers, log: cfg.Log}, ids: ids, lifecycle: cfg.Lifecycle}
 	s := &skus{catalog: cfg.Catalog, orders: cfg.Orders, max: cfg.MaxBodyBytes, log: cfg.Log, ids: ids}
 	h := &health{ready: cfg.Ready, orders: cfg.Orders, draining: cfg.Draining}
 
@@ -123,6 +128,7 @@ func New(cfg Config) (http.Handler, error) {
 	api.POST("/orders", o.create)
 	api.GET("/orders/:id", o.get)
 	api.GET("/orders", o.list)
+	api.POST("/orders/:id/cancel", o.cancel)
 	api.GET("/skus/:id", s.get)
 
 	admin := r.Group("/admin/v1", adminAuth(cfg.AdminToken))
@@ -132,6 +138,9 @@ func New(cfg Config) (http.Handler, error) {
 	admin.GET("/skus/:id/orders", s.listOrders)
 	admin.GET("/skus", s.list)
 	admin.PATCH("/skus/:id", s.update)
+
+	internal := r.Group("/internal/v1", bearerAuth(cfg.PaymentTokens, "seckill payments", "a valid payment service bearer token is required"))
+	internal.POST("/orders/:id/paid", newPayments(cfg.Lifecycle, o).paid)
 
 	if cfg.Bench {
 		r.POST("/bench/constant", constant)

@@ -34,6 +34,10 @@ type adminSKUJSON struct {
 	skuJSON
 	Sold    int64 `json:"sold"`
 	Version int64 `json:"version"`
+	// Pending and Paid split sold by the orders' status; one SKU's view
+	// only (the list leaves them out).
+	Pending *int64 `json:"pending,omitempty"`
+	Paid    *int64 `json:"paid,omitempty"`
 }
 
 func publicSKU(s service.SKU) skuJSON {
@@ -67,7 +71,14 @@ func (h *skus) adminGet(c *gin.Context) {
 		fail(c, h.log, err)
 		return
 	}
-	c.JSON(http.StatusOK, adminSKU(s))
+	pending, paid, err := h.catalog.OrderUnits(c.Request.Context(), id)
+	if err != nil {
+		fail(c, h.log, err)
+		return
+	}
+	v := adminSKU(s)
+	v.Pending, v.Paid = &pending, &paid
+	c.JSON(http.StatusOK, v)
 }
 
 type createSKURequest struct {

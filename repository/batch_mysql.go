@@ -66,6 +66,7 @@ func (s *Stock) commitMySQL(ctx context.Context, ms []*member, wait lockWait) er
 			continue
 		}
 		m.a = service.Allocate(m.sku.domain(), m.b.Requests, existing, m.bought, m.b.Now)
+		m.a.Hold(m.b.PaymentTimeout)
 		m.res = service.BatchResult{Stock: m.sku.Stock, Version: m.sku.Version}
 		if m.a.Units > 0 {
 			writers = append(writers, m)
@@ -217,7 +218,7 @@ func (s *Stock) readMembers(ctx context.Context, tx *sql.Tx, ms []*member, wait 
 		keys = append(keys, idempotencyKeys(m.b.Requests)...)
 	}
 	if len(keys) > 0 {
-		q.WriteString("; SELECT id, sku_id, user_id, quantity, idempotency_key, created_at FROM orders WHERE idempotency_key IN (")
+		q.WriteString("; SELECT id, sku_id, user_id, quantity, idempotency_key, created_at, status, expires_at, settled_at FROM orders WHERE idempotency_key IN (")
 		for i, k := range keys {
 			q.WriteString(placeholder(i))
 			args = append(args, k)
@@ -268,7 +269,7 @@ func (s *Stock) readMembers(ctx context.Context, tx *sql.Tx, ms []*member, wait 
 		existing = make(map[string]service.Order, len(keys))
 		for rows.Next() {
 			var r orderRow
-			if err := rows.Scan(&r.ID, &r.SKUID, &r.UserID, &r.Quantity, &r.IdempotencyKey, &r.CreatedAt); err != nil {
+			if err := rows.Scan(&r.ID, &r.SKUID, &r.UserID, &r.Quantity, &r.IdempotencyKey, &r.CreatedAt, &r.Status, &r.ExpiresAt, &r.SettledAt); err != nil {
 				return nil, err
 			}
 			existing[*r.IdempotencyKey] = r.domain()
@@ -333,7 +334,7 @@ func (s *Stock) writeMembers(ctx context.Context, tx *sql.Tx, ws []*member) erro
 	}
 	q.WriteString("; SELECT ROW_COUNT()")
 
-	q.WriteString("; INSERT INTO orders (sku_id, user_id, quantity, idempotency_key, created_at) VALUES ")
+	q.WriteString("; INSERT INTO orders (sku_id, user_id, quantity, idempotency_key, created_at, status, expires_at) VALUES ")
 	n := 0
 	for _, m := range ws {
 		for _, i := range m.a.New {
@@ -342,12 +343,12 @@ func (s *Stock) writeMembers(ctx context.Context, tx *sql.Tx, ws []*member) erro
 				q.WriteString(", ")
 			}
 			n++
-			q.WriteString("(?, ?, ?, ?, ?)")
+			q.WriteString("(?, ?, ?, ?, ?, ?, ?)")
 			var key any
 			if o.IdempotencyKey != "" {
 				key = o.IdempotencyKey
 			}
-			args = append(args, o.SKUID, o.UserID, o.Quantity, key, o.CreatedAt)
+			args = append(args, o.SKUID, o.UserID, o.Quantity, key, o.CreatedAt, string(o.Status), o.ExpiresAt)
 		}
 	}
 	q.WriteString("; SELECT LAST_INSERT_ID(), @@auto_increment_increment")

@@ -71,12 +71,16 @@ type orderRow struct {
 	Quantity       int64
 	IdempotencyKey *string
 	CreatedAt      time.Time
+	Status         string
+	ExpiresAt      *time.Time
+	SettledAt      *time.Time
 }
 
 func (orderRow) TableName() string { return "orders" }
 
 func (r orderRow) domain() service.Order {
-	o := service.Order{ID: r.ID, SKUID: r.SKUID, UserID: r.UserID, Quantity: r.Quantity, CreatedAt: r.CreatedAt}
+	o := service.Order{ID: r.ID, SKUID: r.SKUID, UserID: r.UserID, Quantity: r.Quantity, CreatedAt: r.CreatedAt,
+		Status: service.OrderStatus(r.Status), ExpiresAt: utcPtr(r.ExpiresAt), SettledAt: utcPtr(r.SettledAt)}
 	if r.IdempotencyKey != nil {
 		o.IdempotencyKey = *r.IdempotencyKey
 	}
@@ -134,6 +138,7 @@ func (s *Stock) CommitBatch(ctx context.Context, b service.Batch) (service.Batch
 			return err
 		}
 		a := service.Allocate(sku.domain(), b.Requests, existing, bought, b.Now)
+		a.Hold(b.PaymentTimeout)
 		res.Stock, res.Version = sku.Stock, sku.Version
 		if a.Units > 0 {
 			if err := s.decrement(tx, b, sku, a.Units); err != nil {
@@ -187,7 +192,8 @@ func (s *Stock) insertOrders(tx *gorm.DB, a *service.Allocation) error {
 	rows := make([]orderRow, len(a.New))
 	for k, i := range a.New {
 		o := a.Outcomes[i].Placed.Order
-		rows[k] = orderRow{SKUID: o.SKUID, UserID: o.UserID, Quantity: o.Quantity, CreatedAt: o.CreatedAt}
+		rows[k] = orderRow{SKUID: o.SKUID, UserID: o.UserID, Quantity: o.Quantity, CreatedAt: o.CreatedAt,
+			Status: string(o.Status), ExpiresAt: o.ExpiresAt}
 		if o.IdempotencyKey != "" {
 			key := o.IdempotencyKey
 			rows[k].IdempotencyKey = &key

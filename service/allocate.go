@@ -95,3 +95,19 @@ func (a *Allocation) Resolve() {
 		a.Outcomes[i] = Outcome{Placed: Placed{Order: a.Outcomes[j].Placed.Order}}
 	}
 }
+
+// Hold sets the status of the new orders: pending until their CreatedAt
+// plus timeout, or paid at once when timeout is 0 (order.payment_timeout
+// 0: an order is final at creation). The Store calls it after Allocate,
+// before inserting.
+func (a *Allocation) Hold(timeout time.Duration) {
+	for _, i := range a.New {
+		o := &a.Outcomes[i].Placed.Order
+		if timeout <= 0 {
+			o.Status = OrderPaid
+			continue
+		}
+		due := o.CreatedAt.Add(timeout)
+		o.Status, o.ExpiresAt = OrderPending, &due
+	}
+}

@@ -28,6 +28,7 @@ type OrdersConfig struct {
 	UnknownSKUTTL  time.Duration // how long an id found not to exist is answered 404 without a read
 	SoldOutTTL     time.Duration // how often a SKU's shared sold-out mark is read
 	SoldOutRecheck time.Duration // a local sold-out mark older than this is re-read from the database
+	PaymentTimeout time.Duration // a new order awaits payment this long; 0: paid at creation
 }
 
 // Observer receives what the order path does, for metrics. Methods must
@@ -368,7 +369,8 @@ func (o *Orders) refuseAll(skuID int64, live []*pending) bool {
 }
 
 func (o *Orders) batchOf(skuID int64, live []*pending) Batch {
-	b := Batch{SKUID: skuID, Requests: make([]OrderRequest, len(live)), Mode: ModeVersion, Shared: true}
+	b := Batch{SKUID: skuID, Requests: make([]OrderRequest, len(live)), Mode: ModeVersion, Shared: true,
+		PaymentTimeout: o.cfg.PaymentTimeout}
 	for i, p := range live {
 		b.Requests[i] = p.req
 	}

@@ -75,7 +75,8 @@ func (s SKU) Active(now time.Time) bool {
 	return true
 }
 
-// Order is one committed purchase.
+// Order is one committed purchase. A pending order holds its units until
+// ExpiresAt, awaiting payment (see lifecycle.go).
 type Order struct {
 	ID             int64
 	SKUID          int64
@@ -83,6 +84,9 @@ type Order struct {
 	Quantity       int64
 	IdempotencyKey string
 	CreatedAt      time.Time
+	Status         OrderStatus
+	ExpiresAt      *time.Time // nil for an order paid at creation
+	SettledAt      *time.Time // when it left pending; nil while pending or paid at creation
 }
 
 // OrderRequest is what a buyer asks for.
@@ -164,6 +168,9 @@ type Batch struct {
 	// Shared lets the Store commit this batch in one transaction with
 	// other SKUs' batches that are ready at the same moment.
 	Shared bool
+	// PaymentTimeout is how long the batch's new orders stay pending,
+	// awaiting payment; 0: they are paid at creation (see Allocation.Hold).
+	PaymentTimeout time.Duration
 }
 
 // Outcome answers one request of a Batch: a placed order or a domain error.
@@ -203,6 +210,9 @@ type Store interface {
 	// reports whether it did: the way out of a fence issued by an earlier
 	// incarnation of the lock backend (see Orders.adoptForeignFence).
 	AdoptFence(ctx context.Context, id, from, to int64) (bool, error)
+	// OrderUnits returns the units of a SKU's pending and of its paid
+	// orders (sold = pending + paid).
+	OrderUnits(ctx context.Context, skuID int64) (pending, paid int64, err error)
 	Ping(ctx context.Context) error
 }
 

@@ -98,7 +98,7 @@ func TestMigrate(t *testing.T) {
 		"SECKILL_ADMIN_TOKEN": token,
 		"SECKILL_LOG_LEVEL":   "warn",
 	})
-	schema := []string{"orders", "skus", "user_purchases"}
+	schema := []string{"orders", "skus", "user_purchases", "leader_fences"}
 	hasSchema := func(got []string) bool {
 		for _, n := range schema {
 			if !slices.Contains(got, n) {
@@ -115,6 +115,9 @@ func TestMigrate(t *testing.T) {
 		}
 		return true
 	}
+	hasSchema00002 := func(got []string) bool { // before 00003: no leader_fences
+		return slices.Contains(got, "orders") && !slices.Contains(got, "leader_fences")
+	}
 	if got := tables(t, db); len(got) != 0 {
 		t.Fatalf("fresh database holds %v; want no tables", got)
 	}
@@ -127,7 +130,8 @@ func TestMigrate(t *testing.T) {
 		{"up", hasSchema, "the schema", regexp.MustCompile(`(?m)^applied 00001_init\.sql \(`)},
 		{"up", hasSchema, "the schema (a second up is a no-op)", regexp.MustCompile(`^nothing to apply: the database is at version \d+, the latest\n$`)},
 		{"status", hasSchema, "the schema", regexp.MustCompile(`^VERSION +MIGRATION +STATE +APPLIED AT \(UTC\)\n1 +00001_init\.sql +applied +\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\n2 +00002_orders_by_user\.sql +applied `)},
-		{"down", hasSchema, "the schema (down undoes only the latest, 00002's orders_user_id index)", regexp.MustCompile(`^rolled back 00002_orders_by_user\.sql \(`)},
+		{"down", hasSchema00002, "the schema before the lifecycle (down undoes only the latest, 00003's leader_fences and order status)", regexp.MustCompile(`^rolled back 00003_order_lifecycle\.sql \(`)},
+		{"down", hasSchema00002, "the schema (00002's orders_user_id index undone)", regexp.MustCompile(`^rolled back 00002_orders_by_user\.sql \(`)},
 		{"down", hasNone, "none of the schema", regexp.MustCompile(`^rolled back 00001_init\.sql \(`)},
 		{"up", hasSchema, "the schema again", regexp.MustCompile(`(?m)^applied 00001_init\.sql \(`)},
 	}

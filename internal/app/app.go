@@ -94,12 +94,16 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 	}
 	orders := newOrders(cfg, store, lk, marks, mx, log)
 	catalog := service.NewCatalog(store, orders, log)
+	lifecycle, err := startLifecycle(ctx, cfg, store, sweeperLock(cfg, rs, lk), orders, mx, log, &cl)
+	if err != nil {
+		return err
+	}
 	var draining atomic.Bool
 	flow, err := orderFlow(cfg, orders, store, lk, rs, mx)
 	if err != nil {
 		return err
 	}
-	api, err := newAPI(cfg, flow, catalog, readyz, mx, &draining, shoppers, log)
+	api, err := newAPI(cfg, flow, catalog, readyz, mx, &draining, shoppers, lifecycle, log)
 	if err != nil {
 		return err
 	}
@@ -205,7 +209,7 @@ func newOrders(cfg config.Config, store service.Store, lk service.Locker, marks 
 }
 
 // newAPI builds the HTTP handler with its limits and metrics.
-func newAPI(cfg config.Config, orders handler.Orders, catalog *service.Catalog, ready handler.Readiness, mx *metrics.Metrics, draining *atomic.Bool, shoppers handler.ShopperAuth, log *slog.Logger) (http.Handler, error) {
+func newAPI(cfg config.Config, orders handler.Orders, catalog *service.Catalog, ready handler.Readiness, mx *metrics.Metrics, draining *atomic.Bool, shoppers handler.ShopperAuth, lifecycle handler.Lifecycle, log *slog.Logger) (http.Handler, error) {
 	return handler.New(handler.Config{
 		Orders:       orders,
 		Catalog:      catalog,
@@ -224,6 +228,8 @@ func newAPI(cfg config.Config, orders handler.Orders, catalog *service.Catalog, 
 		Draining:       draining,
 		AccessLog:      cfg.Log.Access,
 		ShopperAuth:    shoppers,
+		Lifecycle:      lifecycle,
+		PaymentTokens:  cfg.Auth.PaymentTokens,
 	})
 }
 

@@ -29,6 +29,7 @@ func OrdersConfig(cfg config.Config) service.OrdersConfig {
 		UnknownSKUTTL:  cfg.Order.UnknownSKUTTL,
 		SoldOutTTL:     cfg.SoldOut.LocalTTL,
 		SoldOutRecheck: cfg.SoldOut.Recheck,
+		PaymentTimeout: cfg.Order.PaymentTimeout,
 	}
 }
 

@@ -27,6 +27,10 @@ type Auth struct {
 	// the quick start.
 	OrderIDKey string `yaml:"order_id_key"`
 	JWT        JWT    `yaml:"jwt"`
+	// PaymentTokens are the bearer tokens of the payment system, which
+	// confirms payments on /internal/v1 (comma-separated, each at least
+	// 16 characters, never logged); none refuses every confirmation.
+	PaymentTokens string `yaml:"payment_tokens"`
 }
 
 // JWT configures the verification of shopper tokens: exactly one of

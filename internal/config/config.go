@@ -137,6 +137,12 @@ type Order struct {
 	// SKU commits at once. The latency traded is at most Linger per order;
 	// 0 turns it off.
 	Linger time.Duration `yaml:"linger"` // default 0 (off: no measured gain yet), at most 100ms
+	// PaymentTimeout is how long a new order stays pending, holding its
+	// units, before it expires unpaid and they return to the sale; 0: an
+	// order is paid at creation (see lifecycle.go).
+	PaymentTimeout time.Duration `yaml:"payment_timeout"` // default 15m
+	SweepInterval  time.Duration `yaml:"sweep_interval"`  // how often the elected sweeper expires due orders, default 1s
+	SweepBatch     int           `yaml:"sweep_batch"`     // orders expired per transaction, default 256
 }
 
 // Lock configures the per-SKU Redis lock.
@@ -203,6 +209,9 @@ func Default() Config {
 			MaxLiveSKUs:    1024,
 			UnknownSKUTTL:  time.Second,
 			Linger:         0,
+			PaymentTimeout: DefaultPaymentTimeout,
+			SweepInterval:  DefaultSweepInterval,
+			SweepBatch:     DefaultSweepBatch,
 		},
 		Lock: Lock{
 			Prefix:   "seckill:lock:",
@@ -243,6 +252,9 @@ func Load(path string, getenv func(string) string) (Config, error) {
 		return Config{}, err
 	}
 	if err := cfg.applyZooKeeperEnv(getenv); err != nil {
+		return Config{}, err
+	}
+	if err := cfg.applyLifecycleEnv(getenv); err != nil {
 		return Config{}, err
 	}
 	return cfg, cfg.Validate()
@@ -454,6 +466,9 @@ func (c Config) Validate() error {
 		return errors.New("config: lock.prefix must not be empty")
 	}
 	if err := c.validateZooKeeper(); err != nil {
+		return err
+	}
+	if err := c.validateLifecycle(); err != nil {
 		return err
 	}
 	for _, a := range c.Redis.Addrs {

@@ -10,6 +10,7 @@
 //	go run ./loadtest/cmd/loadtest -fault redis    # Redis killed mid-sale
 //	go run ./loadtest/cmd/loadtest -lock zookeeper -fault zk-leader  # ZooKeeper's leader killed mid-sale
 //	go run ./loadtest/cmd/loadtest -scenario invented-skus  # 20,000 orders for ids that do not exist
+//	go run ./loadtest/cmd/loadtest -scenario lifecycle      # pay, cancel, expire: returned units resold; leader frozen, another killed
 //	go run ./loadtest/cmd/loadtest -target -base-urls https://a,https://b -admin-token ...
 package main
 
@@ -158,8 +159,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&cfg.Restocks, "restocks", 0, "restock the SKU this many times during the sale, each time it sells out, to a quarter of -stock")
 	fs.IntVar(&cfg.HistoryMaxOps, "history-max-ops", 40000, "operations the history check's search takes at most; a longer history is not concluded")
 	quiet := fs.Bool("q", false, "print only the summary")
-	scenario := fs.String("scenario", "sale", "sale: the k6 flash sale; invented-skus: orders for SKU ids that do not exist, measuring what stays (RSS, goroutines, Redis keys)")
+	scenario := fs.String("scenario", "sale", "sale: the k6 flash sale; invented-skus: orders for SKU ids that do not exist, measuring what stays (RSS, goroutines, Redis keys); lifecycle: buyers pay, cancel or abandon until every unit is paid, the sweeper's leader frozen and its successor killed")
 	requests := fs.Int("requests", 20000, "orders sent by -scenario invented-skus")
+	units := fs.Int64("units", 1000, "units sold by -scenario lifecycle")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -171,10 +173,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if *quiet {
 		cfg.Log = io.Discard
 	}
-	if *scenario == "invented-skus" {
+	switch *scenario {
+	case "invented-skus":
 		return runInvented(ctx, cfg, *requests, stdout)
-	} else if *scenario != "sale" {
-		return fmt.Errorf("-scenario %q: want sale or invented-skus", *scenario)
+	case "lifecycle":
+		return runLifecycle(ctx, cfg, *units, stdout)
+	case "sale":
+	default:
+		return fmt.Errorf("-scenario %q: want sale, invented-skus or lifecycle", *scenario)
 	}
 
 	res, err := harness.Run(ctx, cfg)

@@ -1,0 +1,48 @@
+package app
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/seckill/seckill/internal/config"
+	"github.com/seckill/seckill/internal/metrics"
+	"github.com/seckill/seckill/repository"
+	"github.com/seckill/seckill/service"
+)
+
+// SweeperConfig is the expiry sweeper's configuration as cfg sets it.
+func SweeperConfig(cfg config.Config) service.SweeperConfig {
+	return service.SweeperConfig{Interval: cfg.Order.SweepInterval, Batch: cfg.Order.SweepBatch, TxTimeout: cfg.Order.TxTimeout}
+}
+
+// sweeperLock is the lock the expiry sweeper is elected with: with Redis,
+// a client of its own, without the per-SKU lock's observer, so that the
+// lock metrics count the order path's acquisitions only (the leadership
+// is seckill_sweeper_leader); with ZooKeeper, the configured lock (lk).
+func sweeperLock(cfg config.Config, rs *redisSetup, lk service.Locker) service.Locker {
+	if cfg.Lock.Backend == config.BackendZooKeeper || len(rs.clients) == 0 {
+		return lk
+	}
+	return NewLocker(rs.lockClient(append(LockOptions(cfg), lockReplicaOptions(cfg)...)...))
+}
+
+// startLifecycle returns the payment and cancellation of orders and
+// starts this instance's expiry sweeper, which sweeps while it holds the
+// leader lease on the configured lock (lk). The sweeper stops, and is
+// waited for, before the stores close (cl runs in reverse order).
+func startLifecycle(ctx context.Context, cfg config.Config, store *repository.Stock, lk service.Locker, orders *service.Orders,
+	mx *metrics.Metrics, log *slog.Logger, cl *closers) (*service.Lifecycle, error) {
+	obs, err := metrics.NewLifecycle(mx)
+	if err != nil {
+		return nil, err
+	}
+	sweeper := service.NewSweeper(store, lk, orders, SweeperConfig(cfg), log, obs)
+	sctx, stop := context.WithCancel(ctx) // SIGTERM steps down at once: another instance takes the lease
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sweeper.Run(sctx)
+	}()
+	cl.add(func() error { stop(); <-done; return nil })
+	return service.NewLifecycle(store, orders, log, obs), nil
+}

@@ -1,0 +1,292 @@
+package repository
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"gorm.io/gorm"
+
+	"github.com/seckill/seckill/service"
+)
+
+var _ service.LifecycleStore = (*Stock)(nil)
+
+// expiryFence names the sweeper's row in leader_fences (migration 00003).
+const expiryFence = "order-expiry"
+
+// PayOrder marks a pending order paid, conditionally on it still being
+// pending and not yet due: one UPDATE, which a concurrent expiry or
+// cancellation of the same order either precedes (and this one matches
+// no row) or follows (and finds it paid).
+func (s *Stock) PayOrder(ctx context.Context, id int64, now time.Time) (service.Settlement, error) {
+	db := s.db.WithContext(ctx)
+	r := db.Model(&orderRow{}).
+		Where("id = ? AND status = ? AND expires_at > ?", id, service.OrderPending, now).
+		Updates(map[string]any{"status": service.OrderPaid, "settled_at": now})
+	if r.Error != nil {
+		return service.Settlement{}, translate(r.Error, service.ErrNotFound)
+	}
+	o, err := s.Order(ctx, id)
+	if err != nil {
+		return service.Settlement{}, err
+	}
+	switch {
+	case r.RowsAffected == 1:
+		return service.Settlement{Order: o, Changed: true}, nil
+	case o.Status == service.OrderPaid:
+		return service.Settlement{Order: o}, nil
+	case o.Status == service.OrderPending:
+		// Due but not swept yet: expired all the same; the sweeper returns
+		// its units.
+		return service.Settlement{}, service.ErrOrderExpired
+	}
+	return service.Settlement{}, service.ErrOfStatus(o.Status)
+}
+
+// CancelOrder cancels buyer's pending order and returns its units in ONE
+// transaction: the conditional status change first (WHERE status =
+// 'pending'), then the stock, so a second cancel, an expiry or a payment
+// of the same order finds it settled and returns nothing.
+func (s *Stock) CancelOrder(ctx context.Context, id int64, buyer string, now time.Time) (service.Settlement, error) {
+	var st service.Settlement
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		q := tx.Model(&orderRow{}).Where("id = ? AND status = ?", id, service.OrderPending)
+		if buyer != "" {
+			q = q.Where("user_id = ?", buyer)
+		}
+		r := q.Updates(map[string]any{"status": service.OrderCancelled, "settled_at": now})
+		if r.Error != nil {
+			return r.Error
+		}
+		var row orderRow
+		if err := tx.Take(&row, id).Error; err != nil {
+			return err
+		}
+		if buyer != "" && row.UserID != buyer {
+			return gorm.ErrRecordNotFound // someone else's: as if missing
+		}
+		st.Order = row.domain()
+		if r.RowsAffected != 1 {
+			if st.Order.Status == service.OrderCancelled {
+				return nil
+			}
+			return service.ErrOfStatus(st.Order.Status)
+		}
+		skus, err := s.returnUnits(tx, []orderRow{row}, now)
+		if err != nil {
+			return err
+		}
+		st.Changed, st.Returned = true, &skus[0]
+		return nil
+	})
+	if err != nil {
+		return service.Settlement{}, translateSettle(err)
+	}
+	return st, nil
+}
+
+// ExpireDue expires up to run.Limit due pending orders in ONE
+// transaction. The due orders are found by a plain read that locks
+// nothing (a paused sweeper holds no row); then the leader fence is
+// advanced to run.Fence, refused when a newer lease already wrote; then
+// each order's status changes only if it is still pending and due, and
+// the units of those that changed go back to stock.
+func (s *Stock) ExpireDue(ctx context.Context, run service.ExpiryRun) (service.Expiry, error) {
+	var ex service.Expiry
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		var due []orderRow
+		if err := tx.Where("status = ? AND expires_at <= ?", service.OrderPending, run.Now).
+			Order("expires_at, id").Limit(run.Limit).Find(&due).Error; err != nil {
+			return err
+		}
+		if len(due) == 0 {
+			return nil
+		}
+		if err := advanceFence(tx, expiryFence, run.Fence); err != nil {
+			return err
+		}
+		slices.SortFunc(due, func(a, b orderRow) int { return cmp.Compare(a.ID, b.ID) }) // one lock order
+		var expired []orderRow
+		for _, o := range due {
+			r := tx.Model(&orderRow{}).
+				Where("id = ? AND status = ? AND expires_at <= ?", o.ID, service.OrderPending, run.Now).
+				Updates(map[string]any{"status": service.OrderExpired, "settled_at": run.Now})
+			if r.Error != nil {
+				return r.Error
+			}
+			if r.RowsAffected == 1 {
+				expired = append(expired, o)
+			}
+		}
+		if len(expired) == 0 {
+			return nil
+		}
+		skus, err := s.returnUnits(tx, expired, run.Now)
+		if err != nil {
+			return err
+		}
+		ex = service.Expiry{Orders: len(expired), SKUs: make([]service.SKU, 0, len(skus))}
+		for _, o := range expired {
+			ex.Units += o.Quantity
+			if ex.Oldest.IsZero() || o.ExpiresAt.Before(ex.Oldest) {
+				ex.Oldest = *o.ExpiresAt
+			}
+		}
+		ex.SKUs = append(ex.SKUs, skus...)
+		return nil
+	})
+	if err != nil {
+		return service.Expiry{}, translateSettle(err)
+	}
+	return ex, nil
+}
+
+// advanceFence records fence as the newest that wrote under name, or
+// returns ErrStaleFence when a newer one of the same lock backend already
+// did (fenceGuard: a fence of the other backend resets the comparison). A
+// fence of 0 (a backend without fencing) is not recorded.
+func advanceFence(tx *gorm.DB, name string, fence int64) error {
+	if fence <= 0 {
+		return nil
+	}
+	r := tx.Exec("UPDATE leader_fences SET fence = ?, writes = writes + 1 WHERE name = ? AND "+fenceGuard,
+		fence, name, fence, service.FenceCeiling(fence))
+	if r.Error != nil {
+		return r.Error
+	}
+	if r.RowsAffected != 1 {
+		return fmt.Errorf("%w: leader %s has a newer fence than %d", service.ErrStaleFence, name, fence)
+	}
+	return nil
+}
+
+// returnUnits gives the units of orders that just left pending back to
+// their SKUs (stock up, sold down, version bumped so that a batch that
+// read the SKU before re-reads) and to their buyers' quotas, and returns
+// the SKU rows after, by id. Rows are locked in id order.
+func (s *Stock) returnUnits(tx *gorm.DB, orders []orderRow, now time.Time) ([]service.SKU, error) {
+	type holding struct {
+		sku  int64
+		user string
+	}
+	units := map[int64]int64{}
+	held := map[holding]int64{}
+	for _, o := range orders {
+		units[o.SKUID] += o.Quantity
+		held[holding{o.SKUID, o.UserID}] += o.Quantity
+	}
+	ids := make([]int64, 0, len(units))
+	for id := range units {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		r := tx.Model(&skuRow{}).Where("id = ? AND sold >= ?", id, units[id]).Updates(map[string]any{
+			"stock":      gorm.Expr("stock + ?", units[id]),
+			"sold":       gorm.Expr("sold - ?", units[id]),
+			"version":    gorm.Expr("version + 1"),
+			"updated_at": now,
+		})
+		if r.Error != nil {
+			return nil, r.Error
+		}
+		if r.RowsAffected != 1 {
+			return nil, fmt.Errorf("repository: sku %d sold fewer units than its orders return (%d)", id, units[id])
+		}
+	}
+	keys := make([]holding, 0, len(held))
+	for h := range held {
+		keys = append(keys, h)
+	}
+	slices.SortFunc(keys, func(a, b holding) int {
+		return cmp.Or(cmp.Compare(a.sku, b.sku), cmp.Compare(a.user, b.user))
+	})
+	for _, h := range keys {
+		if err := releaseHolding(tx, h.sku, h.user, held[h]); err != nil {
+			return nil, err
+		}
+	}
+	out := make([]service.SKU, 0, len(ids))
+	for _, id := range ids {
+		var row skuRow
+		if err := tx.Take(&row, id).Error; err != nil {
+			return nil, err
+		}
+		out = append(out, row.domain())
+	}
+	return out, nil
+}
+
+// releaseHolding takes n units off a user's holding of a SKU: the row
+// goes when nothing is left (the CHECK wants quantity >= 1).
+func releaseHolding(tx *gorm.DB, skuID int64, user string, n int64) error {
+	r := tx.Where("sku_id = ? AND user_id = ? AND quantity = ?", skuID, user, n).Delete(&purchaseRow{})
+	if r.Error != nil || r.RowsAffected == 1 {
+		return r.Error
+	}
+	r = tx.Model(&purchaseRow{}).Where("sku_id = ? AND user_id = ? AND quantity > ?", skuID, user, n).
+		Update("quantity", gorm.Expr("quantity - ?", n))
+	if r.Error != nil {
+		return r.Error
+	}
+	if r.RowsAffected != 1 {
+		return fmt.Errorf("repository: user %q holds fewer units of sku %d than their order returns (%d)", user, skuID, n)
+	}
+	return nil
+}
+
+// OrderUnits sums the units of a SKU's pending and paid orders, on the
+// orders_sku_id index: an admin's read, not the order path's.
+func (s *Stock) OrderUnits(ctx context.Context, skuID int64) (pending, paid int64, err error) {
+	var rows []struct {
+		Status string
+		Units  int64
+	}
+	if err := s.db.WithContext(ctx).Raw("SELECT status, COALESCE(SUM(quantity), 0) AS units FROM orders WHERE sku_id = ? AND status IN (?, ?) GROUP BY status",
+		skuID, service.OrderPending, service.OrderPaid).Scan(&rows).Error; err != nil {
+		return 0, 0, translate(err, service.ErrSKUNotFound)
+	}
+	for _, r := range rows {
+		if r.Status == string(service.OrderPending) {
+			pending = r.Units
+		} else {
+			paid = r.Units
+		}
+	}
+	return pending, paid, nil
+}
+
+// mysqlLockWaitTimeout is ER_LOCK_WAIT_TIMEOUT: the statement waited
+// innodb_lock_wait_timeout for a row lock and was rolled back.
+const mysqlLockWaitTimeout = 1205
+
+// translateSettle is translate for the lifecycle's transitions: their
+// domain answers pass through; a deadlock or a lock wait that timed out
+// is a conflict (service.ErrConflict) the caller may retry: the
+// transaction was rolled back and wrote nothing.
+func translateSettle(err error) error {
+	for _, known := range []error{service.ErrOrderPaid, service.ErrOrderCancelled, service.ErrOrderExpired} {
+		if errors.Is(err, known) {
+			return err
+		}
+	}
+	var myErr *mysql.MySQLError
+	if errors.As(err, &myErr) && myErr.Number == mysqlLockWaitTimeout {
+		return fmt.Errorf("%w: %w", service.ErrConflict, err)
+	}
+	return translate(err, service.ErrNotFound)
+}
+
+// utcPtr returns t in UTC (SQLite hands times back in local time).
+func utcPtr(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}

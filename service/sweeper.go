@@ -1,0 +1,162 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+)
+
+// SweeperLeaseKey is the lock key of the expiry sweeper's leader lease.
+const SweeperLeaseKey = "sweeper:order-expiry"
+
+// SweeperConfig tunes the expiry sweeper; see internal/config for the defaults.
+type SweeperConfig struct {
+	Interval  time.Duration // how often the leader looks for due orders; followers try the lease as often
+	Batch     int           // orders expired per transaction
+	TxTimeout time.Duration // one sweep transaction
+}
+
+// electWait bounds one attempt at the lease: a follower tries it once per
+// Interval, and waits no longer than this for a holder that is going away.
+const electWait = 100 * time.Millisecond
+
+// Sweeper expires unpaid orders past their expires_at and returns their
+// units to stock. Every instance runs one; the project's own lock elects
+// the one that sweeps (a leader lease on SweeperLeaseKey, renewed by the
+// lock's watchdog), and the lease's fence guards every sweep transaction:
+// the database refuses the writes of a sweeper whose lease was superseded
+// (a process paused past its lease and resumed), and refuses a second
+// expiry of the same order by itself (WHERE status = 'pending').
+type Sweeper struct {
+	store  LifecycleStore
+	locker Locker
+	orders *Orders
+	cfg    SweeperConfig
+	log    *slog.Logger
+	obs    LifecycleObserver
+}
+
+// NewSweeper returns the expiry sweeper. Returned units are published
+// through orders as restocks. obs may be nil.
+func NewSweeper(store LifecycleStore, locker Locker, orders *Orders, cfg SweeperConfig, log *slog.Logger, obs LifecycleObserver) *Sweeper {
+	if obs == nil {
+		obs = nopLifecycleObserver{}
+	}
+	return &Sweeper{store: store, locker: locker, orders: orders, cfg: cfg, log: log, obs: obs}
+}
+
+// Run sweeps while this instance holds the lease, and tries for the lease
+// once per Interval otherwise, until ctx ends.
+func (s *Sweeper) Run(ctx context.Context) {
+	for {
+		lease, err := s.elect(ctx)
+		switch {
+		case lease != nil:
+			s.lead(ctx, lease)
+		case errors.Is(err, ErrLockUnavailable):
+			// The lock backend is unreachable: sweep without a fence, as
+			// the order path sells without the lock. Every instance may
+			// then sweep; the status guard still returns each unit once.
+			s.sweepDue(ctx, 0)
+		}
+		if !sleep(ctx, s.cfg.Interval) {
+			return
+		}
+	}
+}
+
+// elect tries for the lease once, briefly: a follower does not queue
+// behind the leader.
+func (s *Sweeper) elect(ctx context.Context) (Lease, error) {
+	if s.locker == nil {
+		return nil, ErrLockUnavailable
+	}
+	ctx, cancel := context.WithTimeout(ctx, electWait)
+	defer cancel()
+	return s.locker.Obtain(ctx, SweeperLeaseKey)
+}
+
+// lead sweeps under lease until it is lost, its fence is refused or ctx
+// ends, then releases it. Losing the lease cancels the sweep under way.
+func (s *Sweeper) lead(ctx context.Context, lease Lease) {
+	s.obs.SweeperLeader(true)
+	defer s.obs.SweeperLeader(false)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-lease.Lost():
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	defer func() {
+		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer rcancel()
+		if err := lease.Release(rctx); err != nil {
+			s.log.Debug("sweeper lease release", "err", err)
+		}
+	}()
+	for {
+		more, err := s.sweepDue(ctx, lease.Fence())
+		if errors.Is(err, ErrStaleFence) {
+			s.log.Warn("sweeper lease superseded: a newer leader swept; stepping down", "fence", lease.Fence())
+			return
+		}
+		if more && err == nil {
+			continue
+		}
+		if !sleep(ctx, s.cfg.Interval) {
+			return
+		}
+	}
+}
+
+// sweepDue runs one sweep transaction and reports whether a full batch
+// was expired (more may be due).
+func (s *Sweeper) sweepDue(ctx context.Context, fence int64) (more bool, err error) {
+	ex, err := s.SweepOnce(ctx, fence)
+	if err != nil && ctx.Err() == nil && !errors.Is(err, ErrStaleFence) {
+		s.log.Warn("order expiry sweep failed; retrying next interval", "err", err)
+	}
+	return ex.Orders >= s.cfg.Batch, err
+}
+
+// SweepOnce expires up to Batch due orders in one transaction fenced with
+// fence, and publishes their returned units as restocks so that every
+// instance's sold-out mark clears. It returns ErrStaleFence, having
+// written nothing, when a newer lease already swept.
+func (s *Sweeper) SweepOnce(ctx context.Context, fence int64) (Expiry, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.TxTimeout)
+	defer cancel()
+	start := time.Now()
+	ex, err := s.store.ExpireDue(ctx, ExpiryRun{Fence: fence, Now: now(), Limit: s.cfg.Batch})
+	var lag time.Duration
+	if !ex.Oldest.IsZero() {
+		lag = start.Sub(ex.Oldest)
+	}
+	s.obs.Swept(time.Since(start), lag, err)
+	if err != nil {
+		return Expiry{}, err
+	}
+	if ex.Orders > 0 {
+		s.obs.OrderSettled(OrderExpired, ex.Orders, ex.Units)
+	}
+	for _, sku := range ex.SKUs {
+		s.orders.Restocked(ctx, sku)
+	}
+	return ex, nil
+}
+
+// sleep waits d or until ctx ends; it reports whether ctx is still live.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
