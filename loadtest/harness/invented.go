@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -90,20 +89,9 @@ func RunInvented(ctx context.Context, cfg InventedConfig) (res InventedResult, e
 	if err != nil {
 		return res, err
 	}
-	r := &run{cfg: base, log: base.Log, client: &http.Client{Timeout: 30 * time.Second}}
-	if r.log == nil {
-		r.log = io.Discard
-	}
-	r.id = time.Now().Format("20060102-150405") + "-invented"
-	r.dir = filepath.Join(base.ResultsDir, r.id)
-	if err := os.MkdirAll(r.dir, 0o755); err != nil {
-		return res, err
-	}
-	if r.work, err = os.MkdirTemp("", "seckill-invented-"); err != nil {
-		return res, err
-	}
+	r, err := startScenario(ctx, base, "invented", &http.Client{Timeout: 30 * time.Second})
 	defer r.tearDown()
-	if err := r.bringUp(ctx); err != nil {
+	if err != nil {
 		return res, err
 	}
 
@@ -265,22 +253,4 @@ func dbsize(ctx context.Context, addr string) (int, error) {
 		return 0, fmt.Errorf("redis DBSIZE: %q", line)
 	}
 	return strconv.Atoi(string(line[1:]))
-}
-
-// tearDown stops what the run started and drops its database.
-func (r *run) tearDown() {
-	r.ps.stopAll(15 * time.Second)
-	if r.db != nil {
-		if r.dbName != "" && !r.cfg.Keep {
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-			if _, err := r.db.ExecContext(ctx, "DROP DATABASE IF EXISTS "+r.dbName); err != nil {
-				fmt.Fprintf(r.log, "warning: drop database %s: %v\n", r.dbName, err)
-			}
-			cancel()
-		}
-		r.db.Close()
-	}
-	if !r.cfg.Keep {
-		os.RemoveAll(r.work)
-	}
 }

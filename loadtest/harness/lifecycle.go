@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -148,21 +146,10 @@ func RunLifecycle(ctx context.Context, cfg LifecycleConfig) (res LifecycleResult
 	if err != nil {
 		return res, err
 	}
-	r := &run{cfg: base, log: base.Log, client: &http.Client{Timeout: 30 * time.Second,
-		Transport: &http.Transport{MaxIdleConnsPerHost: 256}}}
-	if r.log == nil {
-		r.log = io.Discard
-	}
-	r.id = time.Now().Format("20060102-150405") + "-lifecycle"
-	r.dir = filepath.Join(base.ResultsDir, r.id)
-	if err := os.MkdirAll(r.dir, 0o755); err != nil {
-		return res, err
-	}
-	if r.work, err = os.MkdirTemp("", "seckill-lifecycle-"); err != nil {
-		return res, err
-	}
+	r, err := startScenario(ctx, base, "lifecycle", &http.Client{Timeout: 30 * time.Second,
+		Transport: &http.Transport{MaxIdleConnsPerHost: 256}})
 	defer r.tearDown()
-	if err := r.bringUp(ctx); err != nil {
+	if err != nil {
 		return res, err
 	}
 	lr := &lifecycleRun{run: r, cfg: cfg, payToken: payToken, answered: map[string]string{}}

@@ -17,6 +17,17 @@ func runInvented(ctx context.Context, cfg harness.Config, requests int, stdout i
 		Keep:       cfg.Keep,
 		Log:        cfg.Log,
 	})
+	return report(res, err, stdout)
+}
+
+// scenarioResult is what a scenario other than the k6 sale reports.
+type scenarioResult interface {
+	WriteText(io.Writer)
+	Pass() bool
+}
+
+// report prints a scenario's result and fails the run when it did not pass.
+func report(res scenarioResult, err error, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}

@@ -17,12 +17,5 @@ func runLifecycle(ctx context.Context, cfg harness.Config, units int64, stdout i
 		Keep:       cfg.Keep,
 		Log:        cfg.Log,
 	})
-	if err != nil {
-		return err
-	}
-	res.WriteText(stdout)
-	if !res.Pass() {
-		return errViolated
-	}
-	return nil
+	return report(res, err, stdout)
 }
