@@ -14,6 +14,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/seckill/seckill/internal/auth"
+	"github.com/seckill/seckill/internal/config"
 )
 
 // InventedConfig is the invented-SKU abuse run: Requests orders for SKU
@@ -177,6 +180,9 @@ func (r *run) invent(ctx context.Context, first int64, n, conc int, status func(
 				req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
 				if err == nil {
 					req.Header.Set("Content-Type", "application/json")
+					err = r.signAs(req, fmt.Sprintf("attacker-%d", i))
+				}
+				if err == nil {
 					if resp, err := r.client.Do(req); err == nil {
 						_, _ = io.Copy(io.Discard, resp.Body)
 						resp.Body.Close()
@@ -253,4 +259,20 @@ func dbsize(ctx context.Context, addr string) (int, error) {
 		return 0, fmt.Errorf("redis DBSIZE: %q", line)
 	}
 	return strconv.Atoi(string(line[1:]))
+}
+
+// signAs gives req the bearer token of shopper sub, signed with the
+// run's auth.jwt.secret as the identity provider would: an attacker with
+// accounts of its own, past authentication. Without a secret (target mode
+// against auth.shopper none) req goes unsigned.
+func (r *run) signAs(req *http.Request, sub string) error {
+	if r.shopper == "" {
+		return nil
+	}
+	tok, err := auth.Mint([]byte(r.shopper), auth.Claims{Subject: sub, Audience: config.Default().Auth.JWT.Audience, TTL: time.Hour}, time.Now())
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+tok)
+	return nil
 }
