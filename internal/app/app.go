@@ -124,7 +124,12 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 		}
 		cl.add(stopDebug)
 	}
-	return serveUntilDone(ctx, cfg, newHTTPServer(cfg, api, log), ln, orders, &draining, ready, log)
+	conns := newConnWatch(log)
+	if err := mx.Register(conns.closed); err != nil {
+		ln.Close()
+		return err
+	}
+	return serveUntilDone(ctx, cfg, newHTTPServer(cfg, api, conns, log), ln, orders, &draining, ready, log)
 }
 
 // closers runs what was opened in reverse order.
@@ -233,7 +238,7 @@ func newAPI(cfg config.Config, orders handler.Orders, catalog *service.Catalog, 
 	})
 }
 
-func newHTTPServer(cfg config.Config, api http.Handler, log *slog.Logger) *http.Server {
+func newHTTPServer(cfg config.Config, api http.Handler, conns *connWatch, log *slog.Logger) *http.Server {
 	return &http.Server{
 		Handler:           api,
 		ReadHeaderTimeout: cfg.HTTP.ReadHeaderTimeout,
@@ -242,6 +247,7 @@ func newHTTPServer(cfg config.Config, api http.Handler, log *slog.Logger) *http.
 		IdleTimeout:       cfg.HTTP.IdleTimeout,
 		MaxHeaderBytes:    16 << 10,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		ConnState:         conns.hook,
 	}
 }
 
