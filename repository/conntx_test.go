@@ -1,0 +1,90 @@
+package repository
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/service"
+)
+
+// A round whose UPDATE has already decremented one SKU when the other
+// SKU's guard fails (its version moved) must leave nothing behind: not the
+// decrement, and not the transaction, open on a pooled connection for the
+// next caller to commit by accident. The pool has one connection, so the
+// statements after the failed round run on the connection it used.
+func TestCommitMySQL_FailedRoundLeavesNoTransactionOpen(t *testing.T) {
+	t.Parallel()
+	dsn := testenv.Database(t)
+	db := testenv.DB(t, dsn)
+	s := New(db)
+	s.sql.SetMaxOpenConns(1)
+	ctx := context.Background()
+	a, b := newSKU(t, s, 10), newSKU(t, s, 10) // a's row is updated first: the lower id
+
+	other, err := testenv.DB(t, dsn).DB()
+	if err != nil {
+		t.Fatal(err)
+	}
+	writer, err := other.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer writer.Rollback()
+	if _, err := writer.ExecContext(ctx, "UPDATE skus SET version = version + 1 WHERE id = ?", b.ID); err != nil {
+		t.Fatal(err)
+	}
+
+	done := make(chan error, 1)
+	go func() {
+		ms := []*member{&newCall(ctx, a.ID, "a1", "a2").m, &newCall(ctx, b.ID, "b1").m}
+		done <- s.commitMySQL(ctx, ms, 30) // long enough to outwait the writer, whatever the load
+	}()
+	// The round's UPDATE waits for b's row: the writer commits, and the
+	// UPDATE, having changed a's row, finds b's version moved.
+	deadline := time.Now().Add(20 * time.Second)
+	for waiting := 0; waiting == 0; {
+		select {
+		case err := <-done:
+			t.Fatalf("commitMySQL returned %v before its UPDATE waited for b's row", err)
+		default:
+		}
+		if err := other.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.processlist
+			WHERE db = DATABASE() AND info LIKE 'UPDATE skus SET stock%'`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the round's UPDATE never waited for b's row")
+		}
+		time.Sleep(5 * time.Millisecond) // polling a server-side state, bounded above
+	}
+	if err := writer.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; !errors.Is(err, service.ErrConflict) {
+		t.Fatalf("commitMySQL with b's version moved = %v; want ErrConflict", err)
+	}
+
+	var open int
+	if err := s.sql.QueryRowContext(ctx, "SELECT @@in_transaction").Scan(&open); err != nil {
+		t.Fatal(err)
+	}
+	if open != 0 {
+		t.Fatal("the failed round's transaction is still open on the pooled connection")
+	}
+	for _, sku := range []service.SKU{a, b} {
+		if sold, stock, orders := soldAndOrders(t, db, sku.ID); sold != 0 || stock != 10 || orders != 0 {
+			t.Errorf("sku %d after the failed round: sold %d, stock %d, %d orders; want 0, 10, 0", sku.ID, sold, stock, orders)
+		}
+	}
+	// The next round, on the same connection, commits exactly its own.
+	ms := []*member{&newCall(ctx, a.ID, "a1").m}
+	if err := s.commitMySQL(ctx, ms, 30); err != nil || ms[0].err != nil {
+		t.Fatalf("next round = %v, %v; want committed", err, ms[0].err)
+	}
+	if sold, stock, orders := soldAndOrders(t, db, a.ID); sold != 1 || stock != 9 || orders != 1 {
+		t.Errorf("sku %d after the next round: sold %d, stock %d, %d orders; want 1, 9, 1", a.ID, sold, stock, orders)
+	}
+}
