@@ -30,7 +30,7 @@ type Stock struct {
 
 // New returns a Stock over db, which must have the schema of migrations/.
 // On MySQL the connections must allow multiStatements (database.OpenMySQL's
-// do): batches then commit in four round trips instead of eight.
+// do): batches then commit in three round trips instead of eight.
 func New(db *gorm.DB) *Stock {
 	s := &Stock{db: db, sqlite: db.Dialector.Name() == "sqlite"}
 	if !s.sqlite {
