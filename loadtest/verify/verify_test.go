@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -96,21 +97,29 @@ const (
 // two units each, later buyers one.
 func seedSale(t *testing.T, sold int) int64 {
 	t.Helper()
+	var skuID int64
+	if err := retryDeadlocks(func() (err error) { skuID, err = seedOnce(t.Name(), sold); return err }); err != nil {
+		t.Fatalf("seed: %v", err)
+	}
+	return skuID
+}
+
+func seedOnce(name string, sold int) (int64, error) {
 	ctx := context.Background()
 	tx, err := testDB.BeginTx(ctx, nil)
 	if err != nil {
-		t.Fatal(err)
+		return 0, err
 	}
 	defer tx.Rollback()
 	now := time.Now().UTC()
 	res, err := tx.ExecContext(ctx, `INSERT INTO skus (name, total_stock, stock, sold, per_user_limit, created_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?)`, t.Name(), seedStock, seedStock-sold, sold, seedLimit, now, now)
+		VALUES (?, ?, ?, ?, ?, ?, ?)`, name, seedStock, seedStock-sold, sold, seedLimit, now, now)
 	if err != nil {
-		t.Fatalf("seed sku: %v", err)
+		return 0, fmt.Errorf("sku: %w", err)
 	}
 	skuID, err := res.LastInsertId()
 	if err != nil {
-		t.Fatal(err)
+		return 0, err
 	}
 	left := sold
 	for u := 1; left > 0; u++ {
@@ -121,17 +130,32 @@ func seedSale(t *testing.T, sold int) int64 {
 		}
 		left -= n
 		for i := range n {
-			buyOrder(t, tx, skuID, user, fmt.Sprintf("%d-%s-%d", skuID, user, i))
+			if err := insertOrder(tx, skuID, user, fmt.Sprintf("%d-%s-%d", skuID, user, i)); err != nil {
+				return 0, err
+			}
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO user_purchases (sku_id, user_id, quantity, per_user_limit) VALUES (?, ?, ?, ?)`,
 			skuID, user, n, seedLimit); err != nil {
-			t.Fatalf("seed purchase: %v", err)
+			return 0, fmt.Errorf("purchase: %w", err)
 		}
 	}
-	if err := tx.Commit(); err != nil {
-		t.Fatal(err)
+	return skuID, tx.Commit()
+}
+
+// retryDeadlocks runs f again, a bounded number of times, while InnoDB
+// picks it as a deadlock's victim (or times out its lock wait): the
+// subtests seed and tamper in parallel on one database, and their
+// statements lock neighbouring index ranges. A victim's transaction was
+// rolled back whole, so running f again is safe.
+func retryDeadlocks(f func() error) error {
+	var err error
+	for range 20 {
+		var myErr *mysql.MySQLError
+		if err = f(); !errors.As(err, &myErr) || (myErr.Number != 1213 && myErr.Number != 1205) {
+			return err
+		}
 	}
-	return skuID
+	return err
 }
 
 type execer interface {
@@ -140,22 +164,31 @@ type execer interface {
 
 // buyOrder inserts one order row of one unit, and nothing else. An empty
 // key stores NULL, as the service does for a request without one.
-func buyOrder(t *testing.T, db execer, skuID int64, user, key string) {
+func buyOrder(t *testing.T, db *sql.DB, skuID int64, user, key string) {
 	t.Helper()
-	var k sql.NullString
-	if key != "" {
-		k = sql.NullString{String: key, Valid: true}
-	}
-	if _, err := db.ExecContext(context.Background(),
-		`INSERT INTO orders (sku_id, user_id, quantity, idempotency_key, created_at) VALUES (?, ?, 1, ?, ?)`,
-		skuID, user, k, time.Now().UTC()); err != nil {
+	if err := retryDeadlocks(func() error { return insertOrder(db, skuID, user, key) }); err != nil {
 		t.Fatalf("insert order: %v", err)
 	}
 }
 
+func insertOrder(db execer, skuID int64, user, key string) error {
+	var k sql.NullString
+	if key != "" {
+		k = sql.NullString{String: key, Valid: true}
+	}
+	_, err := db.ExecContext(context.Background(),
+		`INSERT INTO orders (sku_id, user_id, quantity, idempotency_key, created_at) VALUES (?, ?, 1, ?, ?)`,
+		skuID, user, k, time.Now().UTC())
+	return err
+}
+
 func mustExec(t *testing.T, query string, args ...any) {
 	t.Helper()
-	res, err := testDB.ExecContext(context.Background(), query, args...)
+	var res sql.Result
+	err := retryDeadlocks(func() (err error) {
+		res, err = testDB.ExecContext(context.Background(), query, args...)
+		return err
+	})
 	if err != nil {
 		t.Fatalf("%s: %v", query, err)
 	}
