@@ -3,10 +3,8 @@ package service_test
 import (
 	"context"
 	"errors"
-	"os"
 	"runtime"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,6 +12,7 @@ import (
 
 	"github.com/seckill/seckill/internal/app"
 	"github.com/seckill/seckill/internal/config"
+	"github.com/seckill/seckill/internal/procstat"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/service"
 )
@@ -46,17 +45,8 @@ func redisKeys(t *testing.T, r *rig) []string {
 // rssBytes returns the process's resident set size, or 0 where /proc
 // does not tell.
 func rssBytes() uint64 {
-	raw, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(raw), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, _ := strconv.ParseUint(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
+	n, _ := procstat.RSS(procstat.Self)
+	return uint64(n)
 }
 
 func heapBytes() uint64 {

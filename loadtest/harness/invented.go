@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/seckill/seckill/internal/auth"
 	"github.com/seckill/seckill/internal/config"
+	"github.com/seckill/seckill/internal/procstat"
 )
 
 // InventedConfig is the invented-SKU abuse run: Requests orders for SKU
@@ -204,17 +204,8 @@ func (r *run) rss(i int) int64 {
 	if p.cmd == nil || p.cmd.Process == nil {
 		return 0
 	}
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(raw), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
+	n, _ := procstat.RSS(p.cmd.Process.Pid)
+	return n
 }
 
 // goroutines reads go_goroutines from the instance's /metrics.

@@ -6,45 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/seckill/seckill/internal/procstat"
 )
-
-// clockTick is the unit of /proc's CPU times (USER_HZ): 100 per second
-// on every Linux this runs on (getconf CLK_TCK).
-const clockTick = 10 * time.Millisecond
-
-// procCPU is the user + system CPU time pid has used so far, from
-// /proc/<pid>/stat (utime and stime, fields 14 and 15).
-func procCPU(pid int) (time.Duration, error) {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	return parseStat(string(raw))
-}
-
-// parseStat reads utime + stime from one /proc/<pid>/stat line. The
-// command name (field 2) is in parentheses and may hold spaces or
-// parentheses itself, so the fields are counted after its last ')'.
-func parseStat(line string) (time.Duration, error) {
-	end := strings.LastIndexByte(line, ')')
-	if end < 0 {
-		return 0, errors.New("bench: /proc stat line without a command name")
-	}
-	f := strings.Fields(line[end+1:]) // f[0] is field 3 (state)
-	if len(f) < 13 {
-		return 0, errors.New("bench: /proc stat line too short")
-	}
-	utime, err1 := strconv.ParseInt(f[11], 10, 64)
-	stime, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err := errors.Join(err1, err2); err != nil {
-		return 0, fmt.Errorf("bench: /proc stat times: %w", err)
-	}
-	return time.Duration(utime+stime) * clockTick, nil
-}
 
 // boxCPU is the CPU time the whole machine has spent busy (every state
 // but idle and iowait, all CPUs), from the first line of /proc/stat.
@@ -76,7 +43,7 @@ func parseBoxStat(stat string) (time.Duration, error) {
 		}
 		busy += n
 	}
-	return time.Duration(busy) * clockTick, nil
+	return time.Duration(busy) * procstat.ClockTick, nil
 }
 
 // mariadbPID finds the MariaDB server behind admin: its pid file, else
@@ -91,24 +58,7 @@ func mariadbPID(ctx context.Context, admin *sql.DB) (int, error) {
 			}
 		}
 	}
-	dirs, _ := filepath.Glob("/proc/[0-9]*/comm")
-	found := 0
-	for _, d := range dirs {
-		comm, err := os.ReadFile(d)
-		if err != nil {
-			continue
-		}
-		if name := strings.TrimSpace(string(comm)); name == "mariadbd" || name == "mysqld" {
-			if found != 0 {
-				return 0, errors.New("bench: more than one MariaDB server; cannot tell which serves the benchmark")
-			}
-			found, _ = strconv.Atoi(filepath.Base(filepath.Dir(d)))
-		}
-	}
-	if found == 0 {
-		return 0, errors.New("bench: MariaDB's pid not found (is it on this machine?)")
-	}
-	return found, nil
+	return procstat.MariaDB()
 }
 
 // cpuSample is the CPU counters of one moment: the service, MariaDB, the
@@ -124,7 +74,7 @@ func sampleCPU(svc, db, redis int) cpuSample {
 		if pid <= 0 {
 			return 0
 		}
-		d, _ := procCPU(pid)
+		d, _ := procstat.CPU(pid)
 		return d
 	}
 	box, _ := boxCPU()

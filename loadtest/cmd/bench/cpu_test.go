@@ -6,25 +6,9 @@ import (
 	"strings"
 	"testing"
 	"time"
-)
 
-func TestParseStat(t *testing.T) {
-	t.Parallel()
-	// A command name with spaces and parentheses: fields count after the last ')'.
-	line := "4242 (my (odd) name) S 1 4242 4242 0 -1 4194560 100 0 0 0 250 75 0 0 20 0 9 0 1000 1 1 18446744073709551615\n"
-	got, err := parseStat(line)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := 325 * clockTick; got != want {
-		t.Errorf("parseStat = %v; want %v (utime 250 + stime 75 ticks)", got, want)
-	}
-	for _, bad := range []string{"", "12 (x) S 1 2", "12 (x) S 1 2 3 4 5 6 7 8 9 10 ten 12"} {
-		if _, err := parseStat(bad); err == nil {
-			t.Errorf("parseStat(%q) = nil error; want one", bad)
-		}
-	}
-}
+	"github.com/seckill/seckill/internal/procstat"
+)
 
 func TestParseBoxStat(t *testing.T) {
 	t.Parallel()
@@ -33,7 +17,7 @@ func TestParseBoxStat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := 161 * clockTick; got != want {
+	if want := 161 * procstat.ClockTick; got != want {
 		t.Errorf("parseBoxStat = %v; want %v (busy: all but idle, iowait and guest)", got, want)
 	}
 }
