@@ -182,7 +182,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	rows := fs.String("rows", "", "run only the cases whose \"name @load\" matches this regexp (the ceilings always run: every ratio needs them)")
 	fs.StringVar(&o.abRef, "ab-ref", "", "also run every selected case with the service built from this git ref, next to the worktree's (A/B in one run)")
 	fs.BoolVar(&o.profile, "profile", false, "write the service's CPU and allocation profiles of every order row (pprof) into the results directory")
-	abEnv := fs.String("ab-env", "", "also run every selected case with these settings: 'label:KEY=V,KEY=V;label2:KEY=V'")
+	abEnv := fs.String("ab-env", "", "also run every selected case with these settings (SECKILL_* or the Go runtime's GOGC, GOMEMLIMIT, GODEBUG, GOMAXPROCS): 'label:KEY=V,KEY=V;label2:KEY=V'")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -205,6 +205,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	return o, nil
 }
 
+// runtimeEnv is the Go runtime's settings a variant may also change.
+var runtimeEnv = map[string]bool{"GOGC": true, "GOMEMLIMIT": true, "GODEBUG": true, "GOMAXPROCS": true}
+
 // parseVariants reads -ab-env: variants separated by ';', each a label,
 // ':', and comma-separated KEY=VALUE settings.
 func parseVariants(s string) ([]variant, error) {
@@ -221,8 +224,8 @@ func parseVariants(s string) ([]variant, error) {
 		v := variant{label: label}
 		for _, kv := range strings.Split(settings, ",") {
 			kv = strings.TrimSpace(kv)
-			if k, _, ok := strings.Cut(kv, "="); !ok || !strings.HasPrefix(k, "SECKILL_") {
-				return nil, fmt.Errorf("-ab-env %q: %q is not SECKILL_KEY=VALUE", part, kv)
+			if k, _, ok := strings.Cut(kv, "="); !ok || !(strings.HasPrefix(k, "SECKILL_") || runtimeEnv[k]) {
+				return nil, fmt.Errorf("-ab-env %q: %q is neither SECKILL_KEY=VALUE nor one of the Go runtime's GOGC, GOMEMLIMIT, GODEBUG, GOMAXPROCS", part, kv)
 			}
 			v.env = append(v.env, kv)
 		}
