@@ -93,10 +93,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Verifier, error) {
 		if len(algs) == 0 {
 			algs = []string{"HS256"}
 		}
-		secret := slices.Clone(cfg.Secret)
-		v.keyfunc = func(context.Context) jwt.Keyfunc {
-			return func(*jwt.Token) (any, error) { return secret, nil }
-		}
+		v.keyfunc = fixedKey(slices.Clone(cfg.Secret))
 	case cfg.PublicKeyFile != "":
 		key, alg, err := readPublicKey(cfg.PublicKeyFile)
 		if err != nil {
@@ -105,9 +102,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Verifier, error) {
 		if len(algs) == 0 {
 			algs = []string{alg}
 		}
-		v.keyfunc = func(context.Context) jwt.Keyfunc {
-			return func(*jwt.Token) (any, error) { return key, nil }
-		}
+		v.keyfunc = fixedKey(key)
 	default:
 		if len(algs) == 0 {
 			algs = []string{"RS256", "ES256", "EdDSA"}
@@ -148,11 +143,11 @@ func (v *Verifier) Verify(ctx context.Context, token string) (string, error) {
 	if len(token) > v.max {
 		return "", fmt.Errorf("%w: longer than %d bytes", ErrInvalidToken, v.max)
 	}
-	var claims jwt.RegisteredClaims
-	if _, err := v.parser.ParseWithClaims(token, &claims, v.keyfunc(ctx)); err != nil {
+	var c claims
+	if _, err := v.parser.ParseWithClaims(token, &c, v.keyfunc(ctx)); err != nil {
 		return "", fmt.Errorf("%w: %w", ErrInvalidToken, err)
 	}
-	switch sub := claims.Subject; {
+	switch sub := c.Subject; {
 	case sub == "":
 		return "", fmt.Errorf("%w: no sub claim", ErrInvalidToken)
 	case len(sub) > MaxSubjectLen:
@@ -160,6 +155,13 @@ func (v *Verifier) Verify(ctx context.Context, token string) (string, error) {
 	default:
 		return sub, nil
 	}
+}
+
+// fixedKey returns the keyfunc of one key, built once: a closure or an
+// interface conversion per token would be an allocation per order.
+func fixedKey(key any) func(context.Context) jwt.Keyfunc {
+	kf := func(*jwt.Token) (any, error) { return key, nil }
+	return func(context.Context) jwt.Keyfunc { return kf }
 }
 
 func readPublicKey(path string) (crypto.PublicKey, string, error) {
