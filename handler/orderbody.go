@@ -40,6 +40,12 @@ const (
 	orderQuantity
 )
 
+// plainOrder holds what an orderRequest parsed by parseOrder points at.
+type plainOrder struct {
+	sku, quantity int64
+	user          string
+}
+
 // parseOrder decodes body into dst when it has the plain shape and
 // reports whether it did; false leaves dst to be decoded again.
 func parseOrder(body []byte, dst *orderRequest) bool {
@@ -49,6 +55,7 @@ func parseOrder(body []byte, dst *orderRequest) bool {
 	}
 	i = skipSpace(body, i+1)
 	var seen [3]bool
+	var v *plainOrder // one allocation for the three values
 	if i < len(body) && body[i] == '}' {
 		return skipSpace(body, i+1) == len(body)
 	}
@@ -75,22 +82,25 @@ func parseOrder(body []byte, dst *orderRequest) bool {
 			return false
 		}
 		i = skipSpace(body, i+1)
+		if v == nil {
+			v = new(plainOrder)
+		}
 		if field == orderUser {
 			s, end, ok := plainString(body, i)
 			if !ok {
 				return false
 			}
-			user := string(s)
-			dst.UserID, i = &user, end
+			v.user = string(s)
+			dst.UserID, i = &v.user, end
 		} else {
 			n, end, ok := plainInt(body, i)
 			if !ok {
 				return false
 			}
 			if field == orderSKU {
-				dst.SKUID = &n
+				v.sku, dst.SKUID = n, &v.sku
 			} else {
-				dst.Quantity = &n
+				v.quantity, dst.Quantity = n, &v.quantity
 			}
 			i = end
 		}
