@@ -67,6 +67,8 @@ func VerifierConfig(j config.JWT) auth.Config {
 		Audience:               j.Audience,
 		Leeway:                 j.Leeway,
 		MaxTokenBytes:          j.MaxTokenBytes,
+		CacheEntries:           j.CacheEntries,
+		CacheTTL:               j.CacheTTL,
 	}
 }
 
