@@ -17,7 +17,7 @@ import (
 // verified, and refused, every time.
 //
 // An entry is keyed by the SHA-256 of the token, so it costs the same
-// (under 256 bytes) whatever the token's length, and is answered only
+// (~250-320 bytes with the map's overhead) whatever the token's length, and is answered only
 // while every time rule the verification applied still holds now (exp,
 // nbf, iat, with the leeway), for at most ttl after it was verified, and,
 // with a JWK Set, while the set still holds the same key under the

@@ -55,9 +55,9 @@ type JWT struct {
 	// CacheEntries tokens verified within the last CacheTTL are accepted
 	// again without verifying them, as long as their exp, nbf and iat
 	// (with the leeway) still hold and, with a JWKS, the set still holds
-	// their key; refusals are never cached. An entry is under 256 bytes
-	// whatever the token's length (keyed by its SHA-256), so the default
-	// holds at most ~2.5 MB; 0 for either turns the cache off.
+	// their key; refusals are never cached. An entry is ~250-320 bytes
+	// whatever the token's length (keyed by its SHA-256; the subject is at
+	// most 64 bytes), ~3 MB at the default; 0 for either turns the cache off.
 	CacheEntries int           `yaml:"cache_entries"` // default 10000, at most 1000000
 	CacheTTL     time.Duration `yaml:"cache_ttl"`     // default 1m, at most 10m
 }
