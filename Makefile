@@ -32,13 +32,14 @@ lint:
 	npx --yes @redocly/cli@2.77.0 lint --config redocly.yaml handler/openapi.yaml
 
 ## bench: every order strategy through HTTP with k6 next to the HTTP ceiling (and locked on a private ZooKeeper), one table of ratios;
-##        then the Go benchmarks of the lock (Redis lock, redsync, ZooKeeper), of a batched commit and of shopper-token verification (HS256 vs public keys), summarised by benchstat
+##        then the Go benchmarks of the lock (Redis lock, redsync, ZooKeeper), of a batched commit, of shopper-token verification (HS256 vs public keys, cached and not)
+##        and of one order request through the HTTP path alone (BenchmarkPlaceOrderHTTP), summarised by benchstat
 ##        (BENCH_ARGS="-duration 20s", GOBENCH_COUNT=6)
 GOBENCH_COUNT ?= 6
 bench: deps
 	$(GO) run ./loadtest/cmd/bench $(BENCH_ARGS)
 	mkdir -p loadtest/results
-	$(GO) test -run '^$$' -bench . -benchmem -count $(GOBENCH_COUNT) ./lock/ ./repository/ ./internal/auth/ | tee loadtest/results/gobench.txt
+	$(GO) test -run '^$$' -bench . -benchmem -count $(GOBENCH_COUNT) ./lock/ ./repository/ ./internal/auth/ ./handler/ | tee loadtest/results/gobench.txt
 	$(GO) run golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da loadtest/results/gobench.txt
 
 ## loadtest: the k6 flash sale against 3 instances, verified (ARGS="-fault redis" ...)

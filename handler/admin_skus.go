@@ -9,7 +9,6 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/seckill/seckill/internal/orderid"
 	"github.com/seckill/seckill/service"
 )
 
@@ -119,5 +118,6 @@ func (h *skus) update(c *gin.Context) {
 // skuLocation is the admin URL of a SKU, the Location of its 201.
 func skuLocation(id int64) string { return "/admin/v1/skus/" + strconv.FormatInt(id, 10) }
 
-// orderLocation is the URL of an order (by its opaque id), the Location of its 201.
-func orderLocation(ids *orderid.Codec, id int64) string { return "/api/v1/orders/" + ids.Encode(id) }
+// orderLocation is the URL of an order by its opaque (encoded) id, the
+// Location of its 201.
+func orderLocation(id string) string { return "/api/v1/orders/" + id }

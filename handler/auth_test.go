@@ -36,6 +36,7 @@ func verifierConfig() auth.Config {
 	return auth.Config{
 		JWKSRefresh: d.JWKSRefresh, JWKSUnknownKIDInterval: d.JWKSUnknownKIDInterval,
 		Issuer: testIssuer, Audience: d.Audience, Leeway: d.Leeway, MaxTokenBytes: d.MaxTokenBytes,
+		CacheEntries: d.CacheEntries, CacheTTL: d.CacheTTL,
 	}
 }
 

@@ -21,18 +21,8 @@ import (
 // wrong types (400), and a larger body (413). It writes the error itself
 // and reports whether the caller may go on.
 func decode(c *gin.Context, max int64, dst any) bool {
-	if ct := c.Request.Header.Get("Content-Type"); ct != "" && !jsonContent(ct) {
-		abort(c, http.StatusUnsupportedMediaType, codeUnsupportedMedia, "send the body as JSON with Content-Type: application/json")
-		return false
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, max))
-	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			abort(c, http.StatusRequestEntityTooLarge, codeTooLarge, fmt.Sprintf("the body must be at most %d bytes", max))
-			return false
-		}
-		abort(c, http.StatusBadRequest, codeInvalid, "could not read the body")
+	body, ok := readBody(c, max)
+	if !ok {
 		return false
 	}
 	if msg := unmarshal(body, dst); msg != "" {
@@ -42,9 +32,32 @@ func decode(c *gin.Context, max int64, dst any) bool {
 	return true
 }
 
+// readBody reads a JSON body of at most max bytes, writing the 413, 415
+// or 400 itself.
+func readBody(c *gin.Context, max int64) ([]byte, bool) {
+	if ct := c.Request.Header.Get("Content-Type"); ct != "" && !jsonContent(ct) {
+		abort(c, http.StatusUnsupportedMediaType, codeUnsupportedMedia, "send the body as JSON with Content-Type: application/json")
+		return nil, false
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, max))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			abort(c, http.StatusRequestEntityTooLarge, codeTooLarge, fmt.Sprintf("the body must be at most %d bytes", max))
+			return nil, false
+		}
+		abort(c, http.StatusBadRequest, codeInvalid, "could not read the body")
+		return nil, false
+	}
+	return body, true
+}
+
 // jsonContent reports whether a Content-Type names JSON: application/json
 // or a structured +json type, with any parameters (charset=utf-8).
 func jsonContent(ct string) bool {
+	if ct == "application/json" { // what mime.ParseMediaType returns it as, without its map
+		return true
+	}
 	mt, _, err := mime.ParseMediaType(ct)
 	if err != nil {
 		return false

@@ -63,7 +63,7 @@ func (h *orders) create(c *gin.Context) {
 		return
 	}
 	var body orderRequest
-	if !decode(c, h.max, &body) {
+	if !decodeOrder(c, h.max, &body) {
 		return
 	}
 	switch {
@@ -90,13 +90,13 @@ func (h *orders) create(c *gin.Context) {
 		fail(c, h.log, err)
 		return
 	}
-	status := http.StatusCreated
+	status, id := http.StatusCreated, h.ids.Encode(placed.Order.ID)
 	if !placed.Created {
 		status = http.StatusOK
 	} else {
-		c.Header("Location", orderLocation(h.ids, placed.Order.ID))
+		c.Header("Location", orderLocation(id))
 	}
-	writeOrder(c, status, h.ids, placed.Order)
+	writeOrderAs(c, status, id, placed.Order)
 }
 
 // idempotencyKey returns the optional Idempotency-Key: 1–128 printable

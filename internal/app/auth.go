@@ -45,14 +45,17 @@ func shopperAuth(ctx context.Context, cfg *config.Config, log *slog.Logger) (han
 		log.Warn("auth.shopper is none: the body's user_id is trusted, so any client can buy as any user; for trusted networks and load tests only")
 		return handler.ShopperAuth{OrderIDs: ids}, nil
 	}
-	v, err := auth.New(ctx, verifierConfig(a.JWT), log)
+	v, err := auth.New(ctx, VerifierConfig(a.JWT), log)
 	if err != nil {
 		return handler.ShopperAuth{}, err
 	}
 	return handler.ShopperAuth{Shoppers: v, OrderIDs: ids}, nil
 }
 
-func verifierConfig(j config.JWT) auth.Config {
+// VerifierConfig is the shopper token verifier's configuration as j sets
+// it: what Serve runs, and what tests and benchmarks of production
+// behaviour run.
+func VerifierConfig(j config.JWT) auth.Config {
 	return auth.Config{
 		Algorithms:             j.Algorithms,
 		Secret:                 []byte(j.Secret),
@@ -64,6 +67,8 @@ func verifierConfig(j config.JWT) auth.Config {
 		Audience:               j.Audience,
 		Leeway:                 j.Leeway,
 		MaxTokenBytes:          j.MaxTokenBytes,
+		CacheEntries:           j.CacheEntries,
+		CacheTTL:               j.CacheTTL,
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"crypto/ed25519"
 	"crypto/elliptic"
 	"crypto/rsa"
+	"crypto/sha256"
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
@@ -23,6 +24,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/MicahParks/keyfunc/v3"
 	"github.com/golang-jwt/jwt/v5"
 )
 
@@ -59,6 +61,12 @@ type Config struct {
 	Audience               string        // required aud when set
 	Leeway                 time.Duration // clock skew allowed on exp, nbf, iat
 	MaxTokenBytes          int           // longer tokens are refused unparsed
+	// CacheEntries tokens verified in the last CacheTTL are answered
+	// again without verifying them, while their exp, nbf and iat still
+	// hold and (with a JWKS) their key is still in the set; 0 for either
+	// verifies every token (see tokenCache).
+	CacheEntries int
+	CacheTTL     time.Duration
 }
 
 // Verifier checks tokens. It is safe for concurrent use.
@@ -66,6 +74,7 @@ type Verifier struct {
 	parser  *jwt.Parser
 	keyfunc func(ctx context.Context) jwt.Keyfunc
 	max     int
+	cache   *tokenCache // nil: off
 }
 
 // New returns a Verifier. With a JWKS it fetches the set once (ctx bounds
@@ -85,6 +94,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Verifier, error) {
 		v.max = 4096
 	}
 	algs := cfg.Algorithms
+	var jwks keyfunc.Keyfunc
 	switch {
 	case len(cfg.Secret) > 0:
 		if len(cfg.Secret) < 32 {
@@ -93,10 +103,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Verifier, error) {
 		if len(algs) == 0 {
 			algs = []string{"HS256"}
 		}
-		secret := slices.Clone(cfg.Secret)
-		v.keyfunc = func(context.Context) jwt.Keyfunc {
-			return func(*jwt.Token) (any, error) { return secret, nil }
-		}
+		v.keyfunc = fixedKey(slices.Clone(cfg.Secret))
 	case cfg.PublicKeyFile != "":
 		key, alg, err := readPublicKey(cfg.PublicKeyFile)
 		if err != nil {
@@ -105,9 +112,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Verifier, error) {
 		if len(algs) == 0 {
 			algs = []string{alg}
 		}
-		v.keyfunc = func(context.Context) jwt.Keyfunc {
-			return func(*jwt.Token) (any, error) { return key, nil }
-		}
+		v.keyfunc = fixedKey(key)
 	default:
 		if len(algs) == 0 {
 			algs = []string{"RS256", "ES256", "EdDSA"}
@@ -116,7 +121,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Verifier, error) {
 		if err != nil {
 			return nil, err
 		}
-		v.keyfunc = kf.KeyfuncCtx
+		v.keyfunc, jwks = kf.KeyfuncCtx, kf
 	}
 	for _, a := range algs {
 		if !slices.Contains(Algorithms, a) {
@@ -139,6 +144,10 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Verifier, error) {
 		opts = append(opts, jwt.WithAudience(cfg.Audience))
 	}
 	v.parser = jwt.NewParser(opts...)
+	if cfg.CacheEntries < 0 || cfg.CacheTTL < 0 {
+		return nil, errors.New("auth: the verified-token cache's entries and ttl must not be negative")
+	}
+	v.cache = newTokenCache(cfg.CacheEntries, cfg.CacheTTL, cfg.Leeway, jwks)
 	return v, nil
 }
 
@@ -148,11 +157,46 @@ func (v *Verifier) Verify(ctx context.Context, token string) (string, error) {
 	if len(token) > v.max {
 		return "", fmt.Errorf("%w: longer than %d bytes", ErrInvalidToken, v.max)
 	}
-	var claims jwt.RegisteredClaims
-	if _, err := v.parser.ParseWithClaims(token, &claims, v.keyfunc(ctx)); err != nil {
+	if v.cache == nil {
+		var c claims
+		return v.verify(token, &c, v.keyfunc(ctx))
+	}
+	now := time.Now()
+	key := sha256.Sum256([]byte(token))
+	if sub, ok := v.cache.get(ctx, key, now); ok {
+		return sub, nil
+	}
+	var (
+		c    claims
+		used verified
+	)
+	kf := v.keyfunc(ctx)
+	if v.cache.jwks != nil { // keep which key of the set verified it
+		inner := kf
+		kf = func(t *jwt.Token) (any, error) {
+			k, err := inner(t)
+			used.kid, _ = t.Header["kid"].(string)
+			used.key = k
+			return k, err
+		}
+	}
+	sub, err := v.verify(token, &c, kf)
+	if err != nil {
+		return "", err
+	}
+	if v.cache.jwks != nil && !v.cache.keyOf(ctx, &used) {
+		return sub, nil // no kid (the whole set was tried): not cached
+	}
+	v.cache.put(key, &c, now, used)
+	return sub, nil
+}
+
+// verify parses and verifies token into c with kf.
+func (v *Verifier) verify(token string, c *claims, kf jwt.Keyfunc) (string, error) {
+	if _, err := v.parser.ParseWithClaims(token, c, kf); err != nil {
 		return "", fmt.Errorf("%w: %w", ErrInvalidToken, err)
 	}
-	switch sub := claims.Subject; {
+	switch sub := c.Subject; {
 	case sub == "":
 		return "", fmt.Errorf("%w: no sub claim", ErrInvalidToken)
 	case len(sub) > MaxSubjectLen:
@@ -160,6 +204,13 @@ func (v *Verifier) Verify(ctx context.Context, token string) (string, error) {
 	default:
 		return sub, nil
 	}
+}
+
+// fixedKey returns the keyfunc of one key, built once: a closure or an
+// interface conversion per token would be an allocation per order.
+func fixedKey(key any) func(context.Context) jwt.Keyfunc {
+	kf := func(*jwt.Token) (any, error) { return key, nil }
+	return func(context.Context) jwt.Keyfunc { return kf }
 }
 
 func readPublicKey(path string) (crypto.PublicKey, string, error) {

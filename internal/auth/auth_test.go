@@ -131,6 +131,7 @@ func defaults() auth.Config {
 	return auth.Config{
 		JWKSRefresh: d.JWKSRefresh, JWKSUnknownKIDInterval: d.JWKSUnknownKIDInterval,
 		Issuer: "https://idp.test", Audience: d.Audience, Leeway: d.Leeway, MaxTokenBytes: d.MaxTokenBytes,
+		CacheEntries: d.CacheEntries, CacheTTL: d.CacheTTL,
 	}
 }
 

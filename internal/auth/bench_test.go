@@ -17,12 +17,27 @@ import (
 
 // BenchmarkVerify is what verifying one shopper's token costs per order
 // request, by algorithm: `make bench` runs it beside the lock and commit
-// benchmarks, so the ratios (public key / HS256) come from one run.
+// benchmarks, so the ratios (public key / HS256) come from one run. The
+// cached rows are the same token again within auth.jwt.cache_ttl, the
+// others verify it every time (the cache off).
 func BenchmarkVerify(b *testing.B) {
+	for _, cached := range []bool{false, true} {
+		name := "uncached"
+		if cached {
+			name = "cached"
+		}
+		b.Run(name, func(b *testing.B) { benchmarkVerify(b, cached) })
+	}
+}
+
+func benchmarkVerify(b *testing.B, cached bool) {
 	secret := []byte("bench-shopper-secret-0123456789abcdef")
 	for _, method := range []jwt.SigningMethod{jwt.SigningMethodHS256, jwt.SigningMethodES256, jwt.SigningMethodEdDSA, jwt.SigningMethodRS256} {
 		b.Run(method.Alg(), func(b *testing.B) {
 			cfg := defaults()
+			if !cached {
+				cfg.CacheEntries = 0
+			}
 			var tok string
 			if method == jwt.SigningMethodHS256 {
 				cfg.Secret = secret

@@ -52,7 +52,21 @@ type JWT struct {
 	Audience               string        `yaml:"audience"`                  // required aud when set; default "seckill"
 	Leeway                 time.Duration `yaml:"leeway"`                    // clock skew on exp/nbf/iat, default 30s
 	MaxTokenBytes          int           `yaml:"max_token_bytes"`           // default 4096
+	// CacheEntries tokens verified within the last CacheTTL are accepted
+	// again without verifying them, as long as their exp, nbf and iat
+	// (with the leeway) still hold and, with a JWKS, the set still holds
+	// their key; refusals are never cached. An entry is ~250-320 bytes
+	// whatever the token's length (keyed by its SHA-256; the subject is at
+	// most 64 bytes), ~3 MB at the default; 0 for either turns the cache off.
+	CacheEntries int           `yaml:"cache_entries"` // default 10000, at most 1000000
+	CacheTTL     time.Duration `yaml:"cache_ttl"`     // default 1m, at most 10m
 }
+
+// Defaults of the verified-token cache (auth.jwt.cache_entries, cache_ttl).
+const (
+	DefaultTokenCacheEntries = 10000
+	DefaultTokenCacheTTL     = time.Minute
+)
 
 func defaultAuth() Auth {
 	return Auth{
@@ -63,6 +77,8 @@ func defaultAuth() Auth {
 			Audience:               "seckill",
 			Leeway:                 30 * time.Second,
 			MaxTokenBytes:          4096,
+			CacheEntries:           DefaultTokenCacheEntries,
+			CacheTTL:               DefaultTokenCacheTTL,
 		},
 	}
 }
@@ -96,6 +112,7 @@ func (a *Auth) applyEnv(getenv func(string) string) error {
 		"SECKILL_AUTH_JWT_LEEWAY":                    &a.JWT.Leeway,
 		"SECKILL_AUTH_JWT_JWKS_REFRESH":              &a.JWT.JWKSRefresh,
 		"SECKILL_AUTH_JWT_JWKS_UNKNOWN_KID_INTERVAL": &a.JWT.JWKSUnknownKIDInterval,
+		"SECKILL_AUTH_JWT_CACHE_TTL":                 &a.JWT.CacheTTL,
 	} {
 		if v := getenv(key); v != "" {
 			d, err := time.ParseDuration(v)
@@ -111,6 +128,13 @@ func (a *Auth) applyEnv(getenv func(string) string) error {
 			return fmt.Errorf("config: SECKILL_AUTH_JWT_MAX_TOKEN_BYTES=%q: not an integer", v)
 		}
 		a.JWT.MaxTokenBytes = n
+	}
+	if v := getenv("SECKILL_AUTH_JWT_CACHE_ENTRIES"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return fmt.Errorf("config: SECKILL_AUTH_JWT_CACHE_ENTRIES=%q: not an integer", v)
+		}
+		a.JWT.CacheEntries = n
 	}
 	return nil
 }
@@ -152,6 +176,10 @@ func (a Auth) validate() error {
 		return errors.New("config: auth.jwt.leeway must be between 0 and 5m")
 	case j.MaxTokenBytes < 256 || j.MaxTokenBytes > 16384:
 		return errors.New("config: auth.jwt.max_token_bytes must be between 256 and 16384")
+	case j.CacheEntries < 0 || j.CacheEntries > 1_000_000:
+		return errors.New("config: auth.jwt.cache_entries must be between 0 (off) and 1000000")
+	case j.CacheTTL < 0 || j.CacheTTL > 10*time.Minute:
+		return errors.New("config: auth.jwt.cache_ttl must be between 0 (off) and 10m")
 	}
 	return nil
 }

@@ -1,0 +1,186 @@
+package handler
+
+import (
+	"bytes"
+	"math"
+	"net/http"
+	"unicode/utf8"
+
+	"github.com/gin-gonic/gin"
+)
+
+// decodeOrder is decode for the order body, the request of every sale:
+// the plain shape clients send ({"sku_id":1,"user_id":"u-1","quantity":1}:
+// each known field at most once, by its exact name, integers without a
+// fraction or an exponent, a user_id without escapes) is read without
+// reflection; anything else goes through decode's encoding/json path,
+// which accepts and refuses it, with the same messages, as before. The
+// plain shape is a subset of what encoding/json reads to the same values,
+// so nothing it refused is accepted.
+func decodeOrder(c *gin.Context, max int64, dst *orderRequest) bool {
+	body, ok := readBody(c, max)
+	if !ok {
+		return false
+	}
+	if parseOrder(body, dst) {
+		return true
+	}
+	*dst = orderRequest{}
+	if msg := unmarshal(body, dst); msg != "" {
+		abort(c, http.StatusBadRequest, codeInvalid, msg)
+		return false
+	}
+	return true
+}
+
+// The fields of orderRequest, by index.
+const (
+	orderSKU = iota
+	orderUser
+	orderQuantity
+)
+
+// plainOrder holds what an orderRequest parsed by parseOrder points at.
+type plainOrder struct {
+	sku, quantity int64
+	user          string
+}
+
+// parseOrder decodes body into dst when it has the plain shape and
+// reports whether it did; false leaves dst to be decoded again.
+func parseOrder(body []byte, dst *orderRequest) bool {
+	i := skipSpace(body, 0)
+	if i >= len(body) || body[i] != '{' {
+		return false
+	}
+	i = skipSpace(body, i+1)
+	var seen [3]bool
+	var v *plainOrder // one allocation for the three values
+	if i < len(body) && body[i] == '}' {
+		return skipSpace(body, i+1) == len(body)
+	}
+	for {
+		key, next, ok := plainString(body, i)
+		if !ok {
+			return false
+		}
+		field := -1
+		switch string(key) {
+		case "sku_id":
+			field = orderSKU
+		case "user_id":
+			field = orderUser
+		case "quantity":
+			field = orderQuantity
+		}
+		if field < 0 || seen[field] {
+			return false // unknown, folded ("SKU_ID") or repeated: encoding/json decides
+		}
+		seen[field] = true
+		i = skipSpace(body, next)
+		if i >= len(body) || body[i] != ':' {
+			return false
+		}
+		i = skipSpace(body, i+1)
+		if v == nil {
+			v = new(plainOrder)
+		}
+		if field == orderUser {
+			s, end, ok := plainString(body, i)
+			if !ok {
+				return false
+			}
+			v.user = string(s)
+			dst.UserID, i = &v.user, end
+		} else {
+			n, end, ok := plainInt(body, i)
+			if !ok {
+				return false
+			}
+			if field == orderSKU {
+				v.sku, dst.SKUID = n, &v.sku
+			} else {
+				v.quantity, dst.Quantity = n, &v.quantity
+			}
+			i = end
+		}
+		i = skipSpace(body, i)
+		if i >= len(body) {
+			return false
+		}
+		switch body[i] {
+		case ',':
+			i = skipSpace(body, i+1)
+		case '}':
+			return skipSpace(body, i+1) == len(body)
+		default:
+			return false
+		}
+	}
+}
+
+// plainString returns the contents of the JSON string at b[i:] when it
+// holds no escape, no control character and only valid UTF-8 (what
+// encoding/json returns unchanged), and the index after it.
+func plainString(b []byte, i int) ([]byte, int, bool) {
+	if i >= len(b) || b[i] != '"' {
+		return nil, 0, false
+	}
+	end := bytes.IndexByte(b[i+1:], '"')
+	if end < 0 {
+		return nil, 0, false
+	}
+	s := b[i+1 : i+1+end]
+	for _, c := range s {
+		if c < 0x20 || c == '\\' {
+			return nil, 0, false
+		}
+	}
+	if !utf8.Valid(s) {
+		return nil, 0, false
+	}
+	return s, i + 2 + end, true
+}
+
+// plainInt reads a JSON integer that fits an int64 at b[i:], without a
+// fraction or an exponent, and returns the index after it.
+func plainInt(b []byte, i int) (int64, int, bool) {
+	j := i
+	if j < len(b) && b[j] == '-' {
+		j++
+	}
+	start := j
+	for j < len(b) && b[j] >= '0' && b[j] <= '9' {
+		j++
+	}
+	if j == start || (j-start > 1 && b[start] == '0') {
+		return 0, 0, false // no digit, or a leading zero: not JSON
+	}
+	if j < len(b) && b[j] != ',' && b[j] != '}' && !space(b[j]) {
+		return 0, 0, false // a fraction, an exponent, or not a number
+	}
+	limit := uint64(math.MaxInt64)
+	if start > i {
+		limit++ // -9223372036854775808
+	}
+	var u uint64
+	for _, d := range b[start:j] {
+		if u > (limit-uint64(d-'0'))/10 {
+			return 0, 0, false // beyond int64: encoding/json's type error
+		}
+		u = u*10 + uint64(d-'0')
+	}
+	if start > i {
+		return int64(-u), j, true
+	}
+	return int64(u), j, true
+}
+
+func space(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\n' }
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && space(b[i]) {
+		i++
+	}
+	return i
+}

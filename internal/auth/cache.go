@@ -1,0 +1,149 @@
+package auth
+
+import (
+	"context"
+	"crypto"
+	"crypto/sha256"
+	"sync"
+	"time"
+
+	"github.com/MicahParks/keyfunc/v3"
+)
+
+// tokenCache remembers the tokens verified recently, so that a shopper
+// who sends the same token again (a retry, the next order, a look at the
+// order) is not verified again: for public keys the signature is most of
+// an order request's CPU. Only successes are kept; a refused token is
+// verified, and refused, every time.
+//
+// An entry is keyed by the SHA-256 of the token, so it costs the same
+// (~250-320 bytes with the map's overhead) whatever the token's length, and is answered only
+// while every time rule the verification applied still holds now (exp,
+// nbf, iat, with the leeway), for at most ttl after it was verified, and,
+// with a JWK Set, while the set still holds the same key under the
+// token's kid with the same alg and use. When full, one arbitrary entry
+// makes room: a flood of good tokens only costs verifications.
+type tokenCache struct {
+	mu      sync.Mutex
+	entries map[[sha256.Size]byte]verified
+	max     int
+	ttl     time.Duration
+	leeway  time.Duration
+	jwks    keyfunc.Keyfunc // nil with a secret or a PEM key, which never change
+}
+
+// verified is what an entry keeps of a token that passed.
+type verified struct {
+	sub   string
+	until time.Time // verified + ttl
+	// expires: now must be before it (exp + leeway); from: now must not be
+	// before it (the later of nbf and iat, - leeway), zero without either.
+	expires, from time.Time
+	// The JWK Set's key that verified the token, by kid, alg and use.
+	kid, alg, use string
+	key           crypto.PublicKey
+}
+
+func newTokenCache(max int, ttl, leeway time.Duration, jwks keyfunc.Keyfunc) *tokenCache {
+	if max <= 0 || ttl <= 0 {
+		return nil
+	}
+	return &tokenCache{entries: make(map[[sha256.Size]byte]verified), max: max, ttl: ttl, leeway: leeway, jwks: jwks}
+}
+
+// get returns the subject of a token verified earlier that would pass
+// verification now.
+func (c *tokenCache) get(ctx context.Context, key [sha256.Size]byte, now time.Time) (string, bool) {
+	c.mu.Lock()
+	e, ok := c.entries[key]
+	if ok && !e.usable(now) {
+		delete(c.entries, key)
+		ok = false
+	}
+	c.mu.Unlock()
+	if !ok || (c.jwks != nil && !c.sameKey(ctx, e)) {
+		return "", false
+	}
+	return e.sub, true
+}
+
+func (e verified) usable(now time.Time) bool {
+	return now.Before(e.until) && now.Before(e.expires) && !now.Before(e.from)
+}
+
+// sameKey reports whether the JWK Set still holds the key that verified
+// the entry's token under its kid, with the same alg and use.
+func (c *tokenCache) sameKey(ctx context.Context, e verified) bool {
+	jwk, err := c.jwks.Storage().KeyRead(ctx, e.kid)
+	if err != nil {
+		return false
+	}
+	m := jwk.Marshal()
+	return m.ALG.String() == e.alg && string(m.USE) == e.use && equalKey(publicKey(jwk.Key()), e.key)
+}
+
+// keyOf completes e with the alg and use of the set's key under e.kid,
+// reporting false when the token named no kid or the set's key is not
+// the one that verified it (a refresh in between).
+func (c *tokenCache) keyOf(ctx context.Context, e *verified) bool {
+	if e.kid == "" {
+		return false
+	}
+	jwk, err := c.jwks.Storage().KeyRead(ctx, e.kid)
+	if err != nil || !equalKey(publicKey(jwk.Key()), e.key) {
+		return false
+	}
+	m := jwk.Marshal()
+	e.alg, e.use = m.ALG.String(), string(m.USE)
+	return true
+}
+
+// put keeps a token that passed, verified at now with claims c.
+func (c *tokenCache) put(key [sha256.Size]byte, cl *claims, now time.Time, e verified) {
+	if cl.ExpiresAt == nil { // exp is required: never cache what the rules did not bound
+		return
+	}
+	e.sub = cl.Subject
+	e.until = now.Add(c.ttl)
+	e.expires = cl.ExpiresAt.Add(c.leeway)
+	if cl.NotBefore != nil {
+		e.from = cl.NotBefore.Add(-c.leeway)
+	}
+	if cl.IssuedAt != nil && cl.IssuedAt.Add(-c.leeway).After(e.from) {
+		e.from = cl.IssuedAt.Add(-c.leeway)
+	}
+	if !e.usable(now) {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.entries[key]; !ok && len(c.entries) >= c.max {
+		for k := range c.entries { // map order: an arbitrary entry
+			delete(c.entries, k)
+			break
+		}
+	}
+	c.entries[key] = e
+}
+
+// len returns the number of entries (tests).
+func (c *tokenCache) len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.entries)
+}
+
+type publicKeyer interface{ Public() crypto.PublicKey }
+
+// publicKey is what keyfunc verifies with: the public half of a private key.
+func publicKey(k any) any {
+	if pk, ok := k.(publicKeyer); ok {
+		return pk.Public()
+	}
+	return k
+}
+
+func equalKey(a, b any) bool {
+	eq, ok := a.(interface{ Equal(crypto.PublicKey) bool })
+	return ok && b != nil && eq.Equal(b)
+}

@@ -1,0 +1,302 @@
+package auth
+
+import (
+	"bytes"
+	"encoding/json"
+	"time"
+	"unicode/utf8"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+// claims is jwt.RegisteredClaims with a decoder of its own for the shape
+// identity providers write: a flat object whose registered claims are
+// plain strings (aud may be one) and integer times, each once, in their
+// lower-case names. Verifying a shopper's token spent more on
+// encoding/json's reflection over RegisteredClaims than on the signature;
+// this reads that shape without reflection or a pointer per time.
+// Anything else (escapes, nulls, arrays, fractions, duplicates, names
+// that only fold to a claim's) is decoded by encoding/json into
+// RegisteredClaims exactly as before, so what is accepted and what is
+// refused does not change: golang-jwt has already checked the bytes are
+// valid JSON before it calls UnmarshalJSON.
+type claims struct {
+	jwt.RegisteredClaims
+	times [3]jwt.NumericDate // exp, nbf, iat of the plain shape
+	aud   [1]string
+}
+
+// The registered claims, by index.
+const (
+	claimIss = iota
+	claimSub
+	claimAud
+	claimExp
+	claimNbf
+	claimIat
+	claimJti
+	nClaims
+)
+
+var claimNames = [nClaims]string{"iss", "sub", "aud", "exp", "nbf", "iat", "jti"}
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (c *claims) UnmarshalJSON(data []byte) error {
+	if c.decodePlain(data) {
+		return nil
+	}
+	c.RegisteredClaims = jwt.RegisteredClaims{}
+	return json.Unmarshal(data, &c.RegisteredClaims)
+}
+
+// decodePlain decodes data if it has the plain shape and reports whether
+// it did; false leaves the decoding to encoding/json.
+func (c *claims) decodePlain(data []byte) bool {
+	c.RegisteredClaims = jwt.RegisteredClaims{}
+	i := skipSpace(data, 0)
+	if i >= len(data) || data[i] != '{' {
+		return false
+	}
+	i = skipSpace(data, i+1)
+	if i < len(data) && data[i] == '}' {
+		return skipSpace(data, i+1) == len(data)
+	}
+	var seen [nClaims]bool
+	for {
+		key, next, ok := plainString(data, i)
+		if !ok {
+			return false // an escaped name might spell a claim's
+		}
+		i = skipSpace(data, next)
+		if i >= len(data) || data[i] != ':' {
+			return false
+		}
+		i = skipSpace(data, i+1)
+		claim := claimIndex(key)
+		switch {
+		case claim < 0:
+			end, ok := skipValue(data, i)
+			if !ok {
+				return false
+			}
+			i = end
+		case claim >= nClaims, seen[claim]:
+			return false // folds to a claim's name, or a duplicate: encoding/json's rules
+		default:
+			seen[claim] = true
+			end, ok := c.set(claim, data, i)
+			if !ok {
+				return false
+			}
+			i = end
+		}
+		i = skipSpace(data, i)
+		if i >= len(data) {
+			return false
+		}
+		switch data[i] {
+		case ',':
+			i = skipSpace(data, i+1)
+		case '}':
+			return skipSpace(data, i+1) == len(data)
+		default:
+			return false
+		}
+	}
+}
+
+// claimIndex returns the index of the claim named key, -1 for another
+// name, or nClaims for a name encoding/json would match to a claim's
+// without being it ("SUB", "ſub").
+func claimIndex(key []byte) int {
+	for i, name := range claimNames {
+		if string(key) == name {
+			return i
+		}
+	}
+	for _, name := range claimNames {
+		if bytes.EqualFold(key, []byte(name)) {
+			return nClaims
+		}
+	}
+	return -1
+}
+
+// set decodes the value at data[i:] into claim, returning the index after
+// it, or false when the value is not of the plain shape.
+func (c *claims) set(claim int, data []byte, i int) (int, bool) {
+	switch claim {
+	case claimExp, claimNbf, claimIat:
+		n, end, ok := plainSeconds(data, i)
+		if !ok {
+			return 0, false
+		}
+		t := &c.times[claim-claimExp]
+		// What jwt.NumericDate.UnmarshalJSON makes of a whole number.
+		t.Time = time.Unix(n, 0).Truncate(jwt.TimePrecision)
+		switch claim {
+		case claimExp:
+			c.ExpiresAt = t
+		case claimNbf:
+			c.NotBefore = t
+		default:
+			c.IssuedAt = t
+		}
+		return end, true
+	case claimAud:
+		return c.setAudience(data, i)
+	}
+	s, end, ok := plainString(data, i)
+	if !ok {
+		return 0, false
+	}
+	switch claim {
+	case claimIss:
+		c.Issuer = string(s)
+	case claimSub:
+		c.Subject = string(s)
+	default:
+		c.ID = string(s)
+	}
+	return end, true
+}
+
+// setAudience decodes aud: one plain string, or a non-empty array of them.
+func (c *claims) setAudience(data []byte, i int) (int, bool) {
+	if s, end, ok := plainString(data, i); ok {
+		c.aud[0] = string(s)
+		c.Audience = c.aud[:]
+		return end, true
+	}
+	if i >= len(data) || data[i] != '[' {
+		return 0, false
+	}
+	i++
+	for {
+		s, end, ok := plainString(data, skipSpace(data, i))
+		if !ok {
+			return 0, false // [] too: encoding/json leaves aud nil
+		}
+		if c.Audience == nil {
+			c.aud[0] = string(s)
+			c.Audience = c.aud[:]
+		} else {
+			c.Audience = append(c.Audience[:len(c.Audience):len(c.Audience)], string(s))
+		}
+		i = skipSpace(data, end)
+		if i >= len(data) {
+			return 0, false
+		}
+		switch data[i] {
+		case ',':
+			i++
+		case ']':
+			return i + 1, true
+		default:
+			return 0, false
+		}
+	}
+}
+
+// plainString returns the contents of the JSON string at data[i:] when it
+// holds no escape and is valid UTF-8 (what encoding/json would return
+// unchanged), and the index after its closing quote.
+func plainString(data []byte, i int) ([]byte, int, bool) {
+	if i >= len(data) || data[i] != '"' {
+		return nil, 0, false
+	}
+	end := bytes.IndexByte(data[i+1:], '"')
+	if end < 0 {
+		return nil, 0, false
+	}
+	s := data[i+1 : i+1+end]
+	if bytes.IndexByte(s, '\\') >= 0 || !utf8.Valid(s) {
+		return nil, 0, false
+	}
+	for _, b := range s {
+		if b < 0x20 {
+			return nil, 0, false
+		}
+	}
+	return s, i + 2 + end, true
+}
+
+// plainSeconds reads a non-negative whole number of at most 15 digits
+// (exact as a float64, as golang-jwt reads it) at data[i:].
+func plainSeconds(data []byte, i int) (int64, int, bool) {
+	var n int64
+	j := i
+	for ; j < len(data) && data[j] >= '0' && data[j] <= '9'; j++ {
+		n = n*10 + int64(data[j]-'0')
+	}
+	digits := j - i
+	if digits == 0 || digits > 15 || (digits > 1 && data[i] == '0') {
+		return 0, 0, false
+	}
+	if j < len(data) && (data[j] == '.' || data[j] == 'e' || data[j] == 'E') {
+		return 0, 0, false
+	}
+	return n, j, true
+}
+
+// skipValue returns the index after the JSON value at data[i:], which
+// golang-jwt has already found valid.
+func skipValue(data []byte, i int) (int, bool) {
+	if i >= len(data) {
+		return 0, false
+	}
+	switch data[i] {
+	case '"':
+		return skipString(data, i)
+	case '{', '[':
+		depth := 0
+		for i < len(data) {
+			switch data[i] {
+			case '"':
+				end, ok := skipString(data, i)
+				if !ok {
+					return 0, false
+				}
+				i = end
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return i + 1, true
+				}
+			}
+			i++
+		}
+		return 0, false
+	default: // a number, true, false or null
+		j := i
+		for j < len(data) && data[j] != ',' && data[j] != '}' && data[j] != ']' && !space(data[j]) {
+			j++
+		}
+		return j, j > i
+	}
+}
+
+// skipString returns the index after the JSON string at data[i:].
+func skipString(data []byte, i int) (int, bool) {
+	for j := i + 1; j < len(data); j++ {
+		switch data[j] {
+		case '\\':
+			j++
+		case '"':
+			return j + 1, true
+		}
+	}
+	return 0, false
+}
+
+func space(b byte) bool { return b == ' ' || b == '\t' || b == '\r' || b == '\n' }
+
+func skipSpace(data []byte, i int) int {
+	for i < len(data) && space(data[i]) {
+		i++
+	}
+	return i
+}
