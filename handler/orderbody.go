@@ -1,12 +1,12 @@
 package handler
 
 import (
-	"bytes"
 	"math"
 	"net/http"
-	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
+
+	"github.com/seckill/seckill/internal/plainjson"
 )
 
 // decodeOrder is decode for the order body, the request of every sale:
@@ -49,21 +49,9 @@ type plainOrder struct {
 // parseOrder decodes body into dst when it has the plain shape and
 // reports whether it did; false leaves dst to be decoded again.
 func parseOrder(body []byte, dst *orderRequest) bool {
-	i := skipSpace(body, 0)
-	if i >= len(body) || body[i] != '{' {
-		return false
-	}
-	i = skipSpace(body, i+1)
 	var seen [3]bool
 	var v *plainOrder // one allocation for the three values
-	if i < len(body) && body[i] == '}' {
-		return skipSpace(body, i+1) == len(body)
-	}
-	for {
-		key, next, ok := plainString(body, i)
-		if !ok {
-			return false
-		}
+	return plainjson.Object(body, func(key []byte, i int) (int, bool) {
 		field := -1
 		switch string(key) {
 		case "sku_id":
@@ -74,72 +62,32 @@ func parseOrder(body []byte, dst *orderRequest) bool {
 			field = orderQuantity
 		}
 		if field < 0 || seen[field] {
-			return false // unknown, folded ("SKU_ID") or repeated: encoding/json decides
+			return 0, false // unknown, folded ("SKU_ID") or repeated: encoding/json decides
 		}
 		seen[field] = true
-		i = skipSpace(body, next)
-		if i >= len(body) || body[i] != ':' {
-			return false
-		}
-		i = skipSpace(body, i+1)
 		if v == nil {
 			v = new(plainOrder)
 		}
 		if field == orderUser {
-			s, end, ok := plainString(body, i)
+			s, end, ok := plainjson.String(body, i)
 			if !ok {
-				return false
+				return 0, false
 			}
 			v.user = string(s)
-			dst.UserID, i = &v.user, end
+			dst.UserID = &v.user
+			return end, true
+		}
+		n, end, ok := plainInt(body, i)
+		if !ok {
+			return 0, false
+		}
+		if field == orderSKU {
+			v.sku, dst.SKUID = n, &v.sku
 		} else {
-			n, end, ok := plainInt(body, i)
-			if !ok {
-				return false
-			}
-			if field == orderSKU {
-				v.sku, dst.SKUID = n, &v.sku
-			} else {
-				v.quantity, dst.Quantity = n, &v.quantity
-			}
-			i = end
+			v.quantity, dst.Quantity = n, &v.quantity
 		}
-		i = skipSpace(body, i)
-		if i >= len(body) {
-			return false
-		}
-		switch body[i] {
-		case ',':
-			i = skipSpace(body, i+1)
-		case '}':
-			return skipSpace(body, i+1) == len(body)
-		default:
-			return false
-		}
-	}
-}
-
-// plainString returns the contents of the JSON string at b[i:] when it
-// holds no escape, no control character and only valid UTF-8 (what
-// encoding/json returns unchanged), and the index after it.
-func plainString(b []byte, i int) ([]byte, int, bool) {
-	if i >= len(b) || b[i] != '"' {
-		return nil, 0, false
-	}
-	end := bytes.IndexByte(b[i+1:], '"')
-	if end < 0 {
-		return nil, 0, false
-	}
-	s := b[i+1 : i+1+end]
-	for _, c := range s {
-		if c < 0x20 || c == '\\' {
-			return nil, 0, false
-		}
-	}
-	if !utf8.Valid(s) {
-		return nil, 0, false
-	}
-	return s, i + 2 + end, true
+		return end, true
+	})
 }
 
 // plainInt reads a JSON integer that fits an int64 at b[i:], without a
@@ -156,7 +104,7 @@ func plainInt(b []byte, i int) (int64, int, bool) {
 	if j == start || (j-start > 1 && b[start] == '0') {
 		return 0, 0, false // no digit, or a leading zero: not JSON
 	}
-	if j < len(b) && b[j] != ',' && b[j] != '}' && !space(b[j]) {
+	if j < len(b) && b[j] != ',' && b[j] != '}' && !plainjson.Space(b[j]) {
 		return 0, 0, false // a fraction, an exponent, or not a number
 	}
 	limit := uint64(math.MaxInt64)
@@ -174,13 +122,4 @@ func plainInt(b []byte, i int) (int64, int, bool) {
 		return int64(-u), j, true
 	}
 	return int64(u), j, true
-}
-
-func space(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\n' }
-
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && space(b[i]) {
-		i++
-	}
-	return i
 }

@@ -4,9 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"time"
-	"unicode/utf8"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/seckill/seckill/internal/plainjson"
 )
 
 // claims is jwt.RegisteredClaims with a decoder of its own for the shape
@@ -53,56 +54,18 @@ func (c *claims) UnmarshalJSON(data []byte) error {
 // it did; false leaves the decoding to encoding/json.
 func (c *claims) decodePlain(data []byte) bool {
 	c.RegisteredClaims = jwt.RegisteredClaims{}
-	i := skipSpace(data, 0)
-	if i >= len(data) || data[i] != '{' {
-		return false
-	}
-	i = skipSpace(data, i+1)
-	if i < len(data) && data[i] == '}' {
-		return skipSpace(data, i+1) == len(data)
-	}
 	var seen [nClaims]bool
-	for {
-		key, next, ok := plainString(data, i)
-		if !ok {
-			return false // an escaped name might spell a claim's
-		}
-		i = skipSpace(data, next)
-		if i >= len(data) || data[i] != ':' {
-			return false
-		}
-		i = skipSpace(data, i+1)
+	return plainjson.Object(data, func(key []byte, i int) (int, bool) {
 		claim := claimIndex(key)
 		switch {
 		case claim < 0:
-			end, ok := skipValue(data, i)
-			if !ok {
-				return false
-			}
-			i = end
+			return skipValue(data, i)
 		case claim >= nClaims, seen[claim]:
-			return false // folds to a claim's name, or a duplicate: encoding/json's rules
-		default:
-			seen[claim] = true
-			end, ok := c.set(claim, data, i)
-			if !ok {
-				return false
-			}
-			i = end
+			return 0, false // folds to a claim's name, or a duplicate: encoding/json's rules
 		}
-		i = skipSpace(data, i)
-		if i >= len(data) {
-			return false
-		}
-		switch data[i] {
-		case ',':
-			i = skipSpace(data, i+1)
-		case '}':
-			return skipSpace(data, i+1) == len(data)
-		default:
-			return false
-		}
-	}
+		seen[claim] = true
+		return c.set(claim, data, i)
+	})
 }
 
 // claimIndex returns the index of the claim named key, -1 for another
@@ -146,7 +109,7 @@ func (c *claims) set(claim int, data []byte, i int) (int, bool) {
 	case claimAud:
 		return c.setAudience(data, i)
 	}
-	s, end, ok := plainString(data, i)
+	s, end, ok := plainjson.String(data, i)
 	if !ok {
 		return 0, false
 	}
@@ -163,7 +126,7 @@ func (c *claims) set(claim int, data []byte, i int) (int, bool) {
 
 // setAudience decodes aud: one plain string, or a non-empty array of them.
 func (c *claims) setAudience(data []byte, i int) (int, bool) {
-	if s, end, ok := plainString(data, i); ok {
+	if s, end, ok := plainjson.String(data, i); ok {
 		c.aud[0] = string(s)
 		c.Audience = c.aud[:]
 		return end, true
@@ -173,7 +136,7 @@ func (c *claims) setAudience(data []byte, i int) (int, bool) {
 	}
 	i++
 	for {
-		s, end, ok := plainString(data, skipSpace(data, i))
+		s, end, ok := plainjson.String(data, plainjson.SkipSpace(data, i))
 		if !ok {
 			return 0, false // [] too: encoding/json leaves aud nil
 		}
@@ -183,7 +146,7 @@ func (c *claims) setAudience(data []byte, i int) (int, bool) {
 		} else {
 			c.Audience = append(c.Audience[:len(c.Audience):len(c.Audience)], string(s))
 		}
-		i = skipSpace(data, end)
+		i = plainjson.SkipSpace(data, end)
 		if i >= len(data) {
 			return 0, false
 		}
@@ -196,29 +159,6 @@ func (c *claims) setAudience(data []byte, i int) (int, bool) {
 			return 0, false
 		}
 	}
-}
-
-// plainString returns the contents of the JSON string at data[i:] when it
-// holds no escape and is valid UTF-8 (what encoding/json would return
-// unchanged), and the index after its closing quote.
-func plainString(data []byte, i int) ([]byte, int, bool) {
-	if i >= len(data) || data[i] != '"' {
-		return nil, 0, false
-	}
-	end := bytes.IndexByte(data[i+1:], '"')
-	if end < 0 {
-		return nil, 0, false
-	}
-	s := data[i+1 : i+1+end]
-	if bytes.IndexByte(s, '\\') >= 0 || !utf8.Valid(s) {
-		return nil, 0, false
-	}
-	for _, b := range s {
-		if b < 0x20 {
-			return nil, 0, false
-		}
-	}
-	return s, i + 2 + end, true
 }
 
 // plainSeconds reads a non-negative whole number of at most 15 digits
@@ -272,7 +212,7 @@ func skipValue(data []byte, i int) (int, bool) {
 		return 0, false
 	default: // a number, true, false or null
 		j := i
-		for j < len(data) && data[j] != ',' && data[j] != '}' && data[j] != ']' && !space(data[j]) {
+		for j < len(data) && data[j] != ',' && data[j] != '}' && data[j] != ']' && !plainjson.Space(data[j]) {
 			j++
 		}
 		return j, j > i
@@ -290,13 +230,4 @@ func skipString(data []byte, i int) (int, bool) {
 		}
 	}
 	return 0, false
-}
-
-func space(b byte) bool { return b == ' ' || b == '\t' || b == '\r' || b == '\n' }
-
-func skipSpace(data []byte, i int) int {
-	for i < len(data) && space(data[i]) {
-		i++
-	}
-	return i
 }
