@@ -14,7 +14,9 @@
 // Redis at a time; the others wait in a bounded FIFO queue and are handed the
 // key when it is released. Obtain fails fast with ErrUnavailable when Redis
 // cannot be reached, so a caller can tell "Redis is down" from "someone else
-// has the lock" (ErrNotObtained).
+// has the lock" (ErrNotObtained), and joins ErrContended when that someone
+// was seen alive (the lease renewed or passed on) during the wait. A Client
+// that releases a key another Client was refused lets that one go first.
 //
 // A lease can always be lost behind its holder's back (GC pause, network
 // delay, clock jump, failover). Keep the real invariant in the resource: a
