@@ -14,7 +14,9 @@
 // Redis at a time; the others wait in a bounded FIFO queue and are handed the
 // key when it is released. Obtain fails fast with ErrUnavailable when Redis
 // cannot be reached, so a caller can tell "Redis is down" from "someone else
-// has the lock" (ErrNotObtained).
+// has the lock" (ErrNotObtained), and joins ErrContended when that someone
+// was seen alive (the lease renewed or passed on) during the wait. A Client
+// that releases a key another Client was refused lets that one go first.
 //
 // A lease can always be lost behind its holder's back (GC pause, network
 // delay, clock jump, failover). Keep the real invariant in the resource: a
@@ -41,6 +43,12 @@ var (
 	// ErrNotObtained means the lock is held by someone else and Obtain ran
 	// out of attempts or of context before it was free.
 	ErrNotObtained = errors.New("lock: not obtained")
+	// ErrContended is joined with ErrNotObtained when, during the failed
+	// Obtain, the lease was seen renewed or passed to a new holder: the key
+	// is busy with live holders, not held by a dead one that its lease
+	// will free (only a single-Redis Client can tell; Redlock never says
+	// so).
+	ErrContended = errors.New("lock: contended by live holders")
 	// ErrQueueFull means too many goroutines of this Client already wait for
 	// the key (see WithQueueMax). No Redis round trip was made.
 	ErrQueueFull = errors.New("lock: wait queue full")
@@ -63,6 +71,50 @@ var (
 // errTaken is what a backend reports when someone else holds the key.
 var errTaken = errors.New("lock: taken")
 
+// takenError is errTaken with the holder's remaining time to live, as the
+// server measured it.
+type takenError struct{ ttl time.Duration }
+
+func (e *takenError) Error() string        { return errTaken.Error() }
+func (e *takenError) Is(target error) bool { return target == errTaken }
+
+// liveness tells, from the remaining TTLs of the lease a contender finds in
+// its way, whether that lease was renewed or replaced meanwhile: without
+// either it can only shrink by the time between the server's two readings,
+// which is at least the time from the end of the first attempt to the start
+// of the second.
+type liveness struct {
+	ttl  time.Duration // at the previous attempt; < 0 before the first
+	end  time.Time     // when the previous attempt's answer arrived
+	live bool
+}
+
+func (l *liveness) observe(err error, start, end time.Time) {
+	var t *takenError
+	if !errors.As(err, &t) {
+		l.ttl = -1
+		return
+	}
+	// PTTL is in whole milliseconds: allow one for the rounding.
+	if l.ttl >= 0 && t.ttl > l.ttl-start.Sub(l.end)+time.Millisecond {
+		l.live = true
+	}
+	l.ttl, l.end = t.ttl, end
+}
+
+// notObtained is the error of an Obtain that gave up because someone else
+// held the key; cause (may be nil) is joined to it.
+func (l *liveness) notObtained(cause error) error {
+	err := ErrNotObtained
+	if l.live {
+		err = fmt.Errorf("%w: %w", ErrNotObtained, ErrContended)
+	}
+	if cause == nil {
+		return err
+	}
+	return fmt.Errorf("%w: %w", err, cause)
+}
+
 // unavailableAttempts is how many consecutive attempts that cannot reach
 // Redis Obtain makes before giving up with ErrUnavailable.
 const unavailableAttempts = 2
@@ -73,8 +125,9 @@ type backend interface {
 	// fencing), errTaken when held by someone else, or an error wrapping
 	// ErrUnavailable when the store cannot be reached.
 	obtain(ctx context.Context, key, token string, ttl time.Duration) (int64, error)
-	// release deletes the lease if it is still ours, else ErrNotHeld.
-	release(ctx context.Context, key, token string) error
+	// release deletes the lease if it is still ours, else ErrNotHeld;
+	// wanted reports that another client was refused the key meanwhile.
+	release(ctx context.Context, key, token string) (wanted bool, err error)
 	// refresh extends the lease to ttl if it is still ours, else ErrNotHeld.
 	refresh(ctx context.Context, key, token string, ttl time.Duration) error
 }
@@ -85,8 +138,9 @@ type Client struct {
 	be   backend
 	opts options
 
-	mu    sync.Mutex
-	slots map[string]*slot
+	mu     sync.Mutex
+	slots  map[string]*slot
+	yields map[string]time.Time // key → until when its next Obtain waits (yield.go)
 }
 
 // New returns a Client that keeps its leases in one Redis (standalone,
@@ -94,11 +148,12 @@ type Client struct {
 // own rdb: closing it is the caller's job.
 func New(rdb redis.UniversalClient, opts ...Option) *Client {
 	o := newOptions(opts)
-	return newClient(&single{rdb: rdb, fenceTTL: o.fenceTTL, minReplicas: o.minReplicas, replicaTO: o.replicaTO}, o)
+	return newClient(&single{rdb: rdb, fenceTTL: o.fenceTTL, wantedTTL: wantedTTL(o),
+		minReplicas: o.minReplicas, replicaTO: o.replicaTO}, o)
 }
 
 func newClient(be backend, o options) *Client {
-	return &Client{be: be, opts: o, slots: make(map[string]*slot)}
+	return &Client{be: be, opts: o, slots: make(map[string]*slot), yields: make(map[string]time.Time)}
 }
 
 // Obtain takes the lock for key, retrying with back-off while someone else
@@ -126,6 +181,10 @@ func (c *Client) obtain(ctx context.Context, key string) (*Lock, int, error) {
 			return nil, 0, fmt.Errorf("%w: %w", ErrNotObtained, err)
 		}
 		return nil, 0, err
+	}
+	if err := c.awaitTurn(ctx, key); err != nil {
+		c.leave(key)
+		return nil, 0, fmt.Errorf("%w: %w", ErrNotObtained, err)
 	}
 	l, attempts, err := c.compete(ctx, key)
 	if err != nil {
@@ -157,6 +216,7 @@ func (c *Client) attempt(ctx context.Context, key, rkey, token string) (l *Lock,
 		down    int   // consecutive attempts that could not reach Redis
 		lastErr error // wrapping ErrUnavailable, if the last attempt failed so
 		timer   *time.Timer
+		held    = liveness{ttl: -1}
 	)
 	defer func() {
 		if timer != nil {
@@ -172,11 +232,12 @@ func (c *Client) attempt(ctx context.Context, key, rkey, token string) (l *Lock,
 		if err != nil && !errors.Is(err, errTaken) {
 			uncertain = true
 		}
+		held.observe(err, start, time.Now())
 		switch {
 		case err == nil:
 			return c.newLock(key, rkey, token, fence, start), attempts, uncertain, nil
 		case ctx.Err() != nil:
-			return nil, attempts, uncertain, fmt.Errorf("%w: %w", ErrNotObtained, ctx.Err())
+			return nil, attempts, uncertain, held.notObtained(ctx.Err())
 		case errors.Is(err, errTaken):
 			down, lastErr = 0, nil
 		case errors.Is(err, ErrUnavailable):
@@ -192,7 +253,7 @@ func (c *Client) attempt(ctx context.Context, key, rkey, token string) (l *Lock,
 			if lastErr != nil {
 				return nil, attempts, uncertain, lastErr
 			}
-			return nil, attempts, uncertain, ErrNotObtained
+			return nil, attempts, uncertain, held.notObtained(nil)
 		}
 
 		d := c.backoff(attempts)
@@ -207,7 +268,7 @@ func (c *Client) attempt(ctx context.Context, key, rkey, token string) (l *Lock,
 			if lastErr != nil {
 				return nil, attempts, uncertain, fmt.Errorf("%w: %w", lastErr, ctx.Err())
 			}
-			return nil, attempts, uncertain, fmt.Errorf("%w: %w", ErrNotObtained, ctx.Err())
+			return nil, attempts, uncertain, held.notObtained(ctx.Err())
 		}
 	}
 }
@@ -228,7 +289,7 @@ func (c *Client) abandon(ctx context.Context, rkey, token string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(c.opts.attemptTO, 100*time.Millisecond))
 	defer cancel()
 	// Best effort: if this fails too, the lease expires after its TTL.
-	_ = c.be.release(ctx, rkey, token)
+	_, _ = c.be.release(ctx, rkey, token)
 }
 
 func (c *Client) newLock(key, rkey, token string, fence int64, start time.Time) *Lock {
@@ -259,6 +320,7 @@ type Lock struct {
 	lost  chan struct{}
 
 	released     atomic.Bool
+	wanted       atomic.Bool
 	stopWatchdog context.CancelFunc // nil without watchdog
 	watchdogDone chan struct{}
 }
@@ -280,13 +342,24 @@ func (l *Lock) Token() string { return l.token }
 // where independent masters cannot agree on an order.
 func (l *Lock) Fence() int64 { return l.fence }
 
+// Wanted reports whether, when the Lock was released, another Client had
+// been refused the key shortly before (within twice the back-off cap): then
+// this Client's next Obtain of the key yields to it first (see Release).
+// It is false before the release and in Redlock mode.
+func (l *Lock) Wanted() bool { return l.wanted.Load() }
+
 // Lost returns a channel the watchdog closes when it finds the lease gone,
 // or cannot renew it before it would expire. Without WithWatchdog it is never
 // closed, which does not mean the lease is still held.
 func (l *Lock) Lost() <-chan struct{} { return l.lost }
 
 // Release deletes the lease if it is still ours, stops the watchdog and hands
-// the key to the next local waiter. It returns ErrNotHeld if the lease had
+// the key to the next local waiter. When another Client was refused the key
+// meanwhile (Wanted), this Client's next Obtain of it waits 1.25 times the
+// back-off cap (at most the TTL) before its first attempt, so that the waiter, which retries
+// within that cap, finds the key free; otherwise a holder that releases and
+// obtains again at once would nearly always win against waiters asleep in
+// their back-off. It returns ErrNotHeld if the lease had
 // expired (leaving any new holder's lease untouched) or was already released,
 // and an error wrapping ErrUnavailable if Redis could not be reached, in which
 // case the lease expires after its TTL. The local slot is freed in every case.
@@ -298,7 +371,11 @@ func (l *Lock) Release(ctx context.Context) error {
 	l.stop()
 	actx, cancel := context.WithTimeout(ctx, l.c.opts.attemptTO)
 	defer cancel()
-	err := l.c.be.release(actx, l.rkey, l.token)
+	wanted, err := l.c.be.release(actx, l.rkey, l.token)
+	if wanted {
+		l.wanted.Store(true)
+		l.c.yield(l.key)
+	}
 	if err != nil && !errors.Is(err, ErrNotHeld) && ctx.Err() != nil {
 		return fmt.Errorf("lock: release: %w", ctx.Err())
 	}

@@ -2,10 +2,16 @@
 --
 -- KEYS[1] lock key          ARGV[1] token (random, >= 128 bits)
 -- KEYS[2] fence counter key ARGV[2] lease TTL in milliseconds
---                           ARGV[3] idle expiry of the fence counter in milliseconds
+-- KEYS[3] "wanted" mark     ARGV[3] idle expiry of the fence counter in milliseconds
+--                           ARGV[4] lifetime of the "wanted" mark in milliseconds
 --
--- Returns the new fencing token (> 0) when the lease was taken, 0 when
--- someone else holds it. KEYS[1] and KEYS[2] must hash to one Cluster slot.
+-- Returns the new fencing token (> 0) when the lease was taken, and when
+-- someone else holds it -1 - (the lease's remaining time to live in
+-- milliseconds, 0 when it has none): a caller that sees it go up between
+-- two attempts knows the lease was renewed or passed to a new holder, so
+-- its holders are alive. A refused caller also marks the key wanted, for
+-- the holder's release to see (release.lua). All KEYS must hash to one
+-- Cluster slot.
 
 -- Redis < 5 needs effects replication before a write may follow TIME;
 -- from Redis 7 on this is the only mode and the call is a no-op.
@@ -17,7 +23,8 @@ if not redis.call("SET", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then
   -- An earlier attempt of the same Obtain may have succeeded without its
   -- caller hearing the answer (timeout): the lease is ours, take it again.
   if redis.call("GET", KEYS[1]) ~= ARGV[1] then
-    return 0
+    redis.call("SET", KEYS[3], "1", "PX", ARGV[4])
+    return -1 - math.max(redis.call("PTTL", KEYS[1]), 0)
   end
   redis.call("PEXPIRE", KEYS[1], ARGV[2])
 end

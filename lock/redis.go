@@ -24,8 +24,12 @@ var (
 	refreshScript = redis.NewScript(refreshLua)
 )
 
-// fenceSuffix names the per-key fence counter: prefix+key+fenceSuffix.
-const fenceSuffix = ":fence"
+// fenceSuffix names the per-key fence counter: prefix+key+fenceSuffix, and
+// wantedSuffix the mark a refused Obtain leaves for the holder's release.
+const (
+	fenceSuffix  = ":fence"
+	wantedSuffix = ":wanted"
+)
 
 // single is the backend for one Redis (standalone, Sentinel-managed master
 // or Cluster): atomic SET NX PX plus a fence counter in the same script.
@@ -34,6 +38,7 @@ const fenceSuffix = ":fence"
 type single struct {
 	rdb         redis.UniversalClient
 	fenceTTL    time.Duration
+	wantedTTL   time.Duration // lifetime of the mark a refused obtain leaves
 	minReplicas int
 	replicaTO   time.Duration
 }
@@ -42,19 +47,24 @@ func (s *single) obtain(ctx context.Context, key, token string, ttl time.Duratio
 	if s.minReplicas > 0 {
 		return s.obtainReplicated(ctx, key, token, ttl)
 	}
-	fence, err := obtainScript.Run(ctx, s.rdb, s.obtainKeys(key),
-		token, ttl.Milliseconds(), s.fenceTTL.Milliseconds()).Int64()
+	fence, err := obtainScript.Run(ctx, s.rdb, s.obtainKeys(key), s.obtainArgs(token, ttl)...).Int64()
 	return fenceOrTaken(fence, err)
 }
 
-func (s *single) obtainKeys(key string) []string { return []string{key, key + fenceSuffix} }
+func (s *single) obtainKeys(key string) []string {
+	return []string{key, key + fenceSuffix, key + wantedSuffix}
+}
+
+func (s *single) obtainArgs(token string, ttl time.Duration) []any {
+	return []any{token, ttl.Milliseconds(), s.fenceTTL.Milliseconds(), max(s.wantedTTL, time.Millisecond).Milliseconds()}
+}
 
 func fenceOrTaken(fence int64, err error) (int64, error) {
 	if err != nil {
 		return 0, redisErr("obtain", err)
 	}
-	if fence == 0 {
-		return 0, errTaken
+	if fence <= 0 { // -1 - the holder's remaining TTL in ms (obtain.lua)
+		return 0, &takenError{ttl: time.Duration(-1-fence) * time.Millisecond}
 	}
 	return fence, nil
 }
@@ -70,8 +80,7 @@ func (s *single) obtainReplicated(ctx context.Context, key, token string, ttl ti
 	}
 	run := func() (*redis.Cmd, *redis.Cmd) {
 		pipe := node.Pipeline()
-		obtained := obtainScript.EvalSha(ctx, pipe, s.obtainKeys(key),
-			token, ttl.Milliseconds(), s.fenceTTL.Milliseconds())
+		obtained := obtainScript.EvalSha(ctx, pipe, s.obtainKeys(key), s.obtainArgs(token, ttl)...)
 		// WAIT's reply arrives within replicaTO, inside the client's read
 		// timeout as long as replicaTO is shorter (config checks it).
 		acked := pipe.Do(ctx, "wait", s.minReplicas, s.replicaTO.Milliseconds())
@@ -117,15 +126,15 @@ func (s *single) master(ctx context.Context, key string) (*redis.Client, error) 
 	}
 }
 
-func (s *single) release(ctx context.Context, key, token string) error {
-	n, err := releaseScript.Run(ctx, s.rdb, []string{key}, token).Int64()
+func (s *single) release(ctx context.Context, key, token string) (wanted bool, err error) {
+	n, err := releaseScript.Run(ctx, s.rdb, []string{key, key + wantedSuffix}, token).Int64()
 	if err != nil {
-		return redisErr("release", err)
+		return false, redisErr("release", err)
 	}
 	if n == 0 {
-		return ErrNotHeld
+		return false, ErrNotHeld
 	}
-	return nil
+	return n == 2, nil
 }
 
 func (s *single) refresh(ctx context.Context, key, token string, ttl time.Duration) error {

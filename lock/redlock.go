@@ -63,15 +63,16 @@ func (r *redlock) obtain(ctx context.Context, key, token string, ttl time.Durati
 	return 0, errTaken
 }
 
-func (r *redlock) release(ctx context.Context, key, token string) error {
+// release never reports the key wanted: redsync does not say.
+func (r *redlock) release(ctx context.Context, key, token string) (wanted bool, err error) {
 	ok, err := r.mutex(key, token, time.Second).UnlockContext(ctx)
 	switch {
 	case ok:
-		return nil
+		return false, nil
 	case r.noQuorum(err):
-		return fmt.Errorf("%w: redlock: release: %w", ErrUnavailable, err)
+		return false, fmt.Errorf("%w: redlock: release: %w", ErrUnavailable, err)
 	default:
-		return ErrNotHeld
+		return false, ErrNotHeld
 	}
 }
 

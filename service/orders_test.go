@@ -546,3 +546,56 @@ func TestPlace_QueuedPastTheRequestTimeoutIsNotCharged(t *testing.T) {
 		t.Errorf("sold = %d; want 1 (the late buyer is not charged)", sold)
 	}
 }
+
+// busyLocker answers the first busy Obtain calls as a lock kept busy by
+// live holders: each waits out its context (a whole lock.wait), then says
+// ErrLockBusy. The calls after those go to the real Locker.
+type busyLocker struct {
+	service.Locker
+	busy  int64
+	calls atomic.Int64
+}
+
+func (b *busyLocker) Obtain(ctx context.Context, key string) (service.Lease, error) {
+	if b.calls.Add(1) <= b.busy {
+		<-ctx.Done()
+		return nil, fmt.Errorf("%w: renewed while we waited: %w", service.ErrLockBusy, ctx.Err())
+	}
+	return b.Locker.Obtain(ctx, key)
+}
+
+// A lock that live holders keep busy is waited for, not sold beside: the
+// batch commits under the lock once it is free (a fenced write), and the
+// next orders still take the lock; a dead holder's SKU, by contrast, sells
+// unlocked for a lease after one wait
+// (TestPlace_LockHeldByADeadHolderIsNotAwaitedTwice).
+func TestPlace_LockBusyWithLiveHoldersIsWaitedFor(t *testing.T) {
+	t.Parallel()
+	dsn := testenv.Database(t)
+	locker := &busyLocker{busy: 2}
+	r := newRig(t, dsn, rigOptions{
+		locker: func(l service.Locker) service.Locker { locker.Locker = l; return locker },
+		cfg:    func(c *service.OrdersConfig) { c.LockWait = 50 * time.Millisecond },
+	})
+	sku := createSKU(t, r.store, 10, 1)
+	for i := range 3 {
+		if _, err := r.orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: fmt.Sprintf("u-%d", i), Quantity: 1}); err != nil {
+			t.Fatalf("Place %d = %v; want an order", i, err)
+		}
+		if i == 0 {
+			var fence int64
+			if err := r.db.Raw("SELECT fence FROM skus WHERE id = ?", sku.ID).Scan(&fence).Error; err != nil {
+				t.Fatal(err)
+			}
+			if fence == 0 {
+				t.Errorf("after two busy waits the first order was sold without the lock (fence 0); want it sold under the lock")
+			}
+		}
+	}
+	if n := locker.calls.Load(); n != 2+3 {
+		t.Errorf("Obtain called %d times for 3 sequential orders after 2 busy waits; want 5 (busy is waited out, never skipped)", n)
+	}
+	if sold := checkInvariants(t, r.db, sku.ID); sold != 3 {
+		t.Errorf("sold = %d; want 3", sold)
+	}
+}

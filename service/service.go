@@ -46,6 +46,10 @@ var (
 	// reached (not when the lock is merely held): the order path then sells
 	// without the lock, guarded by the version column alone.
 	ErrLockUnavailable = errors.New("lock backend unavailable")
+	// ErrLockBusy is returned (wrapped) by a Locker whose wait ran out
+	// while the lock was visibly in use by live holders (renewed or passed
+	// on meanwhile), as opposed to held by one that may have died.
+	ErrLockBusy = errors.New("lock busy with live holders")
 )
 
 // SKU is a sellable item with its stock.
@@ -217,8 +221,10 @@ type Store interface {
 }
 
 // Locker obtains per-SKU leases. It returns ErrLockUnavailable (wrapped)
-// when its backend cannot be reached and another error when the lock is
-// held elsewhere until ctx is done.
+// when its backend cannot be reached, ErrLockBusy (wrapped) when the lock
+// was held by live holders until ctx was done, and another error when it
+// was held elsewhere, by a holder that showed no sign of life, until ctx
+// was done.
 type Locker interface {
 	Obtain(ctx context.Context, key string) (Lease, error)
 }

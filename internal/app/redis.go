@@ -34,10 +34,14 @@ func (l locker) Obtain(ctx context.Context, key string) (service.Lease, error) {
 
 // leaseOf passes a backend's Obtain answer to the service, translating
 // "the backend is unreachable" into service.ErrLockUnavailable (the order
-// path then sells on the database's guard alone).
+// path then sells on the database's guard alone) and "held by live
+// holders" into service.ErrLockBusy (it waits its turn).
 func leaseOf[L service.Lease](lk L, err error) (service.Lease, error) {
-	if errors.Is(err, lock.ErrUnavailable) {
+	switch {
+	case errors.Is(err, lock.ErrUnavailable):
 		return nil, fmt.Errorf("%w: %w", service.ErrLockUnavailable, err)
+	case errors.Is(err, lock.ErrContended):
+		return nil, fmt.Errorf("%w: %w", service.ErrLockBusy, err)
 	}
 	if err != nil {
 		return nil, err

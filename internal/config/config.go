@@ -149,7 +149,7 @@ type Order struct {
 type Lock struct {
 	Prefix   string        `yaml:"prefix"`    // default "seckill:lock:"
 	TTL      time.Duration `yaml:"ttl"`       // lease, default 3s (renewed by the watchdog while held)
-	Wait     time.Duration `yaml:"wait"`      // longest wait for the lock before selling without it, default 1s
+	Wait     time.Duration `yaml:"wait"`      // longest wait for a lock whose holder shows no sign of life before selling without it, default 1s (live holders: up to order.tx_timeout/2)
 	QueueMax int           `yaml:"queue_max"` // local waiters per key, default 1024
 	Watchdog bool          `yaml:"watchdog"`  // renew the lease while held, default true
 	HoldMax  time.Duration `yaml:"hold_max"`  // a busy SKU worker keeps its lock across batches this long, default 50ms; 0: one hold per batch

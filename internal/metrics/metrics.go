@@ -54,7 +54,7 @@ func New() *Metrics {
 			Name: "seckill_orders_total", Help: "Order requests answered, by result (created, replayed, sold_out, limit_exceeded, busy, unavailable, ...).",
 		}, []string{"result"}),
 		lockAcquire: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "seckill_lock_acquire_seconds", Help: "Time to obtain a per-SKU lock, including local queueing, by outcome.", Buckets: latency,
+			Name: "seckill_lock_acquire_seconds", Help: "Time to obtain a per-SKU lock, including local queueing, by outcome (obtained; busy: given up while live holders renewed or passed it on; not_obtained: held by a holder that showed no sign of life; unavailable; queue_full).", Buckets: latency,
 		}, []string{"outcome"}),
 		lockAttempts: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "seckill_lock_acquire_attempts", Help: "Redis attempts per lock acquisition.", Buckets: []float64{0, 1, 2, 3, 5, 10, 20, 50, 100},
@@ -192,6 +192,8 @@ func (o lockObserver) Obtained(_ string, attempts int, wait time.Duration, err e
 		outcome = "unavailable"
 	case errors.Is(err, lock.ErrQueueFull):
 		outcome = "queue_full"
+	case errors.Is(err, lock.ErrContended):
+		outcome = "busy" // given up while live holders had it
 	case err != nil:
 		outcome = "not_obtained"
 	}

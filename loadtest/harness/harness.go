@@ -294,6 +294,7 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 	}
 	k6res, k6err := r.runK6(ctx, k6)
 	r.event("k6 finished: exit %d", k6res.ExitCode)
+	r.saveMetrics(ctx)
 	stopMonitor()
 	wg.Wait()
 	if k6err != nil {
@@ -404,8 +405,8 @@ func normalize(cfg Config) (Config, error) {
 		return cfg, errors.New("target mode cannot inject faults into a deployment it did not start")
 	case cfg.Redis != "" && cfg.Redis != RedisSentinel && cfg.Redis != RedisCluster:
 		return cfg, fmt.Errorf("redis %q: want %s or %s", cfg.Redis, RedisSentinel, RedisCluster)
-	case cfg.Redis != "" && cfg.Fault != FaultFailover:
-		return cfg, errors.New("-redis sentinel|cluster is the failover fault's topology: use it with -fault failover")
+	case cfg.Redis != "" && cfg.Fault != FaultFailover && cfg.Fault != FaultNone:
+		return cfg, errors.New("-redis sentinel|cluster is the failover fault's topology: use it with -fault failover (or none)")
 	case cfg.Fault == FaultFailover && len(cfg.RedisAddrs) > 0:
 		return cfg, errors.New("the failover fault starts its own master, replicas and sentinels: do not pass Redis addresses with it")
 	case cfg.Fault == FaultRedis && len(cfg.RedisAddrs) > 0:
@@ -475,11 +476,11 @@ func (r *run) bringUp(ctx context.Context) error {
 		if err := r.startZooKeeper(ctx); err != nil {
 			return err
 		}
-	} else if cfg.Fault == FaultFailover && cfg.Redis == RedisCluster {
+	} else if cfg.Redis == RedisCluster {
 		if err := r.startCluster(ctx); err != nil {
 			return err
 		}
-	} else if cfg.Fault == FaultFailover {
+	} else if cfg.Fault == FaultFailover || cfg.Redis == RedisSentinel {
 		if err := r.startSentinels(ctx); err != nil {
 			return err
 		}

@@ -1,9 +1,13 @@
 package harness
 
 import (
+	"context"
 	"fmt"
 	"html/template"
 	"io"
+	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 )
 
@@ -108,4 +112,34 @@ func (s Summary) writeHTML(w io.Writer) error {
 		"Bound": latencyText{P95: msec(s.BoundMS.P95), P99: msec(s.BoundMS.P99)},
 	}
 	return reportTmpl.Execute(w, data)
+}
+
+// saveMetrics keeps every live instance's /metrics as the sale left them
+// (metrics-instance-N.txt in the results): the lock's acquire times and
+// attempts, the batch sizes and commit times that explain a verdict.
+func (r *run) saveMetrics(ctx context.Context) {
+	for i, base := range r.baseURLs {
+		if i < len(r.instances) {
+			if up, _ := r.instances[i].running(); !up {
+				continue
+			}
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
+		if err != nil {
+			continue
+		}
+		resp, err := r.client.Do(req)
+		if err != nil {
+			fmt.Fprintf(r.log, "warning: instance-%d /metrics: %v\n", i, err)
+			continue
+		}
+		raw, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+		resp.Body.Close()
+		if err == nil {
+			err = os.WriteFile(filepath.Join(r.dir, fmt.Sprintf("metrics-instance-%d.txt", i)), raw, 0o644)
+		}
+		if err != nil {
+			fmt.Fprintf(r.log, "warning: instance-%d /metrics: %v\n", i, err)
+		}
+	}
 }

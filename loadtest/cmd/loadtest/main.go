@@ -144,7 +144,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&cfg.OrderIDKey, "order-id-key", os.Getenv("SECKILL_AUTH_ORDER_ID_KEY"), "the service's auth.order_id_key, to check acknowledged orders (target mode; default $SECKILL_AUTH_ORDER_ID_KEY)")
 	fs.StringVar(&cfg.MySQLDSN, "mysql-dsn", def.MySQLDSN, "MariaDB/MySQL server DSN, no database: each run creates its own")
 	fs.IntVar(&cfg.RedisServers, "redis-servers", 1, "private redis-servers to start; more than one selects Redlock")
-	fs.StringVar(&cfg.Redis, "redis", "", "topology of -fault failover: sentinel (default: master + 2 replicas + 3 sentinels) or cluster (3 masters + 3 replicas)")
+	fs.StringVar(&cfg.Redis, "redis", "", "topology of -fault failover (or of -fault none, to measure it without a fault): sentinel (default: master + 2 replicas + 3 sentinels) or cluster (3 masters + 3 replicas)")
 	fs.StringVar(&cfg.Lock, "lock", harness.LockRedis, "the instances' lock backend: redis, or zookeeper (a private 3-node ensemble, no Redis; -fault zk-leader kills its leader)")
 	fs.IntVar(&cfg.RedisKill, "redis-kill", 1, "redis-servers the redis fault kills (of 3: 1 is a minority, 2 a majority)")
 	fs.Var(&redis, "redis-addrs", "use these Redis servers instead of starting a private redis-server")
