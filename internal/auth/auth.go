@@ -75,6 +75,7 @@ type Verifier struct {
 	keyfunc func(ctx context.Context) jwt.Keyfunc
 	max     int
 	cache   *tokenCache // nil: off
+	hs      *hs256      // nil unless HS256 with a secret may be used
 }
 
 // New returns a Verifier. With a JWKS it fetches the set once (ctx bounds
@@ -144,6 +145,9 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Verifier, error) {
 		opts = append(opts, jwt.WithAudience(cfg.Audience))
 	}
 	v.parser = jwt.NewParser(opts...)
+	if len(cfg.Secret) > 0 && slices.Contains(algs, "HS256") {
+		v.hs = newHS256(slices.Clone(cfg.Secret), opts)
+	}
 	if cfg.CacheEntries < 0 || cfg.CacheTTL < 0 {
 		return nil, errors.New("auth: the verified-token cache's entries and ttl must not be negative")
 	}
@@ -193,8 +197,17 @@ func (v *Verifier) Verify(ctx context.Context, token string) (string, error) {
 
 // verify parses and verifies token into c with kf.
 func (v *Verifier) verify(token string, c *claims, kf jwt.Keyfunc) (string, error) {
-	if _, err := v.parser.ParseWithClaims(token, c, kf); err != nil {
-		return "", fmt.Errorf("%w: %w", ErrInvalidToken, err)
+	handled, err := false, error(nil)
+	if v.hs != nil {
+		handled, err = v.hs.verify(token, c)
+	}
+	if !handled {
+		if _, perr := v.parser.ParseWithClaims(token, c, kf); perr != nil {
+			err = fmt.Errorf("%w: %w", ErrInvalidToken, perr)
+		}
+	}
+	if err != nil {
+		return "", err
 	}
 	switch sub := c.Subject; {
 	case sub == "":
