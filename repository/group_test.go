@@ -137,3 +137,82 @@ func TestCommitShared_PendingCallerLeaves(t *testing.T) {
 		t.Errorf("sold %d, %d orders for a caller that left; want 0, 0", sold, orders)
 	}
 }
+
+// One round at a time, but a round stuck on a row held elsewhere must not
+// hold the other SKUs' batches behind it: after roundStall they commit in
+// a round of their own while the stuck one still waits. Without that,
+// the other SKU's caller (10 s) would wait for the row's holder, which
+// lets go only after that caller has been answered.
+func TestCommitShared_StuckRoundDoesNotHoldOtherSKUs(t *testing.T) {
+	t.Parallel()
+	db := testenv.DB(t, testenv.Database(t))
+	s := New(db)
+	ctx := context.Background()
+	held, other := newSKU(t, s, 10), newSKU(t, s, 10)
+
+	blocker, err := s.sql.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer blocker.Rollback()
+	if _, err := blocker.ExecContext(ctx, "SELECT id FROM skus WHERE id = ? FOR UPDATE", held.ID); err != nil {
+		t.Fatal(err)
+	}
+
+	heldCtx, cancelHeld := context.WithTimeout(ctx, time.Minute)
+	defer cancelHeld()
+	heldDone := make(chan error, 1)
+	go func() {
+		_, err := s.CommitBatch(heldCtx, newCall(heldCtx, held.ID, "h").m.b)
+		heldDone <- err
+	}()
+	waitForLockWait(t, db) // the held SKU's round is under way, waiting for the row
+
+	otherCtx, cancelOther := context.WithTimeout(ctx, 10*time.Second)
+	defer cancelOther()
+	res, err := s.CommitBatch(otherCtx, newCall(otherCtx, other.ID, "o").m.b)
+	if err != nil || len(res.Outcomes) != 1 || !res.Outcomes[0].Placed.Created {
+		t.Fatalf("other sku behind a stuck round = %+v, %v; want its order committed", res, err)
+	}
+	select {
+	case err := <-heldDone:
+		t.Fatalf("the held sku's batch ended (%v) while its row was still held", err)
+	default:
+	}
+	if err := blocker.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-heldDone; err != nil {
+		t.Errorf("held sku after its row was let go = %v; want committed", err)
+	}
+	for _, id := range []int64{held.ID, other.ID} {
+		if sold, stock, orders := soldAndOrders(t, db, id); sold != 1 || stock != 9 || orders != 1 {
+			t.Errorf("sku %d: sold %d stock %d orders %d; want 1, 9, 1", id, sold, stock, orders)
+		}
+	}
+}
+
+// waitForLockWait returns once a transaction of db's server waits for a
+// row lock, polling the server (bounded), not sleeping a guess. InnoDB
+// refreshes what information_schema shows of its transactions only when
+// it was last read more than 0.1 s ago: polled faster, it never changes.
+func waitForLockWait(t *testing.T, db *gorm.DB) {
+	t.Helper()
+	tick := time.NewTicker(150 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(30 * time.Second)
+	for {
+		var n int64
+		if err := db.Raw("SELECT COUNT(*) FROM information_schema.innodb_trx WHERE trx_state = 'LOCK WAIT'").Row().Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			return
+		}
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatal("no transaction waited for the held row within 30s")
+		}
+	}
+}
