@@ -413,6 +413,11 @@ func (o *Orders) commitLocked(ctx context.Context, b Batch, hold *leaseHold) (Ba
 // the lease meanwhile cancels the transaction.
 func (o *Orders) commitUnder(ctx context.Context, b Batch, lease Lease) (BatchResult, error) {
 	b.Fence = 0
+	// A batch sold without the lock commits in a transaction of its own:
+	// it is the one likely to meet another instance's holder on its row (a
+	// row-lock wait, a version conflict), which in a shared round would
+	// hold up or fail the other SKUs' batches with it.
+	b.Shared = b.Shared && lease != nil
 	if lease != nil {
 		b.Fence = lease.Fence()
 		var cancel context.CancelFunc

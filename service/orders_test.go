@@ -599,3 +599,77 @@ func TestPlace_LockBusyWithLiveHoldersIsWaitedFor(t *testing.T) {
 		t.Errorf("sold = %d; want 3", sold)
 	}
 }
+
+// sharingStore records, per batch, whether it was offered for a shared
+// round and under which fence.
+type sharingStore struct {
+	service.Store
+	mu      sync.Mutex
+	batches []service.Batch
+}
+
+func (s *sharingStore) CommitBatch(ctx context.Context, b service.Batch) (service.BatchResult, error) {
+	s.mu.Lock()
+	s.batches = append(s.batches, service.Batch{SKUID: b.SKUID, Fence: b.Fence, Shared: b.Shared})
+	s.mu.Unlock()
+	return s.Store.CommitBatch(ctx, b)
+}
+
+// flakyLocker refuses every other Obtain as if Redis were unreachable.
+type flakyLocker struct {
+	service.Locker
+	n atomic.Int64
+}
+
+func (l *flakyLocker) Obtain(ctx context.Context, key string) (service.Lease, error) {
+	if l.n.Add(1)%2 == 0 {
+		return nil, fmt.Errorf("%w: refused by the test", service.ErrLockUnavailable)
+	}
+	return l.Locker.Obtain(ctx, key)
+}
+
+// A batch sold without the lock is never offered for a shared round
+// (where waiting on another holder's row would hold up other SKUs), and
+// one sold under it is; either way the sale is exact.
+func TestPlace_UnlockedBatchCommitsAlone(t *testing.T) {
+	t.Parallel()
+	var st *sharingStore
+	r := newRig(t, testenv.Database(t), rigOptions{
+		store:  func(s service.Store) service.Store { st = &sharingStore{Store: s}; return st },
+		locker: func(l service.Locker) service.Locker { return &flakyLocker{Locker: l} },
+		cfg:    func(c *service.OrdersConfig) { c.LockHold = 0 }, // a lock per batch: both kinds of batch
+	})
+	const stock, buyers = 10, 12
+	sku := createSKU(t, r.store, stock, 1)
+	ctx := context.Background()
+	var created atomic.Int64
+	for i := range buyers { // one by one: a batch each, the first locked, the second not
+		p, err := r.orders.Place(ctx, service.OrderRequest{SKUID: sku.ID, UserID: fmt.Sprintf("u%d", i), Quantity: 1})
+		if err == nil && p.Created {
+			created.Add(1)
+		} else if err != nil && !errors.Is(err, service.ErrSoldOut) {
+			t.Errorf("Place = %v; want an order or sold out", err)
+		}
+	}
+	if created.Load() != stock {
+		t.Errorf("%d orders created; want %d", created.Load(), stock)
+	}
+	var locked, unlocked int
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for _, b := range st.batches {
+		switch {
+		case b.Fence == 0 && b.Shared:
+			t.Errorf("batch of sku %d sold without the lock was offered for a shared round", b.SKUID)
+		case b.Fence == 0:
+			unlocked++
+		case !b.Shared:
+			t.Errorf("batch of sku %d under fence %d was not offered for a shared round", b.SKUID, b.Fence)
+		default:
+			locked++
+		}
+	}
+	if locked == 0 || unlocked == 0 {
+		t.Errorf("%d locked and %d unlocked batches; the test needs both", locked, unlocked)
+	}
+}
