@@ -77,6 +77,11 @@ type variant struct {
 	label string // "" for the worktree's build with the row's own environment
 	bin   string
 	env   []string
+	// runtime: the variant sets the Go runtime's GOGC, GOMEMLIMIT,
+	// GODEBUG or GOMAXPROCS, which change the ceiling's server too: the
+	// ceiling runs on that side as well, and the side's rows are measured
+	// against its own ceiling.
+	runtime bool
 }
 
 // benchCase is one k6 run against one freshly started instance.
@@ -224,10 +229,12 @@ func parseVariants(s string) ([]variant, error) {
 		v := variant{label: label}
 		for _, kv := range strings.Split(settings, ",") {
 			kv = strings.TrimSpace(kv)
-			if k, _, ok := strings.Cut(kv, "="); !ok || !(strings.HasPrefix(k, "SECKILL_") || runtimeEnv[k]) {
+			k, _, ok := strings.Cut(kv, "=")
+			if !ok || !(strings.HasPrefix(k, "SECKILL_") || runtimeEnv[k]) {
 				return nil, fmt.Errorf("-ab-env %q: %q is neither SECKILL_KEY=VALUE nor one of the Go runtime's GOGC, GOMEMLIMIT, GODEBUG, GOMAXPROCS", part, kv)
 			}
 			v.env = append(v.env, kv)
+			v.runtime = v.runtime || runtimeEnv[k]
 		}
 		vs = append(vs, v)
 	}
@@ -359,7 +366,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	i := 0
 	for _, c := range cases {
 		for _, v := range variants {
-			if c.ceiling && v.label != "" { // the ceiling is the same for every variant
+			if c.ceiling && v.label != "" && !v.runtime { // the ceiling is the same for every other variant
 				continue
 			}
 			r, err := runCase(ctx, o, c, v, i, root, k6, rs, tp, dbPID)
