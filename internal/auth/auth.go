@@ -161,8 +161,17 @@ func (v *Verifier) Verify(ctx context.Context, token string) (string, error) {
 	if len(token) > v.max {
 		return "", fmt.Errorf("%w: longer than %d bytes", ErrInvalidToken, v.max)
 	}
+	var c claims
+	if v.hs != nil {
+		// As cheap as a cache lookup (hashing the token): never cached.
+		if handled, err := v.hs.verify(token, &c); handled {
+			if err != nil {
+				return "", err
+			}
+			return subject(&c)
+		}
+	}
 	if v.cache == nil {
-		var c claims
 		return v.verify(token, &c, v.keyfunc(ctx))
 	}
 	now := time.Now()
@@ -170,10 +179,7 @@ func (v *Verifier) Verify(ctx context.Context, token string) (string, error) {
 	if sub, ok := v.cache.get(ctx, key, now); ok {
 		return sub, nil
 	}
-	var (
-		c    claims
-		used verified
-	)
+	var used verified
 	kf := v.keyfunc(ctx)
 	if v.cache.jwks != nil { // keep which key of the set verified it
 		inner := kf
@@ -195,20 +201,16 @@ func (v *Verifier) Verify(ctx context.Context, token string) (string, error) {
 	return sub, nil
 }
 
-// verify parses and verifies token into c with kf.
+// verify parses and verifies token into c with kf, with golang-jwt.
 func (v *Verifier) verify(token string, c *claims, kf jwt.Keyfunc) (string, error) {
-	handled, err := false, error(nil)
-	if v.hs != nil {
-		handled, err = v.hs.verify(token, c)
+	if _, err := v.parser.ParseWithClaims(token, c, kf); err != nil {
+		return "", fmt.Errorf("%w: %w", ErrInvalidToken, err)
 	}
-	if !handled {
-		if _, perr := v.parser.ParseWithClaims(token, c, kf); perr != nil {
-			err = fmt.Errorf("%w: %w", ErrInvalidToken, perr)
-		}
-	}
-	if err != nil {
-		return "", err
-	}
+	return subject(c)
+}
+
+// subject is the verified user of a token whose claims c are valid.
+func subject(c *claims) (string, error) {
 	switch sub := c.Subject; {
 	case sub == "":
 		return "", fmt.Errorf("%w: no sub claim", ErrInvalidToken)

@@ -21,7 +21,7 @@ var hsSecret = []byte("hs256-fast-path-test-secret-0123456789")
 // as production configures them, and the fast path on.
 func hsVerifier(t testing.TB) *Verifier {
 	t.Helper()
-	v, err := New(context.Background(), Config{Secret: hsSecret, Issuer: "idp", Audience: "seckill", Leeway: 5 * time.Second}, nil)
+	v, err := New(context.Background(), Config{Secret: hsSecret, Issuer: "idp", Audience: "seckill", Leeway: 5 * time.Second, CacheEntries: 100, CacheTTL: time.Minute}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,6 +119,9 @@ func TestHS256FastPathDecidesLikeGolangJWT(t *testing.T) {
 			if err != nil && !errors.Is(err, ErrInvalidToken) {
 				t.Errorf("Verify's error %v does not wrap ErrInvalidToken", err)
 			}
+			if n := v.cache.len(); handled && n != 0 {
+				t.Errorf("%d tokens cached after the fast path; want none (a lookup costs as much)", n)
+			}
 		})
 	}
 }
@@ -150,7 +153,7 @@ func FuzzHS256FastPath(f *testing.F) {
 }
 
 var fuzzV = sync.OnceValue(func() *Verifier {
-	v, err := New(context.Background(), Config{Secret: hsSecret, Issuer: "idp", Audience: "seckill", Leeway: 5 * time.Second}, nil)
+	v, err := New(context.Background(), Config{Secret: hsSecret, Issuer: "idp", Audience: "seckill", Leeway: 5 * time.Second, CacheEntries: 100, CacheTTL: time.Minute}, nil)
 	if err != nil {
 		panic(err)
 	}
