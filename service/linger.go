@@ -11,15 +11,6 @@ import "time"
 // double its batch: an idle SKU, one whose arrivals stopped, and a
 // saturated one (whose batches formed during the last commit are already
 // larger than a linger would add) commit at once.
-//
-// The same estimate keeps the lock between batches: a worker whose commit
-// emptied its queue while orders are known to be arriving waits up to
-// Linger for the next one before it lets the lock go, rather than
-// releasing it and obtaining it again a moment later (two Redis round
-// trips and a fence). Over 100 SKUs at saturation that was 0.85x the CPU
-// per order and 1.15x the orders/s (make bench, one run). Another
-// instance that wants the lock waits at most Linger more for it;
-// lock.hold_max still bounds the whole hold.
 
 // gapWeight is the weight 1/gapWeight of each new gap in the mean gap.
 const gapWeight = 8
@@ -81,32 +72,4 @@ func (o *Orders) expected(q *skuQueue, d time.Duration) int64 {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return q.arrivals.expectedWithin(now, d)
-}
-
-// awaitNext waits, after a commit that emptied q while at least one order
-// is expected within Linger, up to Linger for the next, and reports
-// whether one came (the worker then keeps its lock for it). Shutdown ends
-// the wait at once. t is the worker's own stopped timer.
-func (o *Orders) awaitNext(q *skuQueue, t *time.Timer) bool {
-	if o.cfg.Linger <= 0 || o.expected(q, o.cfg.Linger) < 1 {
-		return false
-	}
-	t.Reset(o.cfg.Linger)
-	defer t.Stop()
-	for {
-		select {
-		case <-q.wake:
-			if !o.queueEmpty(q) {
-				select { // put the wake back: the worker's loop takes the order
-				case q.wake <- struct{}{}:
-				default:
-				}
-				return true
-			}
-		case <-t.C:
-			return false
-		case <-o.quit:
-			return false
-		}
-	}
 }

@@ -277,7 +277,7 @@ func (o *Orders) work(q *skuQueue) {
 		}
 		batch = o.linger(q, batch, lingering)
 		o.commit(context.Background(), q.id, batch, hold)
-		if o.queueEmpty(q) && !o.awaitNext(q, lingering) {
+		if o.queueEmpty(q) {
 			hold.release() // idle: the lock is for whoever needs it next
 		}
 		clear(batch)
