@@ -2,6 +2,7 @@ package repository
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"testing"
 	"time"
@@ -30,6 +31,21 @@ func newCall(ctx context.Context, skuID int64, users ...string) *groupCall {
 	return &groupCall{ctx: ctx, m: member{b: b}, done: make(chan struct{}), lead: make(chan struct{})}
 }
 
+// holdRow locks a SKU's row in a transaction of its own until the test
+// rolls it back (or ends).
+func holdRow(t *testing.T, s *Stock, skuID int64) *sql.Tx {
+	t.Helper()
+	tx, err := s.sql.BeginTx(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tx.Rollback() })
+	if _, err := tx.ExecContext(context.Background(), "SELECT id FROM skus WHERE id = ? FOR UPDATE", skuID); err != nil {
+		t.Fatal(err)
+	}
+	return tx
+}
+
 // soldAndOrders reads what the database holds for a SKU.
 func soldAndOrders(t *testing.T, db *gorm.DB, skuID int64) (sold, stock, orders int64) {
 	t.Helper()
@@ -54,14 +70,7 @@ func TestRunRound_OneSKUsHeldRowFailsOnlyItsOwnBuyers(t *testing.T) {
 	a, b, gone := newSKU(t, s, 10), newSKU(t, s, 10), newSKU(t, s, 10)
 	held := newSKU(t, s, 10) // the highest id: the round's UPDATE locks the others' rows before it waits for this one
 
-	blocker, err := s.sql.BeginTx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer blocker.Rollback()
-	if _, err := blocker.ExecContext(ctx, "SELECT id FROM skus WHERE id = ? FOR UPDATE", held.ID); err != nil {
-		t.Fatal(err)
-	}
+	blocker := holdRow(t, s, held.ID)
 
 	long, cancelLong := context.WithTimeout(ctx, time.Minute)
 	defer cancelLong()
@@ -150,14 +159,7 @@ func TestCommitShared_StuckRoundDoesNotHoldOtherSKUs(t *testing.T) {
 	ctx := context.Background()
 	held, other := newSKU(t, s, 10), newSKU(t, s, 10)
 
-	blocker, err := s.sql.BeginTx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer blocker.Rollback()
-	if _, err := blocker.ExecContext(ctx, "SELECT id FROM skus WHERE id = ? FOR UPDATE", held.ID); err != nil {
-		t.Fatal(err)
-	}
+	blocker := holdRow(t, s, held.ID)
 
 	heldCtx, cancelHeld := context.WithTimeout(ctx, time.Minute)
 	defer cancelHeld()

@@ -579,7 +579,7 @@ func runCase(ctx context.Context, o options, c benchCase, v variant, i int, root
 	}
 	r.RSSMB = peakRSS(svc.Process.Pid)
 	if !c.ceiling { // the service's own histograms (commit, lock, HTTP), for the tails
-		if err := saveMetrics(ctx, base, filepath.Join(o.out, fmt.Sprintf("metrics-%02d.txt", i))); err != nil {
+		if err := fetchTo(ctx, base+"/metrics", filepath.Join(o.out, fmt.Sprintf("metrics-%02d.txt", i)), 10*time.Second); err != nil {
 			fmt.Fprintln(os.Stderr, "bench: metrics:", err)
 		}
 	}
@@ -836,31 +836,6 @@ func buyOnce(ctx context.Context, base string, sku int64) error {
 		return fmt.Errorf("buying the last unit: %s", resp.Status)
 	}
 	return nil
-}
-
-// saveMetrics writes the service's /metrics to path.
-func saveMetrics(ctx context.Context, base, path string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
-	if err != nil {
-		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET /metrics: %s", resp.Status)
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(f, resp.Body); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
 }
 
 func waitReady(ctx context.Context, base string) error {

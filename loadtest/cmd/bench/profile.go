@@ -46,6 +46,7 @@ func (p *profiler) wait() []error {
 	return p.errs
 }
 
+// fetchTo writes what GET url answers to file, within timeout.
 func fetchTo(ctx context.Context, url, file string, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
