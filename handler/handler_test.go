@@ -1408,8 +1408,8 @@ func TestRestockRacingSoldOutMark(t *testing.T) {
 	}()
 	select {
 	case res := <-held.committed:
-		if res.Stock != 0 {
-			t.Fatalf("the batch left stock %d; want 0", res.Stock)
+		if res.SKU.Stock != 0 {
+			t.Fatalf("the batch left stock %d; want 0", res.SKU.Stock)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the first order never reached the store")

@@ -36,6 +36,12 @@ type member struct {
 // trips, not statements, set the batch's cost. Row locks are waited for at
 // most wait.
 //
+// A round whose every batch brings the SKU as its worker's previous
+// commit left it (service.Batch.Known) is first decided on that, in two
+// round trips: START TRANSACTION with the writes, then COMMIT. Its writes
+// check what the reads would have told (decideKnown); when any check
+// fails, it is rolled back and decided again on what the reads say.
+//
 // It returns nil when every member's res and err are its answer: its
 // outcomes, or its own error (service.ErrSKUNotFound; service.ErrStaleFence,
 // written nothing, when the row's fence is newer than the batch's;
@@ -45,6 +51,18 @@ type member struct {
 // connection could be had, service.ErrConflict when a conditional UPDATE
 // matched fewer rows than SKUs, or what the driver said.
 func (s *Stock) commitMySQL(ctx context.Context, ms []*member, wait lockWait) error {
+	if decideKnown(ms) {
+		err := s.commitRound(ctx, ms, wait, true)
+		if !errors.Is(err, errKnownChanged) {
+			return err
+		}
+	}
+	return s.commitRound(ctx, ms, wait, false)
+}
+
+// commitRound is one transaction of commitMySQL: decided on the members'
+// known rows (already done by decideKnown), or on what it reads first.
+func (s *Stock) commitRound(ctx context.Context, ms []*member, wait lockWait, known bool) error {
 	conn, err := s.sql.Conn(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -55,30 +73,29 @@ func (s *Stock) commitMySQL(ctx context.Context, ms []*member, wait lockWait) er
 	tx := &connTx{conn: conn}
 	defer tx.end() // rolls back unless committed, then returns the connection
 
-	existing, err := s.readMembers(ctx, tx, ms, wait)
-	if err != nil {
-		return err
-	}
-	var writers []*member
-	for _, m := range ms {
-		if m.err != nil {
-			continue
+	writers := ms
+	if !known {
+		existing, err := s.readMembers(ctx, tx, ms, wait)
+		if err != nil {
+			return err
 		}
-		if service.FenceStale(m.sku.Fence, m.b.Fence) {
-			m.err = staleFence(m.b, m.sku)
-			continue
-		}
-		m.a = service.Allocate(m.sku.domain(), m.b.Requests, existing, m.bought, m.b.Now)
-		m.a.Hold(m.b.PaymentTimeout)
-		m.res = service.BatchResult{Stock: m.sku.Stock, Version: m.sku.Version}
-		if m.a.Units > 0 {
-			writers = append(writers, m)
-			m.res.Stock -= m.a.Units
-			m.res.Version++
+		writers = nil
+		for _, m := range ms {
+			if m.err != nil {
+				continue
+			}
+			if service.FenceStale(m.sku.Fence, m.b.Fence) {
+				m.err = staleFence(m.b, m.sku)
+				continue
+			}
+			m.decide(existing)
+			if m.a.Units > 0 {
+				writers = append(writers, m)
+			}
 		}
 	}
 	if len(writers) > 0 {
-		if err := s.writeMembers(ctx, tx, writers); err != nil {
+		if err := s.writeMembers(ctx, tx, writers, wait, known); err != nil {
 			return err
 		}
 	}
@@ -106,6 +123,46 @@ func (s *Stock) commitMySQL(ctx context.Context, ms []*member, wait lockWait) er
 	}
 	return nil
 }
+
+// decide allocates m's batch on the SKU row and holdings read (or known)
+// and the orders found under its idempotency keys.
+func (m *member) decide(existing map[string]service.Order) {
+	m.a = service.Allocate(m.sku.domain(), m.b.Requests, existing, m.bought, m.b.Now)
+	m.a.Hold(m.b.PaymentTimeout)
+	m.res = service.BatchResult{SKU: m.sku.after(m.b, m.a.Units)}
+}
+
+// decideKnown decides every member on the SKU row its worker's previous
+// commit left (b.Known), as if none of its buyers held any of the SKU and
+// none of its idempotency keys had been used, and reports whether the
+// round can be committed so. It cannot when a member has no known row,
+// commits in another mode, or would write nothing (its refusals, decided
+// on a row nobody checked, would stand unchecked). The writes then check
+// each assumption: the UPDATE's version (and fence) guard that the row is
+// still the one known, the holdings upsert's row count that every holding
+// is new, the unique index that every key is unused.
+func decideKnown(ms []*member) bool {
+	for _, m := range ms {
+		if m.b.Known == nil || m.b.Mode != service.ModeVersion || m.b.Known.ID != m.b.SKUID {
+			return false
+		}
+	}
+	for _, m := range ms {
+		m.sku, m.bought, m.err = rowOf(*m.b.Known), map[string]int64{}, nil
+		if service.FenceStale(m.sku.Fence, m.b.Fence) {
+			return false // the reads tell which fence is newer
+		}
+		m.decide(nil)
+		if m.a.Units == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// errKnownChanged is a round decided on known rows that its writes found
+// changed: it was rolled back, and is decided again on what is read.
+var errKnownChanged = errors.New("repository: a known sku row, holding or idempotency key changed")
 
 // errUnreachable marks a round that could not begin a transaction for a
 // reason other than its context: retrying its batches one by one would
@@ -191,7 +248,7 @@ func (s *Stock) readMembers(ctx context.Context, tx *connTx, ms []*member, wait 
 		q    strings.Builder
 		args []any
 	)
-	q.WriteString("START TRANSACTION; SET SESSION innodb_lock_wait_timeout = " + wait.String() + "; ")
+	q.WriteString(beginWith(wait))
 	q.WriteString("SELECT id, name, total_stock, stock, sold, version, fence, per_user_limit, starts_at, ends_at, created_at, updated_at FROM skus WHERE id IN (")
 	for i, m := range ms {
 		q.WriteString(placeholder(i))
@@ -284,12 +341,17 @@ func (s *Stock) readMembers(ctx context.Context, tx *connTx, ms []*member, wait 
 // writeMembers decrements every SKU in one conditional UPDATE: each SKU's
 // own guard (stock, and version unless ModeConditional, and fence when it
 // has one) is one disjunct of the WHERE clause, so ROW_COUNT() tells
-// whether every guard held.
-func (s *Stock) writeMembers(ctx context.Context, tx *connTx, ws []*member) error {
+// whether every guard held. With known, the writes begin the transaction
+// (waiting at most wait for a row lock), and return errKnownChanged when a
+// guard failed, a holding was not new or a key was used.
+func (s *Stock) writeMembers(ctx context.Context, tx *connTx, ws []*member, wait lockWait, known bool) error {
 	var (
 		q    strings.Builder
 		args []any
 	)
+	if known {
+		q.WriteString(beginWith(wait))
+	}
 	caseOf := func(col string, val func(*member) any) {
 		q.WriteString(col + " CASE id")
 		for _, m := range ws {
@@ -377,24 +439,38 @@ func (s *Stock) writeMembers(ctx context.Context, tx *connTx, ws []*member) erro
 	// Deltas, not totals: without the version guard (ModeConditional) the
 	// CHECK constraint still sees the true holding.
 	q.WriteString(" ON DUPLICATE KEY UPDATE quantity = quantity + VALUES(quantity)")
+	holders := n
+	if known {
+		// One affected row per holding inserted, two per holding updated.
+		q.WriteString("; SELECT ROW_COUNT()")
+	}
 
-	rows, err := tx.conn.QueryContext(ctx, q.String(), args...)
+	var rows *sql.Rows
+	var err error
+	if known {
+		rows, err = tx.begin(ctx, q.String(), args...)
+	} else {
+		rows, err = tx.conn.QueryContext(ctx, q.String(), args...)
+	}
 	if err != nil {
-		return err
+		return knownChanged(err, known)
 	}
 	defer rows.Close()
 	var updated int64
 	if !rows.Next() {
-		return resultSetMissing(rows, "ROW_COUNT")
+		return knownChanged(resultSetMissing(rows, "ROW_COUNT"), known)
 	}
 	if err := rows.Scan(&updated); err != nil {
 		return err
 	}
 	if updated != int64(len(ws)) {
+		if known {
+			return errKnownChanged
+		}
 		return service.ErrConflict
 	}
 	if !rows.NextResultSet() || !rows.Next() {
-		return resultSetMissing(rows, "LAST_INSERT_ID")
+		return knownChanged(resultSetMissing(rows, "LAST_INSERT_ID"), known)
 	}
 	var id, step int64
 	if err := rows.Scan(&id, &step); err != nil {
@@ -409,9 +485,49 @@ func (s *Stock) writeMembers(ctx context.Context, tx *connTx, ws []*member) erro
 			id += step
 		}
 	}
+	if known {
+		var inserted int64
+		if !rows.NextResultSet() || !rows.Next() {
+			return knownChanged(resultSetMissing(rows, "holdings' ROW_COUNT"), known)
+		}
+		if err := rows.Scan(&inserted); err != nil {
+			return err
+		}
+		if inserted != int64(holders) {
+			return errKnownChanged
+		}
+	}
 	for rows.NextResultSet() { // drain, surfacing a failed upsert
 	}
-	return rows.Err()
+	return knownChanged(rows.Err(), known)
+}
+
+// knownChanged is errKnownChanged for the server's refusal of a write
+// decided on known rows because one of them changed: an idempotency key
+// already used (a duplicate entry), a holding over the limit (a CHECK
+// constraint). Any other error stands.
+func knownChanged(err error, known bool) error {
+	var myErr *mysql.MySQLError
+	if known && errors.As(err, &myErr) {
+		switch myErr.Number {
+		case erDupEntry, erConstraintFailed, erCheckConstraintViolated:
+			return fmt.Errorf("%w: %w", errKnownChanged, err)
+		}
+	}
+	return err
+}
+
+// The server's error numbers that knownChanged reads as a changed row.
+const (
+	erDupEntry                = 1062 // ER_DUP_ENTRY
+	erCheckConstraintViolated = 3819 // MySQL's ER_CHECK_CONSTRAINT_VIOLATED
+	erConstraintFailed        = 4025 // MariaDB's ER_CONSTRAINT_FAILED
+)
+
+// beginWith starts a transaction whose statements wait at most wait for
+// a row lock: the first statements of a round's first round trip.
+func beginWith(wait lockWait) string {
+	return "START TRANSACTION; SET SESSION innodb_lock_wait_timeout = " + wait.String() + "; "
 }
 
 func resultSetMissing(rows *sql.Rows, what string) error {

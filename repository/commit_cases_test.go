@@ -56,6 +56,7 @@ type buy struct {
 
 type commitStep struct {
 	fence    int64
+	restock  int64 // set the stock to this before the step (0: don't)
 	buys     []buy
 	batchErr error // the whole batch's error; then buys' wants are not checked
 }
@@ -105,7 +106,15 @@ func TestCommitBatch_Cases(t *testing.T) {
 			{fence: 99, buys: []buy{{"b", 1, "", nil}}, batchErr: service.ErrStaleFence},
 			{fence: 100, buys: []buy{{"c", 1, "", nil}}},
 		}},
+		{name: "a restock between batches", stock: 3, limit: 5, sold: 4, steps: []commitStep{
+			{buys: []buy{{"a", 2, "", nil}}},
+			{restock: 2, buys: []buy{{"b", 1, "", nil}, {"c", 1, "", nil}, {"d", 1, "", service.ErrSoldOut}}},
+		}},
 	}
+	// Each case also runs as a lock holder's worker runs it: every batch
+	// brings the SKU as the previous one left it (Batch.Known), so that
+	// the store may decide it without reading; the answers must be the
+	// same, whatever changed in between.
 	for _, be := range backends {
 		t.Run(be.name, func(t *testing.T) {
 			t.Parallel()
@@ -113,55 +122,84 @@ func TestCommitBatch_Cases(t *testing.T) {
 			s := repository.New(db)
 			ctx := context.Background()
 			for i, tt := range tests {
-				t.Run(tt.name, func(t *testing.T) {
-					now := time.Now().UTC().Truncate(time.Microsecond)
-					sku := service.SKU{Name: "case", TotalStock: tt.stock, Stock: tt.stock, PerUserLimit: tt.limit, CreatedAt: now, UpdatedAt: now}
-					switch tt.window {
-					case notYet:
-						at := now.Add(time.Hour)
-						sku.StartsAt = &at
-					case closed:
-						at := now.Add(-time.Hour)
-						sku.EndsAt = &at
+				for _, chained := range []bool{false, true} {
+					name := tt.name
+					if chained {
+						name += ", each batch bringing the known row"
+						i += len(tests) // its own idempotency keys
 					}
-					sku, err := s.CreateSKU(ctx, sku)
-					if err != nil {
-						t.Fatal(err)
-					}
-					ids := map[string]int64{} // idempotency key → order id
-					for j, st := range tt.steps {
-						b := service.Batch{SKUID: sku.ID, Fence: st.fence, Now: time.Now().UTC().Truncate(time.Microsecond)}
-						for _, by := range st.buys {
-							key := by.key
-							if key != "" {
-								key = fmt.Sprintf("case%d-%s", i, key)
-							}
-							b.Requests = append(b.Requests, service.OrderRequest{SKUID: sku.ID, UserID: by.user, Quantity: by.qty, IdempotencyKey: key})
+					t.Run(name, func(t *testing.T) {
+						now := time.Now().UTC().Truncate(time.Microsecond)
+						sku := service.SKU{Name: "case", TotalStock: tt.stock, Stock: tt.stock, PerUserLimit: tt.limit, CreatedAt: now, UpdatedAt: now}
+						switch tt.window {
+						case notYet:
+							at := now.Add(time.Hour)
+							sku.StartsAt = &at
+						case closed:
+							at := now.Add(-time.Hour)
+							sku.EndsAt = &at
 						}
-						res, err := s.CommitBatch(ctx, b)
-						if st.batchErr != nil || err != nil {
-							if !errors.Is(err, st.batchErr) || st.batchErr == nil {
-								t.Fatalf("step %d: CommitBatch = %v; want %v", j, err, st.batchErr)
-							}
-							continue
+						sku, err := s.CreateSKU(ctx, sku)
+						if err != nil {
+							t.Fatal(err)
 						}
-						for k, by := range st.buys {
-							out := res.Outcomes[k]
-							switch {
-							case by.want == nil && (out.Err != nil || !out.Placed.Created || out.Placed.Order.ID == 0):
-								t.Errorf("step %d request %d = %+v; want a new order", j, k, out)
-							case by.want == errReplayed && (out.Err != nil || out.Placed.Created || out.Placed.Order.ID != ids[by.key]):
-								t.Errorf("step %d request %d = %+v; want the order %d replayed", j, k, out, ids[by.key])
-							case by.want != nil && by.want != errReplayed && !errors.Is(out.Err, by.want):
-								t.Errorf("step %d request %d = %v; want %v", j, k, out.Err, by.want)
+						ids := map[string]int64{} // idempotency key → order id
+						var known *service.SKU
+						total := tt.stock // stock + sold, restocks included
+						for j, st := range tt.steps {
+							if st.restock > 0 {
+								restocked, err := s.SetStock(ctx, sku.ID, st.restock)
+								if err != nil {
+									t.Fatal(err)
+								}
+								total = restocked.TotalStock
 							}
-							if by.want == nil && by.key != "" {
-								ids[by.key] = out.Placed.Order.ID
+							b := service.Batch{SKUID: sku.ID, Fence: st.fence, Now: time.Now().UTC().Truncate(time.Microsecond)}
+							if chained {
+								b.Known = known
+							}
+							for _, by := range st.buys {
+								key := by.key
+								if key != "" {
+									key = fmt.Sprintf("case%d-%s", i, key)
+								}
+								b.Requests = append(b.Requests, service.OrderRequest{SKUID: sku.ID, UserID: by.user, Quantity: by.qty, IdempotencyKey: key})
+							}
+							res, err := s.CommitBatch(ctx, b)
+							if err == nil {
+								known = &res.SKU
+							}
+							if st.batchErr != nil || err != nil {
+								if !errors.Is(err, st.batchErr) || st.batchErr == nil {
+									t.Fatalf("step %d: CommitBatch = %v; want %v", j, err, st.batchErr)
+								}
+								continue
+							}
+							for k, by := range st.buys {
+								out := res.Outcomes[k]
+								switch {
+								case by.want == nil && (out.Err != nil || !out.Placed.Created || out.Placed.Order.ID == 0):
+									t.Errorf("step %d request %d = %+v; want a new order", j, k, out)
+								case by.want == errReplayed && (out.Err != nil || out.Placed.Created || out.Placed.Order.ID != ids[by.key]):
+									t.Errorf("step %d request %d = %+v; want the order %d replayed", j, k, out, ids[by.key])
+								case by.want != nil && by.want != errReplayed && !errors.Is(out.Err, by.want):
+									t.Errorf("step %d request %d = %v; want %v", j, k, out.Err, by.want)
+								}
+								if by.want == nil && by.key != "" {
+									ids[by.key] = out.Placed.Order.ID
+								}
 							}
 						}
-					}
-					assertBooks(t, db, sku.ID, tt.stock, tt.sold, tt.limit)
-				})
+						assertBooks(t, db, sku.ID, total, tt.sold, tt.limit)
+						got, err := s.SKU(ctx, sku.ID)
+						if err != nil {
+							t.Fatal(err)
+						}
+						if known != nil && (known.Stock != got.Stock || known.Sold != got.Sold || known.Version != got.Version || known.Fence != got.Fence) {
+							t.Errorf("the last batch left %+v; the database holds %+v", *known, got)
+						}
+					})
+				}
 			}
 		})
 	}

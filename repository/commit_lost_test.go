@@ -161,17 +161,22 @@ func TestCommitBatch_LostCommitIsAnsweredTruthfully(t *testing.T) {
 	tests := []struct {
 		name    string
 		shared  bool
+		known   bool // the batch brings the SKU's row: no reads before the writes
 		cut     int32
 		landed  bool  // whether the orders are in the database afterwards
 		wantErr error // nil: the orders are answered
 	}{
-		{"reply lost, committed", false, loseReply, true, nil},
-		{"COMMIT never sent", false, dropCommit, false, service.ErrUnavailable},
-		{"reply lost, database gone", false, loseReplyAndAll, true, service.ErrOutcomeUnknown},
-		{"shared round, reply lost, committed", true, loseReply, true, nil},
+		{"reply lost, committed", false, false, loseReply, true, nil},
+		{"COMMIT never sent", false, false, dropCommit, false, service.ErrUnavailable},
+		{"reply lost, database gone", false, false, loseReplyAndAll, true, service.ErrOutcomeUnknown},
+		{"shared round, reply lost, committed", true, false, loseReply, true, nil},
 		// The round did not land, so its batches are committed alone.
-		{"shared round, COMMIT never sent", true, dropCommit, true, nil},
-		{"shared round, reply lost, database gone", true, loseReplyAndAll, true, service.ErrOutcomeUnknown},
+		{"shared round, COMMIT never sent", true, false, dropCommit, true, nil},
+		{"shared round, reply lost, database gone", true, false, loseReplyAndAll, true, service.ErrOutcomeUnknown},
+		{"known row, reply lost, committed", false, true, loseReply, true, nil},
+		{"known row, COMMIT never sent", false, true, dropCommit, false, service.ErrUnavailable},
+		{"known row, reply lost, database gone", false, true, loseReplyAndAll, true, service.ErrOutcomeUnknown},
+		{"shared round of known rows, reply lost, committed", true, true, loseReply, true, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -195,6 +200,9 @@ func TestCommitBatch_LostCommitIsAnsweredTruthfully(t *testing.T) {
 			b := batch(sku.ID, 0, "a", "b")
 			b.Requests[0].IdempotencyKey = "k-" + tt.name
 			b.Shared = tt.shared
+			if tt.known {
+				b.Known = &sku
+			}
 
 			p.next.Store(tt.cut)
 			res, err := s.CommitBatch(ctx, b)

@@ -64,6 +64,31 @@ func (r skuRow) domain() service.SKU {
 	}
 }
 
+// after is the SKU as b's writes leave r when they sell units (r itself
+// when they sell none): what decrement's UPDATE, or writeMembers', sets.
+func (r skuRow) after(b service.Batch, units int64) service.SKU {
+	sku := r.domain()
+	if units == 0 {
+		return sku
+	}
+	sku.Stock -= units
+	sku.Sold += units
+	sku.Version++
+	sku.UpdatedAt = b.Now
+	if b.Fence > 0 {
+		sku.Fence = b.Fence
+	}
+	return sku
+}
+
+func rowOf(sku service.SKU) skuRow {
+	return skuRow{
+		ID: sku.ID, Name: sku.Name, TotalStock: sku.TotalStock, Stock: sku.Stock, Sold: sku.Sold,
+		Version: sku.Version, Fence: sku.Fence, PerUserLimit: sku.PerUserLimit,
+		StartsAt: sku.StartsAt, EndsAt: sku.EndsAt, CreatedAt: sku.CreatedAt, UpdatedAt: sku.UpdatedAt,
+	}
+}
+
 type orderRow struct {
 	ID             int64 `gorm:"primaryKey"`
 	SKUID          int64 `gorm:"column:sku_id"`
@@ -139,7 +164,7 @@ func (s *Stock) CommitBatch(ctx context.Context, b service.Batch) (service.Batch
 		}
 		a := service.Allocate(sku.domain(), b.Requests, existing, bought, b.Now)
 		a.Hold(b.PaymentTimeout)
-		res.Stock, res.Version = sku.Stock, sku.Version
+		res.SKU = sku.after(b, a.Units)
 		if a.Units > 0 {
 			if err := s.decrement(tx, b, sku, a.Units); err != nil {
 				return err
@@ -150,8 +175,6 @@ func (s *Stock) CommitBatch(ctx context.Context, b service.Batch) (service.Batch
 			if err := s.addHoldings(tx, sku, &a, bought); err != nil {
 				return err
 			}
-			res.Stock -= a.Units
-			res.Version++
 		}
 		a.Resolve()
 		res.Outcomes = a.Outcomes

@@ -55,8 +55,8 @@ func TestCommitBatch_OneTransactionPerBatch(t *testing.T) {
 			t.Errorf("request %d: order has no id", i)
 		}
 	}
-	if res.Stock != 0 {
-		t.Errorf("Stock = %d; want 0", res.Stock)
+	if res.SKU.Stock != 0 {
+		t.Errorf("Stock = %d; want 0", res.SKU.Stock)
 	}
 	got, _ := s.SKU(context.Background(), sku.ID)
 	if got.Sold != 3 || got.Stock != 0 || got.Version != sku.Version+1 {
@@ -321,4 +321,48 @@ func testSharedBatchesOfManySKUs(t *testing.T, db *gorm.DB, s *repository.Stock)
 			t.Errorf("sku %d: sold %d, %d orders; want %d", id, sold, orders, want)
 		}
 	}
+}
+
+// A batch that brings the SKU as the previous batch left it (a lock
+// holder's next batch) is decided on that row, without reading it; when
+// the row changed meanwhile, the batch reads it and is decided again.
+func TestCommitBatch_KnownRowSparesTheReadsUntilTheRowChanges(t *testing.T) {
+	t.Parallel()
+	db, s, sku := setup(t, 10, 1)
+	ctx := context.Background()
+	first, err := s.CommitBatch(ctx, batch(sku.ID, 0, "a", "b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The name is the one thing a write does not check: a batch decided
+	// on the known row answers with this name, one decided on what it
+	// read with the database's.
+	known := first.SKU
+	known.Name = "as the worker knows it"
+	b := batch(sku.ID, 0, "c")
+	b.Known = &known
+	second, err := s.CommitBatch(ctx, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second.SKU.Name != known.Name || second.SKU.Stock != 7 || second.SKU.Version != first.SKU.Version+1 {
+		t.Errorf("after a batch on the known row: %+v; want it decided on the known row (name %q), stock 7, version %d", second.SKU, known.Name, first.SKU.Version+1)
+	}
+
+	if _, err := s.SetStock(ctx, sku.ID, 20); err != nil { // elsewhere: an admin's restock
+		t.Fatal(err)
+	}
+	b = batch(sku.ID, 0, "d", "a")
+	b.Known = &second.SKU
+	third, err := s.CommitBatch(ctx, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if third.SKU.Name != sku.Name || third.SKU.Stock != 19 || third.SKU.TotalStock != 23 {
+		t.Errorf("after a restock elsewhere: %+v; want the row read again (name %q), stock 19 of 23", third.SKU, sku.Name)
+	}
+	if out := third.Outcomes; out[0].Err != nil || !errors.Is(out[1].Err, service.ErrLimitExceeded) {
+		t.Errorf("outcomes %+v; want d's order and a's limit exceeded", out)
+	}
+	assertBooks(t, db, sku.ID, 23, 4, 1)
 }

@@ -53,22 +53,37 @@ func (l loggedLease) Release(ctx context.Context) error {
 }
 
 // staleStore refuses the first n batches as the database does when the
-// row's fence moved past the batch's, recording the fences it saw.
+// row's fence moved past the batch's, recording the fences it saw, the
+// known rows the batches brought and the rows their commits left.
 type staleStore struct {
 	service.Store
 	n      atomic.Int64
 	mu     sync.Mutex
 	fences []int64
+	known  []*service.SKU
+	left   []*service.SKU // nil for a batch that failed
 }
 
 func (s *staleStore) CommitBatch(ctx context.Context, b service.Batch) (service.BatchResult, error) {
 	s.mu.Lock()
 	s.fences = append(s.fences, b.Fence)
+	s.known = append(s.known, b.Known)
 	s.mu.Unlock()
-	if s.n.Add(-1) >= 0 {
-		return service.BatchResult{}, fmt.Errorf("fence %d refused: %w", b.Fence, service.ErrStaleFence)
+	var (
+		res service.BatchResult
+		err = fmt.Errorf("fence %d refused: %w", b.Fence, service.ErrStaleFence)
+	)
+	if s.n.Add(-1) < 0 {
+		res, err = s.Store.CommitBatch(ctx, b)
 	}
-	return s.Store.CommitBatch(ctx, b)
+	var left *service.SKU
+	if err == nil {
+		left = &res.SKU
+	}
+	s.mu.Lock()
+	s.left = append(s.left, left)
+	s.mu.Unlock()
+	return res, err
 }
 
 func TestPlace_StaleFenceDropsTheLeaseAndObtainsAnother(t *testing.T) {
@@ -260,6 +275,19 @@ func TestPlace_BusyWorkerHoldsItsLeaseAcrossBatches(t *testing.T) {
 	fences.mu.Unlock()
 	if len(seen) < 4 || seen[0] == 0 || seen[1] != seen[0] || seen[2] != seen[0] || seen[3] != seen[0] {
 		t.Errorf("fences of the first batches %v; want four batches under one lease (lock.hold_max)", seen)
+	}
+	// The first batch of a lease reads the SKU; each next one under the
+	// same lease brings the row as the batch before it left it.
+	fences.mu.Lock()
+	known, left := fences.known[:4], fences.left[:4]
+	fences.mu.Unlock()
+	if known[0] != nil {
+		t.Errorf("the lease's first batch brought a known row %+v; want none", *known[0])
+	}
+	for i := 1; i < 4; i++ {
+		if known[i] == nil || left[i-1] == nil || *known[i] != *left[i-1] {
+			t.Errorf("batch %d brought the known row %v; want the row batch %d left, %v", i, known[i], i-1, left[i-1])
+		}
 	}
 	want := 1 + 30 + otherResults["created"]
 	if sold := checkInvariants(t, r.db, sku.ID); sold != int64(want) {

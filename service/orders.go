@@ -323,8 +323,8 @@ func (o *Orders) commit(parent context.Context, skuID int64, batch []*pending, h
 	for i, out := range res.Outcomes {
 		live[i].done <- out
 	}
-	if res.Stock == 0 {
-		o.markSoldOut(skuID, res.Version, begun)
+	if res.SKU.Stock == 0 {
+		o.markSoldOut(skuID, res.SKU.Version, begun)
 	}
 }
 
@@ -388,6 +388,7 @@ const maxStaleFences = 3
 func (o *Orders) commitLocked(ctx context.Context, b Batch, hold *leaseHold) (BatchResult, error) {
 	for stale := 0; ; stale++ {
 		lease := hold.acquire(ctx)
+		b.Known = hold.known
 		res, err := o.commitUnder(ctx, b, lease)
 		if lease != nil && o.adoptForeignFence(ctx, lease, err) {
 			res, err = o.commitUnder(ctx, b, lease)
@@ -396,6 +397,8 @@ func (o *Orders) commitLocked(ctx context.Context, b Batch, hold *leaseHold) (Ba
 			// A lease that failed a batch (lost, stale, expired) never
 			// serves another: the next attempt obtains afresh.
 			hold.release()
+		} else if lease != nil {
+			hold.known = &res.SKU
 		}
 		if !errors.Is(err, ErrStaleFence) {
 			return res, err
@@ -439,6 +442,7 @@ func (o *Orders) commitUnder(ctx context.Context, b Batch, lease Lease) (BatchRe
 			break
 		}
 		retries++
+		b.Known = nil // the row moved: read it
 		if lease == nil {
 			backoff(ctx, retries) // unlocked contenders: spread the retries out
 		}
@@ -601,13 +605,18 @@ func (o *Orders) Shutdown(ctx context.Context) error {
 // across consecutive batches for up to max, sparing two Redis round trips
 // a batch, then lets it go so that other instances get their turn; the
 // fence stays valid across the hold, since the database accepts a fence
-// equal to the last one it saw.
+// equal to the last one it saw. While it holds the lock, no other holder
+// writes the SKU, so the row as its last batch left it (known) is most
+// likely still the row: the next batch brings it (Batch.Known) and spares
+// the transaction its reads. Another writer (a restock, an expiry) costs
+// that batch one round trip.
 type leaseHold struct {
 	o     *Orders
 	sku   int64
 	max   time.Duration
 	lease Lease
 	since time.Time
+	known *SKU // the SKU after this lease's last batch; nil before its first
 }
 
 // acquire returns the held lease, or obtains one (nil: sell unlocked).
@@ -626,12 +635,14 @@ func (h *leaseHold) acquire(ctx context.Context) Lease {
 	if h.lease == nil {
 		h.lease = h.o.obtain(ctx, h.sku)
 		h.since = time.Now()
+		h.known = nil
 	}
 	return h.lease
 }
 
 // release lets the lease go, if one is held.
 func (h *leaseHold) release() {
+	h.known = nil
 	if h.lease == nil {
 		return
 	}

@@ -175,6 +175,14 @@ type Batch struct {
 	// PaymentTimeout is how long the batch's new orders stay pending,
 	// awaiting payment; 0: they are paid at creation (see Allocation.Hold).
 	PaymentTimeout time.Duration
+	// Known is the SKU as the previous batch under the same lock hold left
+	// it, or nil. The Store may decide the batch on it without reading
+	// the SKU, the buyers' holdings or the idempotency keys, provided its
+	// writes check all of it (the version guard; every holding new; every
+	// key unused) and it decides again on what it reads when any check
+	// fails: a change made elsewhere costs one round trip, never a wrong
+	// answer.
+	Known *SKU
 }
 
 // Outcome answers one request of a Batch: a placed order or a domain error.
@@ -186,8 +194,7 @@ type Outcome struct {
 // BatchResult is what a committed Batch did.
 type BatchResult struct {
 	Outcomes []Outcome // one per request, in order
-	Stock    int64     // stock left after the commit
-	Version  int64     // the SKU's version after the commit
+	SKU      SKU       // the SKU as the commit left it
 }
 
 // Store is the source of truth. The implementation must decrement stock
