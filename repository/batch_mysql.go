@@ -140,7 +140,10 @@ func (m *member) decide(existing map[string]service.Order) {
 // on a row nobody checked, would stand unchecked). The writes then check
 // each assumption: the UPDATE's version (and fence) guard that the row is
 // still the one known, the holdings upsert's row count that every holding
-// is new, the unique index that every key is unused.
+// is new, the unique index that every key is unused. That index sees only
+// the keys of new orders: a keyed request refused here (sold out behind
+// another buyer, say) may be the replay of an order placed earlier, which
+// only the reads can find, so such a batch is decided on the reads.
 func decideKnown(ms []*member) bool {
 	for _, m := range ms {
 		if m.b.Known == nil || m.b.Mode != service.ModeVersion || m.b.Known.ID != m.b.SKUID {
@@ -153,11 +156,22 @@ func decideKnown(ms []*member) bool {
 			return false // the reads tell which fence is newer
 		}
 		m.decide(nil)
-		if m.a.Units == 0 {
+		if m.a.Units == 0 || refusesAKey(m) {
 			return false
 		}
 	}
 	return true
+}
+
+// refusesAKey reports whether m's allocation refuses a request that
+// carries an idempotency key.
+func refusesAKey(m *member) bool {
+	for i, out := range m.a.Outcomes {
+		if out.Err != nil && m.b.Requests[i].IdempotencyKey != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // errKnownChanged is a round decided on known rows that its writes found

@@ -91,6 +91,10 @@ func TestCommitBatch_Cases(t *testing.T) {
 			{buys: []buy{{"a", 1, "k1", nil}, {"a", 1, "k1", errReplayed}, {"b", 1, "k2", nil}}},
 			{buys: []buy{{"a", 1, "k1", errReplayed}, {"b", 1, "k2", errReplayed}}},
 		}},
+		{name: "a replay after the stock ran out, behind a new buyer who took the last unit", stock: 2, limit: 5, sold: 2, steps: []commitStep{
+			{buys: []buy{{"a", 1, "k1", nil}}},
+			{buys: []buy{{"b", 1, "", nil}, {"a", 1, "k1", errReplayed}, {"c", 1, "k2", service.ErrSoldOut}}},
+		}},
 		{name: "an idempotency key reused for another request", stock: 10, limit: 5, sold: 1, steps: []commitStep{
 			{buys: []buy{{"a", 1, "k", nil}, {"b", 1, "k", service.ErrIdempotencyConflict}}},
 			{buys: []buy{{"a", 2, "k", service.ErrIdempotencyConflict}}},
