@@ -310,6 +310,7 @@ func (s *Stock) readMembers(ctx context.Context, tx *connTx, ms []*member, wait 
 	for _, m := range ms {
 		m.err = service.ErrSKUNotFound // until its row is read
 		m.bought = map[string]int64{}
+		m.res = service.BatchResult{} // nothing of a decision on the known row stays
 		bySKU[m.b.SKUID] = m
 	}
 	for rows.Next() {
