@@ -119,6 +119,7 @@ func (s *Stock) commitRound(ctx context.Context, ms []*member, wait lockWait, kn
 		if m.err == nil {
 			m.a.Resolve()
 			m.res.Outcomes = m.a.Outcomes
+			m.res.ReadsSkipped = known
 		}
 	}
 	return nil

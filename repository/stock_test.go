@@ -345,6 +345,9 @@ func TestCommitBatch_KnownRowSparesTheReadsUntilTheRowChanges(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if first.ReadsSkipped || !second.ReadsSkipped {
+		t.Errorf("ReadsSkipped = %v, then %v; want false (no known row), then true", first.ReadsSkipped, second.ReadsSkipped)
+	}
 	if second.SKU.Name != known.Name || second.SKU.Stock != 7 || second.SKU.Version != first.SKU.Version+1 {
 		t.Errorf("after a batch on the known row: %+v; want it decided on the known row (name %q), stock 7, version %d", second.SKU, known.Name, first.SKU.Version+1)
 	}
@@ -357,6 +360,9 @@ func TestCommitBatch_KnownRowSparesTheReadsUntilTheRowChanges(t *testing.T) {
 	third, err := s.CommitBatch(ctx, b)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if third.ReadsSkipped {
+		t.Error("ReadsSkipped after a restock elsewhere; want the row read again")
 	}
 	if third.SKU.Name != sku.Name || third.SKU.Stock != 19 || third.SKU.TotalStock != 23 {
 		t.Errorf("after a restock elsewhere: %+v; want the row read again (name %q), stock 19 of 23", third.SKU, sku.Name)

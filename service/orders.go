@@ -43,6 +43,11 @@ type Observer interface {
 	// MarkUnpublished counts restocks whose shared mark could not be
 	// written after retries.
 	MarkUnpublished()
+	// KnownRow counts a committed batch that brought the row its lease's
+	// previous batch left (Batch.Known): decided on it without reading
+	// (used), or read again because something had changed (a restock,
+	// another writer, a repeat buyer, a replay).
+	KnownRow(used bool)
 }
 
 type nopObserver struct{}
@@ -54,6 +59,7 @@ func (nopObserver) Batch(int, time.Duration, int, error) {}
 func (nopObserver) Degraded(bool)                        {}
 func (nopObserver) SoldOutFastPath()                     {}
 func (nopObserver) MarkUnpublished()                     {}
+func (nopObserver) KnownRow(bool)                        {}
 
 // redisProbeInterval is how long the order path sells without the lock
 // after Redis was found unreachable before it tries the lock again.
@@ -448,6 +454,9 @@ func (o *Orders) commitUnder(ctx context.Context, b Batch, lease Lease) (BatchRe
 		}
 	}
 	o.obs.Batch(len(b.Requests), time.Since(start), retries, err)
+	if err == nil && b.Known != nil {
+		o.obs.KnownRow(res.ReadsSkipped)
+	}
 	return res, err
 }
 

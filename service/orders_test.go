@@ -110,6 +110,7 @@ func (o *observer) Batch(int, time.Duration, int, error) {}
 func (o *observer) Degraded(bool)                        {}
 func (o *observer) SoldOutFastPath()                     {}
 func (o *observer) MarkUnpublished()                     { o.unpublished.Add(1) }
+func (o *observer) KnownRow(bool)                        {}
 
 // waitDepth waits until the queue of the test's SKU reported depth >= n.
 func (o *observer) waitDepth(t *testing.T, n int) {

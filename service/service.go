@@ -195,6 +195,9 @@ type Outcome struct {
 type BatchResult struct {
 	Outcomes []Outcome // one per request, in order
 	SKU      SKU       // the SKU as the commit left it
+	// ReadsSkipped says the batch was decided on Batch.Known, without
+	// reading: its writes found the row, holdings and keys as known.
+	ReadsSkipped bool
 }
 
 // Store is the source of truth. The implementation must decrement stock

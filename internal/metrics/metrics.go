@@ -36,6 +36,7 @@ type Metrics struct {
 	degraded        prometheus.Gauge
 	soldOutFastPath prometheus.Counter
 	markUnpublished prometheus.Counter
+	knownRows       *prometheus.CounterVec
 	httpRequests    *prometheus.CounterVec
 	httpSeconds     *prometheus.HistogramVec
 }
@@ -92,6 +93,9 @@ func New() *Metrics {
 		markUnpublished: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "seckill_soldout_mark_unpublished_total", Help: "Restocks whose shared sold-out mark could not be written after retries (other instances see them from the database within sold_out.recheck).",
 		}),
+		knownRows: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "seckill_tx_known_row_total", Help: "Committed batches that brought the row their lock hold's previous batch left, by outcome (used: decided on it without reading; read: read again, the row, a holding or a key having changed).",
+		}, []string{"outcome"}),
 		httpRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "seckill_http_requests_total", Help: "HTTP requests by route and status code.",
 		}, []string{"route", "code"}),
@@ -104,8 +108,10 @@ func New() *Metrics {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.orders, m.lockAcquire, m.lockAttempts, m.lockWaiters, m.lockRenewals, m.lockLost,
 		m.queueDepth, m.queueRejections, m.batchSize, m.txSeconds, m.txRetries,
-		m.degraded, m.soldOutFastPath, m.markUnpublished, m.httpRequests, m.httpSeconds,
+		m.degraded, m.soldOutFastPath, m.markUnpublished, m.knownRows, m.httpRequests, m.httpSeconds,
 	)
+	m.knownRows.WithLabelValues("used")
+	m.knownRows.WithLabelValues("read")
 	for _, r := range service.OrderResults { // every series a dashboard needs exists at 0
 		m.orders.WithLabelValues(r)
 	}
@@ -179,6 +185,15 @@ func (m *Metrics) SoldOutFastPath() { m.soldOutFastPath.Inc() }
 
 // MarkUnpublished implements service.Observer.
 func (m *Metrics) MarkUnpublished() { m.markUnpublished.Inc() }
+
+// KnownRow implements service.Observer.
+func (m *Metrics) KnownRow(used bool) {
+	outcome := "read"
+	if used {
+		outcome = "used"
+	}
+	m.knownRows.WithLabelValues(outcome).Inc()
+}
 
 // Lock returns the lock.Observer that feeds the seckill_lock_* series.
 func (m *Metrics) Lock() lock.Observer { return lockObserver{m} }
