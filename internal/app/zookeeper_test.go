@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"testing"
 	"time"
 
@@ -33,35 +32,6 @@ func zkInstance(t *testing.T, dsn string, zkAddrs []string, root string) string 
 		t.Fatal(err)
 	}
 	return "http://" + serveConfig(t, cfg)
-}
-
-// TestThreeInstancesOnZooKeeperSellExactlyTheStockWhenTheLeaderDies: a
-// 3-node ensemble loses its leader mid-sale; sessions move to the
-// survivors, which elect a new leader, and exactly the stock is sold.
-func TestThreeInstancesOnZooKeeperSellExactlyTheStockWhenTheLeaderDies(t *testing.T) {
-	ens := testenv.StartZooKeeperEnsemble(t, 3)
-	dsn := testenv.Database(t)
-	root := "/" + testenv.Name("seckill")
-	urls := []string{
-		zkInstance(t, dsn, ens.Addrs(), root),
-		zkInstance(t, dsn, ens.Addrs(), root),
-		zkInstance(t, dsn, ens.Addrs(), root),
-	}
-	skuID := createSKU(t, urls[0])
-	killed := 0
-	statuses := sale(t, urls, skuID, func() {
-		if l := ens.Leader(); l != nil {
-			l.Stop()
-			killed = l.ID
-		}
-	})
-	if killed == 0 {
-		t.Error("no leader to kill mid-sale")
-	}
-	checkStatuses(t, statuses, http.StatusCreated, http.StatusConflict, http.StatusServiceUnavailable)
-	verify(t, urls[1], skuID)
-	ens.WaitLeader(time.Minute) // the survivors elected another
-	t.Logf("leader %d killed mid-sale; statuses %v", killed, statuses)
 }
 
 // TestZooKeeper_StaleHolderRefusedByZxidFence is the articles' scenario: a
