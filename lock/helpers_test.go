@@ -153,12 +153,22 @@ func (s *redisServer) restart() {
 	s.start()
 }
 
-// cmdCounter is a go-redis hook counting round trips (a pipeline is one) and
-// the largest number of lock scripts in flight at once.
+// cmdCounter is a go-redis hook counting round trips (a pipeline is one),
+// those made for a context marked by counted, and the largest number of
+// lock scripts in flight at once.
 type cmdCounter struct {
 	n        atomic.Int64
+	marked   atomic.Int64
 	inFlight atomic.Int64
 	maxEval  atomic.Int64
+}
+
+type countedKey struct{}
+
+// counted marks ctx: the round trips made for it are also counted apart
+// (cmdCounter.marked), whatever other goroutines send meanwhile.
+func counted(ctx context.Context) context.Context {
+	return context.WithValue(ctx, countedKey{}, true)
 }
 
 func countCommands(rdb *redis.Client) *cmdCounter {
@@ -172,6 +182,9 @@ func (c *cmdCounter) DialHook(next redis.DialHook) redis.DialHook { return next 
 func (c *cmdCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		c.n.Add(1)
+		if ctx.Value(countedKey{}) != nil {
+			c.marked.Add(1)
+		}
 		if name := cmd.Name(); name == "evalsha" || name == "eval" {
 			n := c.inFlight.Add(1)
 			defer c.inFlight.Add(-1)
