@@ -128,6 +128,10 @@ type backend interface {
 	// release deletes the lease if it is still ours, else ErrNotHeld;
 	// wanted reports that another client was refused the key meanwhile.
 	release(ctx context.Context, key, token string) (wanted bool, err error)
+	// keep extends the lease to ttl if it is still ours (else ErrNotHeld)
+	// and no other client was refused it lately; when one was (wanted),
+	// it deletes the lease instead. A backend that cannot tell releases.
+	keep(ctx context.Context, key, token string, ttl time.Duration) (kept, wanted bool, err error)
 	// refresh extends the lease to ttl if it is still ours, else ErrNotHeld.
 	refresh(ctx context.Context, key, token string, ttl time.Duration) error
 }
@@ -380,6 +384,42 @@ func (l *Lock) Release(ctx context.Context) error {
 		return fmt.Errorf("lock: release: %w", ctx.Err())
 	}
 	return err
+}
+
+// Keep extends the lease to the Client's TTL from now, keeping its fence,
+// unless someone else wants the key: another Client was refused it within
+// twice the back-off cap (Wanted), or a goroutine of this Client waits
+// for it. It reports whether the lease is still held. If not, the Lock is
+// released as Release does (and yields to the waiter), also in Redlock
+// mode, which cannot tell whether the key is wanted; the error says why a
+// lease that was not kept could not be released. One round trip: a holder
+// that would release and obtain again (two, and a new fence) when nobody
+// waits keeps its lease instead.
+func (l *Lock) Keep(ctx context.Context) (bool, error) {
+	if l.released.Load() {
+		return false, ErrNotHeld
+	}
+	if l.c.waitedFor(l.key) {
+		return false, l.Release(ctx)
+	}
+	actx, cancel := context.WithTimeout(ctx, l.c.opts.attemptTO)
+	kept, wanted, err := l.c.be.keep(actx, l.rkey, l.token, l.c.opts.ttl)
+	cancel()
+	switch {
+	case kept:
+		return true, nil
+	case err != nil && !errors.Is(err, ErrNotHeld):
+		return false, l.Release(ctx) // unreachable: try once more, as a release
+	case !l.released.CompareAndSwap(false, true):
+		return false, ErrNotHeld
+	}
+	defer l.c.leave(l.key)
+	l.stop()
+	if wanted {
+		l.wanted.Store(true)
+		l.c.yield(l.key)
+	}
+	return false, err
 }
 
 // Refresh extends the lease to ttl from now if it is still ours. It returns

@@ -505,3 +505,95 @@ func TestRefresh_ExtendsAndDetectsLoss(t *testing.T) {
 		t.Errorf("observed refreshes = %v; want [nil ErrNotHeld]", rec.refresh)
 	}
 }
+
+// TestKeep_ExtendsUnlessWanted: a holder keeps its lease, and its fence,
+// while nobody else asks for the key; once another Client was refused it,
+// or a goroutine of its own Client waits for it, Keep lets it go to them.
+func TestKeep_ExtendsUnlessWanted(t *testing.T) {
+	rdb, prefix := sharedRedis(t)
+	ctx := context.Background()
+	ttl := 10 * time.Second
+	rec := newRecorder()
+	holder := lock.New(rdb, lock.WithPrefix(prefix), lock.WithTTL(ttl), lock.WithObserver(rec))
+	other := lock.New(newShared(t), lock.WithPrefix(prefix), lock.WithTTL(ttl), lock.WithRetry(time.Millisecond, 20*time.Millisecond, 1))
+
+	l, err := holder.Obtain(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.PExpire(ctx, prefix+"k", time.Second).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if kept, err := l.Keep(ctx); !kept || err != nil {
+		t.Fatalf("Keep with nobody waiting = %v, %v; want true, nil", kept, err)
+	}
+	if pttl := rdb.PTTL(ctx, prefix+"k").Val(); pttl <= time.Second {
+		t.Errorf("PTTL after Keep = %v; want it extended to the TTL (%v)", pttl, ttl)
+	}
+	if got := rdb.Get(ctx, prefix+"k").Val(); got != l.Token() {
+		t.Errorf("the key holds %q after Keep; want the holder's token", got)
+	}
+
+	// Another Client is refused: the key is wanted, and Keep lets it go.
+	if _, err := other.Obtain(ctx, "k"); !errors.Is(err, lock.ErrNotObtained) {
+		t.Fatalf("Obtain while held = %v; want ErrNotObtained", err)
+	}
+	if kept, err := l.Keep(ctx); kept || err != nil {
+		t.Fatalf("Keep while wanted = %v, %v; want false, nil", kept, err)
+	}
+	if !l.Wanted() {
+		t.Error("Wanted() = false after Keep let the lease go to a waiter; want true")
+	}
+	if n := rdb.Exists(ctx, prefix+"k", prefix+"k:wanted").Val(); n != 0 {
+		t.Errorf("%d of the lease and its wanted mark left; want both deleted", n)
+	}
+	next, err := other.Obtain(ctx, "k")
+	if err != nil {
+		t.Fatalf("the waiter's Obtain after Keep let go = %v; want the lease", err)
+	}
+	if next.Fence() <= l.Fence() {
+		t.Errorf("the waiter's fence %d; want greater than the let-go lease's %d", next.Fence(), l.Fence())
+	}
+	if kept, err := l.Keep(ctx); kept || !errors.Is(err, lock.ErrNotHeld) {
+		t.Errorf("Keep after letting go = %v, %v; want false, ErrNotHeld", kept, err)
+	}
+	if err := next.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	// A goroutine of the holder's own Client waits: Keep hands it the key.
+	l, err = holder.Obtain(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		l2, err := holder.Obtain(ctx, "k")
+		if err == nil {
+			err = l2.Release(ctx)
+		}
+		done <- err
+	}()
+	rec.waitDepth(t, "k", 1)
+	if kept, err := l.Keep(ctx); kept || err != nil {
+		t.Fatalf("Keep with a local waiter = %v, %v; want false, nil", kept, err)
+	}
+	if err := <-done; err != nil {
+		t.Errorf("the local waiter's Obtain and Release = %v; want nil", err)
+	}
+
+	// A lease that expired is not kept.
+	l, err = holder.Obtain(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb.Del(ctx, prefix+"k")
+	if kept, err := l.Keep(ctx); kept || !errors.Is(err, lock.ErrNotHeld) {
+		t.Errorf("Keep of an expired lease = %v, %v; want false, ErrNotHeld", kept, err)
+	}
+	if l, err := holder.Obtain(ctx, "k"); err != nil {
+		t.Errorf("Obtain after an expired lease was not kept = %v; want the lease (the local slot freed)", err)
+	} else if err := l.Release(ctx); err != nil {
+		t.Error(err)
+	}
+}

@@ -77,3 +77,11 @@ func (c *Client) leave(key string) {
 	c.mu.Unlock()
 	close(next)
 }
+
+// waitedFor reports whether a goroutine of this Client waits for key.
+func (c *Client) waitedFor(key string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.slots[key]
+	return s != nil && len(s.waiters) > 0
+}

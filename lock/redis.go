@@ -19,6 +19,10 @@ var (
 	releaseLua    string
 	releaseScript = redis.NewScript(releaseLua)
 
+	//go:embed keep.lua
+	keepLua    string
+	keepScript = redis.NewScript(keepLua)
+
 	//go:embed refresh.lua
 	refreshLua    string
 	refreshScript = redis.NewScript(refreshLua)
@@ -135,6 +139,17 @@ func (s *single) release(ctx context.Context, key, token string) (wanted bool, e
 		return false, ErrNotHeld
 	}
 	return n == 2, nil
+}
+
+func (s *single) keep(ctx context.Context, key, token string, ttl time.Duration) (kept, wanted bool, err error) {
+	n, err := keepScript.Run(ctx, s.rdb, []string{key, key + wantedSuffix}, token, ttl.Milliseconds()).Int64()
+	if err != nil {
+		return false, false, redisErr("keep", err)
+	}
+	if n == 0 {
+		return false, false, ErrNotHeld
+	}
+	return n == 1, n == 2, nil
 }
 
 func (s *single) refresh(ctx context.Context, key, token string, ttl time.Duration) error {

@@ -76,6 +76,12 @@ func (r *redlock) release(ctx context.Context, key, token string) (wanted bool, 
 	}
 }
 
+// keep releases: redsync does not say whether the key is wanted.
+func (r *redlock) keep(ctx context.Context, key, token string, _ time.Duration) (kept, wanted bool, err error) {
+	_, err = r.release(ctx, key, token)
+	return false, false, err
+}
+
 func (r *redlock) refresh(ctx context.Context, key, token string, ttl time.Duration) error {
 	ok, err := r.mutex(key, token, ttl).ExtendContext(ctx)
 	switch {

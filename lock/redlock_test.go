@@ -84,6 +84,18 @@ func TestRedlock_FiveNodes(t *testing.T) {
 		t.Errorf("nodes free after Release = %d; want 5", got)
 	}
 
+	// Redlock cannot tell whether the key is wanted: Keep lets it go.
+	l, err = c.Obtain(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if kept, err := l.Keep(ctx); kept || err != nil {
+		t.Errorf("Keep in Redlock mode = %v, %v; want false, nil (released)", kept, err)
+	}
+	if got := count(holders(t, rdbs, "lock:k"), ""); got != 5 {
+		t.Errorf("nodes free after Keep = %d; want 5", got)
+	}
+
 	srvs[3].stop()
 	srvs[4].stop()
 	l, err = c.Obtain(ctx, "k")
