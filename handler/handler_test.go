@@ -95,8 +95,10 @@ func newStack(t *testing.T, opts ...func(*stackOptions)) *stack {
 	cfg := config.Default()
 	cfg.Lock.Prefix = prefix
 	cfg.Order.QueueMax = o.queueMax
+	lc := lock.New(rdb, app.OrderLockOptions(cfg)...)
+	t.Cleanup(func() { lc.Close() })
 	orders := service.NewOrders(store,
-		app.NewLocker(lock.New(rdb, app.LockOptions(cfg)...)),
+		app.NewLocker(lc),
 		app.NewSoldOutMarks(rdb, prefix+"soldout:", cfg.SoldOut.SharedTTL),
 		app.OrdersConfig(cfg), log, nil)
 	s.orders = orders

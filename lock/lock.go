@@ -132,8 +132,12 @@ type backend interface {
 	// and no other client was refused it lately; when one was (wanted),
 	// it deletes the lease instead. A backend that cannot tell releases.
 	keep(ctx context.Context, key, token string, ttl time.Duration) (kept, wanted bool, err error)
-	// refresh extends the lease to ttl if it is still ours, else ErrNotHeld.
-	refresh(ctx context.Context, key, token string, ttl time.Duration) error
+	// refresh extends the lease to ttl if it is still ours, else
+	// ErrNotHeld; wanted reports that another client was refused it lately.
+	refresh(ctx context.Context, key, token string, ttl time.Duration) (wanted bool, err error)
+	// listen calls wanted with each key a refused obtain names, until stop
+	// is called; nil when the backend cannot tell.
+	listen(wanted func(key string)) (stop func() error)
 }
 
 // Client obtains locks. It is safe for concurrent use; create one per Redis
@@ -145,6 +149,10 @@ type Client struct {
 	mu     sync.Mutex
 	slots  map[string]*slot
 	yields map[string]time.Time // key → until when its next Obtain waits (yield.go)
+	held   map[string]*Lock     // Redis key → its Lock, while held (with notices)
+
+	listening  sync.Once
+	stopListen func() error // nil until the first Obtain, or without notices
 }
 
 // New returns a Client that keeps its leases in one Redis (standalone,
@@ -152,12 +160,53 @@ type Client struct {
 // own rdb: closing it is the caller's job.
 func New(rdb redis.UniversalClient, opts ...Option) *Client {
 	o := newOptions(opts)
-	return newClient(&single{rdb: rdb, fenceTTL: o.fenceTTL, wantedTTL: wantedTTL(o),
-		minReplicas: o.minReplicas, replicaTO: o.replicaTO}, o)
+	s := &single{rdb: rdb, fenceTTL: o.fenceTTL, wantedTTL: wantedTTL(o),
+		minReplicas: o.minReplicas, replicaTO: o.replicaTO, listenTO: o.attemptTO}
+	if o.notices {
+		s.notices = o.prefix + noticeChannel
+	}
+	return newClient(s, o)
 }
 
 func newClient(be backend, o options) *Client {
-	return &Client{be: be, opts: o, slots: make(map[string]*slot), yields: make(map[string]time.Time)}
+	return &Client{be: be, opts: o, slots: make(map[string]*slot), yields: make(map[string]time.Time),
+		held: make(map[string]*Lock)}
+}
+
+// Close ends the Client's subscription to wanted notices (WithWantedNotices),
+// if it has one. Locks still held stay held; their holders no longer hear
+// that they are wanted except through the watchdog.
+func (c *Client) Close() error {
+	var stop func() error
+	c.listening.Do(func() {}) // no subscription starts after Close
+	c.mu.Lock()
+	stop, c.stopListen = c.stopListen, nil
+	c.mu.Unlock()
+	if stop == nil {
+		return nil
+	}
+	return stop()
+}
+
+// listen subscribes to wanted notices, once.
+func (c *Client) listen() {
+	c.listening.Do(func() {
+		stop := c.be.listen(c.noticeWanted)
+		c.mu.Lock()
+		c.stopListen = stop
+		c.mu.Unlock()
+	})
+}
+
+// noticeWanted tells the holder of rkey, if this Client holds it, that
+// someone else wants it.
+func (c *Client) noticeWanted(rkey string) {
+	c.mu.Lock()
+	l := c.held[rkey]
+	c.mu.Unlock()
+	if l != nil {
+		l.markWanting()
+	}
 }
 
 // Obtain takes the lock for key, retrying with back-off while someone else
@@ -305,6 +354,13 @@ func (c *Client) newLock(key, rkey, token string, fence int64, start time.Time) 
 		fence: fence,
 		lost:  make(chan struct{}),
 	}
+	if c.opts.notices {
+		l.wanting = make(chan struct{})
+		c.mu.Lock()
+		c.held[rkey] = l
+		c.mu.Unlock()
+		c.listen()
+	}
 	if c.opts.watchdog {
 		ctx, cancel := context.WithCancel(context.Background())
 		l.stopWatchdog = cancel
@@ -325,6 +381,8 @@ type Lock struct {
 
 	released     atomic.Bool
 	wanted       atomic.Bool
+	wanting      chan struct{} // closed once someone else wants the key; nil without notices
+	wantingOnce  sync.Once
 	stopWatchdog context.CancelFunc // nil without watchdog
 	watchdogDone chan struct{}
 }
@@ -352,6 +410,33 @@ func (l *Lock) Fence() int64 { return l.fence }
 // It is false before the release and in Redlock mode.
 func (l *Lock) Wanted() bool { return l.wanted.Load() }
 
+// Wanting returns a channel closed once someone else is found to want the
+// key while this Lock holds it: another Client was refused it (heard at once
+// through the Client's wanted notices, and at the watchdog's next renewal),
+// or a goroutine of this Client started waiting for it. A holder may then
+// let the key go sooner than it planned, and keep it while the channel stays
+// open. It is nil, never closed, for a Client without WithWantedNotices and
+// in Redlock mode: then nothing says that nobody wants the key.
+func (l *Lock) Wanting() <-chan struct{} { return l.wanting }
+
+func (l *Lock) markWanting() {
+	if l.wanting != nil {
+		l.wantingOnce.Do(func() { close(l.wanting) })
+	}
+}
+
+// forget removes the Lock from its Client's held locks.
+func (l *Lock) forget() {
+	if l.wanting == nil {
+		return
+	}
+	l.c.mu.Lock()
+	if l.c.held[l.rkey] == l {
+		delete(l.c.held, l.rkey)
+	}
+	l.c.mu.Unlock()
+}
+
 // Lost returns a channel the watchdog closes when it finds the lease gone,
 // or cannot renew it before it would expire. Without WithWatchdog it is never
 // closed, which does not mean the lease is still held.
@@ -372,6 +457,7 @@ func (l *Lock) Release(ctx context.Context) error {
 		return ErrNotHeld
 	}
 	defer l.c.leave(l.key)
+	l.forget()
 	l.stop()
 	actx, cancel := context.WithTimeout(ctx, l.c.opts.attemptTO)
 	defer cancel()
@@ -414,6 +500,7 @@ func (l *Lock) Keep(ctx context.Context) (bool, error) {
 		return false, ErrNotHeld
 	}
 	defer l.c.leave(l.key)
+	l.forget()
 	l.stop()
 	if wanted {
 		l.wanted.Store(true)
@@ -432,7 +519,10 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	}
 	actx, cancel := context.WithTimeout(ctx, l.c.opts.attemptTO)
 	defer cancel()
-	err := l.c.be.refresh(actx, l.rkey, l.token, max(ttl, time.Millisecond))
+	wanted, err := l.c.be.refresh(actx, l.rkey, l.token, max(ttl, time.Millisecond))
+	if wanted {
+		l.markWanting()
+	}
 	if err != nil && !errors.Is(err, ErrNotHeld) && ctx.Err() != nil {
 		err = fmt.Errorf("lock: refresh: %w", ctx.Err())
 	}
@@ -467,8 +557,11 @@ func (l *Lock) watch(ctx context.Context, ttl time.Duration, validUntil time.Tim
 		}
 		start := time.Now()
 		rctx, cancel := context.WithTimeout(ctx, min(period, l.c.opts.attemptTO))
-		err := l.c.be.refresh(rctx, l.rkey, l.token, ttl)
+		wanted, err := l.c.be.refresh(rctx, l.rkey, l.token, ttl)
 		cancel()
+		if wanted {
+			l.markWanting()
+		}
 		if ctx.Err() != nil {
 			return // released meanwhile; the outcome no longer matters
 		}

@@ -597,3 +597,103 @@ func TestKeep_ExtendsUnlessWanted(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestWanting_ClosedWhenSomeoneElseWantsTheKey: a holder hears that its key
+// is wanted when another Client is refused it (through the wanted notices,
+// and, with the subscription gone, at the watchdog's next renewal) and when
+// a goroutine of its own Client starts waiting for it.
+func TestWanting_ClosedWhenSomeoneElseWantsTheKey(t *testing.T) {
+	rdb, prefix := sharedRedis(t)
+	ctx := context.Background()
+	refuse := func(t *testing.T) {
+		t.Helper()
+		// The refused attempt's wanted mark lives twice the back-off cap: 1s.
+		other := lock.New(newShared(t), lock.WithPrefix(prefix), lock.WithWantedNotices(true), lock.WithRetry(time.Millisecond, 500*time.Millisecond, 1))
+		defer other.Close()
+		if _, err := other.Obtain(ctx, "k"); !errors.Is(err, lock.ErrNotObtained) {
+			t.Fatalf("another Client's Obtain = %v; want ErrNotObtained", err)
+		}
+	}
+	wanted := func(t *testing.T, l *lock.Lock, want bool) {
+		t.Helper()
+		if !want {
+			select {
+			case <-l.Wanting():
+				t.Fatal("Wanting() closed while nobody else asked for the key")
+			default:
+			}
+			return
+		}
+		select {
+		case <-l.Wanting():
+		case <-time.After(10 * time.Second):
+			t.Fatal("Wanting() not closed 10s after someone else asked for the key")
+		}
+	}
+
+	t.Run("notice", func(t *testing.T) {
+		c := lock.New(rdb, lock.WithPrefix(prefix), lock.WithWantedNotices(true), lock.WithWatchdog(false))
+		defer c.Close()
+		l, err := c.Obtain(ctx, "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Release(ctx)
+		if l.Wanting() == nil {
+			t.Fatal("Wanting() = nil with wanted notices; want a channel")
+		}
+		wanted(t, l, false)
+		refuse(t)
+		wanted(t, l, true) // no watchdog: only the notice can have told it
+	})
+
+	t.Run("watchdog", func(t *testing.T) {
+		c := lock.New(rdb, lock.WithPrefix(prefix), lock.WithWantedNotices(true), lock.WithWatchdog(true), lock.WithTTL(300*time.Millisecond))
+		l, err := c.Obtain(ctx, "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Release(ctx)
+		if err := c.Close(); err != nil { // no notices from here on
+			t.Fatal(err)
+		}
+		refuse(t)
+		wanted(t, l, true)
+	})
+
+	t.Run("local waiter", func(t *testing.T) {
+		c := lock.New(rdb, lock.WithPrefix(prefix), lock.WithWantedNotices(true), lock.WithWatchdog(false))
+		defer c.Close()
+		l, err := c.Obtain(ctx, "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() {
+			l2, err := c.Obtain(ctx, "k")
+			if err == nil {
+				err = l2.Release(ctx)
+			}
+			done <- err
+		}()
+		wanted(t, l, true)
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-done; err != nil {
+			t.Errorf("the local waiter's Obtain and Release = %v; want nil", err)
+		}
+	})
+
+	t.Run("without notices", func(t *testing.T) {
+		c := lock.New(rdb, lock.WithPrefix(prefix), lock.WithWatchdog(true))
+		l, err := c.Obtain(ctx, "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Release(ctx)
+		if l.Wanting() != nil {
+			t.Error("Wanting() is a channel without wanted notices; want nil (nothing says nobody wants the key)")
+		}
+	})
+}

@@ -4,13 +4,17 @@
 -- KEYS[2] fence counter key ARGV[2] lease TTL in milliseconds
 -- KEYS[3] "wanted" mark     ARGV[3] idle expiry of the fence counter in milliseconds
 --                           ARGV[4] lifetime of the "wanted" mark in milliseconds
+--                           ARGV[5] channel to PUBLISH the lock key on when
+--                                   refused ("" for none), so that a holder
+--                                   listening hears at once that it is wanted
 --
 -- Returns the new fencing token (> 0) when the lease was taken, and when
 -- someone else holds it -1 - (the lease's remaining time to live in
 -- milliseconds, 0 when it has none): a caller that sees it go up between
 -- two attempts knows the lease was renewed or passed to a new holder, so
 -- its holders are alive. A refused caller also marks the key wanted, for
--- the holder's release to see (release.lua). All KEYS must hash to one
+-- the holder's release to see (release.lua) and publishes the key for a
+-- holder that listens (WithWantedNotices). All KEYS must hash to one
 -- Cluster slot.
 
 -- Redis < 5 needs effects replication before a write may follow TIME;
@@ -24,6 +28,10 @@ if not redis.call("SET", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then
   -- caller hearing the answer (timeout): the lease is ours, take it again.
   if redis.call("GET", KEYS[1]) ~= ARGV[1] then
     redis.call("SET", KEYS[3], "1", "PX", ARGV[4])
+    if ARGV[5] ~= "" then
+      -- Best effort: an ACL user without the channel still gets its answer.
+      redis.pcall("PUBLISH", ARGV[5], KEYS[1])
+    end
     return -1 - math.max(redis.call("PTTL", KEYS[1]), 0)
   end
   redis.call("PEXPIRE", KEYS[1], ARGV[2])

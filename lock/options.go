@@ -19,6 +19,7 @@ type options struct {
 	observer    Observer
 	minReplicas int
 	replicaTO   time.Duration // 0 unless minReplicas > 0
+	notices     bool
 }
 
 func defaultOptions() options {
@@ -152,4 +153,17 @@ func WithMinReplicas(n int, timeout time.Duration) Option {
 			o.replicaTO = timeout
 		}
 	}
+}
+
+// WithWantedNotices makes holders hear at once when someone else wants their
+// key (Lock.Wanting): a refused Obtain publishes the key on the channel
+// prefix+"wanted", and the Client subscribes to it from its first lease on,
+// on a connection of its own until Close. Every Client that competes for
+// the same keys should have it. The default is off: Lock.Wanting is then
+// nil. An ACL user needs the channel (&prefix+"wanted"); without it the
+// publish is skipped and the holders learn that they are wanted only from
+// the watchdog's renewals. It has no effect in Redlock mode, which
+// publishes nothing.
+func WithWantedNotices(on bool) Option {
+	return func(o *options) { o.notices = on }
 }

@@ -36,7 +36,11 @@ func (c *Client) enter(ctx context.Context, key string) error {
 	ready := make(chan struct{})
 	s.waiters = append(s.waiters, ready)
 	c.opts.observer.QueueDepth(key, len(s.waiters))
+	holder := c.held[c.opts.prefix+key]
 	c.mu.Unlock()
+	if holder != nil {
+		holder.markWanting()
+	}
 
 	select {
 	case <-ready:

@@ -35,6 +35,10 @@ const (
 	wantedSuffix = ":wanted"
 )
 
+// noticeChannel, after the Client's prefix, is the channel a refused obtain
+// publishes the lock's key on (WithWantedNotices).
+const noticeChannel = "wanted"
+
 // single is the backend for one Redis (standalone, Sentinel-managed master
 // or Cluster): atomic SET NX PX plus a fence counter in the same script.
 // Each call is one round trip (EVALSHA) once Redis has cached the script;
@@ -45,6 +49,8 @@ type single struct {
 	wantedTTL   time.Duration // lifetime of the mark a refused obtain leaves
 	minReplicas int
 	replicaTO   time.Duration
+	notices     string        // channel a refused obtain publishes the key on; "" for none
+	listenTO    time.Duration // longest wait for the subscription to notices
 }
 
 func (s *single) obtain(ctx context.Context, key, token string, ttl time.Duration) (int64, error) {
@@ -60,7 +66,7 @@ func (s *single) obtainKeys(key string) []string {
 }
 
 func (s *single) obtainArgs(token string, ttl time.Duration) []any {
-	return []any{token, ttl.Milliseconds(), s.fenceTTL.Milliseconds(), max(s.wantedTTL, time.Millisecond).Milliseconds()}
+	return []any{token, ttl.Milliseconds(), s.fenceTTL.Milliseconds(), max(s.wantedTTL, time.Millisecond).Milliseconds(), s.notices}
 }
 
 func fenceOrTaken(fence int64, err error) (int64, error) {
@@ -152,15 +158,39 @@ func (s *single) keep(ctx context.Context, key, token string, ttl time.Duration)
 	return n == 1, n == 2, nil
 }
 
-func (s *single) refresh(ctx context.Context, key, token string, ttl time.Duration) error {
-	n, err := refreshScript.Run(ctx, s.rdb, []string{key}, token, ttl.Milliseconds()).Int64()
+func (s *single) refresh(ctx context.Context, key, token string, ttl time.Duration) (wanted bool, err error) {
+	n, err := refreshScript.Run(ctx, s.rdb, []string{key, key + wantedSuffix}, token, ttl.Milliseconds()).Int64()
 	if err != nil {
-		return redisErr("refresh", err)
+		return false, redisErr("refresh", err)
 	}
 	if n == 0 {
-		return ErrNotHeld
+		return false, ErrNotHeld
 	}
-	return nil
+	return n == 2, nil
+}
+
+// listen subscribes to the channel refused obtains publish on, calling
+// wanted with each key; the returned function ends the subscription.
+func (s *single) listen(wanted func(key string)) (stop func() error) {
+	ps := s.rdb.Subscribe(context.Background(), s.notices)
+	// Wait (briefly) for the subscription to be confirmed, so that a key
+	// refused after the first Obtain returned is heard. If Redis does not
+	// answer now, the subscription is made when it does.
+	ctx, cancel := context.WithTimeout(context.Background(), s.listenTO)
+	_, _ = ps.Receive(ctx)
+	cancel()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for msg := range ps.Channel() { // go-redis resubscribes after a reconnect
+			wanted(msg.Payload)
+		}
+	}()
+	return func() error {
+		err := ps.Close()
+		<-done
+		return err
+	}
 }
 
 // redisErr wraps a go-redis error, marking it ErrUnavailable when it says

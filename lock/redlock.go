@@ -29,6 +29,7 @@ func NewRedlock(rdbs []redis.UniversalClient, opts ...Option) *Client {
 		pools[i] = goredis.NewPool(rdb)
 	}
 	o := newOptions(opts)
+	o.notices = false // redsync's obtain publishes nothing
 	return newClient(&redlock{
 		rs:     redsync.New(pools...),
 		nodes:  len(rdbs),
@@ -82,17 +83,21 @@ func (r *redlock) keep(ctx context.Context, key, token string, _ time.Duration) 
 	return false, false, err
 }
 
-func (r *redlock) refresh(ctx context.Context, key, token string, ttl time.Duration) error {
+// refresh never reports the key wanted: redsync does not say.
+func (r *redlock) refresh(ctx context.Context, key, token string, ttl time.Duration) (wanted bool, err error) {
 	ok, err := r.mutex(key, token, ttl).ExtendContext(ctx)
 	switch {
 	case ok:
-		return nil
+		return false, nil
 	case r.noQuorum(err):
-		return fmt.Errorf("%w: redlock: refresh: %w", ErrUnavailable, err)
+		return false, fmt.Errorf("%w: redlock: refresh: %w", ErrUnavailable, err)
 	default:
-		return ErrNotHeld
+		return false, ErrNotHeld
 	}
 }
+
+// listen is not possible: redsync's obtain publishes nothing.
+func (r *redlock) listen(func(string)) (stop func() error) { return nil }
 
 // noQuorum reports whether so many nodes were unreachable that a quorum was
 // impossible, whatever the others answered.

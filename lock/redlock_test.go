@@ -59,7 +59,7 @@ func TestRedlock_FiveNodes(t *testing.T) {
 	srvs := startCluster(t, 5)
 	rdbs := clientsOf(srvs)
 	ctx := context.Background()
-	c := lock.NewRedlock(rdbs, lock.WithTTL(2*time.Second))
+	c := lock.NewRedlock(rdbs, lock.WithTTL(2*time.Second), lock.WithWantedNotices(true))
 
 	l, err := c.Obtain(ctx, "k")
 	if err != nil {
@@ -67,6 +67,9 @@ func TestRedlock_FiveNodes(t *testing.T) {
 	}
 	if l.Fence() != 0 {
 		t.Errorf("Fence() in Redlock mode = %d; want 0", l.Fence())
+	}
+	if l.Wanting() != nil {
+		t.Error("Wanting() in Redlock mode is a channel; want nil (redsync publishes nothing)")
 	}
 	if got := count(holders(t, rdbs, "lock:k"), l.Token()); got != 5 {
 		t.Errorf("nodes holding the lease = %d; want 5", got)

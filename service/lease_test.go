@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -17,8 +18,9 @@ import (
 // leaseLog records every lease the order path obtains and releases, in order.
 type leaseLog struct {
 	service.Locker
+	deaf   bool // its leases do not say when they are wanted, as ZooKeeper's
 	mu     sync.Mutex
-	events []string // "obtain <fence>", "release <fence>"
+	events []string // "obtain <fence>", "keep <fence>", "release <fence>"
 }
 
 func (l *leaseLog) Obtain(ctx context.Context, key string) (service.Lease, error) {
@@ -50,6 +52,33 @@ type loggedLease struct {
 func (l loggedLease) Release(ctx context.Context) error {
 	l.log.add("release", l.Fence())
 	return l.Lease.Release(ctx)
+}
+
+// Wanting is the lease's own, unless the log is deaf.
+func (l loggedLease) Wanting() <-chan struct{} {
+	w, ok := l.Lease.(interface{ Wanting() <-chan struct{} })
+	if !ok || l.log.deaf {
+		return nil
+	}
+	return w.Wanting()
+}
+
+// Keep logs "keep" when the lease was kept, else "release" (lock.Lock.Keep
+// lets it go then).
+func (l loggedLease) Keep(ctx context.Context) (bool, error) {
+	k, ok := l.Lease.(interface {
+		Keep(context.Context) (bool, error)
+	})
+	if !ok {
+		return false, l.Release(ctx)
+	}
+	kept, err := k.Keep(ctx)
+	if kept {
+		l.log.add("keep", l.Fence())
+	} else {
+		l.log.add("release", l.Fence())
+	}
+	return kept, err
 }
 
 // staleStore refuses the first n batches as the database does when the
@@ -292,5 +321,118 @@ func TestPlace_BusyWorkerHoldsItsLeaseAcrossBatches(t *testing.T) {
 	want := 1 + 30 + otherResults["created"]
 	if sold := checkInvariants(t, r.db, sku.ID); sold != int64(want) {
 		t.Errorf("sold = %d; want %d (31 here, %d on the other instance: %v)", sold, want, otherResults["created"], otherResults)
+	}
+}
+
+// TestPlace_IdleWorkerKeepsItsLeaseForTheNextOrder: a worker whose queue
+// emptied keeps its lease for the next order (lock.hold_idle), which is
+// sold under the same fence on the row the last batch left, without
+// reading it; Shutdown lets the lease go.
+func TestPlace_IdleWorkerKeepsItsLeaseForTheNextOrder(t *testing.T) {
+	t.Parallel()
+	dsn := testenv.Database(t)
+	store := &staleStore{} // refusing none: it records fences and rows
+	leases := &leaseLog{}
+	r := newRig(t, dsn, rigOptions{
+		store:  func(s service.Store) service.Store { store.Store = s; return store },
+		locker: func(l service.Locker) service.Locker { leases.Locker = l; return leases },
+		// Long enough that the idle hold, not the clock, decides under load.
+		cfg: func(c *service.OrdersConfig) { c.LockHold = time.Minute; c.LockHoldIdle = time.Minute },
+	})
+	sku := createSKU(t, r.store, 10, 1)
+	for i := range 3 {
+		if _, err := r.orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: fmt.Sprintf("u-%d", i), Quantity: 1}); err != nil {
+			t.Fatalf("Place #%d = %v; want an order", i, err)
+		}
+	}
+	store.mu.Lock()
+	fences, known, left := store.fences, store.known, store.left
+	store.mu.Unlock()
+	if len(fences) != 3 || fences[0] == 0 || fences[1] != fences[0] || fences[2] != fences[0] {
+		t.Fatalf("fences %v; want three batches under one lease", fences)
+	}
+	for i := 1; i < 3; i++ {
+		if known[i] == nil || left[i-1] == nil || *known[i] != *left[i-1] {
+			t.Errorf("batch %d brought the known row %v; want the row batch %d left, %v", i, known[i], i-1, left[i-1])
+		}
+	}
+	f := strconv.FormatInt(fences[0], 10)
+	if ev := leases.list(); len(ev) != 1 || ev[0] != "obtain "+f {
+		t.Errorf("lease events while idle %v; want only [obtain %s]: the lease held for the next order", ev, f)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := r.orders.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ev := leases.list(); len(ev) != 2 || ev[1] != "release "+f {
+		t.Errorf("lease events after Shutdown %v; want [obtain %s release %s]", ev, f, f)
+	}
+	if sold := checkInvariants(t, r.db, sku.ID); sold != 3 {
+		t.Errorf("sold = %d; want 3", sold)
+	}
+}
+
+// TestPlace_IdleHolderLetsAnotherInstanceIn: a worker holding its lease
+// while idle (lock.hold_idle) lets it go once another instance wants the
+// SKU, which then sells under its own, newer fence rather than on the
+// database guard alone: at once when the lease hears it (the lock's wanted
+// notices), else at its next lock.hold_max, when Keep finds the key wanted
+// (before that, each Keep keeps it).
+func TestPlace_IdleHolderLetsAnotherInstanceIn(t *testing.T) {
+	t.Parallel()
+	for _, deaf := range []bool{false, true} {
+		t.Run(map[bool]string{false: "wanted notice", true: "keep"}[deaf], func(t *testing.T) {
+			t.Parallel()
+			dsn := testenv.Database(t)
+			prefix := testenv.Name("test:orders:") + ":"
+			idle := func(c *service.OrdersConfig) { c.LockHoldIdle = time.Minute } // production's lock.hold_max
+			leases := &leaseLog{deaf: deaf}
+			a := newRig(t, dsn, rigOptions{
+				prefix: prefix, cfg: idle,
+				locker: func(l service.Locker) service.Locker { leases.Locker = l; return leases },
+			})
+			bStore := &staleStore{}
+			b := newRig(t, dsn, rigOptions{
+				prefix: prefix, cfg: idle,
+				store: func(s service.Store) service.Store { bStore.Store = s; return bStore },
+			})
+			sku := createSKU(t, a.store, 10, 1)
+			if _, err := a.orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: "a", Quantity: 1}); err != nil {
+				t.Fatal(err)
+			}
+			ev := leases.list()
+			if len(ev) < 1 || !strings.HasPrefix(ev[0], "obtain ") {
+				t.Fatalf("lease events of the idle holder %v; want an obtain first", ev)
+			}
+			fenceA, _ := strconv.ParseInt(strings.TrimPrefix(ev[0], "obtain "), 10, 64)
+			if _, err := b.orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: "b", Quantity: 1}); err != nil {
+				t.Fatalf("the other instance's Place = %v; want an order", err)
+			}
+			bStore.mu.Lock()
+			fencesB := append([]int64(nil), bStore.fences...)
+			bStore.mu.Unlock()
+			if len(fencesB) != 1 || fencesB[0] <= fenceA {
+				t.Errorf("the other instance's batch ran with fences %v; want one, under a lease newer than the idle holder's %d", fencesB, fenceA)
+			}
+			ev = leases.list()
+			f := strconv.FormatInt(fenceA, 10)
+			for i, e := range ev {
+				want := "keep " + f // deaf: kept at each hold_max while nobody wanted it
+				switch i {
+				case 0:
+					want = "obtain " + f
+				case len(ev) - 1:
+					want = "release " + f
+				}
+				if e != want || !deaf && len(ev) != 2 {
+					t.Errorf("lease events of the idle holder %v; want obtain, keeps (only without notices), release of fence %d", ev, fenceA)
+					break
+				}
+			}
+			if sold := checkInvariants(t, a.db, sku.ID); sold != 2 {
+				t.Errorf("sold = %d; want 2", sold)
+			}
+		})
 	}
 }

@@ -46,7 +46,9 @@ func placePaced(b *testing.B, linger time.Duration, rate int) {
 	pc.Lock.Prefix = testenv.Name("bench:paced:") + ":"
 	cfg := app.OrdersConfig(pc)
 	cfg.Linger = linger
-	orders := service.NewOrders(store, app.NewLocker(lock.New(rdb, app.LockOptions(pc)...)),
+	lc := lock.New(rdb, app.OrderLockOptions(pc)...)
+	b.Cleanup(func() { lc.Close() })
+	orders := service.NewOrders(store, app.NewLocker(lc),
 		app.NewSoldOutMarks(rdb, pc.Lock.Prefix+"soldout:", pc.SoldOut.SharedTTL), cfg, testenv.Logger(), nil)
 	b.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

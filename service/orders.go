@@ -23,6 +23,7 @@ type OrdersConfig struct {
 	LockWait       time.Duration // longest wait for the lock before selling without it
 	LockTTL        time.Duration // the lease: after a LockWait timeout the SKU sells unlocked this long
 	LockHold       time.Duration // a busy worker keeps its lock across batches this long; 0: one hold per batch
+	LockHoldIdle   time.Duration // a worker whose queue emptied keeps its lock this long for the next order (within LockHold)
 	MaxRetries     int           // version conflicts tolerated per batch
 	IdleTimeout    time.Duration // an idle SKU worker exits after this
 	UnknownSKUTTL  time.Duration // how long an id found not to exist is answered 404 without a read
@@ -283,11 +284,57 @@ func (o *Orders) work(q *skuQueue) {
 		}
 		batch = o.linger(q, batch, lingering)
 		o.commit(context.Background(), q.id, batch, hold)
-		if o.queueEmpty(q) {
+		if !o.awaitHolding(q, hold, lingering) {
 			hold.release() // idle: the lock is for whoever needs it next
 		}
 		clear(batch)
 		idle.Reset(o.cfg.IdleTimeout)
+	}
+}
+
+// awaitHolding reports whether q has orders for the worker, waiting for
+// the next one while it holds its lease, for LockHoldIdle at most: a
+// moderately busy SKU (its next order some milliseconds away) then keeps
+// its lease, its fence and its known row from batch to batch, sparing each
+// batch two Redis round trips and its reads. The wait ends, and the lease
+// goes, as soon as someone else is found to want it; a lease that cannot
+// say so is kept past each LockHold only if Keep finds nobody waiting.
+// Shutdown and a lost lease end the wait too.
+func (o *Orders) awaitHolding(q *skuQueue, hold *leaseHold, t *time.Timer) bool {
+	if !o.queueEmpty(q) {
+		return true
+	}
+	if hold.lease == nil || o.cfg.LockHoldIdle <= 0 {
+		return false
+	}
+	wanting := hold.wanting()
+	deadline := time.Now().Add(o.cfg.LockHoldIdle)
+	defer t.Stop()
+	for {
+		wait := time.Until(deadline)
+		if wanting == nil {
+			wait = min(wait, hold.max-time.Since(hold.since))
+		}
+		if wait <= 0 {
+			if time.Until(deadline) <= 0 || !hold.keep() {
+				return false
+			}
+			continue
+		}
+		t.Reset(wait)
+		select {
+		case <-q.wake: // may be left by orders this worker already took
+			if !o.queueEmpty(q) {
+				return true
+			}
+		case <-t.C:
+		case <-wanting: // nil (never ready) when the lease cannot say
+			return false
+		case <-o.quit:
+			return false
+		case <-hold.lease.Lost():
+			return false
+		}
 	}
 }
 
@@ -611,8 +658,10 @@ func (o *Orders) Shutdown(ctx context.Context) error {
 }
 
 // leaseHold is a SKU's lock as its worker holds it. A busy worker keeps it
-// across consecutive batches for up to max, sparing two Redis round trips
-// a batch, then lets it go so that other instances get their turn; the
+// across consecutive batches, sparing two Redis round trips a batch: past
+// max, for as long as nobody else wants it (heard without a round trip
+// through the lock's wanted notices, else asked with one Keep per max),
+// and then it lets it go so that other instances get their turn; the
 // fence stays valid across the hold, since the database accepts a fence
 // equal to the last one it saw. While it holds the lock, no other holder
 // writes the SKU, so the row as its last batch left it (known) is most
@@ -637,8 +686,11 @@ func (h *leaseHold) acquire(ctx context.Context) Lease {
 			lost = true
 		default:
 		}
-		if lost || time.Since(h.since) >= h.max {
+		switch {
+		case lost:
 			h.release()
+		case time.Since(h.since) >= h.max && !h.unwanted():
+			h.keep()
 		}
 	}
 	if h.lease == nil {
@@ -647,6 +699,65 @@ func (h *leaseHold) acquire(ctx context.Context) Lease {
 		h.known = nil
 	}
 	return h.lease
+}
+
+// wanter is a Lease that says when someone else wants its key
+// (lock.Lock.Wanting): its channel is closed then, and nil when the lease
+// cannot tell.
+type wanter interface {
+	Wanting() <-chan struct{}
+}
+
+func (h *leaseHold) wanting() <-chan struct{} {
+	if w, ok := h.lease.(wanter); ok {
+		return w.Wanting()
+	}
+	return nil
+}
+
+// unwanted reports whether the lease is known to be wanted by nobody else:
+// then the worker holds on past max without a round trip.
+func (h *leaseHold) unwanted() bool {
+	w := h.wanting()
+	if w == nil || h.max <= 0 {
+		return false
+	}
+	select {
+	case <-w:
+		return false
+	default:
+		return true
+	}
+}
+
+// keeper is a Lease that can be kept past LockHold when nobody else wants
+// it (lock.Lock.Keep): one round trip instead of a release and an obtain.
+type keeper interface {
+	Keep(ctx context.Context) (bool, error)
+}
+
+// keep starts another LockHold with the held lease if no other holder
+// waits for it, and else lets it go; it reports whether it is still held.
+// A lease that cannot be kept this way (ZooKeeper), and every lease when
+// max is 0 (one hold per batch), is let go.
+func (h *leaseHold) keep() bool {
+	k, ok := h.lease.(keeper)
+	if !ok || h.max <= 0 {
+		h.release()
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	kept, err := k.Keep(ctx)
+	if kept {
+		h.since = time.Now()
+		return true
+	}
+	if err != nil {
+		h.o.log.Warn("lock release failed", "sku", h.sku, "err", err)
+	}
+	h.lease, h.known = nil, nil // Keep let it go
+	return false
 }
 
 // release lets the lease go, if one is held.

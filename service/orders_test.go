@@ -65,7 +65,8 @@ func newRig(t *testing.T, dsn string, o rigOptions) *rig {
 		o.cfg(&cfg)
 	}
 	obs := &observer{depth: make(chan int, 100000)}
-	lc := lock.New(rdb, app.LockOptions(pc)...)
+	lc := lock.New(rdb, app.OrderLockOptions(pc)...)
+	t.Cleanup(func() { lc.Close() })
 	var locker service.Locker = app.NewLocker(lc)
 	if o.locker != nil {
 		locker = o.locker(locker)

@@ -77,7 +77,7 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 		return err
 	}
 	mx := metrics.New()
-	lk, marks := redisLocking(cfg, rs, mx)
+	lk, marks := redisLocking(cfg, rs, mx, &cl)
 	var readyz handler.Readiness = readiness{store: store, redises: rs.clients, mode: rs.mode, watch: rs.watch}
 	if len(rs.clients) > 0 {
 		if err := mx.Register(newTopologyCollector(rs)); err != nil {
@@ -196,15 +196,15 @@ func openRedis(cfg config.Config, cl *closers) (*redisSetup, error) {
 // redisLocking returns the per-SKU lock over the Redis setup (Redlock over
 // independent masters) and the shared sold-out marks in Redis; none
 // without Redis (lock.backend zookeeper).
-func redisLocking(cfg config.Config, rs *redisSetup, mx *metrics.Metrics) (service.Locker, service.SoldOutMarks) {
+func redisLocking(cfg config.Config, rs *redisSetup, mx *metrics.Metrics, cl *closers) (service.Locker, service.SoldOutMarks) {
 	if len(rs.clients) == 0 {
 		return nil, nil
 	}
-	lockOpts := append(LockOptions(cfg), lock.WithObserver(mx.Lock()))
+	lockOpts := append(OrderLockOptions(cfg), lock.WithObserver(mx.Lock()))
 	lockOpts = append(lockOpts, lockReplicaOptions(cfg)...)
-	newLockClient := func() *lock.Client { return rs.lockClient(lockOpts...) }
-	var lk service.Locker = NewLocker(newLockClient())
-	return lk, NewSoldOutMarks(rs.marks(), cfg.Lock.Prefix+"soldout:", cfg.SoldOut.SharedTTL)
+	lc := rs.lockClient(lockOpts...)
+	cl.add(lc.Close) // before the Redis clients close (closers run in reverse)
+	return NewLocker(lc), NewSoldOutMarks(rs.marks(), cfg.Lock.Prefix+"soldout:", cfg.SoldOut.SharedTTL)
 }
 
 // newOrders builds the order flow on a lock, the shared sold-out marks and

@@ -24,6 +24,7 @@ func OrdersConfig(cfg config.Config) service.OrdersConfig {
 		LockWait:       cfg.Lock.Wait,
 		LockTTL:        cfg.Lock.TTL,
 		LockHold:       cfg.Lock.HoldMax,
+		LockHoldIdle:   cfg.Lock.HoldIdle,
 		MaxRetries:     cfg.Order.MaxRetries,
 		IdleTimeout:    cfg.Order.IdleTimeout,
 		UnknownSKUTTL:  cfg.Order.UnknownSKUTTL,
@@ -43,6 +44,13 @@ func LockOptions(cfg config.Config) []lock.Option {
 		lock.WithWatchdog(cfg.Lock.Watchdog),
 		lock.WithRetry(time.Millisecond, 32*time.Millisecond, 0),
 	}
+}
+
+// OrderLockOptions are the options of the per-SKU lock of the order path:
+// LockOptions, and its holders hear when another instance wants their SKU
+// (lock.wanted_notices). Its client must be closed.
+func OrderLockOptions(cfg config.Config) []lock.Option {
+	return append(LockOptions(cfg), lock.WithWantedNotices(cfg.Lock.WantedNotices))
 }
 
 // orderFlow returns what the API sells with: orders itself in production

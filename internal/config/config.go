@@ -152,8 +152,13 @@ type Lock struct {
 	Wait     time.Duration `yaml:"wait"`      // longest wait for a lock whose holder shows no sign of life before selling without it, default 1s (live holders: up to order.tx_timeout/2)
 	QueueMax int           `yaml:"queue_max"` // local waiters per key, default 1024
 	Watchdog bool          `yaml:"watchdog"`  // renew the lease while held, default true
-	HoldMax  time.Duration `yaml:"hold_max"`  // a busy SKU worker keeps its lock across batches this long, default 50ms; 0: one hold per batch
-	Backend  string        `yaml:"backend"`   // redis or zookeeper, default redis
+	// WantedNotices: a refused acquisition publishes the key, so that its
+	// holder lets it go at once instead of at its next hold_max; default
+	// true (an ACL user then needs the channel &<prefix>wanted).
+	WantedNotices bool          `yaml:"wanted_notices"`
+	HoldMax       time.Duration `yaml:"hold_max"`  // a busy SKU worker keeps its lock across batches this long, default 50ms; 0: one hold per batch
+	HoldIdle      time.Duration `yaml:"hold_idle"` // a worker whose queue emptied keeps its lock this long for the next order, default 100ms; 0: lets it go at once
+	Backend       string        `yaml:"backend"`   // redis or zookeeper, default redis
 	// MinReplicas > 0 makes every acquisition WAIT for that many replicas
 	// to acknowledge it within ReplicaTimeout, else it is released and not
 	// obtained (the order then sells on the database's guard).
@@ -214,13 +219,15 @@ func Default() Config {
 			SweepBatch:     DefaultSweepBatch,
 		},
 		Lock: Lock{
-			Prefix:   "seckill:lock:",
-			TTL:      3 * time.Second,
-			Wait:     time.Second,
-			QueueMax: 1024,
-			Watchdog: true,
-			HoldMax:  50 * time.Millisecond,
-			Backend:  BackendRedis,
+			Prefix:        "seckill:lock:",
+			TTL:           3 * time.Second,
+			Wait:          time.Second,
+			QueueMax:      1024,
+			Watchdog:      true,
+			WantedNotices: true,
+			HoldMax:       50 * time.Millisecond,
+			HoldIdle:      100 * time.Millisecond,
+			Backend:       BackendRedis,
 
 			ReplicaTimeout: 100 * time.Millisecond,
 		},
@@ -348,6 +355,7 @@ func (c *Config) applyEnv(getenv func(string) string) error {
 		{"SECKILL_ORDER_LINGER", &c.Order.Linger},
 		{"SECKILL_LOCK_TTL", &c.Lock.TTL},
 		{"SECKILL_LOCK_HOLD_MAX", &c.Lock.HoldMax},
+		{"SECKILL_LOCK_HOLD_IDLE", &c.Lock.HoldIdle},
 		{"SECKILL_HTTP_SHUTDOWN_TIMEOUT", &c.HTTP.ShutdownTimeout},
 		{"SECKILL_HTTP_DRAIN_DELAY", &c.HTTP.DrainDelay},
 	}
@@ -427,6 +435,9 @@ func (c Config) Validate() error {
 	}
 	if c.Lock.HoldMax < 0 || c.Lock.HoldMax >= c.Lock.TTL {
 		return errors.New("config: lock.hold_max must be at least 0 and shorter than lock.ttl")
+	}
+	if c.Lock.HoldIdle < 0 {
+		return errors.New("config: lock.hold_idle must not be negative")
 	}
 	if c.HTTP.DrainDelay < 0 {
 		return errors.New("config: http.drain_delay must not be negative")
