@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/seckill/seckill/lock"
 )
 
@@ -696,4 +698,48 @@ func TestWanting_ClosedWhenSomeoneElseWantsTheKey(t *testing.T) {
 			t.Error("Wanting() is a channel without wanted notices; want nil (nothing says nobody wants the key)")
 		}
 	})
+}
+
+// TestWanting_ACLUserWithoutTheChannel: an ACL user without the notice
+// channel (Redis 7 denies channels unless granted) is refused the key as
+// before, with no error from the publish it may not make; its holders
+// still hear it from the watchdog's renewal.
+func TestWanting_ACLUserWithoutTheChannel(t *testing.T) {
+	srv := startRedis(t)
+	ctx := context.Background()
+	admin := srv.client()
+	if err := admin.Do(ctx, "ACL", "SETUSER", "nochannel", "on", ">pw", "~*", "resetchannels", "+@all").Err(); err != nil {
+		t.Fatalf("ACL SETUSER: %v", err)
+	}
+	restricted := redis.NewClient(&redis.Options{Addr: srv.addr(), Username: "nochannel", Password: "pw"})
+	t.Cleanup(func() { restricted.Close() })
+	if err := restricted.Publish(ctx, "lock:wanted", "probe").Err(); err == nil || !strings.Contains(err.Error(), "NOPERM") {
+		t.Fatalf("PUBLISH as the restricted user = %v; want NOPERM (the ACL this test needs)", err)
+	}
+
+	holder := lock.New(admin, lock.WithWantedNotices(true), lock.WithWatchdog(true), lock.WithTTL(300*time.Millisecond))
+	defer holder.Close()
+	l, err := holder.Obtain(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(ctx)
+	other := lock.New(restricted, lock.WithWantedNotices(true), lock.WithRetry(time.Millisecond, 500*time.Millisecond, 1))
+	defer other.Close()
+	if _, err := other.Obtain(ctx, "k"); !errors.Is(err, lock.ErrNotObtained) || errors.Is(err, lock.ErrUnavailable) {
+		t.Fatalf("the restricted user's Obtain of a held key = %v; want ErrNotObtained", err)
+	}
+	select {
+	case <-l.Wanting():
+	case <-time.After(10 * time.Second):
+		t.Fatal("Wanting() not closed 10s after the restricted user was refused; want the watchdog's renewal to see the mark")
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := other.Obtain(ctx, "k"); err != nil {
+		t.Errorf("the restricted user's Obtain of a free key = %v; want the lease", err)
+	} else if err := l.Release(ctx); err != nil {
+		t.Error(err)
+	}
 }
