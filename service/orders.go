@@ -304,7 +304,7 @@ func (o *Orders) awaitHolding(q *skuQueue, hold *leaseHold, t *time.Timer) bool 
 	if !o.queueEmpty(q) {
 		return true
 	}
-	if hold.lease == nil || o.cfg.LockHoldIdle <= 0 {
+	if hold.lease == nil || o.cfg.LockHoldIdle <= 0 || hold.max <= 0 { // max 0: one hold per batch
 		return false
 	}
 	wanting := hold.wanting()
