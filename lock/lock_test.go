@@ -568,14 +568,7 @@ func TestKeep_ExtendsUnlessWanted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() {
-		l2, err := holder.Obtain(ctx, "k")
-		if err == nil {
-			err = l2.Release(ctx)
-		}
-		done <- err
-	}()
+	done := obtainAndRelease(holder, "k")
 	rec.waitDepth(t, "k", 1)
 	if kept, err := l.Keep(ctx); kept || err != nil {
 		t.Fatalf("Keep with a local waiter = %v, %v; want false, nil", kept, err)
@@ -670,14 +663,7 @@ func TestWanting_ClosedWhenSomeoneElseWantsTheKey(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		done := make(chan error, 1)
-		go func() {
-			l2, err := c.Obtain(ctx, "k")
-			if err == nil {
-				err = l2.Release(ctx)
-			}
-			done <- err
-		}()
+		done := obtainAndRelease(c, "k")
 		wanted(t, l, true)
 		if err := l.Release(ctx); err != nil {
 			t.Fatal(err)
@@ -742,4 +728,19 @@ func TestWanting_ACLUserWithoutTheChannel(t *testing.T) {
 	} else if err := l.Release(ctx); err != nil {
 		t.Error(err)
 	}
+}
+
+// obtainAndRelease obtains key through c on a goroutine of its own (a
+// local waiter while another goroutine of c holds it), releases it, and
+// sends the first error, or nil.
+func obtainAndRelease(c *lock.Client, key string) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		l, err := c.Obtain(context.Background(), key)
+		if err == nil {
+			err = l.Release(context.Background())
+		}
+		done <- err
+	}()
+	return done
 }
