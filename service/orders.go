@@ -23,7 +23,7 @@ type OrdersConfig struct {
 	LockWait       time.Duration // longest wait for the lock before selling without it
 	LockTTL        time.Duration // the lease: after a LockWait timeout the SKU sells unlocked this long
 	LockHold       time.Duration // a busy worker keeps its lock across batches this long; 0: one hold per batch
-	LockHoldIdle   time.Duration // a worker whose queue emptied keeps its lock this long for the next order (within LockHold)
+	LockHoldIdle   time.Duration // a worker whose queue emptied keeps its lock this long for the next order; 0: lets it go at once
 	MaxRetries     int           // version conflicts tolerated per batch
 	IdleTimeout    time.Duration // an idle SKU worker exits after this
 	UnknownSKUTTL  time.Duration // how long an id found not to exist is answered 404 without a read
