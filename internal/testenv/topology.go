@@ -26,22 +26,34 @@ type RedisProc struct {
 	Port int
 	Dir  string
 
-	mu  sync.Mutex
-	cmd *exec.Cmd
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	exited chan struct{} // closed when cmd has exited (and been waited for)
 }
 
 // StartRedisArgs starts redis-server on a free loopback port with args
 // added to the usual ones (no persistence, a log file in its own
 // directory), waits until it answers PING and kills it when the test ends.
+// A server that exits before it answers (another process took its port,
+// or with --cluster-enabled its bus port, the port + 10000, since they
+// were found free) is started again on another port, at most three times.
 func StartRedisArgs(t testing.TB, args ...string) *RedisProc {
 	t.Helper()
-	p := &RedisProc{Port: FreePort(t), Dir: t.TempDir()}
-	p.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(p.Port))
-	base := []string{"--port", strconv.Itoa(p.Port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", p.Dir,
-		"--logfile", filepath.Join(p.Dir, "redis.log")}
-	p.start(t, "redis-server", append(base, args...))
-	return p
+	for attempt := 1; ; attempt++ {
+		p := &RedisProc{Port: FreePort(t), Dir: t.TempDir()}
+		p.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(p.Port))
+		base := []string{"--port", strconv.Itoa(p.Port), "--bind", "127.0.0.1",
+			"--save", "", "--appendonly", "no", "--dir", p.Dir,
+			"--logfile", filepath.Join(p.Dir, "redis.log")}
+		err := p.start(t, "redis-server", append(base, args...))
+		if err == nil {
+			return p
+		}
+		if !errors.Is(err, errExited) || attempt == 3 {
+			t.Fatal(err)
+		}
+		t.Logf("%v; starting it on another port", err)
+	}
 }
 
 // StartSentinel starts redis-server --sentinel monitoring the master at
@@ -70,11 +82,17 @@ func StartSentinel(t testing.TB, name, masterAddr string) *RedisProc {
 	if err := os.WriteFile(file, []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	p.start(t, "redis-server", []string{file, "--sentinel"})
+	if err := p.start(t, "redis-server", []string{file, "--sentinel"}); err != nil {
+		t.Fatal(err)
+	}
 	return p
 }
 
-func (p *RedisProc) start(t testing.TB, bin string, args []string) {
+// errExited is a server that exited before it answered.
+var errExited = errors.New("exited before it answered")
+
+// start runs bin and waits, at most 10s, until it answers PING.
+func (p *RedisProc) start(t testing.TB, bin string, args []string) error {
 	t.Helper()
 	path, err := exec.LookPath(bin)
 	if err != nil {
@@ -84,17 +102,34 @@ func (p *RedisProc) start(t testing.TB, bin string, args []string) {
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", bin, err)
 	}
-	p.cmd = cmd
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	p.mu.Lock()
+	p.cmd, p.exited = cmd, exited
+	p.mu.Unlock()
 	t.Cleanup(p.Kill)
 	c := redis.NewClient(&redis.Options{Addr: p.Addr, MaxRetries: -1})
 	defer c.Close()
 	deadline := time.Now().Add(10 * time.Second)
 	for c.Ping(context.Background()).Err() != nil {
+		select {
+		case <-exited:
+			log, _ := os.ReadFile(filepath.Join(p.Dir, "redis.log"))
+			return fmt.Errorf("%s on %s %w: %s", bin, p.Addr, errExited, lastLine(log))
+		default:
+		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s on %s did not answer within 10s", bin, p.Addr)
+			return fmt.Errorf("%s on %s did not answer within 10s", bin, p.Addr)
 		}
 		time.Sleep(10 * time.Millisecond) // polling for readiness, bounded above
 	}
+	return nil
+}
+
+// lastLine is the last non-empty line of a log.
+func lastLine(log []byte) string {
+	lines := strings.Split(strings.TrimSpace(string(log)), "\n")
+	return lines[len(lines)-1]
 }
 
 // Client returns a go-redis client of p, closed when the test ends.
@@ -119,7 +154,7 @@ func (p *RedisProc) Kill() {
 		return
 	}
 	_ = p.cmd.Process.Kill()
-	_ = p.cmd.Wait() // "signal: killed" is the expected outcome
+	<-p.exited // waited for by start's goroutine
 	p.cmd = nil
 }
 
