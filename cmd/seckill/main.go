@@ -77,7 +77,7 @@ Environment (override the file; see README.md for all):
   SECKILL_ORDER_LINGER            wait for more orders before a small batch (default 2ms; 0 off)
   SECKILL_LOCK_TTL                lock lease (default 3s)
   SECKILL_LOCK_HOLD_MAX           lock kept across batches (default 50ms)
-  SECKILL_LOCK_HOLD_IDLE          lock kept for the next order when idle (default 100ms)
+  SECKILL_LOCK_HOLD_IDLE          lock kept for the next order when idle (default 1s)
   SECKILL_LOCK_PREFIX             Redis key prefix (default seckill:lock:)
   SECKILL_LIMITS_PER_USER_RATE    order requests/s per user_id (default 20; 0 off)
   SECKILL_LIMITS_PER_IP_RATE      requests/s per client IP (default 0, off)

@@ -157,7 +157,7 @@ type Lock struct {
 	// true (an ACL user then needs the channel &<prefix>wanted).
 	WantedNotices bool          `yaml:"wanted_notices"`
 	HoldMax       time.Duration `yaml:"hold_max"`  // a busy SKU worker keeps its lock across batches this long, default 50ms; 0: one hold per batch
-	HoldIdle      time.Duration `yaml:"hold_idle"` // a worker whose queue emptied keeps its lock this long for the next order, default 100ms; 0: lets it go at once
+	HoldIdle      time.Duration `yaml:"hold_idle"` // a worker whose queue emptied keeps its lock this long for the next order, default 1s; 0: lets it go at once
 	Backend       string        `yaml:"backend"`   // redis or zookeeper, default redis
 	// MinReplicas > 0 makes every acquisition WAIT for that many replicas
 	// to acknowledge it within ReplicaTimeout, else it is released and not
@@ -226,7 +226,7 @@ func Default() Config {
 			Watchdog:      true,
 			WantedNotices: true,
 			HoldMax:       50 * time.Millisecond,
-			HoldIdle:      100 * time.Millisecond,
+			HoldIdle:      time.Second,
 			Backend:       BackendRedis,
 
 			ReplicaTimeout: 100 * time.Millisecond,
