@@ -28,6 +28,21 @@ const (
 	roundStall = 50 * time.Millisecond
 )
 
+// Option configures a Stock.
+type Option func(*Stock)
+
+// GroupLinger lets the leader of a group-commit round wait up to d, once,
+// before it takes the round, when the batches of other SKUs expected
+// within d would at least double the round (groupCommit.worthLingering).
+// At a moderate rate spread over many SKUs, each SKU's batch holds about
+// one order and finds few others ready, so without it nearly every batch
+// pays a transaction of its own. One SKU alone never waits: its worker
+// has no other batch to wait for. Default 0: a round commits at once. The
+// service sets it to order.linger, the latency it already trades per SKU.
+func GroupLinger(d time.Duration) Option {
+	return func(s *Stock) { s.group.linger = max(d, 0) }
+}
+
 // groupCommit merges the batches of different SKUs that are ready at the
 // same moment into one transaction: with many SKUs on sale, the database
 // then runs one transaction per round instead of one per SKU. There is no
@@ -41,7 +56,20 @@ type groupCommit struct {
 	mu      sync.Mutex
 	pending []*groupCall
 	leaders int
+
+	linger time.Duration     // GroupLinger; 0: never wait
+	recent [maxGroup]arrival // the latest batches, a ring; guarded by mu
+	filled int               // slots of recent in use
+	next   int               // the slot the next batch takes
+	counts map[int64]int     // worthLingering's scratch
+	// wake is closed, and set to nil, once pending holds wakeAt calls:
+	// the lingering leader's round has doubled. nil while none lingers.
+	wake   chan struct{}
+	wakeAt int
 }
+
+// arrival is one batch given to commitShared: its SKU and when (unix nanos).
+type arrival struct{ sku, at int64 }
 
 type groupCall struct {
 	ctx  context.Context
@@ -55,7 +83,12 @@ func (s *Stock) commitShared(ctx context.Context, b service.Batch) (service.Batc
 	c := &groupCall{ctx: ctx, m: member{b: b}, done: make(chan struct{}), lead: make(chan struct{})}
 	g := &s.group
 	g.mu.Lock()
+	g.arrived(b.SKUID)
 	g.pending = append(g.pending, c)
+	if g.wake != nil && len(g.pending) >= g.wakeAt {
+		close(g.wake)
+		g.wake = nil
+	}
 	if g.leaders > 0 { // join the next round
 		g.mu.Unlock()
 		if !g.wait(c) {
@@ -65,6 +98,7 @@ func (s *Stock) commitShared(ctx context.Context, b service.Batch) (service.Batc
 	} else {
 		g.leaders++
 	}
+	g.lingerBefore(c)
 	round := g.take(c)
 	g.mu.Unlock()
 	s.runRound(round)
@@ -120,6 +154,88 @@ func (g *groupCommit) wait(c *groupCall) (lead bool) {
 	case <-c.lead:
 		return true
 	}
+}
+
+// arrived records a batch of sku given to commitShared. Called with g.mu
+// held.
+func (g *groupCommit) arrived(sku int64) {
+	if g.linger > 0 {
+		g.arrivedAt(sku, time.Now().UnixNano())
+	}
+}
+
+func (g *groupCommit) arrivedAt(sku, at int64) {
+	g.recent[g.next] = arrival{sku: sku, at: at}
+	g.next = (g.next + 1) % len(g.recent)
+	g.filled = min(g.filled+1, len(g.recent))
+}
+
+// lingerBefore waits, once, up to g.linger before leader takes its round
+// when worthLingering says so; the batches that arrive meanwhile join the
+// round. The wait ends early once the batches expected have come, or
+// when the leader's caller leaves. One leader lingers at a time. Called
+// and returns with g.mu held; releases it while waiting.
+func (g *groupCommit) lingerBefore(leader *groupCall) {
+	if g.wake != nil {
+		return
+	}
+	joiners, ok := g.worthLingering(leader, time.Now().UnixNano())
+	if !ok {
+		return
+	}
+	wake := make(chan struct{})
+	g.wake, g.wakeAt = wake, len(g.pending)+joiners
+	g.mu.Unlock()
+	t := time.NewTimer(g.linger)
+	select {
+	case <-t.C:
+	case <-wake:
+	case <-leader.ctx.Done():
+	}
+	t.Stop()
+	g.mu.Lock()
+	if g.wake == wake {
+		g.wake = nil
+	}
+}
+
+// worthLingering reports whether the batches of SKUs not yet in leader's
+// round that are expected within g.linger of now would at least double
+// the round, and how many are expected (whole ones). Each SKU seen among
+// the latest batches is expected at the rate it came at since the oldest
+// of them (so a stream that stopped counts less the longer it has
+// stopped), at most once: a SKU's worker gives one batch at a time, so
+// the SKUs already in the round, and a single SKU on its own, bring
+// nobody to wait for. Called with g.mu held.
+func (g *groupCommit) worthLingering(leader *groupCall, now int64) (joiners int, ok bool) {
+	round := len(g.pending)
+	if !slices.Contains(g.pending, leader) {
+		round++
+	}
+	if g.linger <= 0 || round >= maxGroup || g.filled < 2 {
+		return 0, false
+	}
+	oldest := g.recent[(g.next-g.filled+len(g.recent))%len(g.recent)].at
+	span := float64(now - oldest)
+	if span <= 0 {
+		return 0, false
+	}
+	if g.counts == nil {
+		g.counts = make(map[int64]int, len(g.recent))
+	}
+	clear(g.counts)
+	for _, a := range g.recent[:g.filled] {
+		g.counts[a.sku]++
+	}
+	delete(g.counts, leader.m.b.SKUID)
+	for _, c := range g.pending {
+		delete(g.counts, c.m.b.SKUID)
+	}
+	expected := 0.0
+	for _, n := range g.counts {
+		expected += min(1, float64(n)*float64(g.linger)/span)
+	}
+	return int(expected), expected >= float64(round)
 }
 
 // leadStalled makes c, still pending behind a stalled round, the leader

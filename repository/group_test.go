@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -215,6 +217,214 @@ func waitForLockWait(t *testing.T, db *gorm.DB) {
 		case <-tick.C:
 		case <-deadline:
 			t.Fatal("no transaction waited for the held row within 30s")
+		}
+	}
+}
+
+// The round linger waits only when other SKUs' batches are coming that
+// would at least double the round: never for one SKU on its own, a stream
+// that stopped, a SKU that came once long ago, or SKUs already in the
+// round.
+func TestWorthLingering(t *testing.T) {
+	const linger = 5 * time.Millisecond
+	ms := int64(time.Millisecond)
+	leaderOf := func(sku int64) *groupCall { return newCall(context.Background(), sku) }
+	tests := []struct {
+		name        string
+		linger      time.Duration
+		arrivals    func(g *groupCommit) (now int64)
+		pending     []int64 // SKUs of the calls already waiting for the round
+		leader      int64
+		want        bool
+		wantJoiners int // when want
+	}{
+		{
+			// The ring holds the latest 64 batches, of SKUs 37-100, over the
+			// last 31.5ms: each is expected 5/31.5 times within the linger.
+			name: "100 SKUs, a batch every 0.5ms", linger: linger, leader: 1, want: true, wantJoiners: 10,
+			arrivals: func(g *groupCommit) int64 {
+				at := int64(0)
+				for i := range 200 {
+					at += ms / 2
+					g.arrivedAt(int64(i%100+1), at)
+				}
+				return at
+			},
+		},
+		{
+			name: "the same, the leader's round already as large as those expected", linger: linger, leader: 1,
+			pending: []int64{37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47}, // 53 others: 8.4 expected, fewer than 12
+			arrivals: func(g *groupCommit) int64 {
+				at := int64(0)
+				for i := range 200 {
+					at += ms / 2
+					g.arrivedAt(int64(i%100+1), at)
+				}
+				return at
+			},
+		},
+		{
+			name: "the same, stopped a second ago", linger: linger, leader: 1,
+			arrivals: func(g *groupCommit) int64 {
+				at := int64(0)
+				for i := range 200 {
+					at += ms / 2
+					g.arrivedAt(int64(i%100+1), at)
+				}
+				return at + 1000*ms
+			},
+		},
+		{
+			name: "the same, order.linger 0", linger: 0, leader: 1,
+			arrivals: func(g *groupCommit) int64 {
+				at := int64(0)
+				for i := range 200 {
+					at += ms / 2
+					g.arrivedAt(int64(i%100+1), at)
+				}
+				return at
+			},
+		},
+		{
+			name: "one SKU, a batch every 0.1ms", linger: linger, leader: 7,
+			arrivals: func(g *groupCommit) int64 {
+				at := int64(0)
+				for range 200 {
+					at += ms / 10
+					g.arrivedAt(7, at)
+				}
+				return at
+			},
+		},
+		{
+			name: "a hot SKU and another that came once", linger: linger, leader: 1,
+			arrivals: func(g *groupCommit) int64 {
+				at := int64(0)
+				for i := range 200 {
+					at += 2 * ms
+					sku := int64(1)
+					if i == 150 {
+						sku = 2
+					}
+					g.arrivedAt(sku, at)
+				}
+				return at
+			},
+		},
+		{
+			name: "two hot SKUs, the other not in the round yet", linger: linger, leader: 1, want: true, wantJoiners: 1,
+			arrivals: func(g *groupCommit) int64 {
+				at := int64(0)
+				for i := range 200 {
+					at += ms
+					g.arrivedAt(int64(i%2+1), at)
+				}
+				return at
+			},
+		},
+		{
+			name: "two hot SKUs, both in the round", linger: linger, leader: 1, pending: []int64{2},
+			arrivals: func(g *groupCommit) int64 {
+				at := int64(0)
+				for i := range 200 {
+					at += ms
+					g.arrivedAt(int64(i%2+1), at)
+				}
+				return at
+			},
+		},
+		{
+			// The third alone would not double a round of two.
+			name: "three hot SKUs, two in the round", linger: linger, leader: 1, pending: []int64{2},
+			arrivals: func(g *groupCommit) int64 {
+				at := int64(0)
+				for i := range 200 {
+					at += ms
+					g.arrivedAt(int64(i%3+1), at)
+				}
+				return at
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := &groupCommit{linger: tt.linger}
+			now := tt.arrivals(g)
+			leader := leaderOf(tt.leader)
+			g.pending = append(g.pending, leader)
+			for _, sku := range tt.pending {
+				g.pending = append(g.pending, leaderOf(sku))
+			}
+			joiners, ok := g.worthLingering(leader, now)
+			if ok != tt.want || (ok && joiners != tt.wantJoiners) {
+				t.Errorf("worthLingering = %d, %v; want %d, %v", joiners, ok, tt.wantJoiners, tt.want)
+			}
+		})
+	}
+}
+
+// With the round linger at its default (order.linger's 5ms), SKUs sold at
+// once by many callers, one order per batch as at a moderate rate, sell
+// exactly their stock: every order written once, none beyond the stock,
+// every refusal a sold out. And one SKU on its own never waits for
+// anybody: under a linger of an hour its batches still commit one after
+// another (a wait would run into the caller's deadline and fail).
+func TestCommitShared_RoundLinger(t *testing.T) {
+	t.Parallel()
+	db := testenv.DB(t, testenv.Database(t))
+	s := New(db, GroupLinger(5*time.Millisecond))
+	const skus, stock, buyers = 12, 20, 30
+	ids := make([]int64, skus)
+	for i := range ids {
+		ids[i] = newSKU(t, s, stock).ID
+	}
+	type result struct {
+		sku     int64
+		created bool
+		err     error
+	}
+	results := make(chan result, skus*buyers)
+	var wg sync.WaitGroup
+	for _, id := range ids {
+		wg.Go(func() { // one worker per SKU, as the service runs them
+			for u := range buyers {
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				res, err := s.CommitBatch(ctx, newCall(ctx, id, fmt.Sprintf("u-%d", u)).m.b)
+				cancel()
+				if err == nil {
+					err = res.Outcomes[0].Err
+				}
+				results <- result{sku: id, created: err == nil && res.Outcomes[0].Placed.Created, err: err}
+			}
+		})
+	}
+	wg.Wait()
+	close(results)
+	created := map[int64]int64{}
+	for r := range results {
+		switch {
+		case r.created:
+			created[r.sku]++
+		case !errors.Is(r.err, service.ErrSoldOut):
+			t.Errorf("sku %d: %v; want an order or sold out", r.sku, r.err)
+		}
+	}
+	for _, id := range ids {
+		sold, left, orders := soldAndOrders(t, db, id)
+		if sold != stock || left != 0 || orders != stock || created[id] != stock {
+			t.Errorf("sku %d: sold %d, stock %d, %d orders, %d answered created; want %d, 0, %d, %d",
+				id, sold, left, orders, created[id], stock, stock, stock)
+		}
+	}
+
+	alone := New(db, GroupLinger(time.Hour))
+	one := newSKU(t, alone, 5)
+	for u := range 5 {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		res, err := alone.CommitBatch(ctx, newCall(ctx, one.ID, fmt.Sprintf("a-%d", u)).m.b)
+		cancel()
+		if err != nil || !res.Outcomes[0].Placed.Created {
+			t.Fatalf("batch %d of a SKU alone under an hour's linger = %+v, %v; want committed at once", u, res, err)
 		}
 	}
 }

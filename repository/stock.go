@@ -31,8 +31,11 @@ type Stock struct {
 // New returns a Stock over db, which must have the schema of migrations/.
 // On MySQL the connections must allow multiStatements (database.OpenMySQL's
 // do): batches then commit in three round trips instead of eight.
-func New(db *gorm.DB) *Stock {
+func New(db *gorm.DB, opts ...Option) *Stock {
 	s := &Stock{db: db, sqlite: db.Dialector.Name() == "sqlite"}
+	for _, o := range opts {
+		o(s)
+	}
 	if !s.sqlite {
 		s.sql, _ = db.DB() // nil when GORM runs on something other than *sql.DB: the GORM path then serves
 	}

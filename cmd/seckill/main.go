@@ -74,7 +74,7 @@ Environment (override the file; see README.md for all):
   SECKILL_ORDER_QUEUE_MAX         waiting buyers per SKU per instance (default 10000)
   SECKILL_ORDER_BATCH_MAX         orders per transaction (default 256)
   SECKILL_ORDER_REQUEST_TIMEOUT   a buyer's longest wait (default 10s)
-  SECKILL_ORDER_LINGER            wait for more orders before a small batch (default 2ms; 0 off)
+  SECKILL_ORDER_LINGER            wait for more orders, or SKUs, before a small commit (default 5ms; 0 off)
   SECKILL_LOCK_TTL                lock lease (default 3s)
   SECKILL_LOCK_HOLD_MAX           lock kept across batches (default 50ms)
   SECKILL_LOCK_HOLD_IDLE          lock kept for the next order when idle (default 1s)

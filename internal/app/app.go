@@ -71,7 +71,7 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 	if err != nil {
 		return err
 	}
-	store := repository.New(db)
+	store := repository.New(db, repository.GroupLinger(cfg.Order.Linger))
 	rs, err := openRedis(cfg, &cl)
 	if err != nil {
 		return err
