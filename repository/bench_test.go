@@ -3,9 +3,11 @@ package repository_test
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"testing"
 	"time"
 
+	"github.com/seckill/seckill/internal/procstat"
 	"github.com/seckill/seckill/service"
 )
 
@@ -31,4 +33,66 @@ func BenchmarkCommitBatch(b *testing.B) {
 			b.ReportMetric(float64(b.N*n)/b.Elapsed().Seconds(), "orders/s")
 		})
 	}
+}
+
+// BenchmarkCommitBatch_Known commits batches of n orders for one SKU as a
+// lock holder does after its first: each decided on the row the previous
+// commit left (Batch.Known, two round trips), fenced, with the orders
+// pending payment as the service's defaults make them. It reports
+// MariaDB's CPU per transaction and per order from its /proc counter (the
+// server is shared: other work on it counts), and this process's CPU per
+// order: what a transaction costs whatever its size, which a batch of n
+// orders divides by n. Run it with a fixed count on a quiet box, e.g.
+//
+//	go test -run '^$' -bench CommitBatch_Known -benchtime 1500x ./repository/
+func BenchmarkCommitBatch_Known(b *testing.B) {
+	for _, n := range []int{1, 4, 12, 40, 100} {
+		b.Run(fmt.Sprintf("batch=%d", n), func(b *testing.B) {
+			_, s, sku := setupB(b, int64(b.N*n), 1)
+			dbPID, err := procstat.MariaDB()
+			if err != nil {
+				dbPID = -1 // not here: its metrics are left out
+			}
+			ctx := context.Background()
+			users, skipped := 0, 0
+			known := &sku
+			cpu0, db0 := cpuOf(procstat.Self), cpuOf(dbPID)
+			b.ResetTimer()
+			for range b.N {
+				bt := service.Batch{SKUID: sku.ID, Fence: 1, Now: time.Now().UTC(), PaymentTimeout: 15 * time.Minute, Known: known}
+				for range n {
+					users++
+					bt.Requests = append(bt.Requests, service.OrderRequest{SKUID: sku.ID, UserID: "u-" + strconv.Itoa(users), Quantity: 1})
+				}
+				res, err := s.CommitBatch(ctx, bt)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if res.ReadsSkipped {
+					skipped++
+				}
+				known = &res.SKU
+			}
+			b.StopTimer()
+			cpu, dbCPU := cpuOf(procstat.Self)-cpu0, cpuOf(dbPID)-db0
+			if known.Sold != int64(users) || known.Stock != 0 {
+				b.Fatalf("sold %d, stock %d after %d orders; want all sold", known.Sold, known.Stock, users)
+			}
+			if skipped < b.N-1 { // the first batch's known row has no fence yet
+				b.Fatalf("%d of %d batches were decided on their known row; want all but the first", skipped, b.N)
+			}
+			orders := float64(b.N * n)
+			b.ReportMetric(float64(cpu.Microseconds())/orders, "µs-cpu/order")
+			if dbPID > 0 {
+				b.ReportMetric(float64(dbCPU.Microseconds())/float64(b.N), "µs-mariadb/txn")
+				b.ReportMetric(float64(dbCPU.Microseconds())/orders, "µs-mariadb/order")
+			}
+		})
+	}
+}
+
+// cpuOf is pid's CPU time so far; 0 where /proc cannot tell.
+func cpuOf(pid int) time.Duration {
+	d, _ := procstat.CPU(pid)
+	return d
 }
