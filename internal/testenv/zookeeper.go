@@ -159,7 +159,12 @@ func (z *ZooKeeper) WaitLeader(timeout time.Duration) *ZKServer {
 			return l
 		}
 		if time.Now().After(deadline) {
-			z.Servers[0].t.Fatalf("no ZooKeeper leader within %v", timeout)
+			var logs strings.Builder
+			for _, s := range z.Servers {
+				log, _ := os.ReadFile(filepath.Join(s.dir, "zookeeper.log"))
+				fmt.Fprintf(&logs, "\n--- ZooKeeper %d on %s (mode %q):\n%s", s.ID, s.Addr, s.Mode(), tail(log, 3000))
+			}
+			z.Servers[0].t.Fatalf("no ZooKeeper leader within %v; logs:%s", timeout, logs.String())
 		}
 		time.Sleep(50 * time.Millisecond) // polling for an election, bounded above
 	}
