@@ -29,12 +29,14 @@ type member struct {
 // ONE transaction of three round trips, whatever the batch sizes: START
 // TRANSACTION and the reads (the SKUs, the buyers' holdings, the orders
 // already under the batches' idempotency keys) as one multi-statement; the
-// writes (one conditional UPDATE for every SKU, its ROW_COUNT, the orders,
-// their first id, the holdings) as another; COMMIT. Under load every round
-// trip also waits for the Go scheduler, and at a moderate rate each costs
-// the service and MariaDB about as much CPU as a small statement, so round
-// trips, not statements, set the batch's cost. Row locks are waited for at
-// most wait.
+// writes (one conditional UPDATE for every SKU, the orders, the holdings)
+// as another; COMMIT. Round trips and statements, not rows, set a small
+// batch's cost: the server sends its answer to every statement of a
+// multi-statement in a packet of its own, and each packet costs it a
+// send and the service a read (and often a wake-up), so the writes take
+// their rows affected and first id from those answers rather than from
+// SELECTs, and the lock wait, at most wait, is set only when the
+// connection's session holds another.
 //
 // A round whose every batch brings the SKU as its worker's previous
 // commit left it (service.Batch.Known) is first decided on that, in two
@@ -70,12 +72,15 @@ func (s *Stock) commitRound(ctx context.Context, ms []*member, wait lockWait, kn
 		}
 		return err
 	}
-	tx := &connTx{conn: conn}
+	tx := &connTx{conn: conn, wait: wait}
 	defer tx.end() // rolls back unless committed, then returns the connection
+	if tx.sess, err = s.sessions.of(conn); err != nil {
+		return err
+	}
 
 	writers := ms
 	if !known {
-		existing, err := s.readMembers(ctx, tx, ms, wait)
+		existing, err := s.readMembers(ctx, tx, ms)
 		if err != nil {
 			return err
 		}
@@ -95,7 +100,7 @@ func (s *Stock) commitRound(ctx context.Context, ms []*member, wait lockWait, kn
 		}
 	}
 	if len(writers) > 0 {
-		if err := s.writeMembers(ctx, tx, writers, wait, known); err != nil {
+		if err := s.writeMembers(ctx, tx, writers, known); err != nil {
 			return err
 		}
 	}
@@ -258,12 +263,12 @@ func firstOrder(ws []*member) service.Order {
 	return a.Outcomes[a.New[0]].Placed.Order
 }
 
-func (s *Stock) readMembers(ctx context.Context, tx *connTx, ms []*member, wait lockWait) (map[string]service.Order, error) {
+func (s *Stock) readMembers(ctx context.Context, tx *connTx, ms []*member) (existing map[string]service.Order, err error) {
 	var (
 		q    strings.Builder
 		args []any
 	)
-	q.WriteString(beginWith(wait))
+	q.WriteString(tx.beginning())
 	q.WriteString("SELECT id, name, total_stock, stock, sold, version, fence, per_user_limit, starts_at, ends_at, created_at, updated_at FROM skus WHERE id IN (")
 	for i, m := range ms {
 		q.WriteString(placeholder(i))
@@ -302,6 +307,7 @@ func (s *Stock) readMembers(ctx context.Context, tx *connTx, ms []*member, wait 
 	}
 
 	rows, err := tx.begin(ctx, q.String(), args...)
+	defer func() { tx.begun(err) }()
 	if err != nil {
 		return nil, err
 	}
@@ -337,7 +343,6 @@ func (s *Stock) readMembers(ctx context.Context, tx *connTx, ms []*member, wait 
 			m.bought[u] = qty
 		}
 	}
-	var existing map[string]service.Order
 	if len(keys) > 0 {
 		if !rows.NextResultSet() {
 			return nil, resultSetMissing(rows, "orders by key")
@@ -356,17 +361,20 @@ func (s *Stock) readMembers(ctx context.Context, tx *connTx, ms []*member, wait 
 
 // writeMembers decrements every SKU in one conditional UPDATE: each SKU's
 // own guard (stock, and version unless ModeConditional, and fence when it
-// has one) is one disjunct of the WHERE clause, so ROW_COUNT() tells
-// whether every guard held. With known, the writes begin the transaction
-// (waiting at most wait for a row lock), and return errKnownChanged when a
-// guard failed, a holding was not new or a key was used.
-func (s *Stock) writeMembers(ctx context.Context, tx *connTx, ws []*member, wait lockWait, known bool) error {
+// has one) is one disjunct of the WHERE clause, so its rows affected tell
+// whether every guard held. It inserts the orders and upserts the
+// holdings in the same multi-statement, and reads each statement's rows
+// affected and the orders' first id from the server's answers to them.
+// With known, the writes begin the transaction, and return
+// errKnownChanged when a guard failed, a holding was not new or a key
+// was used.
+func (s *Stock) writeMembers(ctx context.Context, tx *connTx, ws []*member, known bool) error {
 	var (
 		q    strings.Builder
 		args []any
 	)
 	if known {
-		q.WriteString(beginWith(wait))
+		q.WriteString(tx.beginning())
 	}
 	caseOf := func(col string, val func(*member) any) {
 		q.WriteString(col + " CASE id")
@@ -413,7 +421,6 @@ func (s *Stock) writeMembers(ctx context.Context, tx *connTx, ws []*member, wait
 		}
 		q.WriteString(")")
 	}
-	q.WriteString("; SELECT ROW_COUNT()")
 
 	q.WriteString("; INSERT INTO orders (sku_id, user_id, quantity, idempotency_key, created_at, status, expires_at) VALUES ")
 	n := 0
@@ -432,10 +439,16 @@ func (s *Stock) writeMembers(ctx context.Context, tx *connTx, ws []*member, wait
 			args = append(args, o.SKUID, o.UserID, o.Quantity, key, o.CreatedAt, string(o.Status), o.ExpiresAt)
 		}
 	}
-	q.WriteString("; SELECT LAST_INSERT_ID(), @@auto_increment_increment")
+	step := int64(1)
+	if n > 1 {
+		var err error
+		if step, err = tx.autoIncrementStep(ctx); err != nil {
+			return err
+		}
+	}
 
 	q.WriteString("; INSERT INTO user_purchases (sku_id, user_id, quantity, per_user_limit) VALUES ")
-	n = 0
+	holders := 0
 	for _, m := range ws {
 		for _, i := range m.a.New { // arrival order: a deterministic lock order
 			u := m.a.Outcomes[i].Placed.Order.UserID
@@ -444,10 +457,10 @@ func (s *Stock) writeMembers(ctx context.Context, tx *connTx, ws []*member, wait
 				continue
 			}
 			delete(m.a.Bought, u)
-			if n > 0 {
+			if holders > 0 {
 				q.WriteString(", ")
 			}
-			n++
+			holders++
 			q.WriteString("(?, ?, ?, ?)")
 			args = append(args, m.sku.ID, u, held-m.bought[u], m.sku.PerUserLimit)
 		}
@@ -455,67 +468,47 @@ func (s *Stock) writeMembers(ctx context.Context, tx *connTx, ws []*member, wait
 	// Deltas, not totals: without the version guard (ModeConditional) the
 	// CHECK constraint still sees the true holding.
 	q.WriteString(" ON DUPLICATE KEY UPDATE quantity = quantity + VALUES(quantity)")
-	holders := n
-	if known {
-		// One affected row per holding inserted, two per holding updated.
-		q.WriteString("; SELECT ROW_COUNT()")
-	}
 
-	var rows *sql.Rows
-	var err error
+	var (
+		res mysql.Result
+		err error
+	)
 	if known {
-		rows, err = tx.begin(ctx, q.String(), args...)
+		res, err = tx.beginExec(ctx, q.String(), args...)
 	} else {
-		rows, err = tx.conn.QueryContext(ctx, q.String(), args...)
+		res, err = tx.exec(ctx, q.String(), args...)
 	}
 	if err != nil {
 		return knownChanged(err, known)
 	}
-	defer rows.Close()
-	var updated int64
-	if !rows.Next() {
-		return knownChanged(resultSetMissing(rows, "ROW_COUNT"), known)
+	// The last three answers are the UPDATE's, the orders' and the holdings'.
+	affected, ids := res.AllRowsAffected(), res.AllLastInsertIds()
+	if len(affected) < 3 || len(ids) != len(affected) {
+		return fmt.Errorf("repository: %d answers to the writes (does the DSN allow multiStatements?)", len(affected))
 	}
-	if err := rows.Scan(&updated); err != nil {
-		return err
-	}
-	if updated != int64(len(ws)) {
+	last := len(affected) - 1
+	if affected[last-2] != int64(len(ws)) {
 		if known {
 			return errKnownChanged
 		}
 		return service.ErrConflict
 	}
-	if !rows.NextResultSet() || !rows.Next() {
-		return knownChanged(resultSetMissing(rows, "LAST_INSERT_ID"), known)
-	}
-	var id, step int64
-	if err := rows.Scan(&id, &step); err != nil {
-		return err
+	// One affected row per holding inserted, two per holding updated: a
+	// decision on known rows took every holding to be new.
+	if known && affected[last] != int64(holders) {
+		return errKnownChanged
 	}
 	// One multi-row INSERT is a "simple insert": InnoDB gives it
-	// consecutive ids (steps of auto_increment_increment), as GORM also
-	// assumes for its batch inserts.
+	// consecutive ids (steps of auto_increment_increment) from the first,
+	// which its answer reports, as GORM also assumes for its batch inserts.
+	id := ids[last-1]
 	for _, m := range ws {
 		for _, i := range m.a.New {
 			m.a.Outcomes[i].Placed.Order.ID = id
 			id += step
 		}
 	}
-	if known {
-		var inserted int64
-		if !rows.NextResultSet() || !rows.Next() {
-			return knownChanged(resultSetMissing(rows, "holdings' ROW_COUNT"), known)
-		}
-		if err := rows.Scan(&inserted); err != nil {
-			return err
-		}
-		if inserted != int64(holders) {
-			return errKnownChanged
-		}
-	}
-	for rows.NextResultSet() { // drain, surfacing a failed upsert
-	}
-	return knownChanged(rows.Err(), known)
+	return nil
 }
 
 // knownChanged is errKnownChanged for the server's refusal of a write
@@ -539,12 +532,6 @@ const (
 	erCheckConstraintViolated = 3819 // MySQL's ER_CHECK_CONSTRAINT_VIOLATED
 	erConstraintFailed        = 4025 // MariaDB's ER_CONSTRAINT_FAILED
 )
-
-// beginWith starts a transaction whose statements wait at most wait for
-// a row lock: the first statements of a round's first round trip.
-func beginWith(wait lockWait) string {
-	return "START TRANSACTION; SET SESSION innodb_lock_wait_timeout = " + wait.String() + "; "
-}
 
 func resultSetMissing(rows *sql.Rows, what string) error {
 	if err := rows.Err(); err != nil {

@@ -4,7 +4,11 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
+	"errors"
+	"sync"
 	"time"
+
+	"github.com/go-sql-driver/mysql"
 )
 
 // rollbackTimeout bounds the ROLLBACK of a transaction that did not commit.
@@ -18,14 +22,78 @@ const rollbackTimeout = time.Second
 // connection on which even that failed.
 type connTx struct {
 	conn *sql.Conn
-	open bool // START TRANSACTION may have run, and neither COMMIT nor ROLLBACK has
+	sess *session // what the connection's session holds of ours
+	wait lockWait // the lock wait this transaction's begin sets
+	open bool     // START TRANSACTION may have run, and neither COMMIT nor ROLLBACK has
 }
 
-// begin sends START TRANSACTION followed by more statements, as one
-// multi-statement: query must begin with it.
+// beginning is the statements that start the transaction, to be sent
+// with its first ones (begin, beginExec): START TRANSACTION, and the
+// lock wait when the session does not hold it already.
+func (t *connTx) beginning() string {
+	if t.sess.waitSet && t.sess.wait == t.wait {
+		return "START TRANSACTION; "
+	}
+	return "START TRANSACTION; SET SESSION innodb_lock_wait_timeout = " + t.wait.String() + "; "
+}
+
+// begun records what the statements of beginning left in the session:
+// its lock wait once they ran without error; nothing known otherwise.
+func (t *connTx) begun(err error) {
+	t.sess.wait, t.sess.waitSet = t.wait, err == nil
+}
+
+// begin sends query, which must start with beginning(), as one
+// multi-statement of reads; the caller reports to begun once it has read
+// them all.
 func (t *connTx) begin(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
 	t.open = true // even a failed query may have started the transaction
 	return t.conn.QueryContext(ctx, query, args...)
+}
+
+// beginExec sends query, which must start with beginning(), as one
+// multi-statement of writes (see exec).
+func (t *connTx) beginExec(ctx context.Context, query string, args ...any) (mysql.Result, error) {
+	t.open = true
+	res, err := t.exec(ctx, query, args...)
+	t.begun(err)
+	return res, err
+}
+
+// exec runs a multi-statement of writes and returns every statement's
+// rows affected and last insert id, from the server's answers to each
+// (database/sql keeps only the last statement's): no SELECT ROW_COUNT()
+// or LAST_INSERT_ID() is needed, each of which costs the server a packet
+// sent and the service a read. The first statement that fails ends the
+// multi-statement, and its error is returned.
+func (t *connTx) exec(ctx context.Context, query string, args ...any) (mysql.Result, error) {
+	var res mysql.Result
+	err := t.conn.Raw(func(dc any) error {
+		ex, ok := dc.(driver.ExecerContext)
+		if !ok {
+			return errors.New("repository: the driver cannot execute on a connection")
+		}
+		named := make([]driver.NamedValue, len(args))
+		for i, a := range args {
+			named[i] = driver.NamedValue{Ordinal: i + 1, Value: a}
+			// database/sql converts arguments before the driver sees
+			// them; Raw leaves that to us, as the driver's own checker.
+			if c, ok := dc.(driver.NamedValueChecker); ok {
+				if err := c.CheckNamedValue(&named[i]); err != nil {
+					return err
+				}
+			}
+		}
+		r, err := ex.ExecContext(ctx, query, named)
+		if err != nil {
+			return err
+		}
+		if res, ok = r.(mysql.Result); !ok {
+			return errors.New("repository: the driver does not report each statement's result")
+		}
+		return nil
+	})
+	return res, err
 }
 
 // commit commits, as database/sql's Tx.Commit does: not at all once ctx
@@ -57,4 +125,58 @@ func (t *connTx) end() {
 		t.open = false
 	}
 	_ = t.conn.Close()
+}
+
+// session is what one pooled connection's server session holds that a
+// round needs: the lock wait the last round on it set (so that the next
+// one with the same wait sends no SET, a packet each way), and the
+// server's auto_increment_increment, which a session keeps from its
+// start (so that it is read once per connection, not per round). Only
+// the goroutine holding the connection uses it.
+type session struct {
+	wait    lockWait
+	waitSet bool
+	step    int64 // auto_increment_increment; 0 until read
+}
+
+// maxSessions bounds the sessions remembered: past it (connections come
+// and go with the pool's lifetimes) all are forgotten, and each is asked
+// again, once.
+const maxSessions = 1024
+
+// sessions remembers the session of each pooled connection, by its
+// driver connection.
+type sessions struct {
+	mu sync.Mutex
+	m  map[any]*session
+}
+
+// of returns conn's session, empty when it is new to us.
+func (ss *sessions) of(conn *sql.Conn) (*session, error) {
+	var dc any
+	if err := conn.Raw(func(c any) error { dc = c; return nil }); err != nil {
+		return nil, err
+	}
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if s := ss.m[dc]; s != nil {
+		return s, nil
+	}
+	if ss.m == nil || len(ss.m) >= maxSessions {
+		ss.m = make(map[any]*session)
+	}
+	s := &session{}
+	ss.m[dc] = s
+	return s, nil
+}
+
+// autoIncrementStep is the step between the ids of one multi-row INSERT
+// on t's connection.
+func (t *connTx) autoIncrementStep(ctx context.Context) (int64, error) {
+	if t.sess.step == 0 {
+		if err := t.conn.QueryRowContext(ctx, "SELECT @@SESSION.auto_increment_increment").Scan(&t.sess.step); err != nil {
+			return 0, err
+		}
+	}
+	return t.sess.step, nil
 }

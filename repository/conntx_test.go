@@ -3,8 +3,11 @@ package repository
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
+
+	"github.com/go-sql-driver/mysql"
 
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/service"
@@ -86,5 +89,89 @@ func TestCommitMySQL_FailedRoundLeavesNoTransactionOpen(t *testing.T) {
 	}
 	if sold, stock, orders := soldAndOrders(t, db, a.ID); sold != 1 || stock != 9 || orders != 1 {
 		t.Errorf("sku %d after the next round: sold %d, stock %d, %d orders; want 1, 9, 1", a.ID, sold, stock, orders)
+	}
+}
+
+// The ids of a multi-row INSERT step by the session's
+// auto_increment_increment (3 here, as on a multi-master setup), which
+// the commit reads once per connection: every order it answers with must
+// be the row the database holds for that buyer, whether the batch was
+// decided on the reads or on its known row.
+func TestCommitMySQL_OrderIDsStepByTheSessionsIncrement(t *testing.T) {
+	t.Parallel()
+	mc, err := mysql.ParseDSN(testenv.Database(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mc.Params = map[string]string{"auto_increment_increment": "3"} // SET at connect
+	db := testenv.DB(t, mc.FormatDSN())
+	s := New(db)
+	ctx := context.Background()
+	sku := newSKU(t, s, 10)
+
+	first := newCall(ctx, sku.ID, "a", "b", "c").m.b
+	res, err := s.CommitBatch(ctx, first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := newCall(ctx, sku.ID, "d", "e", "f").m.b
+	second.Known = &res.SKU
+	res2, err := s.CommitBatch(ctx, second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res2.ReadsSkipped {
+		t.Fatal("the second batch read its row; want it decided on the known row")
+	}
+	for _, out := range append(res.Outcomes, res2.Outcomes...) {
+		o := out.Placed.Order
+		if out.Err != nil {
+			t.Fatalf("order of %s = %v; want placed", o.UserID, out.Err)
+		}
+		var user string
+		if err := s.sql.QueryRowContext(ctx, "SELECT user_id FROM orders WHERE id = ?", o.ID).Scan(&user); err != nil || user != o.UserID {
+			t.Errorf("order %d answered to %s is %q in the database (%v)", o.ID, o.UserID, user, err)
+		}
+	}
+}
+
+// A round sets its lock wait on its connection's session only when the
+// session holds another: the wait in force is always the round's, and a
+// run of rounds with one wait sends one SET.
+func TestCommitMySQL_SetsTheLockWaitOnlyWhenItChanges(t *testing.T) {
+	t.Parallel()
+	db := testenv.DB(t, testenv.Database(t))
+	s := New(db)
+	s.sql.SetMaxOpenConns(1) // every round, and every check, on one session
+	ctx := context.Background()
+	sku := newSKU(t, s, 10)
+
+	sets := func() (n int64) {
+		t.Helper()
+		var name string
+		if err := s.sql.QueryRowContext(ctx, "SHOW SESSION STATUS LIKE 'Com_set_option'").Scan(&name, &n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	before := sets()
+	for i, c := range []struct {
+		wait     lockWait
+		wantSets int64 // SET statements so far
+	}{{7, 1}, {7, 1}, {7, 1}, {3, 2}, {7, 3}} {
+		ms := []*member{&newCall(ctx, sku.ID, fmt.Sprintf("u%d", i)).m}
+		if err := s.commitMySQL(ctx, ms, c.wait); err != nil || ms[0].err != nil {
+			t.Fatalf("round %d = %v, %v", i, err, ms[0].err)
+		}
+		var wait lockWait
+		if err := s.sql.QueryRowContext(ctx, "SELECT @@SESSION.innodb_lock_wait_timeout").Scan(&wait); err != nil {
+			t.Fatal(err)
+		}
+		if wait != c.wait {
+			t.Errorf("round %d with wait %d left the session's wait at %d", i, c.wait, wait)
+		}
+		if got := sets() - before; got != c.wantSets {
+			t.Errorf("after round %d: %d SET statements; want %d", i, got, c.wantSets)
+		}
 	}
 }

@@ -26,6 +26,8 @@ type Stock struct {
 	sql    *sql.DB // MySQL only: the batch commit's multi-statement round trips
 	sqlite bool
 	group  groupCommit
+	// sessions: what each MySQL connection's session holds of ours.
+	sessions sessions
 }
 
 // New returns a Stock over db, which must have the schema of migrations/.
