@@ -139,14 +139,16 @@ type session struct {
 	step    int64 // auto_increment_increment; 0 until read
 }
 
-// maxSessions bounds the sessions remembered: past it (connections come
-// and go with the pool's lifetimes) all are forgotten, and each is asked
-// again, once.
+// The sessions remembered hold their driver connections, closed or not,
+// until they are forgotten: all at once, when twice as many as the pool
+// may open (maxSessions when it is unbounded) are remembered. Each is
+// then asked again, once.
 const maxSessions = 1024
 
-// sessions remembers the session of each pooled connection, by its
+// sessions remembers the session of each pooled connection of db, by its
 // driver connection.
 type sessions struct {
+	db *sql.DB
 	mu sync.Mutex
 	m  map[any]*session
 }
@@ -162,7 +164,11 @@ func (ss *sessions) of(conn *sql.Conn) (*session, error) {
 	if s := ss.m[dc]; s != nil {
 		return s, nil
 	}
-	if ss.m == nil || len(ss.m) >= maxSessions {
+	limit := maxSessions
+	if n := ss.db.Stats().MaxOpenConnections; n > 0 {
+		limit = 2 * n
+	}
+	if ss.m == nil || len(ss.m) >= limit {
 		ss.m = make(map[any]*session)
 	}
 	s := &session{}

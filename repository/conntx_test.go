@@ -2,6 +2,7 @@ package repository
 
 import (
 	"context"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"testing"
@@ -172,6 +173,31 @@ func TestCommitMySQL_SetsTheLockWaitOnlyWhenItChanges(t *testing.T) {
 		}
 		if got := sets() - before; got != c.wantSets {
 			t.Errorf("after round %d: %d SET statements; want %d", i, got, c.wantSets)
+		}
+	}
+
+	// A new connection is a new session: its first round sets its wait.
+	// The sessions of the connections gone are not kept for ever.
+	for i := range 5 {
+		conn, err := s.sql.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = conn.Raw(func(any) error { return driver.ErrBadConn }) // the pool closes it
+		conn.Close()
+		ms := []*member{&newCall(ctx, sku.ID, fmt.Sprintf("n%d", i)).m}
+		if err := s.commitMySQL(ctx, ms, 5); err != nil || ms[0].err != nil {
+			t.Fatalf("round on new connection %d = %v, %v", i, err, ms[0].err)
+		}
+		var wait lockWait
+		if err := s.sql.QueryRowContext(ctx, "SELECT @@SESSION.innodb_lock_wait_timeout").Scan(&wait); err != nil {
+			t.Fatal(err)
+		}
+		if wait != 5 {
+			t.Errorf("new connection %d: the round with wait 5 left the session's wait at %d", i, wait)
+		}
+		if n := len(s.sessions.m); n > 2 {
+			t.Errorf("%d sessions remembered for a pool of one connection; want at most 2", n)
 		}
 	}
 }

@@ -40,6 +40,7 @@ func New(db *gorm.DB, opts ...Option) *Stock {
 	}
 	if !s.sqlite {
 		s.sql, _ = db.DB() // nil when GORM runs on something other than *sql.DB: the GORM path then serves
+		s.sessions.db = s.sql
 	}
 	return s
 }
