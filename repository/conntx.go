@@ -131,8 +131,11 @@ func (t *connTx) end() {
 // round needs: the lock wait the last round on it set (so that the next
 // one with the same wait sends no SET, a packet each way), and the
 // server's auto_increment_increment, which a session keeps from its
-// start (so that it is read once per connection, not per round). Only
-// the goroutine holding the connection uses it.
+// start (so that it is read once per connection, not per round). It
+// relies on the driver never resetting a session (go-sql-driver/mysql
+// sends no COM_RESET_CONNECTION): were it to, a round would run under the
+// server's default lock wait until its connection closes. Only the
+// goroutine holding the connection uses it.
 type session struct {
 	wait    lockWait
 	waitSet bool
