@@ -13,7 +13,7 @@ import (
 // not compare, so a Store accepts a batch whose fence is no older than the
 // stored one, or whose stored fence was issued by the other backend: a
 // switch of lock backend resets the comparison instead of leaving every
-// write refused as stale (DESIGN.md invariant 12). While both backends are
+// write refused as stale (docs/design.md, invariant 12). While both backends are
 // in use (a rolling switch) a holder of one excludes nobody of the other,
 // and the version column alone guards the stock, as in fallback mode.
 const ZooKeeperFences int64 = 1 << 62

@@ -113,7 +113,7 @@ func inventedBurst(t *testing.T, rigs []*rig, first int64, n, conc int) {
 	wg.Wait()
 }
 
-// TestPlace_InventedSKUsCostNothingLasting is the attack of issue 9: 20,000
+// TestPlace_InventedSKUsCostNothingLasting is the invented-id attack: 20,000
 // orders for SKU ids that do not exist, over three instances on one
 // database and Redis. Not parallel: it measures the process.
 func TestPlace_InventedSKUsCostNothingLasting(t *testing.T) {

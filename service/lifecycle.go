@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// The order lifecycle (issue 13). An order is created pending: its units
+// The order lifecycle. An order is created pending: its units
 // are taken from stock (skus.sold counts them) until it is paid, or until
 // it is cancelled by its buyer or expires unpaid, which returns them:
 //

@@ -150,7 +150,7 @@ func (g *gatedStore) CommitBatch(ctx context.Context, b service.Batch) (service.
 	return g.Store.CommitBatch(ctx, b)
 }
 
-// checkInvariants asserts DESIGN's invariants 1–4 for a SKU and returns
+// checkInvariants asserts docs/design.md's invariants 1–4 for a SKU and returns
 // the units sold.
 func checkInvariants(t *testing.T, db *gorm.DB, skuID int64) int64 {
 	t.Helper()

@@ -1,4 +1,4 @@
-// These tests reproduce issue 18's false sold-out after a paused instance
+// These tests reproduce a false sold-out after a paused instance
 // resumes; they failed on the sold-out marks of service/soldout.go up to
 // the change that dates a mark from its commit and checks a shared mark
 // against the database before trusting it.
@@ -42,7 +42,7 @@ func (p *pausedAfterCommit) CommitBatch(ctx context.Context, b service.Batch) (s
 // restock, so neither A nor an instance C that reads the shared mark may
 // answer sold_out while the restocked units are there. With the shared
 // mark lost meanwhile (Redis restarted empty), A's stale "+v" lands in
-// Redis and C adopts it: issue 18's "another instance answered sold_out
+// Redis and C adopts it: "another instance answered sold_out
 // while units remained".
 //
 // The test compresses the pause: A resumes right after the restock. With

@@ -139,7 +139,7 @@ type Order struct {
 	// (repository.GroupLinger): a moderate rate spread over many SKUs then
 	// shares a transaction too. The latency traded is at most Linger per
 	// order at each step; 0 turns both off.
-	Linger time.Duration `yaml:"linger"` // default 5ms (README: 0.63-0.69x the CPU per order at 2,000/s on one SKU, p50 +6ms, p99 no worse), at most 100ms
+	Linger time.Duration `yaml:"linger"` // default 5ms (the trade-off: docs/performance.md), at most 100ms
 	// PaymentTimeout is how long a new order stays pending, holding its
 	// units, before it expires unpaid and they return to the sale; 0: an
 	// order is paid at creation (see lifecycle.go).

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// The order lifecycle's settings (issue 13): order.payment_timeout,
+// The order lifecycle's settings: order.payment_timeout,
 // order.sweep_interval, order.sweep_batch and auth.payment_tokens.
 
 // Lifecycle defaults.

@@ -6,7 +6,7 @@ import (
 	"gorm.io/gorm"
 )
 
-// CheckInvariants asserts the design's invariants 1–4 and 10 for a SKU
+// CheckInvariants asserts docs/design.md's invariants 1–4 and 10 for a SKU
 // (stock never negative, stock + sold == total, the live orders — pending
 // and paid — hold exactly the units sold, no user over the per-user limit,
 // holdings agree with the live orders) and returns the units sold.

@@ -15,7 +15,7 @@ import (
 	"time"
 )
 
-// LifecycleConfig is the order-lifecycle run (issue 13): Units units over
+// LifecycleConfig is the order-lifecycle run: Units units over
 // Instances instances with a payment window of PaymentTimeout; buyers of
 // whom 60% pay, 10% cancel, 20% never pay and 10% pay too late keep
 // coming until Units orders are paid, which only the returned units make

@@ -100,7 +100,7 @@ func writeCPUTable(w io.Writer, rows []row, o options) {
 	fmt.Fprintln(w)
 }
 
-// writeCPURatios adds the CPU goals of issue 17 to the ratio list.
+// writeCPURatios adds the CPU goals (docs/performance.md) to the ratio list.
 func writeCPURatios(t *tabwriter.Writer, rows []row, o options) {
 	hi := fmt.Sprintf("%d VUs", o.vus)
 	open := fmt.Sprintf("%d/s", o.rate)

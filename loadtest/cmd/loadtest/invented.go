@@ -7,7 +7,7 @@ import (
 	"github.com/seckill/seckill/loadtest/harness"
 )
 
-// runInvented is -scenario invented-skus: the abuse run of issue 9.
+// runInvented is -scenario invented-skus: orders for SKU ids that do not exist.
 func runInvented(ctx context.Context, cfg harness.Config, requests int, stdout io.Writer) error {
 	res, err := harness.RunInvented(ctx, harness.InventedConfig{
 		Instances:  cfg.Instances,

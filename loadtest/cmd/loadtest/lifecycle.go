@@ -7,7 +7,7 @@ import (
 	"github.com/seckill/seckill/loadtest/harness"
 )
 
-// runLifecycle is -scenario lifecycle: the order lifecycle run of issue 13.
+// runLifecycle is -scenario lifecycle: the order lifecycle run.
 func runLifecycle(ctx context.Context, cfg harness.Config, units int64, stdout io.Writer) error {
 	res, err := harness.RunLifecycle(ctx, harness.LifecycleConfig{
 		Instances:  cfg.Instances,
