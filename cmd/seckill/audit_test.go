@@ -171,6 +171,7 @@ func TestAuditCommand_UsageAndConnection(t *testing.T) {
 	}{
 		{"bad flag", dsn, []string{"audit", "-sku", "x"}, "invalid value"},
 		{"negative sku", dsn, []string{"audit", "-sku", "-3"}, "-sku -3"},
+		{"sku 0", dsn, []string{"audit", "-sku", "0"}, "-sku 0"},
 		{"argument", dsn, []string{"audit", "all"}, `unexpected argument "all"`},
 		{"no dsn", "", []string{"audit"}, "SECKILL_MYSQL_DSN"},
 		{"unreachable", "root@tcp(127.0.0.1:1)/nowhere", []string{"audit"}, "audit: database: open mysql"},

@@ -163,7 +163,9 @@ func parseAudit(args []string, path *string, stderr io.Writer) (command, string,
 	if fs.NArg() != 0 {
 		return command{}, "", usageError(fmt.Errorf("audit: unexpected argument %q (see seckill audit -h)", fs.Arg(0)))
 	}
-	if f.sku < 0 {
+	skuSet := false
+	fs.Visit(func(fl *flag.Flag) { skuSet = skuSet || fl.Name == "sku" })
+	if skuSet && f.sku <= 0 {
 		return command{}, "", usageError(fmt.Errorf("audit: -sku %d: want a SKU id", f.sku))
 	}
 	return command{name: "audit", audit: f}, *path, nil

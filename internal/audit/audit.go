@@ -216,26 +216,23 @@ func audit(ctx context.Context, tx *sql.Tx, id int64) (Report, error) {
 		return Report{}, err
 	}
 
-	// Buyers (users with live orders) against their holdings, one row per
-	// buyer aggregated by the server. A buyer is over the limit only above
-	// both the SKU's limit and the limit their holding recorded.
-	var mismatched, over int64
-	if err := q("buyers", `SELECT COUNT(*),
-			COALESCE(SUM(p.quantity IS NULL OR p.quantity <> o.units), 0),
-			COALESCE(SUM(o.units > GREATEST(?, COALESCE(p.per_user_limit, 0))), 0)
-		FROM (SELECT user_id, SUM(quantity) AS units FROM orders
-		      WHERE sku_id = ? AND status IN `+live+` GROUP BY user_id) o
-		LEFT JOIN user_purchases p ON p.sku_id = ? AND p.user_id = o.user_id`,
-		[]any{r.PerUserLimit, id, id}, &r.Buyers, &mismatched, &over); err != nil {
-		return Report{}, err
-	}
-
-	var orphans int64
-	if err := q("holdings", `SELECT COUNT(*), COALESCE(SUM(p.quantity), 0),
-			COALESCE(SUM(NOT EXISTS (SELECT 1 FROM orders o
-				WHERE o.sku_id = p.sku_id AND o.user_id = p.user_id AND o.status IN `+live+`)), 0)
-		FROM user_purchases p WHERE p.sku_id = ?`,
-		[]any{id}, &r.Holders, &r.HeldUnits, &orphans); err != nil {
+	// Buyers (users with live orders) against holders (user_purchases
+	// rows): both sides scanned once, by the SKU's index and the holdings'
+	// primary key, and joined by one GROUP BY user_id on the server. A
+	// buyer is over the limit only above both the SKU's limit and the
+	// limit their holding recorded.
+	var mismatched, orphans, over int64
+	if err := q("holdings", `SELECT COALESCE(SUM(units > 0), 0), COALESCE(SUM(holds), 0), COALESCE(SUM(held), 0),
+			COALESCE(SUM(units > 0 AND (holds = 0 OR held <> units)), 0),
+			COALESCE(SUM(units = 0 AND holds > 0), 0),
+			COALESCE(SUM(units > GREATEST(?, lim)), 0)
+		FROM (SELECT user_id, SUM(units) AS units, SUM(holds) AS holds, SUM(held) AS held, MAX(lim) AS lim
+			FROM (SELECT user_id, quantity AS units, 0 AS holds, 0 AS held, 0 AS lim
+				FROM orders WHERE sku_id = ? AND status IN `+live+`
+			UNION ALL
+			SELECT user_id, 0, 1, quantity, per_user_limit FROM user_purchases WHERE sku_id = ?) x
+			GROUP BY user_id) u`,
+		[]any{r.PerUserLimit, id, id}, &r.Buyers, &r.Holders, &r.HeldUnits, &mismatched, &orphans, &over); err != nil {
 		return Report{}, err
 	}
 
