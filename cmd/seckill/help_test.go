@@ -19,7 +19,7 @@ func TestHelp(t *testing.T) {
 			if err := run(context.Background(), args, env, &stdout, &stderr); err != nil {
 				t.Fatalf("seckill %s = %v; want success", strings.Join(args, " "), err)
 			}
-			for _, want := range []string{"serve", "migrate up", "migrate status", "healthcheck", "-config", "SECKILL_MYSQL_DSN", "SECKILL_REDIS_ADDRS", "SECKILL_ADMIN_TOKEN", "SECKILL_LOG_ACCESS"} {
+			for _, want := range []string{"serve", "migrate up", "migrate status", "healthcheck", "audit [-sku N] [-json]", "-config", "SECKILL_MYSQL_DSN", "SECKILL_REDIS_ADDRS", "SECKILL_ADMIN_TOKEN", "SECKILL_LOG_ACCESS"} {
 				if !strings.Contains(stdout.String(), want) {
 					t.Errorf("help does not mention %s:\n%s", want, stdout.String())
 				}

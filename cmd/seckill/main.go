@@ -4,6 +4,7 @@
 //	seckill migrate up|down|status
 //	seckill healthcheck          exit 0 if the running server's /readyz answers 200
 //	seckill token -sub u-1       print a shopper token (HS256, auth.jwt.secret) for tests
+//	seckill audit [-sku N] [-json]  reconcile the sale's data; exit 1 naming each broken invariant
 //
 // With nothing configured it runs the embedded quick start: in-process
 // Redis and SQLite, a demo SKU, and a printed curl line. See README.md.
@@ -33,7 +34,7 @@ func main() {
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "seckill:", err)
-		os.Exit(1)
+		os.Exit(exitCode(err))
 	}
 }
 
@@ -51,6 +52,10 @@ Commands:
   healthcheck            exit 0 if the running server's /readyz answers 200
   token -sub USER [-ttl 1h]
                          print a shopper token (HS256, SECKILL_AUTH_JWT_SECRET) for tests
+  audit [-sku N] [-json] reconcile every SKU (or SKU N) with its orders, holdings and
+                         idempotency keys (needs SECKILL_MYSQL_DSN, SELECT only); exit 0
+                         if all agree, 1 naming each SKU and invariant that does not,
+                         2 on a usage or database error (seckill audit -h)
   help                   this text
 
 Flags (before or after the command):
@@ -89,9 +94,10 @@ Environment (override the file; see README.md for all):
 
 // command is what the arguments ask for, flags taken out.
 type command struct {
-	name string   // serve, migrate, healthcheck, token, help
-	arg  string   // the migrate direction
-	rest []string // the token command's own flags
+	name  string   // serve, migrate, healthcheck, token, audit, help
+	arg   string   // the migrate direction; "audit" for the audit's help
+	rest  []string // the token command's own flags
+	audit auditFlags
 }
 
 // parseArgs reads flags wherever they stand, before or after the command,
@@ -118,6 +124,9 @@ func parseArgs(args []string, getenv func(string) string, stderr io.Writer) (com
 		if pos[0] == "token" { // its flags are its own
 			return command{name: "token", rest: args}, *path, nil
 		}
+		if pos[0] == "audit" {
+			return parseAudit(args, path, stderr)
+		}
 	}
 	switch {
 	case len(pos) == 0 || (len(pos) == 1 && pos[0] == "serve"):
@@ -132,7 +141,34 @@ func parseArgs(args []string, getenv func(string) string, stderr io.Writer) (com
 		}
 		return command{name: "migrate", arg: pos[1]}, *path, nil
 	}
-	return command{}, "", fmt.Errorf("unknown command %q: want serve, migrate up|down|status, healthcheck, token or help (see seckill -h for usage)", strings.Join(pos, " "))
+	return command{}, "", fmt.Errorf("unknown command %q: want serve, migrate up|down|status, healthcheck, token, audit or help (see seckill -h for usage)", strings.Join(pos, " "))
+}
+
+// parseAudit reads the audit's flags, -config among them; its usage
+// errors exit 2 (see auditUsage).
+func parseAudit(args []string, path *string, stderr io.Writer) (command, string, error) {
+	fs := flag.NewFlagSet("seckill audit", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {}
+	fs.StringVar(path, "config", *path, "YAML config file (env SECKILL_CONFIG)")
+	var f auditFlags
+	fs.Int64Var(&f.sku, "sku", 0, "audit this SKU only")
+	fs.BoolVar(&f.json, "json", false, "print one JSON document")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return command{name: "help", arg: "audit"}, "", nil
+		}
+		return command{}, "", usageError(fmt.Errorf("audit: %w (see seckill audit -h)", err))
+	}
+	if fs.NArg() != 0 {
+		return command{}, "", usageError(fmt.Errorf("audit: unexpected argument %q (see seckill audit -h)", fs.Arg(0)))
+	}
+	skuSet := false
+	fs.Visit(func(fl *flag.Flag) { skuSet = skuSet || fl.Name == "sku" })
+	if skuSet && f.sku <= 0 {
+		return command{}, "", usageError(fmt.Errorf("audit: -sku %d: want a SKU id", f.sku))
+	}
+	return command{name: "audit", audit: f}, *path, nil
 }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -141,11 +177,18 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 	if cmd.name == "help" {
-		fmt.Fprint(stdout, usage)
+		text := usage
+		if cmd.arg == "audit" {
+			text = auditUsage
+		}
+		fmt.Fprint(stdout, text)
 		return nil
 	}
 	cfg, err := config.Load(path, getenv)
 	if err != nil {
+		if cmd.name == "audit" {
+			return usageError(err)
+		}
 		return err
 	}
 	format := cfg.Log.Format
@@ -165,6 +208,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return healthcheck(ctx, cfg.HTTP.Addr)
 	case "token":
 		return mintToken(cmd.rest, cfg, stdout, stderr)
+	case "audit":
+		return runAudit(ctx, cfg, cmd.audit, stdout)
 	}
 	if err := cfg.ValidateServe(); err != nil {
 		return err

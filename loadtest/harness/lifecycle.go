@@ -512,6 +512,7 @@ func (lr *lifecycleRun) verify(ctx context.Context, res *LifecycleResult) {
 	if res.Orders["expired"] == 0 || res.ResoldAfterExpiry == 0 {
 		bad("%d orders expired, %d paid orders created after the first expiry: returned units were not resold", res.Orders["expired"], res.ResoldAfterExpiry)
 	}
+	res.Violations = append(res.Violations, lr.audit(ctx)...)
 	for _, i := range *lr.live.Load() {
 		v, _ := lr.metric(ctx, i, `seckill_sweep_seconds_count{outcome="stale_fence"} `)
 		res.StaleSweeps += int64(v)

@@ -179,6 +179,7 @@ func (r *run) verify(ctx context.Context, k6Start time.Time, k6res k6Result) (Su
 	if err := r.checkSKUs(ctx, &s, cons, k6res.Console); err != nil {
 		return s, err
 	}
+	s.Violations = append(s.Violations, auditViolations(r.audit(ctx))...)
 	if s.SellingWindow > 0 {
 		s.OrdersPerSec = round(float64(s.API.Orders)/s.SellingWindow, 0)
 	}

@@ -1,0 +1,192 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/seckill/seckill/internal/audit"
+	"github.com/seckill/seckill/internal/config"
+	"github.com/seckill/seckill/internal/database"
+)
+
+const auditUsage = `Usage: seckill audit [-sku N] [-json] [-config file.yaml]
+
+Reconciles every SKU (or SKU N) in the database of mysql.dsn (SECKILL_MYSQL_DSN):
+the skus row, the orders by status, the buyers' holdings and the idempotency
+keys, each SKU in one read-only snapshot; it only reads, so a user granted
+SELECT suffices. Prints one row per SKU, or with -json one JSON document.
+
+Exit status: 0 every invariant holds; 1 a SKU fails one (each is named);
+2 a usage, configuration or database error.
+`
+
+// auditFlags are the audit command's own flags.
+type auditFlags struct {
+	sku  int64
+	json bool
+}
+
+// exitError carries the process's exit status for an error other than 1.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+// exitCode returns the exit status of run's error: 0 for none, the
+// exitError's code, 1 otherwise.
+func exitCode(err error) int {
+	var ee *exitError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ee):
+		return ee.code
+	}
+	return 1
+}
+
+func usageError(err error) error { return &exitError{code: 2, err: err} }
+
+// maxNamed bounds the failed SKUs the final error names; every one is
+// named in the output above it.
+const maxNamed = 20
+
+// runAudit audits the SKUs of cfg's database and writes the table, or
+// the JSON document, to stdout. A failed invariant is an error of exit
+// status 1; anything that stops the audit, of status 2.
+func runAudit(ctx context.Context, cfg config.Config, f auditFlags, stdout io.Writer) error {
+	if cfg.Embedded() {
+		return usageError(errors.New("audit: SECKILL_MYSQL_DSN (mysql.dsn) is required: the audit reads MySQL/MariaDB"))
+	}
+	// One snapshot at a time: the audit holds one connection.
+	db, err := database.OpenMySQL(cfg.MySQL.DSN, database.Options{MaxOpenConns: 1, MaxIdleConns: 1, ConnMaxLife: time.Minute})
+	if err != nil {
+		return usageError(fmt.Errorf("audit: %w", err))
+	}
+	defer database.Close(db)
+	sqlDB, err := db.DB()
+	if err != nil {
+		return usageError(err)
+	}
+	if err := sqlDB.PingContext(ctx); err != nil {
+		return usageError(fmt.Errorf("audit: %w", err))
+	}
+
+	out := newAuditWriter(stdout, f.json)
+	if err := out.begin(); err != nil {
+		return usageError(err)
+	}
+	if f.sku != 0 {
+		r, err := audit.SKU(ctx, sqlDB, f.sku)
+		if err == nil {
+			err = out.add(r)
+		}
+		if err != nil {
+			return usageError(err)
+		}
+	} else if err := audit.All(ctx, sqlDB, 0, out.add); err != nil {
+		return usageError(err)
+	}
+	if err := out.end(); err != nil {
+		return usageError(err)
+	}
+	if out.failed == 0 {
+		return nil
+	}
+	more := ""
+	if out.failed > len(out.named) {
+		more = fmt.Sprintf(" and %d more", out.failed-len(out.named))
+	}
+	return &exitError{code: 1, err: fmt.Errorf("audit: %d of %d SKUs fail an invariant: %s%s",
+		out.failed, out.audited, strings.Join(out.named, "; "), more)}
+}
+
+// auditWriter streams the reports: a row (or a JSON element) per SKU as it
+// is audited, so the output, like the audit, holds one SKU at a time.
+type auditWriter struct {
+	w       io.Writer
+	json    bool
+	audited int
+	failed  int
+	named   []string // the first maxNamed failed SKUs with their invariants
+}
+
+func newAuditWriter(w io.Writer, asJSON bool) *auditWriter {
+	return &auditWriter{w: w, json: asJSON}
+}
+
+const auditRow = "%-10v %10v %10v %10v %10v %9v %9v %9v %9v %10v %9v %10v %9v  %s\n"
+
+func (a *auditWriter) begin() error {
+	if a.json {
+		_, err := io.WriteString(a.w, `{"skus":[`)
+		return err
+	}
+	_, err := fmt.Fprintf(a.w, auditRow, "SKU", "TOTAL", "STOCK", "SOLD", "VERSION",
+		"PENDING", "PAID", "CANCELLED", "EXPIRED", "LIVE_UNITS", "BUYERS", "HELD_UNITS", "KEYED", "RESULT")
+	return err
+}
+
+func (a *auditWriter) add(r audit.Report) error {
+	a.audited++
+	if !r.OK() {
+		a.failed++
+		if len(a.named) < maxNamed {
+			a.named = append(a.named, fmt.Sprintf("sku %d (%s)", r.SKU, failedNames(r, ", ")))
+		}
+	}
+	if a.json {
+		b, err := json.Marshal(r)
+		if err != nil {
+			return err
+		}
+		sep := "\n"
+		if a.audited > 1 {
+			sep = ",\n"
+		}
+		_, err = fmt.Fprintf(a.w, "%s%s", sep, b)
+		return err
+	}
+	result := "OK"
+	if !r.OK() {
+		result = "FAIL " + failedNames(r, ",")
+	}
+	if _, err := fmt.Fprintf(a.w, auditRow, r.SKU, r.TotalStock, r.Stock, r.Sold, r.Version,
+		r.Pending.Orders, r.Paid.Orders, r.Cancelled.Orders, r.Expired.Orders, r.LiveUnits(), r.Buyers, r.HeldUnits, r.Keyed, result); err != nil {
+		return err
+	}
+	for _, f := range r.Failures {
+		if _, err := fmt.Fprintf(a.w, "  sku %d %s: %s\n", r.SKU, f.Invariant, f.Detail); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func failedNames(r audit.Report, sep string) string {
+	var b strings.Builder
+	for i, inv := range r.Failed() {
+		if i > 0 {
+			b.WriteString(sep)
+		}
+		b.WriteString(string(inv))
+	}
+	return b.String()
+}
+
+func (a *auditWriter) end() error {
+	if a.json {
+		_, err := fmt.Fprintf(a.w, "\n],\"audited\":%d,\"failed\":%d,\"ok\":%t}\n", a.audited, a.failed, a.failed == 0)
+		return err
+	}
+	_, err := fmt.Fprintf(a.w, "audited %d SKUs: %d OK, %d failed\n", a.audited, a.audited-a.failed, a.failed)
+	return err
+}

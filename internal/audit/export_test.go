@@ -1,0 +1,4 @@
+package audit
+
+// Begin opens the audit's transaction, for the test that writes in it.
+var Begin = begin

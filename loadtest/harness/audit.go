@@ -1,0 +1,49 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/seckill/seckill/internal/audit"
+	"github.com/seckill/seckill/loadtest/verify"
+)
+
+// AuditFailed: `seckill audit` (internal/audit) finds a SKU of the run's
+// database breaking an invariant, or could not read it.
+const AuditFailed = "audit"
+
+// audit runs the operator's audit over the run's database, after the
+// sale, and describes each SKU that fails it; nothing when it agrees, or
+// when the runner has no database of its own (target mode).
+func (r *run) audit(ctx context.Context) []string {
+	if r.db == nil {
+		return nil
+	}
+	var out []string
+	audited := 0
+	err := audit.All(ctx, r.db, 0, func(rep audit.Report) error {
+		audited++
+		for _, f := range rep.Failures {
+			out = append(out, fmt.Sprintf("sku %d %s: %s", rep.SKU, f.Invariant, f.Detail))
+		}
+		return nil
+	})
+	if err != nil {
+		out = append(out, err.Error())
+	}
+	if len(out) == 0 {
+		r.event("audit: %d SKUs, every invariant holds", audited)
+	} else {
+		r.event("audit: %d failures of %d SKUs: %s", len(out), audited, strings.Join(out[:min(len(out), 5)], "; "))
+	}
+	return out
+}
+
+func auditViolations(msgs []string) []verify.Violation {
+	out := make([]verify.Violation, len(msgs))
+	for i, m := range msgs {
+		out[i] = verify.Violation{Name: AuditFailed, Message: m}
+	}
+	return out
+}
