@@ -378,7 +378,7 @@ func TestContract(t *testing.T) {
 		{method: "POST", path: "/api/v1/orders", body: buy("{last}", "u-3", 2), status: 409, code: "insufficient_stock"},
 		{method: "POST", path: "/api/v1/orders", body: buy("{sku}", "u-4", 4), status: 409, code: "limit_exceeded"},
 		{method: "POST", path: "/api/v1/orders", body: buy("{later}", "u-3", 1), status: 409, code: "sale_not_active"},
-		{method: "POST", path: "/api/v1/orders", body: buy("{sku}", "u-5", 1), headers: []string{"Idempotency-Key", "contract-key"}, status: 409, code: "idempotency_conflict"},
+		{method: "POST", path: "/api/v1/orders", body: buy("{sku}", "u-1", 2), headers: []string{"Idempotency-Key", "contract-key"}, status: 409, code: "idempotency_conflict"},
 		{method: "POST", path: "/api/v1/orders", body: `{"sku_id":{sku},"user_id":"{big}","quantity":1}`, status: 413, code: "request_too_large"},
 		{method: "POST", path: "/api/v1/orders", body: buy("{sku}", "u-6", 1), headers: text, status: 415, code: "unsupported_media_type"},
 

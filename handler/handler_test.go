@@ -461,9 +461,10 @@ func TestPlaceOrder(t *testing.T) {
 		{name: "replay at the per-user limit", sku: `{"name":"c","stock":10,"per_user_limit":1}`, setup: buyFirst("u-1", 1, "limit-key"), body: valid, headers: []string{"Idempotency-Key", "limit-key"}, status: 200, sameAs: true},
 		{name: "replay after sold out", sku: `{"name":"c","stock":1}`, setup: buyFirst("u-1", 1, "sold-key"), body: valid, headers: []string{"Idempotency-Key", "sold-key"}, status: 200, sameAs: true},
 		{name: "key reused with another quantity", setup: buyFirst("u-1", 1, "qty-key"), body: `{"sku_id":{sku},"user_id":"u-1","quantity":2}`, headers: []string{"Idempotency-Key", "qty-key"}, status: 409, code: "idempotency_conflict"},
-		{name: "key reused by another user", setup: buyFirst("u-1", 1, "user-key"), body: `{"sku_id":{sku},"user_id":"u-2","quantity":1}`, headers: []string{"Idempotency-Key", "user-key"}, status: 409, code: "idempotency_conflict"},
+		{name: "key used by another user is not theirs", setup: buyFirst("u-1", 1, "user-key"), body: `{"sku_id":{sku},"user_id":"u-2","quantity":1}`, headers: []string{"Idempotency-Key", "user-key"}, user: "u-2", status: 201},
 		{name: "key reused for another sku", setup: buyOtherSKU("sku-key"), body: valid, headers: []string{"Idempotency-Key", "sku-key"}, status: 409, code: "idempotency_conflict"},
-		{name: "key reused after sold out", sku: `{"name":"c","stock":1}`, setup: buyFirst("u-1", 1, "sold-key-2"), body: `{"sku_id":{sku},"user_id":"u-2","quantity":1}`, headers: []string{"Idempotency-Key", "sold-key-2"}, status: 409, code: "idempotency_conflict"},
+		{name: "key reused after sold out", sku: `{"name":"c","stock":1}`, setup: buyFirst("u-1", 1, "sold-key-2"), body: `{"sku_id":{sku},"user_id":"u-1","quantity":2}`, headers: []string{"Idempotency-Key", "sold-key-2"}, status: 409, code: "idempotency_conflict"},
+		{name: "another user's key after sold out reveals nothing", sku: `{"name":"c","stock":1}`, setup: buyFirst("u-1", 1, "sold-key-3"), body: `{"sku_id":{sku},"user_id":"u-2","quantity":1}`, headers: []string{"Idempotency-Key", "sold-key-3"}, status: 409, code: "sold_out"},
 
 		{name: "sold out", sku: `{"name":"c","stock":1}`, setup: buyFirst("u-0", 1, ""), body: valid, status: 409, code: "sold_out", msg: "sold out"},
 		{name: "sold out with a key", sku: `{"name":"c","stock":1}`, setup: buyFirst("u-0", 1, ""), body: valid, headers: []string{"Idempotency-Key", "late"}, status: 409, code: "sold_out"},

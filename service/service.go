@@ -210,7 +210,9 @@ type BatchResult struct {
 type Store interface {
 	CommitBatch(ctx context.Context, b Batch) (BatchResult, error)
 	Order(ctx context.Context, id int64) (Order, error)
-	OrderByKey(ctx context.Context, key string) (Order, error)
+	// OrderByKey returns the order userID placed under the idempotency
+	// key, or ErrNotFound: keys are the buyer's own.
+	OrderByKey(ctx context.Context, userID, key string) (Order, error)
 	SKU(ctx context.Context, id int64) (SKU, error)
 	CreateSKU(ctx context.Context, s SKU) (SKU, error)
 	SetStock(ctx context.Context, id, stock int64) (SKU, error)
