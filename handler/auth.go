@@ -110,6 +110,7 @@ func (a shopperAuth) buyer(c *gin.Context, verified string, bodyUser *string) (s
 			abort(c, http.StatusBadRequest, codeInvalid, `field "user_id" is required`)
 			return "", false
 		}
+		// One of only spaces is left to OrderRequest.Validate's own message.
 		if p := service.IDProblem(*bodyUser); p != "" && strings.TrimSpace(*bodyUser) != "" {
 			abort(c, http.StatusBadRequest, codeInvalid, "user_id "+p)
 			return "", false
