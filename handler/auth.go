@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/gin-gonic/gin"
+
+	"github.com/seckill/seckill/service"
 )
 
 // Shoppers verifies shoppers' bearer tokens (auth.shopper jwt). A nil
@@ -21,6 +23,9 @@ type Shoppers interface {
 const (
 	codeInvalidToken = "invalid_token" // a token was sent and refused
 	codeUserMismatch = "user_mismatch" // the body's user_id is not the token's sub
+	// codeInvalidSubject: a verified token whose sub cannot name a buyer
+	// (see service.IDProblem); only its issuer can mend it.
+	codeInvalidSubject = "invalid_subject"
 )
 
 // shopperAuth identifies shoppers; a nil verifier means none.
@@ -71,6 +76,10 @@ func (a shopperAuth) user(c *gin.Context) (string, bool) {
 		unauthorized(c, codeInvalidToken, "the bearer token is invalid or expired")
 		return "", false
 	}
+	if p := service.IDProblem(sub); p != "" {
+		abort(c, http.StatusBadRequest, codeInvalidSubject, "the bearer token's sub "+p+": it cannot name a shopper")
+		return "", false
+	}
 	return sub, true
 }
 
@@ -99,6 +108,11 @@ func (a shopperAuth) buyer(c *gin.Context, verified string, bodyUser *string) (s
 	if !a.enabled() {
 		if bodyUser == nil {
 			abort(c, http.StatusBadRequest, codeInvalid, `field "user_id" is required`)
+			return "", false
+		}
+		// One of only spaces is left to OrderRequest.Validate's own message.
+		if p := service.IDProblem(*bodyUser); p != "" && strings.TrimSpace(*bodyUser) != "" {
+			abort(c, http.StatusBadRequest, codeInvalid, "user_id "+p)
 			return "", false
 		}
 		return *bodyUser, true

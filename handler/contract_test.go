@@ -378,7 +378,7 @@ func TestContract(t *testing.T) {
 		{method: "POST", path: "/api/v1/orders", body: buy("{last}", "u-3", 2), status: 409, code: "insufficient_stock"},
 		{method: "POST", path: "/api/v1/orders", body: buy("{sku}", "u-4", 4), status: 409, code: "limit_exceeded"},
 		{method: "POST", path: "/api/v1/orders", body: buy("{later}", "u-3", 1), status: 409, code: "sale_not_active"},
-		{method: "POST", path: "/api/v1/orders", body: buy("{sku}", "u-5", 1), headers: []string{"Idempotency-Key", "contract-key"}, status: 409, code: "idempotency_conflict"},
+		{method: "POST", path: "/api/v1/orders", body: buy("{sku}", "u-1", 2), headers: []string{"Idempotency-Key", "contract-key"}, status: 409, code: "idempotency_conflict"},
 		{method: "POST", path: "/api/v1/orders", body: `{"sku_id":{sku},"user_id":"{big}","quantity":1}`, status: 413, code: "request_too_large"},
 		{method: "POST", path: "/api/v1/orders", body: buy("{sku}", "u-6", 1), headers: text, status: 415, code: "unsupported_media_type"},
 
@@ -482,6 +482,9 @@ func contractShopperJWT(t *testing.T, c *contract) {
 	sku := s.createSKU(t, `{"name":"jwt","stock":10,"per_user_limit":5}`)
 	alice := []string{"Authorization", "Bearer " + hs(t, "alice")}
 	refused := []string{"Authorization", "Bearer not-a-token"}
+	// A verified sub that differs from alice's only by a trailing space
+	// names nobody: the database compares ids byte for byte, as Go does.
+	spaced := []string{"Authorization", "Bearer " + hs(t, "alice ")}
 	fx := strings.NewReplacer("{sku}", strconv.FormatInt(sku, 10))
 	s.run(t, fx, []contractCase{
 		{method: "POST", path: "/api/v1/orders", body: `{"sku_id":{sku},"quantity":1}`, headers: alice, status: 201},
@@ -492,6 +495,10 @@ func contractShopperJWT(t *testing.T, c *contract) {
 		{method: "GET", path: "/api/v1/orders", status: 401, code: "unauthorized"},
 		{method: "GET", path: "/api/v1/orders/AAAAAAAAAAAAAAAAAAAAAA", headers: refused, status: 401, code: "invalid_token"},
 		{method: "POST", path: "/api/v1/orders/AAAAAAAAAAAAAAAAAAAAAA/cancel", status: 401, code: "unauthorized"},
+		{method: "POST", path: "/api/v1/orders", body: `{"sku_id":{sku},"quantity":1}`, headers: spaced, status: 400, code: "invalid_subject"},
+		{method: "GET", path: "/api/v1/orders", headers: spaced, status: 400, code: "invalid_subject"},
+		{method: "GET", path: "/api/v1/orders/AAAAAAAAAAAAAAAAAAAAAA", headers: spaced, status: 400, code: "invalid_subject"},
+		{method: "POST", path: "/api/v1/orders/AAAAAAAAAAAAAAAAAAAAAA/cancel", headers: spaced, status: 400, code: "invalid_subject"},
 	})
 	if err := database.Close(s.appDB); err != nil {
 		t.Fatal(err)

@@ -100,7 +100,7 @@ func (h *orders) create(c *gin.Context) {
 }
 
 // idempotencyKey returns the optional Idempotency-Key: 1–128 printable
-// ASCII characters when present.
+// ASCII characters, not beginning or ending with a space, when present.
 func idempotencyKey(c *gin.Context) (string, bool) {
 	vals, present := c.Request.Header["Idempotency-Key"]
 	if !present {
@@ -108,6 +108,10 @@ func idempotencyKey(c *gin.Context) (string, bool) {
 	}
 	if len(vals) != 1 || vals[0] == "" || len(vals[0]) > service.MaxIdempotencyKeyLen || !printable(vals[0]) {
 		abort(c, http.StatusBadRequest, codeInvalid, "Idempotency-Key must be one value of 1 to 128 printable ASCII characters")
+		return "", false
+	}
+	if p := service.IDProblem(vals[0]); p != "" {
+		abort(c, http.StatusBadRequest, codeInvalid, "Idempotency-Key "+p)
 		return "", false
 	}
 	return vals[0], true

@@ -14,25 +14,35 @@ type Limits struct {
 	PerUserBurst int
 	PerIPRate    float64 // requests per second per client IP, on /api
 	PerIPBurst   int
-	MaxKeys      int // keys tracked per limiter before the table is reset
+	MaxKeys      int // keys tracked per limiter; beyond it the least recently used is evicted
 }
 
 // limiter holds one token bucket per key. Keys come from clients, so the
-// table is reset when it reaches max rather than allowed to grow: a reset
-// only forgives, it never refuses anyone.
+// table holds at most max of them and evicts the least recently used: a
+// flood of new keys forgets idle buckets (most of them full again, so
+// nothing is lost) but never the bucket of a key still in use, as
+// clearing the whole table would.
 type limiter struct {
 	mu      sync.Mutex
-	buckets map[string]*rate.Limiter
-	rate    rate.Limit
-	burst   int
-	max     int
+	buckets map[string]*bucket
+	// newest and oldest end the list of buckets by last use.
+	newest, oldest *bucket
+	rate           rate.Limit
+	burst          int
+	max            int
+}
+
+type bucket struct {
+	key          string
+	tokens       *rate.Limiter
+	newer, older *bucket
 }
 
 func newLimiter(perSecond float64, burst, max int) *limiter {
 	if perSecond <= 0 {
 		return nil
 	}
-	return &limiter{buckets: map[string]*rate.Limiter{}, rate: rate.Limit(perSecond), burst: max1(burst), max: max1(max)}
+	return &limiter{buckets: map[string]*bucket{}, rate: rate.Limit(perSecond), burst: max1(burst), max: max1(max)}
 }
 
 func max1(n int) int { return max(n, 1) }
@@ -44,15 +54,46 @@ func (l *limiter) allow(key string) bool {
 	}
 	l.mu.Lock()
 	b, ok := l.buckets[key]
-	if !ok {
+	if ok {
+		l.unlink(b)
+	} else {
 		if len(l.buckets) >= l.max {
-			clear(l.buckets)
+			evicted := l.oldest
+			l.unlink(evicted)
+			delete(l.buckets, evicted.key)
 		}
-		b = rate.NewLimiter(l.rate, l.burst)
+		b = &bucket{key: key, tokens: rate.NewLimiter(l.rate, l.burst)}
 		l.buckets[key] = b
 	}
+	l.pushNewest(b)
 	l.mu.Unlock()
-	return b.Allow()
+	return b.tokens.Allow()
+}
+
+// unlink takes b out of the list. Called with l.mu held.
+func (l *limiter) unlink(b *bucket) {
+	if b.newer != nil {
+		b.newer.older = b.older
+	} else {
+		l.newest = b.older
+	}
+	if b.older != nil {
+		b.older.newer = b.newer
+	} else {
+		l.oldest = b.newer
+	}
+	b.newer, b.older = nil, nil
+}
+
+// pushNewest puts b at the newest end of the list. Called with l.mu held.
+func (l *limiter) pushNewest(b *bucket) {
+	b.older = l.newest
+	if l.newest != nil {
+		l.newest.newer = b
+	} else {
+		l.oldest = b
+	}
+	l.newest = b
 }
 
 // perIP refuses a client IP over its rate with 429 rate_limited.

@@ -132,7 +132,7 @@ func (s *Stock) commitRound(ctx context.Context, ms []*member, wait lockWait, kn
 
 // decide allocates m's batch on the SKU row and holdings read (or known)
 // and the orders found under its idempotency keys.
-func (m *member) decide(existing map[string]service.Order) {
+func (m *member) decide(existing map[service.BuyerKey]service.Order) {
 	m.a = service.Allocate(m.sku.domain(), m.b.Requests, existing, m.bought, m.b.Now)
 	m.a.Hold(m.b.PaymentTimeout)
 	m.res = service.BatchResult{SKU: m.sku.after(m.b, m.a.Units)}
@@ -263,7 +263,7 @@ func firstOrder(ws []*member) service.Order {
 	return a.Outcomes[a.New[0]].Placed.Order
 }
 
-func (s *Stock) readMembers(ctx context.Context, tx *connTx, ms []*member) (existing map[string]service.Order, err error) {
+func (s *Stock) readMembers(ctx context.Context, tx *connTx, ms []*member) (existing map[service.BuyerKey]service.Order, err error) {
 	var (
 		q    strings.Builder
 		args []any
@@ -293,15 +293,18 @@ func (s *Stock) readMembers(ctx context.Context, tx *connTx, ms []*member) (exis
 	}
 	q.WriteString(")")
 
-	var keys []string
+	var keys []service.BuyerKey
 	for _, m := range ms {
 		keys = append(keys, idempotencyKeys(m.b.Requests)...)
 	}
 	if len(keys) > 0 {
-		q.WriteString("; SELECT id, sku_id, user_id, quantity, idempotency_key, created_at, status, expires_at, settled_at FROM orders WHERE idempotency_key IN (")
+		q.WriteString("; SELECT id, sku_id, user_id, quantity, idempotency_key, created_at, status, expires_at, settled_at FROM orders WHERE (user_id, idempotency_key) IN (")
 		for i, k := range keys {
-			q.WriteString(placeholder(i))
-			args = append(args, k)
+			if i > 0 {
+				q.WriteString(", ")
+			}
+			q.WriteString("(?, ?)")
+			args = append(args, k.UserID, k.Key)
 		}
 		q.WriteString(")")
 	}
@@ -347,13 +350,13 @@ func (s *Stock) readMembers(ctx context.Context, tx *connTx, ms []*member) (exis
 		if !rows.NextResultSet() {
 			return nil, resultSetMissing(rows, "orders by key")
 		}
-		existing = make(map[string]service.Order, len(keys))
+		existing = make(map[service.BuyerKey]service.Order, len(keys))
 		for rows.Next() {
 			var r orderRow
 			if err := rows.Scan(&r.ID, &r.SKUID, &r.UserID, &r.Quantity, &r.IdempotencyKey, &r.CreatedAt, &r.Status, &r.ExpiresAt, &r.SettledAt); err != nil {
 				return nil, err
 			}
-			existing[*r.IdempotencyKey] = r.domain()
+			existing[service.BuyerKey{UserID: r.UserID, Key: *r.IdempotencyKey}] = r.domain()
 		}
 	}
 	return existing, rows.Err()
@@ -559,11 +562,11 @@ func distinctUsers(reqs []service.OrderRequest) []string {
 	return users
 }
 
-func idempotencyKeys(reqs []service.OrderRequest) []string {
-	var keys []string
+func idempotencyKeys(reqs []service.OrderRequest) []service.BuyerKey {
+	var keys []service.BuyerKey
 	for _, r := range reqs {
 		if r.IdempotencyKey != "" {
-			keys = append(keys, r.IdempotencyKey)
+			keys = append(keys, service.KeyOf(r))
 		}
 	}
 	return keys

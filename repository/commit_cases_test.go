@@ -96,8 +96,12 @@ func TestCommitBatch_Cases(t *testing.T) {
 			{buys: []buy{{"b", 1, "", nil}, {"a", 1, "k1", errReplayed}, {"c", 1, "k2", service.ErrSoldOut}}},
 		}},
 		{name: "an idempotency key reused for another request", stock: 10, limit: 5, sold: 1, steps: []commitStep{
-			{buys: []buy{{"a", 1, "k", nil}, {"b", 1, "k", service.ErrIdempotencyConflict}}},
+			{buys: []buy{{"a", 1, "k", nil}, {"a", 2, "k", service.ErrIdempotencyConflict}}},
 			{buys: []buy{{"a", 2, "k", service.ErrIdempotencyConflict}}},
+		}},
+		{name: "keys are the buyer's own: the same key of two buyers is two orders", stock: 10, limit: 5, sold: 3, steps: []commitStep{
+			{buys: []buy{{"b", 1, "k", nil}, {"a", 1, "k", nil}}},
+			{buys: []buy{{"c", 1, "k", nil}, {"a", 1, "k", errReplayed}, {"b", 2, "k", service.ErrIdempotencyConflict}}},
 		}},
 		{name: "sale not open yet", stock: 10, limit: 5, window: notYet, steps: []commitStep{
 			{buys: []buy{{"a", 1, "", service.ErrSaleNotActive}, {"b", 1, "k", service.ErrSaleNotActive}}},
@@ -147,7 +151,7 @@ func TestCommitBatch_Cases(t *testing.T) {
 						if err != nil {
 							t.Fatal(err)
 						}
-						ids := map[string]int64{} // idempotency key → order id
+						ids := map[[2]string]int64{} // buyer and idempotency key → order id
 						var known *service.SKU
 						total := tt.stock // stock + sold, restocks included
 						for j, st := range tt.steps {
@@ -184,13 +188,13 @@ func TestCommitBatch_Cases(t *testing.T) {
 								switch {
 								case by.want == nil && (out.Err != nil || !out.Placed.Created || out.Placed.Order.ID == 0):
 									t.Errorf("step %d request %d = %+v; want a new order", j, k, out)
-								case by.want == errReplayed && (out.Err != nil || out.Placed.Created || out.Placed.Order.ID != ids[by.key]):
-									t.Errorf("step %d request %d = %+v; want the order %d replayed", j, k, out, ids[by.key])
+								case by.want == errReplayed && (out.Err != nil || out.Placed.Created || out.Placed.Order.ID != ids[[2]string{by.user, by.key}]):
+									t.Errorf("step %d request %d = %+v; want the order %d replayed", j, k, out, ids[[2]string{by.user, by.key}])
 								case by.want != nil && by.want != errReplayed && !errors.Is(out.Err, by.want):
 									t.Errorf("step %d request %d = %v; want %v", j, k, out.Err, by.want)
 								}
 								if by.want == nil && by.key != "" {
-									ids[by.key] = out.Placed.Order.ID
+									ids[[2]string{by.user, by.key}] = out.Placed.Order.ID
 								}
 							}
 						}

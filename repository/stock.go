@@ -137,8 +137,19 @@ func (purchaseRow) TableName() string { return "user_purchases" }
 // nothing; a COMMIT that may or may not have landed is read back, and
 // returns service.ErrOutcomeUnknown when that fails. On MySQL a b.Shared
 // batch may share its transaction with other SKUs' (see runRound): their
-// troubles never become its error.
+// troubles never become its error. Nor do one request's: when the
+// database refuses a row of the batch, its requests are committed one by
+// one (commitEach).
 func (s *Stock) CommitBatch(ctx context.Context, b service.Batch) (service.BatchResult, error) {
+	res, err := s.commitOnce(ctx, b)
+	if err != nil && len(b.Requests) > 1 && refusesARow(err) {
+		return s.commitEach(ctx, b)
+	}
+	return res, err
+}
+
+// commitOnce commits b in one transaction (CommitBatch).
+func (s *Stock) commitOnce(ctx context.Context, b service.Batch) (service.BatchResult, error) {
 	if s.sql != nil {
 		if b.Shared {
 			return s.commitShared(ctx, b)
@@ -259,18 +270,22 @@ func (s *Stock) addHoldings(tx *gorm.DB, sku skuRow, a *service.Allocation, befo
 	}).Create(&rows).Error
 }
 
-func (s *Stock) ordersByKey(tx *gorm.DB, reqs []service.OrderRequest) (map[string]service.Order, error) {
+func (s *Stock) ordersByKey(tx *gorm.DB, reqs []service.OrderRequest) (map[service.BuyerKey]service.Order, error) {
 	keys := idempotencyKeys(reqs)
 	if len(keys) == 0 {
 		return nil, nil
 	}
+	pairs := make([][]any, len(keys))
+	for i, k := range keys {
+		pairs[i] = []any{k.UserID, k.Key}
+	}
 	var rows []orderRow
-	if err := tx.Where("idempotency_key IN ?", keys).Find(&rows).Error; err != nil {
+	if err := tx.Where("(user_id, idempotency_key) IN ?", pairs).Find(&rows).Error; err != nil {
 		return nil, err
 	}
-	m := make(map[string]service.Order, len(rows))
+	m := make(map[service.BuyerKey]service.Order, len(rows))
 	for _, r := range rows {
-		m[*r.IdempotencyKey] = r.domain()
+		m[service.BuyerKey{UserID: r.UserID, Key: *r.IdempotencyKey}] = r.domain()
 	}
 	return m, nil
 }
@@ -296,11 +311,11 @@ func (s *Stock) Order(ctx context.Context, id int64) (service.Order, error) {
 	return r.domain(), nil
 }
 
-// OrderByKey returns the order placed under an idempotency key, or
+// OrderByKey returns the order userID placed under an idempotency key, or
 // service.ErrNotFound.
-func (s *Stock) OrderByKey(ctx context.Context, key string) (service.Order, error) {
+func (s *Stock) OrderByKey(ctx context.Context, userID, key string) (service.Order, error) {
 	var r orderRow
-	if err := s.db.WithContext(ctx).Where("idempotency_key = ?", key).Take(&r).Error; err != nil {
+	if err := s.db.WithContext(ctx).Where("user_id = ? AND idempotency_key = ?", userID, key).Take(&r).Error; err != nil {
 		return service.Order{}, translate(err, service.ErrNotFound)
 	}
 	return r.domain(), nil
@@ -373,6 +388,8 @@ func (s *Stock) Ping(ctx context.Context) error {
 
 // Driver error numbers the store tells apart.
 const (
+	mysqlDataTooLong       = 1406
+	mysqlIncorrectString   = 1366 // bytes that are not the column's character set
 	mysqlDuplicate         = 1062
 	mysqlDeadlock          = 1213
 	mysqlCheckViolated     = 3819 // MySQL 8
@@ -389,6 +406,7 @@ const (
 	violationUnique                  // a unique key: a concurrent writer inserted first
 	violationCheck                   // a CHECK constraint
 	violationRetry                   // a deadlock: the server rolled back; a retry re-reads
+	violationData                    // a value the column cannot hold: a retry fails alike
 )
 
 func violationOf(err error) violation {
@@ -405,6 +423,8 @@ func violationOf(err error) violation {
 			return violationCheck
 		case mysqlDeadlock:
 			return violationRetry
+		case mysqlDataTooLong, mysqlIncorrectString:
+			return violationData
 		}
 	case errors.As(err, &code):
 		switch code.Code() {
@@ -432,7 +452,7 @@ func translate(err, notFound error) error {
 	case errors.Is(err, gorm.ErrRecordNotFound):
 		return notFound
 	}
-	if violationOf(err) != violationNone {
+	if v := violationOf(err); v != violationNone && v != violationData {
 		return fmt.Errorf("%w: %w", service.ErrConflict, err)
 	}
 	return fmt.Errorf("%w: %w", service.ErrUnavailable, err)

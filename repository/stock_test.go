@@ -191,7 +191,7 @@ func TestSchema_RefusesWhatMustNeverBeWritten(t *testing.T) {
 	}{
 		{"negative stock", "UPDATE skus SET stock = -1, total_stock = sold - 1 WHERE id = ?", []any{sku.ID}},
 		{"stock that does not add up", "UPDATE skus SET stock = stock + 1 WHERE id = ?", []any{sku.ID}},
-		{"duplicate idempotency key", "INSERT INTO orders (sku_id, user_id, quantity, idempotency_key, created_at) VALUES (?, 'b', 1, 'k', NOW())", []any{sku.ID}},
+		{"duplicate idempotency key", "INSERT INTO orders (sku_id, user_id, quantity, idempotency_key, created_at) VALUES (?, 'a', 1, 'k', NOW())", []any{sku.ID}},
 		{"user over the per-user limit", "UPDATE user_purchases SET quantity = quantity + 1 WHERE sku_id = ?", []any{sku.ID}},
 		{"order of a missing sku", "INSERT INTO orders (sku_id, user_id, quantity, created_at) VALUES (?, 'b', 1, NOW())", []any{sku.ID + 1000}},
 		{"zero quantity", "INSERT INTO orders (sku_id, user_id, quantity, created_at) VALUES (?, 'b', 0, NOW())", []any{sku.ID}},

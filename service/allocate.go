@@ -21,11 +21,18 @@ type Allocation struct {
 	Bought map[string]int64
 }
 
+// BuyerKey names an idempotency key as the store keeps it: keys are the
+// buyer's own, so the same key of two buyers names two orders.
+type BuyerKey struct{ UserID, Key string }
+
+// KeyOf is r's idempotency key, scoped to its buyer.
+func KeyOf(r OrderRequest) BuyerKey { return BuyerKey{r.UserID, r.IdempotencyKey} }
+
 // Allocate decides a batch. existing holds the orders already committed
 // under the batch's idempotency keys; bought holds what each of the batch's
 // users already holds of the SKU. It is pure: the Store runs it between
 // its reads and its conditional writes, inside one transaction.
-func Allocate(sku SKU, reqs []OrderRequest, existing map[string]Order, bought map[string]int64, now time.Time) Allocation {
+func Allocate(sku SKU, reqs []OrderRequest, existing map[BuyerKey]Order, bought map[string]int64, now time.Time) Allocation {
 	a := Allocation{
 		Outcomes: make([]Outcome, len(reqs)),
 		Alias:    map[int]int{},
@@ -33,10 +40,11 @@ func Allocate(sku SKU, reqs []OrderRequest, existing map[string]Order, bought ma
 	}
 	stock := sku.Stock
 	active := sku.Active(now)
-	keyed := map[string]int{} // idempotency key → request index that owns it
+	keyed := map[BuyerKey]int{} // idempotency key → request index that owns it
 	for i, r := range reqs {
 		if r.IdempotencyKey != "" {
-			if o, ok := existing[r.IdempotencyKey]; ok {
+			k := KeyOf(r)
+			if o, ok := existing[k]; ok {
 				if o.Same(r) {
 					a.Outcomes[i] = Outcome{Placed: Placed{Order: o}}
 				} else {
@@ -44,7 +52,7 @@ func Allocate(sku SKU, reqs []OrderRequest, existing map[string]Order, bought ma
 				}
 				continue
 			}
-			if j, ok := keyed[r.IdempotencyKey]; ok {
+			if j, ok := keyed[k]; ok {
 				first := reqs[j]
 				switch {
 				case first.SKUID != r.SKUID || first.UserID != r.UserID || first.Quantity != r.Quantity:
@@ -56,7 +64,7 @@ func Allocate(sku SKU, reqs []OrderRequest, existing map[string]Order, bought ma
 				}
 				continue
 			}
-			keyed[r.IdempotencyKey] = i
+			keyed[k] = i
 		}
 		held, ok := a.Bought[r.UserID]
 		if !ok {

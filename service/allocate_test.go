@@ -19,7 +19,7 @@ func TestAllocate(t *testing.T) {
 		name     string
 		sku      SKU
 		reqs     []OrderRequest
-		existing map[string]Order
+		existing map[BuyerKey]Order
 		bought   map[string]int64
 		want     []error // nil: a placed order
 		created  []bool
@@ -45,17 +45,17 @@ func TestAllocate(t *testing.T) {
 			want: []error{ErrLimitExceeded}, created: []bool{false},
 		},
 		{
-			name:     "replay of a committed key returns the order; other body conflicts",
+			name:     "replay of a committed key returns the order; another quantity conflicts; another buyer's key is their own",
 			sku:      sku,
-			reqs:     []OrderRequest{req("a", 1, "k1"), req("b", 1, "k1")},
-			existing: map[string]Order{"k1": earlier},
-			want:     []error{nil, ErrIdempotencyConflict}, created: []bool{false, false},
+			reqs:     []OrderRequest{req("a", 1, "k1"), req("a", 2, "k1"), req("b", 1, "k1")},
+			existing: map[BuyerKey]Order{{"a", "k1"}: earlier},
+			want:     []error{nil, ErrIdempotencyConflict, nil}, created: []bool{false, false, true}, units: 1,
 		},
 		{
-			name: "same key twice in one batch: one order, the second is its replay",
+			name: "same key twice in one batch: one order, the second is its replay; another buyer's is another order",
 			sku:  sku,
-			reqs: []OrderRequest{req("a", 1, "k2"), req("a", 1, "k2"), req("b", 1, "k2")},
-			want: []error{nil, nil, ErrIdempotencyConflict}, created: []bool{true, false, false}, units: 1,
+			reqs: []OrderRequest{req("a", 1, "k2"), req("a", 1, "k2"), req("b", 1, "k2"), req("a", 2, "k2")},
+			want: []error{nil, nil, nil, ErrIdempotencyConflict}, created: []bool{true, false, true, false}, units: 2,
 		},
 		{
 			name: "sale not started",
@@ -73,7 +73,7 @@ func TestAllocate(t *testing.T) {
 			name:     "replay after the sale ended still finds the order",
 			sku:      SKU{ID: 7, Stock: 0, PerUserLimit: 2, EndsAt: &past},
 			reqs:     []OrderRequest{req("a", 1, "k1")},
-			existing: map[string]Order{"k1": earlier},
+			existing: map[BuyerKey]Order{{"a", "k1"}: earlier},
 			want:     []error{nil}, created: []bool{false},
 		},
 		{

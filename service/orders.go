@@ -177,7 +177,7 @@ func (o *Orders) Place(ctx context.Context, r OrderRequest) (placed Placed, err 
 // a retry of a committed order still finds it, even after the sale.
 func (o *Orders) refuseSoldOut(ctx context.Context, r OrderRequest) (Placed, error) {
 	if r.IdempotencyKey != "" {
-		ord, err := o.store.OrderByKey(ctx, r.IdempotencyKey)
+		ord, err := o.store.OrderByKey(ctx, r.UserID, r.IdempotencyKey)
 		switch {
 		case err == nil && !ord.Same(r):
 			return Placed{}, ErrIdempotencyConflict

@@ -118,6 +118,8 @@ func (r OrderRequest) Validate() error {
 		return invalid("sku_id must be a positive integer")
 	case strings.TrimSpace(r.UserID) == "":
 		return invalid("user_id must not be empty or only spaces")
+	case IDProblem(r.UserID) != "":
+		return invalid("user_id " + IDProblem(r.UserID))
 	case len(r.UserID) > MaxUserIDLen:
 		return invalid("user_id must be at most 64 bytes")
 	case r.Quantity < 1:
@@ -126,6 +128,8 @@ func (r OrderRequest) Validate() error {
 		return invalid("quantity must be at most 1073741824")
 	case len(r.IdempotencyKey) > MaxIdempotencyKeyLen:
 		return invalid("Idempotency-Key must be at most 128 characters")
+	case r.IdempotencyKey != "" && IDProblem(r.IdempotencyKey) != "":
+		return invalid("Idempotency-Key " + IDProblem(r.IdempotencyKey))
 	}
 	return nil
 }
@@ -206,7 +210,9 @@ type BatchResult struct {
 type Store interface {
 	CommitBatch(ctx context.Context, b Batch) (BatchResult, error)
 	Order(ctx context.Context, id int64) (Order, error)
-	OrderByKey(ctx context.Context, key string) (Order, error)
+	// OrderByKey returns the order userID placed under the idempotency
+	// key, or ErrNotFound: keys are the buyer's own.
+	OrderByKey(ctx context.Context, userID, key string) (Order, error)
 	SKU(ctx context.Context, id int64) (SKU, error)
 	CreateSKU(ctx context.Context, s SKU) (SKU, error)
 	SetStock(ctx context.Context, id, stock int64) (SKU, error)

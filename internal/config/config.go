@@ -43,7 +43,7 @@ type Limits struct {
 	PerUserBurst   int      `yaml:"per_user_burst"`  // default 40
 	PerIPRate      float64  `yaml:"per_ip_rate"`     // requests/s per client IP on /api, default 0 (off)
 	PerIPBurst     int      `yaml:"per_ip_burst"`    // default 200
-	MaxKeys        int      `yaml:"max_keys"`        // users or IPs tracked before a reset, default 100000
+	MaxKeys        int      `yaml:"max_keys"`        // users or IPs tracked; beyond it the least recently used is evicted, default 100000
 	TrustedProxies []string `yaml:"trusted_proxies"` // may set X-Forwarded-For; default none
 }
 

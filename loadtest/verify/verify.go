@@ -37,7 +37,7 @@ const (
 	// PurchasesDisagreeWithOrders: user_purchases does not match the sum of
 	// the user's orders.
 	PurchasesDisagreeWithOrders = "purchases_disagree_with_orders"
-	// DuplicateIdempotencyKey: one Idempotency-Key names two orders.
+	// DuplicateIdempotencyKey: one buyer's Idempotency-Key names two orders.
 	DuplicateIdempotencyKey = "duplicate_idempotency_key"
 	// AcknowledgedOrderMissing: a client was answered 201/200 with an order
 	// that is not there (or belongs to someone else).
@@ -204,7 +204,7 @@ func Check(s Snapshot, want Expect) Report {
 	}
 
 	perUser := map[string]int64{}
-	byKey := map[string]int64{}
+	byKey := map[[2]string]int64{} // keys are the buyer's own
 	byID := make(map[int64]Order, len(s.Orders))
 	var dupKeys []string
 	for _, o := range s.Orders {
@@ -215,11 +215,12 @@ func Check(s Snapshot, want Expect) Report {
 		if o.IdempotencyKey == "" {
 			continue
 		}
-		if first, ok := byKey[o.IdempotencyKey]; ok {
-			dupKeys = append(dupKeys, fmt.Sprintf("%q (orders %d and %d)", o.IdempotencyKey, first, o.ID))
+		k := [2]string{o.UserID, o.IdempotencyKey}
+		if first, ok := byKey[k]; ok {
+			dupKeys = append(dupKeys, fmt.Sprintf("%q of %q (orders %d and %d)", o.IdempotencyKey, o.UserID, first, o.ID))
 			continue
 		}
-		byKey[o.IdempotencyKey] = o.ID
+		byKey[k] = o.ID
 	}
 	r.Users = len(perUser)
 	for _, q := range perUser {
@@ -275,7 +276,7 @@ func Check(s Snapshot, want Expect) Report {
 	return r
 }
 
-func checkClients(s Snapshot, byID map[int64]Order, byKey map[string]int64, c Clients, add func(name, format string, args ...any)) {
+func checkClients(s Snapshot, byID map[int64]Order, byKey map[[2]string]int64, c Clients, add func(name, format string, args ...any)) {
 	sku := s.SKU.ID
 	var missing []string
 	acked := make(map[int64]bool, len(c.Acknowledged))
@@ -323,7 +324,7 @@ func checkClients(s Snapshot, byID map[int64]Order, byKey map[string]int64, c Cl
 	}
 	var lies []string
 	for _, f := range c.Refused {
-		if id, ok := byKey[f.Key]; ok {
+		if id, ok := byKey[[2]string{f.UserID, f.Key}]; ok {
 			lies = append(lies, fmt.Sprintf("key %q of %s was refused %s but holds order %d", f.Key, f.UserID, f.Code, id))
 		}
 	}

@@ -409,8 +409,13 @@ func TestCheck(t *testing.T) {
 		},
 		{
 			name: "duplicate idempotency key",
-			snap: verify.Snapshot{SKU: sku, HasTotal: true, Orders: []verify.Order{orders[0], orders[1], {ID: 3, UserID: "c", Quantity: 1, IdempotencyKey: "k1"}}},
+			snap: verify.Snapshot{SKU: verify.SKU{ID: 7, TotalStock: 3, Stock: 0, Sold: 3, PerUserLimit: 2}, HasTotal: true,
+				Orders: []verify.Order{orders[0], orders[1], {ID: 3, UserID: "b", Quantity: 1, IdempotencyKey: "k2"}}},
 			want: []string{verify.DuplicateIdempotencyKey},
+		},
+		{
+			name: "two buyers' own keys alike",
+			snap: verify.Snapshot{SKU: sku, HasTotal: true, Orders: []verify.Order{orders[0], orders[1], {ID: 3, UserID: "c", Quantity: 1, IdempotencyKey: "k1"}}},
 		},
 		{
 			name: "api view without total stock",

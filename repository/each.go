@@ -1,0 +1,114 @@
+package repository
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/seckill/seckill/service"
+)
+
+// refusesARow reports whether err is the database refusing a row that a
+// batch's writes derived from one of its requests: a unique key or CHECK
+// constraint (the request's key or holding taken for another's where the
+// decision saw none), or a value the column cannot hold. Retrying the
+// whole batch would meet it again.
+func refusesARow(err error) bool {
+	switch violationOf(err) {
+	case violationUnique, violationCheck, violationData:
+		return true
+	}
+	return false
+}
+
+// eachAttempts bounds the transactions of one request in commitEach: a
+// key inserted by a concurrent writer is found by the second's reads.
+const eachAttempts = 2
+
+// commitEach commits b's requests one at a time, in arrival order, each in
+// a transaction of its own that reads afresh: the way out of a batch whose
+// writes the database refused for one request's row. Each request then
+// gets its own answer: a row refused for itself is answered for itself
+// (refusedRow), and the others are sold as if it had not come. An error
+// that is no request's own (the database unavailable, the fence or
+// version moved) fails the batch while nothing of it is written; after
+// that, the orders committed stand and the rest are answered unavailable,
+// nothing written for them.
+func (s *Stock) commitEach(ctx context.Context, b service.Batch) (service.BatchResult, error) {
+	res := service.BatchResult{Outcomes: make([]service.Outcome, len(b.Requests))}
+	wrote, read := false, false
+	for i, r := range b.Requests {
+		one := b
+		one.Requests, one.Known, one.Shared = []service.OrderRequest{r}, nil, false
+		got, out, err := s.commitOne(ctx, one)
+		switch {
+		case err == nil:
+			res.Outcomes[i] = out
+			if got != nil {
+				res.SKU, read = got.SKU, true
+				wrote = wrote || out.Placed.Created
+			}
+			continue
+		case !wrote:
+			return service.BatchResult{}, err
+		}
+		if !errors.Is(err, service.ErrUnavailable) && !errors.Is(err, service.ErrOutcomeUnknown) {
+			err = fmt.Errorf("%w: %w", service.ErrUnavailable, err)
+		}
+		for j := i; j < len(b.Requests); j++ {
+			res.Outcomes[j] = service.Outcome{Err: err}
+		}
+		return res, nil
+	}
+	if !read { // every request's row was refused: the SKU is as it was
+		sku, err := s.SKU(ctx, b.SKUID)
+		if err != nil {
+			return service.BatchResult{}, err
+		}
+		res.SKU = sku
+	}
+	return res, nil
+}
+
+// commitOne commits a batch of one request. It returns the batch's result
+// and the request's outcome; or, when the database refused the request's
+// row, no result and the outcome that says so; or an error that is no
+// request's own.
+func (s *Stock) commitOne(ctx context.Context, one service.Batch) (*service.BatchResult, service.Outcome, error) {
+	for attempt := 1; ; attempt++ {
+		res, err := s.commitOnce(ctx, one)
+		if err == nil {
+			return &res, res.Outcomes[0], nil
+		}
+		if refusesARow(err) && (violationOf(err) != violationUnique || attempt >= eachAttempts) {
+			return nil, service.Outcome{Err: refusedRow(err)}, nil
+		}
+		if !errors.Is(err, service.ErrConflict) || attempt >= eachAttempts || ctx.Err() != nil {
+			return nil, service.Outcome{}, err
+		}
+	}
+}
+
+// refusedRow is the answer to a request whose row the database refused
+// although the decision on what it read allowed it: the database tells
+// its id or key apart from others differently than the service does, or
+// cannot store it.
+func refusedRow(err error) error {
+	switch violationOf(err) {
+	case violationUnique:
+		return fmt.Errorf("%w: the database holds this idempotency key for another order", service.ErrIdempotencyConflict)
+	case violationCheck:
+		return fmt.Errorf("%w: the database holds this buyer at the sku's limit", service.ErrLimitExceeded)
+	}
+	return unstorable{}
+}
+
+// unstorable is a request with a value the database cannot hold; its
+// text is what the client is told.
+type unstorable struct{}
+
+func (unstorable) Error() string {
+	return "the database cannot store an id or key of this request as sent"
+}
+
+func (unstorable) Unwrap() error { return service.ErrInvalid }
