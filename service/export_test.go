@@ -20,3 +20,15 @@ func RowReadWaiters(o *Orders, skuID int64) int {
 	}
 	return 0
 }
+
+// AgeSaleWindow makes the sale window of sku held by o look read d
+// earlier.
+func AgeSaleWindow(o *Orders, skuID int64, d time.Duration) {
+	if e := o.skus.peek(skuID); e != nil {
+		if w := e.window.Load(); w != nil && w != unbounded {
+			aged := *w
+			aged.read -= int64(d)
+			e.window.Store(&aged)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package service_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -138,5 +139,39 @@ func TestPlace_RefusalFloodDoesNotDenyALiveSKU(t *testing.T) {
 		if sold := checkInvariants(t, r.db, id); sold != 0 {
 			t.Errorf("sku %d sold %d to refused orders; want 0", id, sold)
 		}
+	}
+}
+
+// TestPlace_SaleWindowChangeSeen: a sale that has not started is refused
+// from the window an instance holds, but a window opened by an admin is
+// honoured at once through the instance that changed it and, through
+// another, as soon as the held window is older than sold_out.recheck.
+func TestPlace_SaleWindowChangeSeen(t *testing.T) {
+	t.Parallel()
+	dsn := testenv.Database(t)
+	prefix := testenv.Name("test:window:") + ":"
+	a := newRig(t, dsn, rigOptions{prefix: prefix})
+	b := newRig(t, dsn, rigOptions{prefix: prefix})
+	ctx := context.Background()
+	later := time.Now().Add(time.Hour).UTC()
+	sku := createSKUs(t, a.store, 1, func(int) service.SKU { return service.SKU{Stock: 5, PerUserLimit: 1, StartsAt: &later} })[0]
+	for _, r := range []*rig{a, b} {
+		if _, err := r.orders.Place(ctx, service.OrderRequest{SKUID: sku, UserID: "early", Quantity: 1}); !errors.Is(err, service.ErrSaleNotActive) {
+			t.Fatalf("Place before the start = %v; want ErrSaleNotActive", err)
+		}
+	}
+	now := time.Now().Add(-time.Minute).UTC()
+	if _, err := a.catalog.Update(ctx, sku, service.SKUChange{StartsAt: service.OptionalTime{Set: true, Time: &now}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.orders.Place(ctx, service.OrderRequest{SKUID: sku, UserID: "on-a", Quantity: 1}); err != nil {
+		t.Errorf("Place on A after A opened the sale = %v; want an order", err)
+	}
+	service.AgeSaleWindow(b.orders, sku, config.Default().SoldOut.Recheck)
+	if _, err := b.orders.Place(ctx, service.OrderRequest{SKUID: sku, UserID: "on-b", Quantity: 1}); err != nil {
+		t.Errorf("Place on B past sold_out.recheck after A opened the sale = %v; want an order", err)
+	}
+	if sold := checkInvariants(t, a.db, sku); sold != 2 {
+		t.Errorf("sold = %d; want 2", sold)
 	}
 }
