@@ -128,7 +128,9 @@ type Order struct {
 	MaxRetries     int           `yaml:"max_retries"`     // version conflicts per batch, default 50
 	IdleTimeout    time.Duration `yaml:"idle_timeout"`    // an idle SKU worker exits after, default 5s
 	// MaxLiveSKUs bounds the SKU queues (each with its worker) of one
-	// process; an order for one more SKU is answered 429 busy.
+	// process. A full table evicts an idle queue (first one whose last
+	// batch sold nothing); when every queue has work, an order for one
+	// more SKU is answered 429 busy.
 	MaxLiveSKUs int `yaml:"max_live_skus"` // default 1024
 	// UnknownSKUTTL is how long an id found not to exist is answered 404
 	// without a database read: a SKU created through another instance
