@@ -7,6 +7,7 @@ import (
 	_ "embed"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -17,6 +18,7 @@ type health struct {
 	ready    Readiness
 	orders   Orders
 	draining *atomic.Bool
+	probes   *probeCache
 }
 
 func (h *health) live(c *gin.Context) {
@@ -30,7 +32,7 @@ type readiness struct {
 	Topology *Topology `json:"redis_topology,omitempty"`
 }
 
-// Topology is what /readyz says about the Redis setup.
+// Topology is what the admin readiness view says about the Redis setup.
 type Topology struct {
 	Mode      string `json:"mode"`             // standalone, sentinel, cluster or redlock
 	Master    string `json:"master,omitempty"` // with Sentinel: the master the sentinels name
@@ -38,36 +40,106 @@ type Topology struct {
 }
 
 // TopologyReporter is a Readiness that also describes the Redis setup;
-// /readyz includes it when the Readiness implements it.
+// the admin readiness view includes it when the Readiness implements it.
 type TopologyReporter interface {
 	RedisTopology(ctx context.Context) Topology
 }
 
 // readiness answers 200 while MySQL answers (status "degraded" when Redis
 // does not: orders are then sold on the database's guard alone) and 503
-// when MySQL does not.
+// when MySQL does not. It is public and unthrottled, so the dependencies
+// are asked once per cache period at most, and it names no address.
 func (h *health) readiness(c *gin.Context) {
-	ctx, cancel := context.WithTimeout(c.Request.Context(), time.Second)
-	defer cancel()
-	r := readiness{Status: "ok", MySQL: "up", Redis: "up"}
-	if err := h.ready.Redis(ctx); err != nil || h.orders.Degraded() {
-		r.Status = "degraded"
-		if err != nil {
-			r.Redis = "down"
-		}
-	}
+	r, status := h.state(c.Request.Context())
+	c.JSON(status, r)
+}
+
+// adminReadiness is readiness with the Redis topology, for operators:
+// always 200, the body's status saying what /readyz answers.
+func (h *health) adminReadiness(c *gin.Context) {
+	r, _ := h.state(c.Request.Context())
 	if tr, ok := h.ready.(TopologyReporter); ok {
+		ctx, cancel := context.WithTimeout(c.Request.Context(), time.Second)
+		defer cancel()
 		t := tr.RedisTopology(ctx)
 		r.Topology = &t
 	}
+	c.JSON(http.StatusOK, r)
+}
+
+func (h *health) state(ctx context.Context) (readiness, int) {
+	p, err := h.probes.get(ctx, h.ready)
+	if err != nil {
+		p = probe{mysql: err, redis: err}
+	}
+	r := readiness{Status: "ok", MySQL: "up", Redis: "up"}
+	if p.redis != nil || h.orders.Degraded() {
+		r.Status = "degraded"
+		if p.redis != nil {
+			r.Redis = "down"
+		}
+	}
 	status := http.StatusOK
-	if err := h.ready.MySQL(ctx); err != nil {
+	if p.mysql != nil {
 		r.Status, r.MySQL, status = "unavailable", "down", http.StatusServiceUnavailable
 	}
 	if h.draining != nil && h.draining.Load() {
 		r.Status, status = "draining", http.StatusServiceUnavailable
 	}
-	c.JSON(status, r)
+	return r, status
+}
+
+// probe is one round of dependency checks.
+type probe struct{ mysql, redis error }
+
+// probeCache runs at most one round of dependency checks at a time and
+// reuses its result for ttl from the round's start: concurrent and
+// repeated /readyz calls cost one MySQL ping and one Redis round per ttl.
+type probeCache struct {
+	ttl    time.Duration
+	mu     sync.Mutex
+	last   probe
+	at     time.Time     // when the last round began; zero before the first
+	flight chan struct{} // closed when the round in flight ends; nil if none
+}
+
+// get returns the latest round's result while it is younger than ttl,
+// else that of a new round (shared with every concurrent caller), waiting
+// until ctx ends at most.
+func (pc *probeCache) get(ctx context.Context, ready Readiness) (probe, error) {
+	pc.mu.Lock()
+	if !pc.at.IsZero() && time.Since(pc.at) < pc.ttl {
+		p := pc.last
+		pc.mu.Unlock()
+		return p, nil
+	}
+	flight := pc.flight
+	if flight == nil {
+		flight = make(chan struct{})
+		pc.flight = flight
+		// Detached from this caller: its leaving must not fail the others.
+		go pc.run(context.WithoutCancel(ctx), ready, flight)
+	}
+	pc.mu.Unlock()
+	select {
+	case <-flight:
+		pc.mu.Lock()
+		defer pc.mu.Unlock()
+		return pc.last, nil
+	case <-ctx.Done():
+		return probe{}, ctx.Err()
+	}
+}
+
+func (pc *probeCache) run(ctx context.Context, ready Readiness, flight chan struct{}) {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	at := time.Now()
+	p := probe{redis: ready.Redis(ctx), mysql: ready.MySQL(ctx)}
+	pc.mu.Lock()
+	pc.last, pc.at, pc.flight = p, at, nil
+	pc.mu.Unlock()
+	close(flight)
 }
 
 //go:embed openapi.yaml

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync/atomic"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -64,6 +65,9 @@ type Config struct {
 	TrustedProxies []string
 	// Draining, once true, makes /readyz answer 503 "draining" (nil: never).
 	Draining *atomic.Bool
+	// ReadyCache is how long /readyz reuses a round of dependency checks
+	// (0: a round per call, concurrent calls still sharing one).
+	ReadyCache time.Duration
 	// AccessLog writes one line per request to Log (config log.access).
 	AccessLog bool
 	// Shopper auth and opaque order ids (see handler/auth.go).
@@ -116,7 +120,7 @@ func New(cfg Config) (http.Handler, error) {
 		perUser: newLimiter(cfg.Limits.PerUserRate, cfg.Limits.PerUserBurst, cfg.Limits.MaxKeys),
 		auth:    shopperAuth{verifier: cfg.Shoppers, log: cfg.Log}, ids: ids, lifecycle: cfg.Lifecycle}
 	s := &skus{catalog: cfg.Catalog, orders: cfg.Orders, max: cfg.MaxBodyBytes, log: cfg.Log, ids: ids}
-	h := &health{ready: cfg.Ready, orders: cfg.Orders, draining: cfg.Draining}
+	h := &health{ready: cfg.Ready, orders: cfg.Orders, draining: cfg.Draining, probes: &probeCache{ttl: cfg.ReadyCache}}
 
 	r.GET("/healthz", h.live)
 	r.GET("/readyz", h.readiness)
@@ -141,6 +145,7 @@ func New(cfg Config) (http.Handler, error) {
 	admin.GET("/skus/:id/orders", s.listOrders)
 	admin.GET("/skus", s.list)
 	admin.PATCH("/skus/:id", s.update)
+	admin.GET("/readyz", h.adminReadiness)
 
 	internal := r.Group("/internal/v1", bearerAuth(cfg.PaymentTokens, "seckill payments", "a valid payment service bearer token is required"))
 	internal.POST("/orders/:id/paid", newPayments(cfg.Lifecycle, o).paid)

@@ -52,6 +52,7 @@ type ZooKeeperOptions struct {
 type ZooKeeper struct {
 	conn *zk.Conn
 	o    ZooKeeperOptions
+	ab   abandoned
 }
 
 // NewZooKeeper returns a ZooKeeper lock client on conn (see zk.Connect: the
@@ -99,7 +100,7 @@ func (z *ZooKeeper) obtain(ctx context.Context, key string) (*ZooKeeperLock, int
 	token := rand.Text()
 	reqs := 0
 	fail := func(err error) (*ZooKeeperLock, int, error) {
-		go z.abandon(context.WithoutCancel(ctx), dir, token)
+		z.abandon(dir, token)
 		if ctx.Err() != nil {
 			return nil, reqs, fmt.Errorf("%w: %w", ErrNotObtained, ctx.Err())
 		}
@@ -204,19 +205,6 @@ func parents(dir string) []string {
 
 // seq returns the sequence suffix the server appended to a node name.
 func seq(name string) string { return name[strings.LastIndexByte(name, '-')+1:] }
-
-// abandon deletes the nodes of a failed Obtain (found by token), retrying
-// for up to a minute while ZooKeeper does not answer: an orphan node in a
-// live session would block the key for as long as the session lives.
-func (z *ZooKeeper) abandon(ctx context.Context, dir, token string) {
-	for range 600 {
-		done, err := z.deleteByToken(ctx, dir, token)
-		if done || errors.Is(err, zk.ErrSessionExpired) || errors.Is(err, zk.ErrClosing) {
-			return // with the session, the nodes went too
-		}
-		time.Sleep(100 * time.Millisecond) // waiting for ZooKeeper to answer again, bounded above
-	}
-}
 
 func (z *ZooKeeper) deleteByToken(ctx context.Context, dir, token string) (bool, error) {
 	children, err := call(ctx, z, func() ([]string, error) { c, _, err := z.conn.Children(dir); return c, err })
@@ -393,7 +381,7 @@ func (l *ZooKeeperLock) Release(ctx context.Context) error {
 		return ErrNotHeld
 	}
 	dir, name := l.node[:strings.LastIndexByte(l.node, '/')], l.node[strings.LastIndexByte(l.node, '/')+1:]
-	go l.z.abandon(context.WithoutCancel(ctx), dir, name[:strings.LastIndexByte(name, '-')])
+	l.z.abandon(dir, name[:strings.LastIndexByte(name, '-')])
 	if ctx.Err() != nil {
 		return fmt.Errorf("lock: release: %w", ctx.Err())
 	}

@@ -75,7 +75,13 @@ func (c *Catalog) Update(ctx context.Context, id int64, ch SKUChange) (SKU, erro
 	if err := ch.Validate(); err != nil {
 		return SKU{}, err
 	}
-	return c.store.UpdateSKU(ctx, id, ch, time.Now().UTC())
+	at := time.Now()
+	s, err := c.store.UpdateSKU(ctx, id, ch, at.UTC())
+	if err != nil {
+		return SKU{}, err
+	}
+	c.orders.skus.learn(s, at.UnixNano()) // its new window holds here at once
+	return s, nil
 }
 
 // MaxListLimit is the largest page of SKUs or orders.

@@ -65,9 +65,13 @@ type skuEntry struct {
 	confirmed atomic.Int64
 	// shared is when (unix nanos) the shared mark was last read.
 	shared atomic.Int64
-	// refreshing single-flights the reads above: concurrent callers
-	// answer from the local state meanwhile.
+	// refreshing single-flights the shared mark's reads: concurrent
+	// callers go to the queue meanwhile.
 	refreshing atomic.Bool
+	// window is the sale window as last read (window.go); nil: not known.
+	window atomic.Pointer[saleWindow]
+	// reading is the re-read of the row in flight, if any (soldout.go).
+	reading atomic.Pointer[rowRead]
 }
 
 // RefOf returns the identity of s: its id and created_at in microseconds

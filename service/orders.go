@@ -76,8 +76,12 @@ type Orders struct {
 	log    *slog.Logger
 	obs    Observer
 
-	mu      sync.Mutex // guards queues, every queue's waiting list, closing
-	queues  map[int64]*skuQueue
+	mu     sync.Mutex // guards queues, idle, every queue's waiting list, closing
+	queues map[int64]*skuQueue
+	// idle lists the queues whose workers wait with nothing queued, the
+	// longest idle first: [0] those whose last batch sold nothing, [1] the
+	// others. A full table evicts from them, in that order.
+	idle    [2]idleList
 	closing bool
 	quit    chan struct{} // closed by Shutdown: idle workers exit at once
 	abort   atomic.Bool   // Shutdown ran out of time: answer, don't commit
@@ -126,7 +130,12 @@ type skuQueue struct {
 	waiting  []*pending // guarded by Orders.mu; waiting[head:] is the queue
 	head     int
 	wake     chan struct{} // capacity 1: "something was queued"
+	stop     chan struct{} // closed when evicted: its worker exits
 	arrivals arrivals      // guarded by Orders.mu
+
+	idle       *idleList // the list q is on, if any; guarded by Orders.mu
+	prev, next *skuQueue // on idle
+	sold       bool      // its last batch created an order; the worker's own
 }
 
 func (q *skuQueue) len() int { return len(q.waiting) - q.head }
@@ -151,7 +160,13 @@ func (o *Orders) Place(ctx context.Context, r OrderRequest) (placed Placed, err 
 		return Placed{}, err
 	}
 	if soldOut {
-		return o.refuseSoldOut(ctx, r)
+		return o.refuseUnlocked(ctx, r, ErrSoldOut)
+	}
+	if closed, err := o.saleClosed(ctx, sku); err != nil || closed {
+		if err != nil {
+			return Placed{}, err
+		}
+		return o.refuseUnlocked(ctx, r, ErrSaleNotActive)
 	}
 	p := &pending{req: r, done: make(chan Outcome, 1)}
 	// No timer per request: the worker refuses, uncharged, whoever it
@@ -173,9 +188,10 @@ func (o *Orders) Place(ctx context.Context, r OrderRequest) (placed Placed, err 
 	}
 }
 
-// refuseSoldOut answers a buyer of a sold-out SKU without a transaction;
-// a retry of a committed order still finds it, even after the sale.
-func (o *Orders) refuseSoldOut(ctx context.Context, r OrderRequest) (Placed, error) {
+// refuseUnlocked answers a buyer of a sold-out SKU, or of one whose sale
+// is not on, with refusal without a transaction or a queue; a retry of a
+// committed order still finds it, even after the sale.
+func (o *Orders) refuseUnlocked(ctx context.Context, r OrderRequest, refusal error) (Placed, error) {
 	if r.IdempotencyKey != "" {
 		ord, err := o.store.OrderByKey(ctx, r.UserID, r.IdempotencyKey)
 		switch {
@@ -187,8 +203,10 @@ func (o *Orders) refuseSoldOut(ctx context.Context, r OrderRequest) (Placed, err
 			return Placed{}, err
 		}
 	}
-	o.obs.SoldOutFastPath()
-	return Placed{}, ErrSoldOut
+	if refusal == ErrSoldOut {
+		o.obs.SoldOutFastPath()
+	}
+	return Placed{}, refusal
 }
 
 // enqueue adds p to its SKU's queue, starting the SKU's worker if none
@@ -201,13 +219,16 @@ func (o *Orders) enqueue(p *pending) error {
 	}
 	q, ok := o.queues[p.req.SKUID]
 	if !ok {
-		if len(o.queues) >= o.cfg.MaxLiveSKUs {
+		if len(o.queues) >= o.cfg.MaxLiveSKUs && !o.evictIdle() {
 			return ErrTooManySKUs
 		}
-		q = &skuQueue{id: p.req.SKUID, wake: make(chan struct{}, 1)}
+		q = &skuQueue{id: p.req.SKUID, wake: make(chan struct{}, 1), stop: make(chan struct{})}
 		o.queues[q.id] = q
 		o.workers.Add(1)
 		go o.work(q)
+	}
+	if q.idle != nil {
+		q.idle.remove(q)
 	}
 	if q.len() >= o.cfg.QueueMax {
 		o.obs.QueueRejected(q.id)
@@ -228,6 +249,34 @@ func (o *Orders) enqueue(p *pending) error {
 	return nil
 }
 
+// idleList is a list of queues, linked through the queues themselves so
+// that going idle allocates nothing. Guarded by Orders.mu.
+type idleList struct{ head, tail *skuQueue }
+
+func (l *idleList) push(q *skuQueue) {
+	q.idle, q.prev, q.next = l, l.tail, nil
+	if l.tail != nil {
+		l.tail.next = q
+	} else {
+		l.head = q
+	}
+	l.tail = q
+}
+
+func (l *idleList) remove(q *skuQueue) {
+	if q.prev != nil {
+		q.prev.next = q.next
+	} else {
+		l.head = q.next
+	}
+	if q.next != nil {
+		q.next.prev = q.prev
+	} else {
+		l.tail = q.prev
+	}
+	q.idle, q.prev, q.next = nil, nil, nil
+}
+
 // take moves waiting requests of q into batch, up to BatchMax in all.
 func (o *Orders) take(q *skuQueue, batch []*pending) []*pending {
 	o.mu.Lock()
@@ -245,7 +294,29 @@ func (o *Orders) take(q *skuQueue, batch []*pending) []*pending {
 	if n > 0 {
 		o.obs.QueueDepth(q.id, q.len())
 	}
+	if len(batch) == 0 && q.idle == nil && o.queues[q.id] == q { // the worker is about to wait
+		i := 0
+		if q.sold {
+			i = 1
+		}
+		o.idle[i].push(q)
+	}
 	return batch
+}
+
+// evictIdle makes room in a full table: it removes the longest idle
+// queue, preferring one whose last batch sold nothing, and stops its
+// worker. It reports false when every queue has work.
+func (o *Orders) evictIdle() bool {
+	for i := range o.idle {
+		if q := o.idle[i].head; q != nil {
+			o.idle[i].remove(q)
+			delete(o.queues, q.id)
+			close(q.stop)
+			return true
+		}
+	}
+	return false
 }
 
 // LiveQueues returns the number of SKU queues (each with its worker) in
@@ -275,6 +346,8 @@ func (o *Orders) work(q *skuQueue) {
 				continue
 			case <-idle.C:
 			case <-o.quit:
+			case <-q.stop: // evicted: out of the table, nothing queued
+				return
 			}
 			if o.retire(q) {
 				return
@@ -283,7 +356,7 @@ func (o *Orders) work(q *skuQueue) {
 			continue
 		}
 		batch = o.linger(q, batch, lingering)
-		o.commit(context.Background(), q.id, batch, hold)
+		q.sold = o.commit(context.Background(), q.id, batch, hold)
 		if !o.awaitHolding(q, hold, lingering) {
 			hold.release() // idle: the lock is for whoever needs it next
 		}
@@ -352,18 +425,24 @@ func (o *Orders) retire(q *skuQueue) bool {
 	if q.len() > 0 {
 		return false
 	}
-	delete(o.queues, q.id)
+	if q.idle != nil {
+		q.idle.remove(q)
+	}
+	if o.queues[q.id] == q {
+		delete(o.queues, q.id)
+	}
 	return true
 }
 
 // commit answers every request of batch (all for one SKU), in the steps
 // of the order path: admit the buyers still waiting, refuse them all
 // when the answer needs no transaction, commit under the SKU's lock,
-// answer, and publish a sell-out.
-func (o *Orders) commit(parent context.Context, skuID int64, batch []*pending, hold *leaseHold) {
+// answer, and publish a sell-out. It reports whether the batch created
+// an order.
+func (o *Orders) commit(parent context.Context, skuID int64, batch []*pending, hold *leaseHold) (sold bool) {
 	live := o.admit(batch)
 	if len(live) == 0 || o.refuseAll(skuID, live) {
-		return
+		return false
 	}
 	ctx, cancel := context.WithTimeout(parent, o.cfg.TxTimeout)
 	defer cancel()
@@ -371,14 +450,16 @@ func (o *Orders) commit(parent context.Context, skuID int64, batch []*pending, h
 	res, err := o.commitLocked(ctx, o.batchOf(skuID, live), hold)
 	if err != nil {
 		o.fail(skuID, live, err)
-		return
+		return false
 	}
 	for i, out := range res.Outcomes {
+		sold = sold || out.Placed.Created
 		live[i].done <- out
 	}
 	if res.SKU.Stock == 0 {
 		o.markSoldOut(skuID, res.SKU.Version, begun)
 	}
+	return sold
 }
 
 // admit takes the requests whose buyers still wait and are within their

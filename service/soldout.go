@@ -3,6 +3,8 @@ package service
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync/atomic"
 	"time"
 )
 
@@ -26,10 +28,11 @@ import (
 //     written it long after a restock, into a Redis that lost the newer mark).
 //   - A "not sold out" goes to the queue, where the transaction decides.
 
-// observe sets the mark from the SKU row as read from the database by a
-// read that started at (unix nanos): the truth at the time of the read, so
-// it replaces whatever mark was held.
+// observe sets the mark and the sale window from the SKU row as read from
+// the database by a read that started at (unix nanos): the truth at the
+// time of the read, so it replaces whatever was held.
 func (e *skuEntry) observe(s SKU, at int64) {
+	e.window.Store(windowOf(s, at))
 	if s.Stock > 0 {
 		e.mark.Store(-s.Version)
 	} else {
@@ -56,17 +59,19 @@ func abs(v int64) int64 {
 }
 
 // isSoldOut answers from the local mark while it is fresh (no I/O). A
-// stale "sold out" is re-read from the database; a "not sold out" asks
-// the shared mark once per SoldOutTTL. Only one caller per SKU does the
-// I/O; the others meanwhile answer from the local mark.
+// stale "sold out" never answers: the caller waits for a re-read of the
+// row (one per SKU in flight, shared by every caller that finds the mark
+// stale meanwhile) and answers from it. A "not sold out" asks the shared
+// mark once per SoldOutTTL; the others meanwhile go to the queue, where
+// the transaction decides.
 func (o *Orders) isSoldOut(ctx context.Context, e *skuEntry) (bool, error) {
 	now := time.Now().UnixNano()
 	if e.mark.Load() > 0 {
-		if now-e.confirmed.Load() < int64(o.cfg.SoldOutRecheck) || !e.refreshing.CompareAndSwap(false, true) {
+		if now-e.confirmed.Load() < int64(o.cfg.SoldOutRecheck) {
 			return true, nil
 		}
-		defer e.refreshing.Store(false)
-		return o.recheck(ctx, e)
+		r, err := o.reread(ctx, e)
+		return r.soldOut, err
 	}
 	if now-e.shared.Load() < int64(o.cfg.SoldOutTTL) || !e.refreshing.CompareAndSwap(false, true) {
 		return false, nil
@@ -76,15 +81,54 @@ func (o *Orders) isSoldOut(ctx context.Context, e *skuEntry) (bool, error) {
 	if m, err := o.marks.Mark(ctx, e.ref); err == nil && m > abs(e.mark.Load()) {
 		// Another instance says it sold out after what we know. Look:
 		// one read per sell-out per process.
-		return o.recheck(ctx, e)
+		r, err := o.reread(ctx, e)
+		return r.soldOut, err
 	}
 	return e.mark.Load() > 0, nil
+}
+
+// rowRead is one re-read of a SKU's row, shared by the callers that need
+// it while it runs: done is closed once the result is set.
+type rowRead struct {
+	done    chan struct{}
+	soldOut bool
+	sku     SKU // the row read, when err is nil
+	err     error
+	waiters atomic.Int32 // callers that joined it (for tests)
+}
+
+// reread returns a read of e's row: the one in flight, else a new one
+// (at most one per SKU at a time). The read runs detached from
+// ctx, so that the caller that started it leaving does not fail the
+// others; each caller waits until its own ctx ends at most.
+func (o *Orders) reread(ctx context.Context, e *skuEntry) (*rowRead, error) {
+	r := e.reading.Load()
+	if r == nil {
+		fresh := &rowRead{done: make(chan struct{})}
+		if e.reading.CompareAndSwap(nil, fresh) {
+			r = fresh
+			go func() {
+				r.soldOut, r.sku, r.err = o.recheck(context.WithoutCancel(ctx), e)
+				e.reading.Store(nil)
+				close(r.done)
+			}()
+		} else if r = e.reading.Load(); r == nil { // ended between the two loads
+			return o.reread(ctx, e)
+		}
+	}
+	r.waiters.Add(1)
+	select {
+	case <-r.done:
+		return r, r.err
+	case <-ctx.Done():
+		return &rowRead{}, fmt.Errorf("%w: waiting for the sku's row: %w", ErrUnavailable, ctx.Err())
+	}
 }
 
 // recheck reads the SKU's row: the database says whether it is still
 // sold out. A restock whose shared mark never got written is published
 // again from here.
-func (o *Orders) recheck(ctx context.Context, e *skuEntry) (bool, error) {
+func (o *Orders) recheck(ctx context.Context, e *skuEntry) (bool, SKU, error) {
 	ctx, cancel := context.WithTimeout(ctx, o.cfg.TxTimeout)
 	defer cancel()
 	at := time.Now().UnixNano()
@@ -92,20 +136,20 @@ func (o *Orders) recheck(ctx context.Context, e *skuEntry) (bool, error) {
 	if err != nil {
 		if errors.Is(err, ErrSKUNotFound) {
 			o.skus.forget(e.ref.ID)
-			return false, ErrSKUNotFound
+			return false, SKU{}, ErrSKUNotFound
 		}
-		return false, unavailable(err)
+		return false, SKU{}, unavailable(err)
 	}
 	if RefOf(s) != e.ref { // a new SKU under the same id
 		e = o.skus.learn(s, at)
-		return e.mark.Load() > 0, nil
+		return e.mark.Load() > 0, s, nil
 	}
 	e.observe(s, at)
 	if s.Stock > 0 {
 		o.publish(ctx, e.ref, -s.Version)
-		return false, nil
+		return false, s, nil
 	}
-	return true, nil
+	return true, s, nil
 }
 
 // localSoldOut reports a fresh local sold-out mark, without any I/O.

@@ -88,6 +88,7 @@ Environment (override the file; see README.md for all):
   SECKILL_LIMITS_PER_IP_RATE      requests/s per client IP (default 0, off)
   SECKILL_HTTP_SHUTDOWN_TIMEOUT   graceful shutdown bound (default 20s)
   SECKILL_HTTP_DRAIN_DELAY        /readyz says draining this long before closing (default 0)
+  SECKILL_HTTP_READY_CACHE        /readyz asks MySQL and Redis once per this period at most (default 1s)
   SECKILL_BENCH_ENDPOINTS         mount POST /bench/constant (default false)
   SECKILL_DEBUG_ADDR              serve pprof here (default off)
 `

@@ -61,6 +61,10 @@ type HTTP struct {
 	MaxBodyBytes int64         `yaml:"max_body_bytes"` // default 4096
 	// DebugAddr, when set, serves net/http/pprof there (keep it on loopback).
 	DebugAddr string `yaml:"debug_addr"` // default "" (off)
+	// ReadyCache is how long /readyz reuses one round of dependency
+	// checks: the public, unthrottled probe costs the database and Redis
+	// one round per period whatever its callers do.
+	ReadyCache time.Duration `yaml:"ready_cache"` // default 1s
 	// BenchEndpoints mounts POST /bench/constant, which reads the body and
 	// answers a constant order: the HTTP ceiling `make bench` measures
 	// against. Never on in production.
@@ -124,7 +128,9 @@ type Order struct {
 	MaxRetries     int           `yaml:"max_retries"`     // version conflicts per batch, default 50
 	IdleTimeout    time.Duration `yaml:"idle_timeout"`    // an idle SKU worker exits after, default 5s
 	// MaxLiveSKUs bounds the SKU queues (each with its worker) of one
-	// process; an order for one more SKU is answered 429 busy.
+	// process. A full table evicts an idle queue (first one whose last
+	// batch sold nothing); when every queue has work, an order for one
+	// more SKU is answered 429 busy.
 	MaxLiveSKUs int `yaml:"max_live_skus"` // default 1024
 	// UnknownSKUTTL is how long an id found not to exist is answered 404
 	// without a database read: a SKU created through another instance
@@ -203,6 +209,7 @@ func Default() Config {
 			IdleTimeout:       120 * time.Second,
 			ShutdownTimeout:   20 * time.Second,
 			MaxBodyBytes:      4096,
+			ReadyCache:        time.Second,
 		},
 		MySQL: MySQL{MaxOpenConns: 64, MaxIdleConns: 64, ConnMaxLife: 5 * time.Minute},
 		Redis: Redis{DialTimeout: 200 * time.Millisecond, IOTimeout: 200 * time.Millisecond, PoolSize: 64},
@@ -361,6 +368,7 @@ func (c *Config) applyEnv(getenv func(string) string) error {
 		{"SECKILL_LOCK_HOLD_IDLE", &c.Lock.HoldIdle},
 		{"SECKILL_HTTP_SHUTDOWN_TIMEOUT", &c.HTTP.ShutdownTimeout},
 		{"SECKILL_HTTP_DRAIN_DELAY", &c.HTTP.DrainDelay},
+		{"SECKILL_HTTP_READY_CACHE", &c.HTTP.ReadyCache},
 	}
 	for _, it := range durs {
 		if v := getenv(it.key); v != "" {
@@ -444,6 +452,9 @@ func (c Config) Validate() error {
 	}
 	if c.HTTP.DrainDelay < 0 {
 		return errors.New("config: http.drain_delay must not be negative")
+	}
+	if c.HTTP.ReadyCache < 0 {
+		return errors.New("config: http.ready_cache must not be negative")
 	}
 	if c.Limits.PerUserRate < 0 || c.Limits.PerIPRate < 0 {
 		return errors.New("config: limits.per_user_rate and limits.per_ip_rate must not be negative (0 is off)")

@@ -1,0 +1,55 @@
+package service
+
+import (
+	"context"
+	"time"
+)
+
+// saleWindow is a SKU's sale window in unix nanos (0: no bound), as read
+// from the database by a read begun at read.
+type saleWindow struct{ starts, ends, read int64 }
+
+// unbounded is the window of every SKU sold without one.
+var unbounded = &saleWindow{}
+
+func windowOf(s SKU, at int64) *saleWindow {
+	if s.StartsAt == nil && s.EndsAt == nil {
+		return unbounded
+	}
+	w := &saleWindow{read: at}
+	if s.StartsAt != nil {
+		w.starts = s.StartsAt.UnixNano()
+	}
+	if s.EndsAt != nil {
+		w.ends = s.EndsAt.UnixNano()
+	}
+	return w
+}
+
+// open reports whether now is in the window, as SKU.Active does.
+func (w *saleWindow) open(now int64) bool {
+	return (w.starts == 0 || now >= w.starts) && (w.ends == 0 || now < w.ends)
+}
+
+// saleClosed reports whether e's sale is known not to be on, so that the
+// buyer is refused without a queue, a worker or a transaction: from the
+// window as last read while that read is younger than SoldOutRecheck,
+// else from a re-read of the row shared with concurrent callers (as for
+// a stale sold-out mark). A window changed through another instance is
+// thus seen here within SoldOutRecheck. An open window goes to the queue,
+// whose transaction decides.
+func (o *Orders) saleClosed(ctx context.Context, e *skuEntry) (bool, error) {
+	w := e.window.Load()
+	now := time.Now().UnixNano()
+	if w == nil || w.open(now) {
+		return false, nil
+	}
+	if now-w.read < int64(o.cfg.SoldOutRecheck) {
+		return true, nil
+	}
+	r, err := o.reread(ctx, e)
+	if err != nil {
+		return false, err
+	}
+	return !r.sku.Active(time.Now()), nil
+}
