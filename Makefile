@@ -16,10 +16,15 @@ run:
 build:
 	$(GO) build -o bin/seckill ./cmd/seckill
 
-## test: install/start MariaDB, Redis and k6 when missing, then the whole suite with -race (one
-##       ZooKeeper test without it: internal/app/zookeeper_leader_test.go says why)
-test: deps test-only
+## test: install MariaDB, Redis, ZooKeeper and k6 when missing (saying so first), then the whole
+##       suite with -race (one ZooKeeper test without it: internal/app/zookeeper_leader_test.go says
+##       why) against a throwaway MariaDB and Redis of its own, deleted after; no other server is
+##       touched. SECKILL_TEST_MYSQL_DSN / SECKILL_TEST_REDIS_ADDR use an existing server instead.
+test: deps
+	./scripts/with-test-servers.sh $(MAKE) --no-print-directory test-only
 
+## test-only: the suite against SECKILL_TEST_MYSQL_DSN and SECKILL_TEST_REDIS_ADDR
+##            (default root@tcp(127.0.0.1:3306)/ and 127.0.0.1:6379), nothing installed or started
 test-only:
 	$(GO) test -race -count=1 -timeout 30m ./...
 	$(GO) test -count=1 -timeout 10m -run '^TestThreeInstancesOnZooKeeperSellExactlyTheStockWhenTheLeaderDies$$' ./internal/app
@@ -35,13 +40,14 @@ lint:
 
 ## bench: every order strategy through HTTP with k6 next to the HTTP ceiling (and locked on a private ZooKeeper), one table of ratios;
 ##        then the Go benchmarks of the lock (Redis lock, redsync, ZooKeeper), of a batched commit, of shopper-token verification (HS256 vs public keys, cached and not)
-##        and of one order request through the HTTP path alone (BenchmarkPlaceOrderHTTP), summarised by benchstat
+##        and of one order request through the HTTP path alone (BenchmarkPlaceOrderHTTP), summarised by benchstat;
+##        the HTTP runs use the MariaDB at -mysql (default root@tcp(127.0.0.1:3306)/), the Go benchmarks throwaway servers
 ##        (BENCH_ARGS="-duration 20s", GOBENCH_COUNT=6)
 GOBENCH_COUNT ?= 6
 bench: deps
 	$(GO) run ./loadtest/cmd/bench $(BENCH_ARGS)
 	mkdir -p loadtest/results
-	$(GO) test -run '^$$' -bench . -benchmem -count $(GOBENCH_COUNT) ./lock/ ./repository/ ./internal/auth/ ./handler/ | tee loadtest/results/gobench.txt
+	./scripts/with-test-servers.sh $(GO) test -run '^$$' -bench . -benchmem -count $(GOBENCH_COUNT) ./lock/ ./repository/ ./internal/auth/ ./handler/ | tee loadtest/results/gobench.txt
 	$(GO) run golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da loadtest/results/gobench.txt
 
 ## loadtest: the k6 flash sale against 3 instances, verified (ARGS="-fault redis" ...)

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/internal/testenv"
 )
 
 // lateReply is a backend whose obtain reaches Redis but whose reply is lost,
@@ -22,7 +24,7 @@ func (b lateReply) obtain(ctx context.Context, key, token string, ttl time.Durat
 }
 
 func TestObtain_AbandonsLeaseWhoseReplyWasLost(t *testing.T) {
-	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+	rdb := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr()})
 	defer rdb.Close()
 	ctx := context.Background()
 	if err := rdb.Ping(ctx).Err(); err != nil {

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/internal/testenv"
 )
 
 // betweenAttempts is a backend that runs hook after each obtain attempt,
@@ -24,7 +26,7 @@ func (b betweenAttempts) obtain(ctx context.Context, key, token string, ttl time
 }
 
 func TestObtain_TellsALiveHolderFromOneThatMayBeDead(t *testing.T) {
-	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+	rdb := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr()})
 	defer rdb.Close()
 	ctx := context.Background()
 	if err := rdb.Ping(ctx).Err(); err != nil {

@@ -13,10 +13,12 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/internal/testenv"
 )
 
 // sharedAddr is the Redis used by tests that neither stop nor flush it.
-const sharedAddr = "127.0.0.1:6379"
+var sharedAddr = testenv.RedisAddr()
 
 // sharedRedis returns a client of the shared Redis and a key prefix unique to
 // the test; the test's keys are deleted when it ends.

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/internal/testenv"
 )
 
 type attemptsSeen struct {
@@ -21,7 +23,7 @@ func (a *attemptsSeen) Obtained(_ string, attempts int, _ time.Duration, _ error
 }
 
 func TestRelease_OfAWantedKeyYieldsTheNextObtainToTheWaiter(t *testing.T) {
-	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+	rdb := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr()})
 	defer rdb.Close()
 	ctx := context.Background()
 	if err := rdb.Ping(ctx).Err(); err != nil {

@@ -1,73 +1,51 @@
 #!/usr/bin/env bash
-# Makes sure what the tests need is installed and running on loopback:
-# MariaDB (127.0.0.1:3306, root without password), Redis (127.0.0.1:6379),
-# k6 and ZooKeeper (Debian's package: the jars and a JRE; the tests start
-# their own servers from them). Installs with apt-get / go install when missing and running as
-# root; starts stopped servers. Idempotent and bounded in time.
+# Installs what the tests and benchmarks run, when it is missing, and says
+# what and why before it does: MariaDB's server and client binaries and
+# Redis (make test runs private servers of them, scripts/with-test-servers.sh),
+# ZooKeeper's jars and a JRE (the tests start their own ensembles) with
+# apt-get, and k6 with go install. It never starts, stops, logs in to or
+# configures a server. Idempotent.
 set -euo pipefail
 
 K6_VERSION=${K6_VERSION:-v1.8.1}
-MYSQL_HOST=${MYSQL_HOST:-127.0.0.1}
 say() { printf 'deps: %s\n' "$*"; }
 
-apt_updated=
-apt_install() {
+have() { command -v "$1" >/dev/null 2>&1 || [ -x "/usr/sbin/$1" ]; }
+
+pkgs=()
+need() { # need PACKAGE WHY
+  say "will install $1: $2"
+  pkgs+=("$1")
+}
+
+# The -core packages hold the binaries alone: no system service that would
+# start on install and that the tests would not use.
+have mariadbd && have mariadb-install-db ||
+  need mariadb-server-core "mariadbd and mariadb-install-db, for the tests' throwaway MariaDB"
+have mariadb || need mariadb-client-core "the mariadb client, to tell when that MariaDB is up"
+have redis-server || need redis-server "redis-server, which the tests start privately"
+have redis-cli || need redis-tools "redis-cli, to tell when a private Redis is up"
+{ [ -f /usr/share/java/zookeeper.jar ] && have java; } ||
+  need zookeeper "ZooKeeper's jars and a JRE, for the tests' private ensembles"
+
+gobin=$(go env GOBIN)
+[ -n "$gobin" ] || gobin="$(go env GOPATH)/bin"
+k6=
+have k6 || [ -x "$gobin/k6" ] || {
+  say "will install k6 $K6_VERSION into $gobin with go install (a few minutes): the load tests drive it"
+  k6=1
+}
+
+if [ ${#pkgs[@]} -gt 0 ]; then
   if [ "$(id -u)" != 0 ]; then
-    say "need $* but not root: install it yourself"; exit 1
+    say "not root: install these yourself: apt-get install ${pkgs[*]}"
+    exit 1
   fi
-  if [ -z "$apt_updated" ]; then
-    DEBIAN_FRONTEND=noninteractive apt-get update -qq
-    apt_updated=1
-  fi
-  say "installing $*"
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
-}
-
-wait_for() { # wait_for SECONDS CMD...: run CMD until it succeeds, at most SECONDS
-  local deadline=$((SECONDS + $1)); shift
-  until "$@" >/dev/null 2>&1; do
-    [ "$SECONDS" -lt "$deadline" ] || return 1
-    sleep 0.2
-  done
-}
-
-mysql_ok() { mariadb -h "$MYSQL_HOST" -P 3306 -uroot -e 'SELECT 1' >/dev/null 2>&1; }
-
-# MariaDB
-command -v mariadbd >/dev/null 2>&1 || [ -x /usr/sbin/mariadbd ] || apt_install mariadb-server mariadb-client
-if ! mysql_ok; then
-  if ! mariadb-admin ping >/dev/null 2>&1; then
-    say "starting MariaDB"
-    mkdir -p /run/mysqld && chown mysql:mysql /run/mysqld
-    start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd
-    wait_for 60 mariadb-admin ping || { say "MariaDB did not start"; exit 1; }
-  fi
-  if ! mysql_ok; then
-    # A fresh Debian install lets root in through the socket only.
-    say "allowing root over TCP without a password (test machine)"
-    mariadb -uroot -e "ALTER USER 'root'@'localhost' IDENTIFIED VIA unix_socket OR mysql_native_password USING PASSWORD(''); FLUSH PRIVILEGES;"
-  fi
-  wait_for 30 mysql_ok || { say "cannot log in to MariaDB at $MYSQL_HOST:3306 as root"; exit 1; }
+  say "apt-get install ${pkgs[*]}"
+  DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${pkgs[@]}" >/dev/null
 fi
-# The suite runs packages in parallel, each with its own pools.
-mariadb -h "$MYSQL_HOST" -uroot -e 'SET GLOBAL max_connections = GREATEST(@@max_connections, 1000)' || true
-
-# Redis
-command -v redis-server >/dev/null 2>&1 || apt_install redis-server
-command -v redis-cli >/dev/null 2>&1 || apt_install redis-tools
-if ! redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1; then
-  say "starting Redis"
-  redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save "" --appendonly no
-  wait_for 20 redis-cli -h 127.0.0.1 -p 6379 ping || { say "Redis did not start"; exit 1; }
-fi
-
-# ZooKeeper: only installed, never started here (tests run their own).
-[ -f /usr/share/java/zookeeper.jar ] && command -v java >/dev/null 2>&1 || apt_install zookeeper
-
-# k6
-gobin=$(go env GOBIN); [ -n "$gobin" ] || gobin="$(go env GOPATH)/bin"
-if ! command -v k6 >/dev/null 2>&1 && [ ! -x "$gobin/k6" ]; then
-  say "installing k6 $K6_VERSION (go install; takes a few minutes)"
+if [ -n "$k6" ]; then
   go install "go.k6.io/k6@$K6_VERSION"
 fi
-say "MariaDB, Redis, k6 and ZooKeeper are ready"
+say "MariaDB, Redis, ZooKeeper and k6 are installed"

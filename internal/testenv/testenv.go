@@ -3,7 +3,9 @@
 // private redis-server on a free port for tests that stop or fail Redis.
 //
 // SECKILL_TEST_MYSQL_DSN (default "root@tcp(127.0.0.1:3306)/") and
-// SECKILL_TEST_REDIS_ADDR (default "127.0.0.1:6379") point at the servers.
+// SECKILL_TEST_REDIS_ADDR (default "127.0.0.1:6379") point at the servers;
+// make test sets both to throwaway servers of its own
+// (scripts/with-test-servers.sh).
 package testenv
 
 import (
