@@ -67,7 +67,8 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 	if err != nil {
 		return err
 	}
-	db, err := openDatabase(ctx, cfg, &cl)
+	mx := metrics.New()
+	db, err := openDatabase(ctx, cfg, mx, &cl)
 	if err != nil {
 		return err
 	}
@@ -76,7 +77,6 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 	if err != nil {
 		return err
 	}
-	mx := metrics.New()
 	lk, marks := redisLocking(cfg, rs, mx, &cl)
 	var readyz handler.Readiness = readiness{store: store, redises: rs.clients, mode: rs.mode, watch: rs.watch}
 	if len(rs.clients) > 0 {
@@ -147,9 +147,11 @@ func (c closers) close(log *slog.Logger) {
 
 // openDatabase opens MySQL, or in embedded mode a migrated SQLite file in
 // a temporary directory removed at exit.
-func openDatabase(ctx context.Context, cfg config.Config, cl *closers) (*gorm.DB, error) {
+func openDatabase(ctx context.Context, cfg config.Config, obs database.Observer, cl *closers) (*gorm.DB, error) {
 	if !cfg.Embedded() {
-		db, err := database.OpenMySQL(cfg.MySQL.DSN, dbOptions(cfg))
+		opt := dbOptions(cfg)
+		opt.Observer = obs
+		db, err := database.OpenMySQL(cfg.MySQL.DSN, opt)
 		if err != nil {
 			return nil, err
 		}
