@@ -71,8 +71,8 @@ type HTTP struct {
 // SQLite store of the quick start.
 type MySQL struct {
 	DSN          string        `yaml:"dsn"`
-	MaxOpenConns int           `yaml:"max_open_conns"` // default 64
-	MaxIdleConns int           `yaml:"max_idle_conns"` // default 64
+	MaxOpenConns int           `yaml:"max_open_conns"` // default 24: instances x this must stay under the server's max_connections
+	MaxIdleConns int           `yaml:"max_idle_conns"` // default 24
 	ConnMaxLife  time.Duration `yaml:"conn_max_life"`  // default 5m
 }
 
@@ -204,7 +204,7 @@ func Default() Config {
 			ShutdownTimeout:   20 * time.Second,
 			MaxBodyBytes:      4096,
 		},
-		MySQL: MySQL{MaxOpenConns: 64, MaxIdleConns: 64, ConnMaxLife: 5 * time.Minute},
+		MySQL: MySQL{MaxOpenConns: 24, MaxIdleConns: 24, ConnMaxLife: 5 * time.Minute},
 		Redis: Redis{DialTimeout: 200 * time.Millisecond, IOTimeout: 200 * time.Millisecond, PoolSize: 64},
 		Order: Order{
 			Strategy:       Strategies[0],
