@@ -40,7 +40,9 @@ func Migrate(ctx context.Context, cfg config.Config, command string, out io.Writ
 	if cfg.Embedded() {
 		return errors.New("migrate: SECKILL_MYSQL_DSN (mysql.dsn) is required; the embedded store migrates itself")
 	}
-	db, err := database.OpenMySQL(cfg.MySQL.DSN, dbOptions(cfg))
+	opt := dbOptions(cfg)
+	opt.IOTimeout = 0 // an ALTER of a large table may rightly run for long
+	db, err := database.OpenMySQL(cfg.MySQL.DSN, opt)
 	if err != nil {
 		return err
 	}
@@ -49,7 +51,8 @@ func Migrate(ctx context.Context, cfg config.Config, command string, out io.Writ
 }
 
 func dbOptions(cfg config.Config) database.Options {
-	return database.Options{MaxOpenConns: cfg.MySQL.MaxOpenConns, MaxIdleConns: cfg.MySQL.MaxIdleConns, ConnMaxLife: cfg.MySQL.ConnMaxLife}
+	return database.Options{MaxOpenConns: cfg.MySQL.MaxOpenConns, MaxIdleConns: cfg.MySQL.MaxIdleConns, ConnMaxLife: cfg.MySQL.ConnMaxLife,
+		IOTimeout: cfg.MySQL.IOTimeout}
 }
 
 // Serve runs the service until ctx ends. In embedded mode (no DSN) it

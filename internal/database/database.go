@@ -30,7 +30,8 @@ type Options struct {
 	MaxOpenConns int
 	MaxIdleConns int
 	ConnMaxLife  time.Duration
-	Observer     Observer // nil: nobody hears of refused connections
+	IOTimeout    time.Duration // each read and write of a connection, unless the DSN sets its own; 0: none
+	Observer     Observer      // nil: nobody hears of refused connections
 }
 
 // Observer hears of the connections the server refused.
@@ -84,6 +85,12 @@ func OpenMySQL(dsn string, opt Options) (*gorm.DB, error) {
 	mc.MultiStatements = true // the batch commit sends its reads, and its writes, in one round trip each
 	if mc.Timeout == 0 {
 		mc.Timeout = 2 * time.Second
+	}
+	if mc.ReadTimeout == 0 {
+		mc.ReadTimeout = opt.IOTimeout
+	}
+	if mc.WriteTimeout == 0 {
+		mc.WriteTimeout = opt.IOTimeout
 	}
 	connector, err := mysql.NewConnector(mc)
 	if err != nil {
