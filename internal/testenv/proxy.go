@@ -4,6 +4,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 )
 
@@ -21,6 +22,7 @@ type Proxy struct {
 	cut    bool
 	conns  map[net.Conn]struct{}
 	armed  chan struct{} // closed when the armed COMMIT has been forwarded; nil when not armed
+	alone  bool          // the armed COMMIT silences its own connection only
 	silent bool          // replies are swallowed
 	wg     sync.WaitGroup
 }
@@ -66,7 +68,20 @@ func (p *Proxy) StallAtCommit() <-chan struct{} {
 	if !p.mysql {
 		panic("testenv: StallAtCommit needs a proxy from StartMySQLProxy")
 	}
-	p.armed = make(chan struct{})
+	p.armed, p.alone = make(chan struct{}), false
+	return p.armed
+}
+
+// SwallowCommitReply is StallAtCommit for the next COMMIT's connection
+// alone: the server commits, its reply never comes back, the connection
+// stays open, and every other connection works.
+func (p *Proxy) SwallowCommitReply() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.mysql {
+		panic("testenv: SwallowCommitReply needs a proxy from StartMySQLProxy")
+	}
+	p.armed, p.alone = make(chan struct{}), true
 	return p.armed
 }
 
@@ -118,8 +133,9 @@ func (p *Proxy) accept() {
 		p.mu.Unlock()
 		p.wg.Add(2)
 		if p.mysql {
-			go p.packets(out, in)
-			go p.replies(in, out)
+			mute := new(atomic.Bool) // this connection's replies are swallowed
+			go p.packets(out, in, mute)
+			go p.replies(in, out, mute)
 			continue
 		}
 		go p.pipe(in, out)
@@ -129,7 +145,7 @@ func (p *Proxy) accept() {
 
 // packets forwards a MySQL client's packets to the server, going silent
 // at an armed COMMIT.
-func (p *Proxy) packets(dst, src net.Conn) {
+func (p *Proxy) packets(dst, src net.Conn, mute *atomic.Bool) {
 	defer p.end(dst, src)
 	for {
 		pkt, err := readPacket(src)
@@ -141,7 +157,12 @@ func (p *Proxy) packets(dst, src net.Conn) {
 			p.mu.Lock()
 			if p.armed != nil {
 				forwarded, p.armed = p.armed, nil
-				p.silent = true // before the COMMIT leaves: its reply is swallowed
+				// Before the COMMIT leaves: its reply is swallowed.
+				if p.alone {
+					mute.Store(true)
+				} else {
+					p.silent = true
+				}
 			}
 			p.mu.Unlock()
 		}
@@ -156,14 +177,14 @@ func (p *Proxy) packets(dst, src net.Conn) {
 
 // replies forwards a MySQL server's bytes to its client unless the proxy
 // has gone silent, when they are read and dropped.
-func (p *Proxy) replies(dst, src net.Conn) {
+func (p *Proxy) replies(dst, src net.Conn, mute *atomic.Bool) {
 	defer p.end(dst, src)
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
 			p.mu.Lock()
-			silent := p.silent
+			silent := p.silent || mute.Load()
 			p.mu.Unlock()
 			if !silent {
 				if _, werr := dst.Write(buf[:n]); werr != nil {
