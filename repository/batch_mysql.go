@@ -227,13 +227,18 @@ func staleFence(b service.Batch, sku skuRow) error {
 // transaction whose context ended (it rolls it back), says it did not;
 // a connection lost while COMMIT was under way cannot say.
 func commitMayHaveLanded(err error) bool {
+	if errors.Is(err, errCommitTimedOut) {
+		return true // sent, and cut at its deadline: the reply was lost
+	}
 	var myErr *mysql.MySQLError
 	return !errors.As(err, &myErr) && !errors.Is(err, sql.ErrTxDone) &&
 		!errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
 }
 
-// resolveTimeout bounds reading back a COMMIT whose answer was lost.
-const resolveTimeout = 5 * time.Second
+// resolveTimeout bounds reading back a COMMIT whose answer was lost. It
+// comes on top of the batch's own deadline, which a COMMIT that got no
+// reply used up: together they stay within a buyer's order.request_timeout.
+const resolveTimeout = 2 * time.Second
 
 // landed reports whether the transaction that inserted o committed, on a
 // fresh context and connection. The read locks the row, so it waits for a

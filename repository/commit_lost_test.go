@@ -245,3 +245,87 @@ func TestCommitBatch_LostCommitIsAnsweredTruthfully(t *testing.T) {
 		})
 	}
 }
+
+// A COMMIT whose reply never comes, the connection left open, ends at the
+// batch's deadline and is resolved as a lost reply: the orders when the
+// read back finds them, ErrOutcomeUnknown when the database is silent too;
+// either way the batch answers within its deadline plus the read back, and
+// the books balance.
+func TestCommitBatch_CommitWithoutReplyEndsAtTheDeadline(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		shared  bool
+		silent  bool // the whole database goes silent, not only the COMMIT's connection
+		wantErr error
+	}{
+		{"reply swallowed, committed", false, false, nil},
+		{"shared round, reply swallowed, committed", true, false, nil},
+		{"reply swallowed, database silent", false, true, service.ErrOutcomeUnknown},
+		{"shared round, reply swallowed, database silent", true, true, service.ErrOutcomeUnknown},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			dsn := testenv.Database(t)
+			direct := testenv.DB(t, dsn)
+			mc, err := mysql.ParseDSN(dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			proxy := testenv.StartMySQLProxy(t, mc.Addr)
+			mc.Addr = proxy.Addr
+			s := repository.New(testenv.DB(t, mc.FormatDSN()))
+			t.Cleanup(proxy.Cut) // first: a stuck COMMIT must not hang the cleanup
+			now := time.Now().UTC()
+			sku, err := s.CreateSKU(context.Background(), service.SKU{Name: "c", TotalStock: 5, Stock: 5, PerUserLimit: 1, CreatedAt: now, UpdatedAt: now})
+			if err != nil {
+				t.Fatal(err)
+			}
+			b := batch(sku.ID, 0, "a", "b")
+			b.Shared = tt.shared
+
+			if tt.silent {
+				proxy.StallAtCommit()
+			} else {
+				proxy.SwallowCommitReply()
+			}
+			const deadline = 2 * time.Second // the service's is order.tx_timeout
+			ctx, cancel := context.WithTimeout(context.Background(), deadline)
+			defer cancel()
+			type result struct {
+				res service.BatchResult
+				err error
+			}
+			done := make(chan result, 1)
+			go func() {
+				res, err := s.CommitBatch(ctx, b)
+				done <- result{res, err}
+			}()
+			var r result
+			select {
+			case r = <-done:
+			case <-time.After(3 * deadline):
+				t.Fatalf("CommitBatch still waiting %v after its COMMIT got no reply (deadline %v)", 3*deadline, deadline)
+			}
+
+			if sold := testenv.CheckInvariants(t, direct, sku.ID); sold != 2 {
+				t.Fatalf("sold %d; want 2 (the COMMIT reached the server)", sold)
+			}
+			if tt.wantErr != nil {
+				if !errors.Is(r.err, tt.wantErr) {
+					t.Fatalf("CommitBatch = %+v, %v; want %v", r.res, r.err, tt.wantErr)
+				}
+				return
+			}
+			if r.err != nil {
+				t.Fatalf("CommitBatch = %v; want the committed orders", r.err)
+			}
+			for i, out := range r.res.Outcomes {
+				if out.Err != nil || !out.Placed.Created {
+					t.Errorf("request %d = %+v; want a new order", i, out)
+				}
+			}
+		})
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -97,19 +98,38 @@ func (t *connTx) exec(ctx context.Context, query string, args ...any) (mysql.Res
 }
 
 // commit commits, as database/sql's Tx.Commit does: not at all once ctx
-// has ended (the rollback follows in end), and otherwise to its answer,
-// whatever ctx does meanwhile, so that a buyer's leaving never cuts a
-// COMMIT in half.
+// has ended (the rollback follows in end). Once sent, COMMIT is bounded by
+// ctx's deadline (commitTimeout when it has none) but not by its
+// cancellation, so that a buyer's leaving never cuts a COMMIT in half
+// while a reply that never comes still ends it: the driver closes the
+// connection at the deadline, and the error is errCommitTimedOut, whose
+// outcome is read back as a lost reply's is (commitMayHaveLanded).
 func (t *connTx) commit(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if _, err := t.conn.ExecContext(context.WithoutCancel(ctx), "COMMIT"); err != nil {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(commitTimeout)
+	}
+	cctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
+	defer cancel()
+	if _, err := t.conn.ExecContext(cctx, "COMMIT"); err != nil {
+		if cctx.Err() != nil {
+			return fmt.Errorf("%w: %w", errCommitTimedOut, err)
+		}
 		return err
 	}
 	t.open = false
 	return nil
 }
+
+// commitTimeout bounds a COMMIT whose context has no deadline.
+const commitTimeout = 5 * time.Second
+
+// errCommitTimedOut is a COMMIT that got no reply by its deadline: it may
+// have committed.
+var errCommitTimedOut = errors.New("repository: no reply to COMMIT by its deadline")
 
 // end rolls back a transaction that did not commit and returns the
 // connection to the pool; a connection that could not be rolled back is

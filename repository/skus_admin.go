@@ -52,10 +52,10 @@ func (s *Stock) UpdateSKU(ctx context.Context, id int64, ch service.SKUChange, n
 		r := tx.Model(&skuRow{}).Where("id = ? AND version = ?", id, row.Version).Updates(map[string]any{
 			"name":           next.Name,
 			"per_user_limit": next.PerUserLimit,
-			"starts_at":      next.StartsAt,
-			"ends_at":        next.EndsAt,
+			"starts_at":      columnTimePtr(next.StartsAt),
+			"ends_at":        columnTimePtr(next.EndsAt),
 			"version":        gorm.Expr("version + 1"),
-			"updated_at":     now,
+			"updated_at":     columnTime(now),
 		})
 		if r.Error != nil {
 			return r.Error

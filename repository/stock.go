@@ -334,7 +334,8 @@ func (s *Stock) SKU(ctx context.Context, id int64) (service.SKU, error) {
 func (s *Stock) CreateSKU(ctx context.Context, sku service.SKU) (service.SKU, error) {
 	r := skuRow{
 		Name: sku.Name, TotalStock: sku.TotalStock, Stock: sku.Stock, PerUserLimit: sku.PerUserLimit,
-		StartsAt: sku.StartsAt, EndsAt: sku.EndsAt, CreatedAt: sku.CreatedAt, UpdatedAt: sku.UpdatedAt,
+		StartsAt: columnTimePtr(sku.StartsAt), EndsAt: columnTimePtr(sku.EndsAt),
+		CreatedAt: columnTime(sku.CreatedAt), UpdatedAt: columnTime(sku.UpdatedAt),
 	}
 	if err := s.db.WithContext(ctx).Create(&r).Error; err != nil {
 		return service.SKU{}, translate(err, service.ErrNotFound)
@@ -352,7 +353,7 @@ func (s *Stock) SetStock(ctx context.Context, id, stock int64) (service.SKU, err
 			"stock":       stock,
 			"total_stock": gorm.Expr("sold + ?", stock),
 			"version":     gorm.Expr("version + 1"),
-			"updated_at":  time.Now().UTC(),
+			"updated_at":  columnTime(time.Now()),
 		})
 		if r.Error != nil {
 			return r.Error
@@ -466,4 +467,18 @@ func translateBatch(err error, b service.Batch) error {
 		return fmt.Errorf("%w: %w", service.ErrLimitExceeded, err)
 	}
 	return translate(err, service.ErrSKUNotFound)
+}
+
+// columnTime is t as a DATETIME(6) column keeps it. Servers disagree on
+// the nanoseconds below it (MySQL 8 rounds, MariaDB truncates), and a
+// SKU's created_at in microseconds is its identity across instances
+// (service.SKURef): the value written must be the value every reader gets.
+func columnTime(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
+
+func columnTimePtr(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := columnTime(*t)
+	return &u
 }

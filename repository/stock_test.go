@@ -372,3 +372,40 @@ func TestCommitBatch_KnownRowSparesTheReadsUntilTheRowChanges(t *testing.T) {
 	}
 	assertBooks(t, db, sku.ID, 23, 4, 1)
 }
+
+// A SKU's times are written as the column keeps them (microseconds), so
+// the SKU CreateSKU returns is the SKU every instance reads back: its
+// created_at in microseconds is its identity (service.SKURef), and servers
+// disagree on the nanoseconds below (MySQL 8 rounds, MariaDB truncates).
+func TestCreateSKU_WritesWhatIsReadBack(t *testing.T) {
+	t.Parallel()
+	db := testenv.DB(t, testenv.Database(t))
+	s := repository.New(db)
+	ctx := context.Background()
+	at := time.Date(2026, 5, 1, 12, 0, 0, 123456789, time.UTC) // .1234568 when rounded
+	starts, ends := at.Add(time.Hour), at.Add(2*time.Hour)
+	created, err := s.CreateSKU(ctx, service.SKU{Name: "t", TotalStock: 1, Stock: 1, PerUserLimit: 1,
+		StartsAt: &starts, EndsAt: &ends, CreatedAt: at, UpdatedAt: at})
+	if err != nil {
+		t.Fatal(err)
+	}
+	read, err := s.SKU(ctx, created.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !created.CreatedAt.Equal(read.CreatedAt) || !created.UpdatedAt.Equal(read.UpdatedAt) ||
+		!created.StartsAt.Equal(*read.StartsAt) || !created.EndsAt.Equal(*read.EndsAt) {
+		t.Errorf("CreateSKU returned times %v %v %v %v; read back %v %v %v %v", created.CreatedAt, created.UpdatedAt,
+			*created.StartsAt, *created.EndsAt, read.CreatedAt, read.UpdatedAt, *read.StartsAt, *read.EndsAt)
+	}
+	if service.RefOf(created) != service.RefOf(read) {
+		t.Errorf("RefOf(created) = %v, RefOf(read back) = %v; want one identity", service.RefOf(created), service.RefOf(read))
+	}
+	var stored time.Time
+	if err := db.Raw("SELECT created_at FROM skus WHERE id = ?", created.ID).Row().Scan(&stored); err != nil {
+		t.Fatal(err)
+	}
+	if want := at.Truncate(time.Microsecond); !stored.Equal(want) {
+		t.Errorf("created_at stored %v; want %v (the microseconds of the time given, not rounded)", stored, want)
+	}
+}

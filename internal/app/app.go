@@ -40,7 +40,9 @@ func Migrate(ctx context.Context, cfg config.Config, command string, out io.Writ
 	if cfg.Embedded() {
 		return errors.New("migrate: SECKILL_MYSQL_DSN (mysql.dsn) is required; the embedded store migrates itself")
 	}
-	db, err := database.OpenMySQL(cfg.MySQL.DSN, dbOptions(cfg))
+	opt := dbOptions(cfg)
+	opt.IOTimeout = 0 // an ALTER of a large table may rightly run for long
+	db, err := database.OpenMySQL(cfg.MySQL.DSN, opt)
 	if err != nil {
 		return err
 	}
@@ -49,7 +51,8 @@ func Migrate(ctx context.Context, cfg config.Config, command string, out io.Writ
 }
 
 func dbOptions(cfg config.Config) database.Options {
-	return database.Options{MaxOpenConns: cfg.MySQL.MaxOpenConns, MaxIdleConns: cfg.MySQL.MaxIdleConns, ConnMaxLife: cfg.MySQL.ConnMaxLife}
+	return database.Options{MaxOpenConns: cfg.MySQL.MaxOpenConns, MaxIdleConns: cfg.MySQL.MaxIdleConns, ConnMaxLife: cfg.MySQL.ConnMaxLife,
+		IOTimeout: cfg.MySQL.IOTimeout}
 }
 
 // Serve runs the service until ctx ends. In embedded mode (no DSN) it
@@ -67,7 +70,8 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 	if err != nil {
 		return err
 	}
-	db, err := openDatabase(ctx, cfg, &cl)
+	mx := metrics.New()
+	db, err := openDatabase(ctx, cfg, mx, &cl)
 	if err != nil {
 		return err
 	}
@@ -76,7 +80,6 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 	if err != nil {
 		return err
 	}
-	mx := metrics.New()
 	lk, marks := redisLocking(cfg, rs, mx, &cl)
 	var readyz handler.Readiness = readiness{store: store, redises: rs.clients, mode: rs.mode, watch: rs.watch}
 	if len(rs.clients) > 0 {
@@ -147,9 +150,11 @@ func (c closers) close(log *slog.Logger) {
 
 // openDatabase opens MySQL, or in embedded mode a migrated SQLite file in
 // a temporary directory removed at exit.
-func openDatabase(ctx context.Context, cfg config.Config, cl *closers) (*gorm.DB, error) {
+func openDatabase(ctx context.Context, cfg config.Config, obs database.Observer, cl *closers) (*gorm.DB, error) {
 	if !cfg.Embedded() {
-		db, err := database.OpenMySQL(cfg.MySQL.DSN, dbOptions(cfg))
+		opt := dbOptions(cfg)
+		opt.Observer = obs
+		db, err := database.OpenMySQL(cfg.MySQL.DSN, opt)
 		if err != nil {
 			return nil, err
 		}

@@ -75,9 +75,15 @@ type HTTP struct {
 // SQLite store of the quick start.
 type MySQL struct {
 	DSN          string        `yaml:"dsn"`
-	MaxOpenConns int           `yaml:"max_open_conns"` // default 64
-	MaxIdleConns int           `yaml:"max_idle_conns"` // default 64
+	MaxOpenConns int           `yaml:"max_open_conns"` // default 24: instances x this must stay under the server's max_connections
+	MaxIdleConns int           `yaml:"max_idle_conns"` // default 24
 	ConnMaxLife  time.Duration `yaml:"conn_max_life"`  // default 5m
+	// IOTimeout bounds each read and write of a connection, the backstop
+	// of statements no context bounds (an admin transaction's COMMIT). It
+	// outlasts the server's innodb_lock_wait_timeout (50s), so that a
+	// lock wait ends with the server's own error first. Migrations run
+	// without it.
+	IOTimeout time.Duration `yaml:"io_timeout"` // default 60s
 }
 
 // Redis configures the lock and the shared sold-out marks. No address
@@ -211,7 +217,7 @@ func Default() Config {
 			MaxBodyBytes:      4096,
 			ReadyCache:        time.Second,
 		},
-		MySQL: MySQL{MaxOpenConns: 64, MaxIdleConns: 64, ConnMaxLife: 5 * time.Minute},
+		MySQL: MySQL{MaxOpenConns: 24, MaxIdleConns: 24, ConnMaxLife: 5 * time.Minute, IOTimeout: time.Minute},
 		Redis: Redis{DialTimeout: 200 * time.Millisecond, IOTimeout: 200 * time.Millisecond, PoolSize: 64},
 		Order: Order{
 			Strategy:       Strategies[0],
@@ -361,6 +367,7 @@ func (c *Config) applyEnv(getenv func(string) string) error {
 		key string
 		dst *time.Duration
 	}{
+		{"SECKILL_MYSQL_IO_TIMEOUT", &c.MySQL.IOTimeout},
 		{"SECKILL_ORDER_REQUEST_TIMEOUT", &c.Order.RequestTimeout},
 		{"SECKILL_ORDER_LINGER", &c.Order.Linger},
 		{"SECKILL_LOCK_TTL", &c.Lock.TTL},
@@ -421,6 +428,7 @@ func (c Config) Validate() error {
 		{"http.shutdown_timeout", int64(c.HTTP.ShutdownTimeout)},
 		{"http.max_body_bytes", c.HTTP.MaxBodyBytes},
 		{"mysql.max_open_conns", int64(c.MySQL.MaxOpenConns)},
+		{"mysql.io_timeout", int64(c.MySQL.IOTimeout)},
 		{"redis.dial_timeout", int64(c.Redis.DialTimeout)},
 		{"redis.io_timeout", int64(c.Redis.IOTimeout)},
 		{"redis.pool_size", int64(c.Redis.PoolSize)},

@@ -4,6 +4,8 @@ package database
 
 import (
 	"context"
+	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"io"
@@ -28,7 +30,46 @@ type Options struct {
 	MaxOpenConns int
 	MaxIdleConns int
 	ConnMaxLife  time.Duration
+	IOTimeout    time.Duration // each read and write of a connection, unless the DSN sets its own; 0: none
+	Observer     Observer      // nil: nobody hears of refused connections
 }
+
+// Observer hears of the connections the server refused.
+type Observer interface {
+	// ConnRefused is called when the server refused a new connection
+	// because it has too many (max_connections, max_user_connections).
+	ConnRefused()
+}
+
+// ErrTooManyConnections marks a connection the server refused because it
+// has too many: the pools of every instance together outgrow the server's
+// max_connections (see docs/operations.md).
+var ErrTooManyConnections = errors.New("database: the server refused a connection: too many connections")
+
+// refusalCounter is a driver.Connector that tells its observer of each
+// connection the server refuses for having too many.
+type refusalCounter struct {
+	driver.Connector
+	obs Observer
+}
+
+func (c refusalCounter) Connect(ctx context.Context) (driver.Conn, error) {
+	conn, err := c.Connector.Connect(ctx)
+	var myErr *mysql.MySQLError
+	if err != nil && errors.As(err, &myErr) && (myErr.Number == erTooManyConnections || myErr.Number == erTooManyUserConnections) {
+		if c.obs != nil {
+			c.obs.ConnRefused()
+		}
+		err = fmt.Errorf("%w: %w", ErrTooManyConnections, err)
+	}
+	return conn, err
+}
+
+// The server's refusals of a new connection for having too many.
+const (
+	erTooManyConnections     = 1040 // ER_CON_COUNT_ERROR: max_connections
+	erTooManyUserConnections = 1203 // ER_TOO_MANY_USER_CONNECTIONS: max_user_connections
+)
 
 // OpenMySQL connects to MySQL or MariaDB. The DSN is completed with what
 // the store relies on: parseTime, UTC, and client-side interpolation (one
@@ -45,13 +86,21 @@ func OpenMySQL(dsn string, opt Options) (*gorm.DB, error) {
 	if mc.Timeout == 0 {
 		mc.Timeout = 2 * time.Second
 	}
-	db, err := gorm.Open(gormmysql.New(gormmysql.Config{DSNConfig: mc, DSN: mc.FormatDSN()}), gormConfig())
-	if err != nil {
-		return nil, fmt.Errorf("database: open mysql %s@%s/%s: %w", mc.User, mc.Addr, mc.DBName, err)
+	if mc.ReadTimeout == 0 {
+		mc.ReadTimeout = opt.IOTimeout
 	}
-	sqlDB, err := db.DB()
+	if mc.WriteTimeout == 0 {
+		mc.WriteTimeout = opt.IOTimeout
+	}
+	connector, err := mysql.NewConnector(mc)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("database: invalid mysql dsn: %w", err)
+	}
+	sqlDB := sql.OpenDB(refusalCounter{Connector: connector, obs: opt.Observer})
+	db, err := gorm.Open(gormmysql.New(gormmysql.Config{Conn: sqlDB, DSNConfig: mc, DSN: mc.FormatDSN()}), gormConfig())
+	if err != nil {
+		sqlDB.Close()
+		return nil, fmt.Errorf("database: open mysql %s@%s/%s: %w", mc.User, mc.Addr, mc.DBName, err)
 	}
 	sqlDB.SetMaxOpenConns(opt.MaxOpenConns)
 	sqlDB.SetMaxIdleConns(opt.MaxIdleConns)

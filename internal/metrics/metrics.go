@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/seckill/seckill/internal/database"
 	"github.com/seckill/seckill/lock"
 	"github.com/seckill/seckill/service"
 )
@@ -39,11 +40,13 @@ type Metrics struct {
 	knownRows       *prometheus.CounterVec
 	httpRequests    *prometheus.CounterVec
 	httpSeconds     *prometheus.HistogramVec
+	dbRefused       prometheus.Counter
 }
 
 var (
-	_ service.Observer = (*Metrics)(nil)
-	_ lock.Observer    = lockObserver{}
+	_ service.Observer  = (*Metrics)(nil)
+	_ lock.Observer     = lockObserver{}
+	_ database.Observer = (*Metrics)(nil)
 )
 
 // New registers every series, with the Go and process collectors.
@@ -102,6 +105,9 @@ func New() *Metrics {
 		httpSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "seckill_http_request_seconds", Help: "HTTP request latency by route.", Buckets: latency,
 		}, []string{"route"}),
+		dbRefused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "seckill_db_connections_refused_total", Help: "New MySQL connections the server refused for having too many (max_connections): instances x mysql.max_open_conns outgrows it; the orders that needed them got 503 unavailable.",
+		}),
 	}
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
@@ -109,6 +115,7 @@ func New() *Metrics {
 		m.orders, m.lockAcquire, m.lockAttempts, m.lockWaiters, m.lockRenewals, m.lockLost,
 		m.queueDepth, m.queueRejections, m.batchSize, m.txSeconds, m.txRetries,
 		m.degraded, m.soldOutFastPath, m.markUnpublished, m.knownRows, m.httpRequests, m.httpSeconds,
+		m.dbRefused,
 	)
 	m.knownRows.WithLabelValues("used")
 	m.knownRows.WithLabelValues("read")
@@ -179,6 +186,9 @@ func (m *Metrics) Degraded(on bool) {
 	}
 	m.degraded.Set(v)
 }
+
+// ConnRefused implements database.Observer.
+func (m *Metrics) ConnRefused() { m.dbRefused.Inc() }
 
 // SoldOutFastPath implements service.Observer.
 func (m *Metrics) SoldOutFastPath() { m.soldOutFastPath.Inc() }

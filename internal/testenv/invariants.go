@@ -11,14 +11,19 @@ import (
 // and paid — hold exactly the units sold, no user over the per-user limit,
 // holdings agree with the live orders) and returns the units sold.
 // Cancelled and expired orders gave their units back: they count nowhere.
+// A query that fails fails the test: read as zero, it would pass.
 func CheckInvariants(t testing.TB, db *gorm.DB, skuID int64) int64 {
 	t.Helper()
-	var sku struct{ TotalStock, Stock, Sold, PerUserLimit int64 }
-	if err := db.Raw("SELECT total_stock, stock, sold, per_user_limit FROM skus WHERE id = ?", skuID).Scan(&sku).Error; err != nil {
-		t.Fatal(err)
+	scan := func(what string, dest any, query string, args ...any) {
+		t.Helper()
+		if err := db.Raw(query, args...).Scan(dest).Error; err != nil {
+			t.Fatalf("CheckInvariants(sku %d): reading %s: %v", skuID, what, err)
+		}
 	}
+	var sku struct{ TotalStock, Stock, Sold, PerUserLimit int64 }
+	scan("the sku", &sku, "SELECT total_stock, stock, sold, per_user_limit FROM skus WHERE id = ?", skuID)
 	var orders struct{ N, Units int64 }
-	db.Raw("SELECT COUNT(*) AS n, COALESCE(SUM(quantity), 0) AS units FROM orders WHERE sku_id = ? AND status IN ('pending', 'paid')", skuID).Scan(&orders)
+	scan("the live orders", &orders, "SELECT COUNT(*) AS n, COALESCE(SUM(quantity), 0) AS units FROM orders WHERE sku_id = ? AND status IN ('pending', 'paid')", skuID)
 	if sku.Stock < 0 {
 		t.Errorf("stock = %d; want >= 0", sku.Stock)
 	}
@@ -29,19 +34,19 @@ func CheckInvariants(t testing.TB, db *gorm.DB, skuID int64) int64 {
 		t.Errorf("orders hold %d units (%d rows); sold = %d", orders.Units, orders.N, sku.Sold)
 	}
 	var over int64
-	db.Raw("SELECT COUNT(*) FROM (SELECT user_id FROM orders WHERE sku_id = ? AND status IN ('pending', 'paid') GROUP BY user_id HAVING SUM(quantity) > ?) x", skuID, sku.PerUserLimit).Scan(&over)
+	scan("the users over the limit", &over, "SELECT COUNT(*) FROM (SELECT user_id FROM orders WHERE sku_id = ? AND status IN ('pending', 'paid') GROUP BY user_id HAVING SUM(quantity) > ?) x", skuID, sku.PerUserLimit)
 	if over != 0 {
 		t.Errorf("%d users over the per-user limit %d", over, sku.PerUserLimit)
 	}
 	var mismatched int64
-	db.Raw(`SELECT COUNT(*) FROM (SELECT user_id, SUM(quantity) q FROM orders WHERE sku_id = ? AND status IN ('pending', 'paid') GROUP BY user_id) o
-		LEFT JOIN user_purchases p ON p.sku_id = ? AND p.user_id = o.user_id WHERE p.quantity IS NULL OR p.quantity <> o.q`, skuID, skuID).Scan(&mismatched)
+	scan("the holdings", &mismatched, `SELECT COUNT(*) FROM (SELECT user_id, SUM(quantity) q FROM orders WHERE sku_id = ? AND status IN ('pending', 'paid') GROUP BY user_id) o
+		LEFT JOIN user_purchases p ON p.sku_id = ? AND p.user_id = o.user_id WHERE p.quantity IS NULL OR p.quantity <> o.q`, skuID, skuID)
 	if mismatched != 0 {
 		t.Errorf("%d users whose holdings disagree with their orders", mismatched)
 	}
 	var orphans int64 // holdings of users without a live order
-	db.Raw(`SELECT COUNT(*) FROM user_purchases p WHERE p.sku_id = ? AND NOT EXISTS
-		(SELECT 1 FROM orders o WHERE o.sku_id = p.sku_id AND o.user_id = p.user_id AND o.status IN ('pending', 'paid'))`, skuID).Scan(&orphans)
+	scan("the orphaned holdings", &orphans, `SELECT COUNT(*) FROM user_purchases p WHERE p.sku_id = ? AND NOT EXISTS
+		(SELECT 1 FROM orders o WHERE o.sku_id = p.sku_id AND o.user_id = p.user_id AND o.status IN ('pending', 'paid'))`, skuID)
 	if orphans != 0 {
 		t.Errorf("%d holdings without a live order (a returned unit kept its buyer's quota)", orphans)
 	}
