@@ -346,19 +346,24 @@ func TestQuickStart(t *testing.T) {
 		}
 	}
 
-	var buyLine, adminLine string
+	var buyLines []string
+	var adminLine, mintLine string
 	for _, l := range strings.Split(out, "\n") {
 		l = strings.TrimSpace(l)
 		switch {
 		case strings.HasPrefix(l, "curl ") && strings.Contains(l, "/api/v1/orders"):
-			buyLine = l
+			buyLines = append(buyLines, l)
 		case strings.HasPrefix(l, "curl ") && strings.Contains(l, "/admin/v1/skus/"):
 			adminLine = l
+		case strings.HasPrefix(l, "SECKILL_AUTH_JWT_SECRET="):
+			mintLine = l
 		}
 	}
-	if buyLine == "" || adminLine == "" {
-		t.Fatalf("quick start lacks the buy or the admin curl line:\n%s", out)
+	// A buy line for each of three demo shoppers, and how to mint more.
+	if len(buyLines) != 3 || adminLine == "" || mintLine == "" {
+		t.Fatalf("quick start lacks the three buy lines, the admin curl line or the mint command:\n%s", out)
 	}
+	buyLine := buyLines[0]
 
 	buy, err := parseCurl(buyLine)
 	if err != nil {
@@ -405,6 +410,40 @@ func TestQuickStart(t *testing.T) {
 		t.Errorf("the printed buy again = %d %s; want 409 limit_exceeded", status, body)
 	}
 
+	// The other demo shoppers each buy their unit.
+	for _, l := range buyLines[1:] {
+		c, err := parseCurl(l)
+		if err != nil {
+			t.Fatalf("parse %q: %v", l, err)
+		}
+		if status, body := c.do(t); status != http.StatusCreated {
+			t.Errorf("%s = %d %s; want 201", l, status, body)
+		}
+	}
+	// The printed mint command, run as printed, makes a token this
+	// instance takes for a fourth shopper.
+	words := strings.Fields(mintLine)
+	vars := map[string]string{}
+	for len(words) > 0 && strings.Contains(words[0], "=") {
+		k, v, _ := strings.Cut(words[0], "=")
+		vars[k], words = strings.Trim(v, "'"), words[1:]
+	}
+	if len(words) < 3 || strings.Join(words[:3], " ") != "go run ./cmd/seckill" {
+		t.Fatalf("mint line %q is not `VARS go run ./cmd/seckill ...`", mintLine)
+	}
+	var minted bytes.Buffer
+	if err := run(context.Background(), words[3:], env(vars), &minted, io.Discard); err != nil {
+		t.Fatalf("the printed mint command: %v", err)
+	}
+	sub := words[len(words)-1]
+	fourth := buy
+	fourth.header = buy.header.Clone()
+	fourth.header.Set("Authorization", "Bearer "+strings.TrimSpace(minted.String()))
+	fourth.body = strings.Replace(buy.body, `"u-1"`, strconv.Quote(sub), 1)
+	if status, body := fourth.do(t); status != http.StatusCreated {
+		t.Errorf("a buy with the minted token for %s = %d %s; want 201", sub, status, body)
+	}
+
 	admin, err := parseCurl(adminLine)
 	if err != nil {
 		t.Fatalf("parse %q: %v", adminLine, err)
@@ -425,8 +464,8 @@ func TestQuickStart(t *testing.T) {
 	if err := json.Unmarshal(body, &sku); err != nil {
 		t.Fatalf("sku %s: %v", body, err)
 	}
-	if sku.ID != req.SKUID || sku.Sold != 1 || sku.Stock != 99 {
-		t.Errorf("admin view = %+v; want sku %d with sold 1, stock 99 (demo of 100)", sku, req.SKUID)
+	if sku.ID != req.SKUID || sku.Sold != 4 || sku.Stock != 96 {
+		t.Errorf("admin view = %+v; want sku %d with sold 4, stock 96 (demo of 100, four shoppers)", sku, req.SKUID)
 	}
 	// Without the token the admin call is refused.
 	admin.header.Del("Authorization")
@@ -481,7 +520,7 @@ func TestInvalidConfig(t *testing.T) {
 		{"short token in a rotation list", map[string]string{"SECKILL_ADMIN_TOKEN": token + ",short"}, nil, "admin.token"},
 		{"config file missing", nil, []string{"-config", "/nonexistent/seckill.yaml"}, "/nonexistent/seckill.yaml"},
 		{"unknown command", nil, []string{"launch"}, `unknown command "launch"`},
-		{"unknown command before a missing dsn", map[string]string{"SECKILL_MYSQL_DSN": "", "SECKILL_REDIS_ADDRS": ""}, []string{"migrate", "sideways"}, "want migrate up, down or status"},
+		{"unknown command before a missing dsn", map[string]string{"SECKILL_MYSQL_DSN": "", "SECKILL_REDIS_ADDRS": ""}, []string{"migrate", "sideways"}, "want up, down or status"},
 		{"unknown command before a bad setting", map[string]string{"SECKILL_ORDER_STRATEGY": "bogus"}, []string{"serv"}, `unknown command "serv"`},
 		{"migrate without a dsn", map[string]string{"SECKILL_MYSQL_DSN": "", "SECKILL_REDIS_ADDRS": ""}, []string{"migrate", "up"}, "SECKILL_MYSQL_DSN"},
 		{"flag after the command", nil, []string{"serve", "-config", "/nonexistent/after.yaml"}, "/nonexistent/after.yaml"},
