@@ -526,6 +526,8 @@ func TestInvalidConfig(t *testing.T) {
 		{"flag after the command", nil, []string{"serve", "-config", "/nonexistent/after.yaml"}, "/nonexistent/after.yaml"},
 		{"flag after migrate", nil, []string{"migrate", "status", "-config", "/nonexistent/m.yaml"}, "/nonexistent/m.yaml"},
 		{"unknown flag", nil, []string{"-verbose"}, "verbose"},
+		{"admin addr not host:port", map[string]string{"SECKILL_HTTP_ADMIN_ADDR": "9091"}, nil, "http.admin_addr"},
+		{"admin addr is the api addr", map[string]string{"SECKILL_HTTP_ADDR": "127.0.0.1:18080", "SECKILL_HTTP_ADMIN_ADDR": "127.0.0.1:18080"}, nil, "http.admin_addr"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -591,5 +593,65 @@ func TestTokenCommand(t *testing.T) {
 	}
 	if err := run(context.Background(), []string{"token"}, env(vars), io.Discard, io.Discard); err == nil {
 		t.Error("seckill token without -sub = nil; want a usage error")
+	}
+}
+
+// TestAdminListener: with http.admin_addr, /metrics (and pprof, at the
+// same address as http.debug_addr) is served there and not on the API
+// listener, and shutdown closes both.
+func TestAdminListener(t *testing.T) {
+	t.Parallel()
+	api, admin := "127.0.0.1:"+strconv.Itoa(testenv.FreePort(t)), "127.0.0.1:"+strconv.Itoa(testenv.FreePort(t))
+	getenv := env(map[string]string{"SECKILL_HTTP_ADDR": api, "SECKILL_HTTP_ADMIN_ADDR": admin, "SECKILL_DEBUG_ADDR": admin})
+	stdout, stderr := newSyncBuffer(), newSyncBuffer()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, nil, getenv, stdout, stderr) }()
+	deadline := time.After(30 * time.Second)
+	for {
+		out, written := stdout.snapshot()
+		if strings.Contains(out, "See the stock as an admin") && strings.HasSuffix(out, "\n\n") {
+			break
+		}
+		select {
+		case <-written:
+		case err := <-done:
+			t.Fatalf("run returned before serving: %v\nstderr:\n%s", err, stderr)
+		case <-deadline:
+			t.Fatalf("not serving within 30s\nstderr:\n%s", stderr)
+		}
+	}
+	client := &http.Client{Timeout: 30 * time.Second}
+	status := func(url string) (int, string) {
+		t.Helper()
+		resp, err := client.Get(url)
+		if err != nil {
+			t.Fatalf("GET %s: %v", url, err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, _ := status("http://" + api + "/metrics"); code != http.StatusNotFound {
+		t.Errorf("GET /metrics on the API listener = %d; want 404 (served on the admin listener)", code)
+	}
+	if code, body := status("http://" + admin + "/metrics"); code != http.StatusOK || !strings.Contains(body, "seckill_") {
+		t.Errorf("GET /metrics on the admin listener = %d; want 200 with the seckill_ metrics", code)
+	}
+	if code, _ := status("http://" + admin + "/debug/pprof/"); code != http.StatusOK {
+		t.Errorf("GET /debug/pprof/ on the admin listener (debug_addr the same) = %d; want 200", code)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("run after cancel = %v; want a clean shutdown\nstderr:\n%s", err, stderr)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("run did not return within 30s of cancel")
+	}
+	if _, err := client.Get("http://" + admin + "/metrics"); err == nil {
+		t.Error("the admin listener still answers after run returned")
 	}
 }
