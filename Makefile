@@ -32,11 +32,14 @@ test-only:
 deps:
 	./scripts/deps.sh
 
-## lint: go vet, staticcheck, and Redocly's recommended rules on handler/openapi.yaml (npm fetches it)
+## lint: go vet, staticcheck, Redocly's recommended rules on handler/openapi.yaml, and the contract run:
+##       the quick start behind Prism's validating proxy, every answer checked against the document
+##       (scripts/contract.sh; npm fetches Redocly and Prism)
 lint:
 	$(GO) vet ./...
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 	npx --yes @redocly/cli@2.77.0 lint --config redocly.yaml handler/openapi.yaml
+	GO=$(GO) ./scripts/contract.sh
 
 ## bench: every order strategy through HTTP with k6 next to the HTTP ceiling (and locked on a private ZooKeeper), one table of ratios;
 ##        then the Go benchmarks of the lock (Redis lock, redsync, ZooKeeper), of a batched commit, of shopper-token verification (HS256 vs public keys, cached and not)

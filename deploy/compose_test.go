@@ -515,7 +515,7 @@ func TestPrometheusTargets(t *testing.T) {
 		}
 		switch sc.JobName {
 		case "seckill":
-			want := []string{"seckill-1:8080", "seckill-2:8080", "seckill-3:8080"}
+			want := []string{"seckill-1:9091", "seckill-2:9091", "seckill-3:9091"} // http.admin_addr
 			if sort.Strings(targets); !slices.Equal(targets, want) {
 				t.Errorf("job seckill: targets %v; want %v", targets, want)
 			}
@@ -524,8 +524,8 @@ func TestPrometheusTargets(t *testing.T) {
 				t.Errorf("job seckill-redlock: names %v; want %v", targets, redlockReplicas)
 			}
 			for _, d := range sc.DNSSDConfigs {
-				if d.Port != 8080 {
-					t.Errorf("job seckill-redlock: port %d; want 8080", d.Port)
+				if d.Port != 9091 {
+					t.Errorf("job seckill-redlock: port %d; want 9091 (http.admin_addr)", d.Port)
 				}
 			}
 		default:

@@ -8,9 +8,14 @@ import (
 )
 
 // accessLog writes one structured line per request once it is answered:
-// method, route template ("unmatched" for no route), path, status,
-// latency, bytes written and client IP; the request ID comes from the
-// context. It runs outside recovery, so a panic's 500 is logged too.
+// method, route template ("unmatched" for no route), path, status, the
+// outcome, the error answer's code, latency, bytes written and client IP;
+// the request ID comes from the context. It runs outside recovery, so a
+// panic's 500 is logged too.
+//
+// The outcome is what the route set (an order's created or replayed),
+// else ok, refused (4xx) or failed (5xx); code is the JSON error code of
+// a 4xx/5xx answer (sold_out, limit_exceeded, ...), absent otherwise.
 func accessLog(log *slog.Logger) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		start := time.Now()
@@ -22,14 +27,38 @@ func accessLog(log *slog.Logger) gin.HandlerFunc {
 		if route == "" {
 			route = "unmatched"
 		}
-		log.LogAttrs(c.Request.Context(), slog.LevelInfo, "request",
+		status := c.Writer.Status()
+		attrs := []slog.Attr{
 			slog.String("method", c.Request.Method),
 			slog.String("route", route),
 			slog.String("path", c.Request.URL.Path),
-			slog.Int("status", c.Writer.Status()),
+			slog.Int("status", status),
+			slog.String("outcome", outcome(c, status)),
+		}
+		if code := c.GetString(errorCodeKey); code != "" {
+			attrs = append(attrs, slog.String("code", code))
+		}
+		attrs = append(attrs,
 			slog.Duration("latency", time.Since(start)),
 			slog.Int("bytes", max(c.Writer.Size(), 0)),
 			slog.String("ip", c.ClientIP()),
 		)
+		log.LogAttrs(c.Request.Context(), slog.LevelInfo, "request", attrs...)
 	}
+}
+
+// outcomeKey holds the outcome a route names for the access log.
+const outcomeKey = "seckill.outcome"
+
+func outcome(c *gin.Context, status int) string {
+	if o := c.GetString(outcomeKey); o != "" {
+		return o
+	}
+	switch {
+	case status >= 500:
+		return "failed"
+	case status >= 400:
+		return "refused"
+	}
+	return "ok"
 }

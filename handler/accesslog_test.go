@@ -51,11 +51,12 @@ func TestAccessLog(t *testing.T) {
 		method, path, requestID string
 		route                   string
 		status                  int
+		outcome, code           string
 	}{
-		{http.MethodGet, "/healthz", "probe-1", "/healthz", 200},
-		{http.MethodHead, "/healthz", "probe-2", "/healthz", 200},
-		{http.MethodGet, "/nope/", "lost-1", "unmatched", 404},
-		{http.MethodDelete, "/healthz", "wrong-1", "unmatched", 405},
+		{http.MethodGet, "/healthz", "probe-1", "/healthz", 200, "ok", ""},
+		{http.MethodHead, "/healthz", "probe-2", "/healthz", 200, "ok", ""},
+		{http.MethodGet, "/nope/", "lost-1", "unmatched", 404, "refused", "not_found"},
+		{http.MethodDelete, "/healthz", "wrong-1", "unmatched", 405, "refused", "method_not_allowed"},
 	}
 	for _, on := range []bool{true, false} {
 		var buf syncBuffer
@@ -92,6 +93,9 @@ func TestAccessLog(t *testing.T) {
 			if l["msg"] != "request" || l["method"] != tc.method || l["route"] != tc.route || l["path"] != tc.path ||
 				l["status"] != float64(tc.status) || l["request_id"] != tc.requestID {
 				t.Errorf("%s %s logged %v; want msg request, route %s, status %d, request_id %s", tc.method, tc.path, l, tc.route, tc.status, tc.requestID)
+			}
+			if code, has := l["code"]; l["outcome"] != tc.outcome || (tc.code == "" && has) || (tc.code != "" && code != tc.code) {
+				t.Errorf("%s %s logged outcome %v, code %v; want %s, %q", tc.method, tc.path, l["outcome"], l["code"], tc.outcome, tc.code)
 			}
 			if b, ok := l["bytes"].(float64); !ok || b < 0 || (tc.method != http.MethodHead && b == 0) {
 				t.Errorf("%s %s: bytes = %v; want the body's size", tc.method, tc.path, l["bytes"])

@@ -29,9 +29,55 @@ func (h *skus) list(c *gin.Context) {
 		fail(c, h.log, err)
 		return
 	}
+	ids := make([]int64, len(list))
+	for i, s := range list {
+		ids[i] = s.ID
+	}
+	units, err := h.catalog.OrderUnitsOf(c.Request.Context(), ids)
+	if err != nil {
+		fail(c, h.log, err)
+		return
+	}
 	p := skuPage{SKUs: make([]adminSKUJSON, len(list))}
 	for i, s := range list {
-		p.SKUs[i] = adminSKU(s)
+		p.SKUs[i] = adminSKU(s, units[s.ID])
+	}
+	if len(list) == limit {
+		last := list[len(list)-1].ID
+		p.NextAfter = &last
+	}
+	c.JSON(http.StatusOK, p)
+}
+
+// publicSKUPage is a page of the SKUs on sale.
+type publicSKUPage struct {
+	SKUs      []skuJSON `json:"skus"`
+	NextAfter *int64    `json:"next_after"`
+}
+
+// maxPublicPage bounds a public page: anyone may ask for it.
+const maxPublicPage = 100
+
+// onSale pages through the SKUs whose sale has not ended (open now or
+// upcoming, sold out or not), by id: ?limit= (1–100, default 100) and
+// ?after=. Ended sales are skipped after the read, so a page may hold
+// fewer than limit SKUs; next_after is null only at the end.
+func (h *skus) onSale(c *gin.Context) {
+	limit, after, ok := pageUpTo(c, maxPublicPage)
+	if !ok {
+		return
+	}
+	list, err := h.catalog.List(c.Request.Context(), after, limit)
+	if err != nil {
+		fail(c, h.log, err)
+		return
+	}
+	now := time.Now()
+	p := publicSKUPage{SKUs: make([]skuJSON, 0, len(list))}
+	for _, s := range list {
+		if s.EndsAt == nil || now.Before(*s.EndsAt) {
+			p.SKUs = append(p.SKUs, publicSKU(s))
+		}
 	}
 	if len(list) == limit {
 		last := list[len(list)-1].ID
@@ -43,11 +89,17 @@ func (h *skus) list(c *gin.Context) {
 // page reads ?limit= (1–1000, default 100) and ?after= (≥ 0, default 0),
 // writing the 400.
 func page(c *gin.Context) (limit int, after int64, ok bool) {
-	limit = 100
+	return pageUpTo(c, service.MaxListLimit)
+}
+
+// pageUpTo is page with limit at most maxLimit (default the smaller of
+// 100 and maxLimit).
+func pageUpTo(c *gin.Context, maxLimit int) (limit int, after int64, ok bool) {
+	limit = min(100, maxLimit)
 	if v, present := c.GetQuery("limit"); present {
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > service.MaxListLimit {
-			abort(c, http.StatusBadRequest, codeInvalid, "limit must be an integer from 1 to 1000")
+		if err != nil || n < 1 || n > maxLimit {
+			abort(c, http.StatusBadRequest, codeInvalid, "limit must be an integer from 1 to "+strconv.Itoa(maxLimit))
 			return 0, 0, false
 		}
 		limit = n
@@ -112,7 +164,7 @@ func (h *skus) update(c *gin.Context) {
 		fail(c, h.log, err)
 		return
 	}
-	c.JSON(http.StatusOK, adminSKU(s))
+	h.writeAdminSKU(c, http.StatusOK, s)
 }
 
 // skuLocation is the admin URL of a SKU, the Location of its 201.

@@ -86,10 +86,14 @@ func TestLocationOfCreated(t *testing.T) {
 	if g := s.get(t, o.header.Get("Location")); g.status != 200 {
 		t.Errorf("GET Location = %d; want 200", g.status)
 	}
-	// A replay created nothing: 200, no Location.
+	// A replay created nothing (200) but answers the same order: the same Location.
 	o = s.call(t, http.MethodPost, "/api/v1/orders", fmt.Sprintf(`{"sku_id":%d,"user_id":"u","quantity":1}`, sku.ID), "Idempotency-Key", "loc-1")
-	if o.status != 200 || o.header.Get("Location") != "" {
-		t.Errorf("replay = %d, Location %q; want 200 and none", o.status, o.header.Get("Location"))
+	if o.status != 200 || o.header.Get("Location") != "/api/v1/orders/"+ord.OrderID {
+		t.Errorf("replay = %d, Location %q; want 200 and /api/v1/orders/%s", o.status, o.header.Get("Location"), ord.OrderID)
+	}
+	// So does a read of it.
+	if g := s.get(t, "/api/v1/orders/"+ord.OrderID); g.status != 200 || g.header.Get("Location") != "/api/v1/orders/"+ord.OrderID {
+		t.Errorf("GET the order = %d, Location %q; want 200 and its URL", g.status, g.header.Get("Location"))
 	}
 }
 

@@ -399,6 +399,8 @@ func TestContract(t *testing.T) {
 		{method: "POST", path: "/internal/v1/orders/{toCancel}/paid", headers: payAuth, status: 409, code: "order_cancelled"},
 		{method: "POST", path: "/internal/v1/orders/{toExpire}/paid", headers: payAuth, status: 409, code: "order_expired"},
 
+		{method: "GET", path: "/api/v1/skus?limit=2", status: 200},
+		{method: "GET", path: "/api/v1/skus?limit=101", status: 400, code: "invalid_request"},
 		{method: "GET", path: "/api/v1/skus/{sku}", status: 200},
 		{method: "GET", path: "/api/v1/skus/0", status: 400, code: "invalid_request"},
 		{method: "GET", path: "/api/v1/skus/999999999", status: 404, code: "sku_not_found"},
@@ -465,6 +467,7 @@ func TestContract(t *testing.T) {
 		{method: "POST", path: "/api/v1/orders/{order}/cancel", status: 503, code: "unavailable"},
 		{method: "POST", path: "/internal/v1/orders/{order}/paid", headers: payAuth, status: 503, code: "unavailable"},
 		{method: "GET", path: "/api/v1/skus/{sku}", status: 503, code: "unavailable"},
+		{method: "GET", path: "/api/v1/skus", status: 503, code: "unavailable"},
 		{method: "GET", path: "/admin/v1/skus", headers: auth, status: 503, code: "unavailable"},
 		{method: "POST", path: "/admin/v1/skus", body: `{"name":"new","stock":3}`, headers: auth, status: 503, code: "unavailable"},
 		{method: "GET", path: "/admin/v1/skus/{sku}", headers: auth, status: 503, code: "unavailable"},

@@ -100,6 +100,11 @@ func fail(c *gin.Context, log *slog.Logger, err error) {
 	abort(c, http.StatusInternalServerError, codeInternal, "internal error")
 }
 
+// errorCodeKey holds the code of the request's error answer, for the
+// access log.
+const errorCodeKey = "seckill.error_code"
+
 func abort(c *gin.Context, status int, code, message string) {
+	c.Set(errorCodeKey, code)
 	c.AbortWithStatusJSON(status, errorBody{errorDetail{Code: code, Message: message}})
 }

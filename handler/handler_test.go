@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -74,6 +75,7 @@ type stackOptions struct {
 	auth     handler.ShopperAuth     // zero: auth.shopper none, random order id key
 	admin    string                  // admin token(s); default adminToken
 	extra    map[string]http.Handler // handler.Config.Extra (metrics)
+	log      *slog.Logger            // with the access log on; default testenv.Logger, access log off
 }
 
 func newStack(t *testing.T, opts ...func(*stackOptions)) *stack {
@@ -105,16 +107,21 @@ func newStack(t *testing.T, opts ...func(*stackOptions)) *stack {
 	catalog := service.NewCatalog(store, orders, log)
 	settle := repository.New(s.appDB)
 	s.sweeper = service.NewSweeper(settle, nil, orders, app.SweeperConfig(cfg), log, nil)
+	apiLog := log
+	if o.log != nil {
+		apiLog = o.log
+	}
 	api, err := handler.New(handler.Config{
 		Orders:       orders,
 		Catalog:      catalog,
 		Ready:        s.ready,
 		AdminToken:   o.admin,
 		MaxBodyBytes: 4096,
-		Log:          log,
+		Log:          apiLog,
 		Limits:       o.limits,
 		ShopperAuth:  o.auth,
 		Extra:        o.extra,
+		AccessLog:    o.log != nil,
 
 		Lifecycle:     service.NewLifecycle(settle, orders, log, nil),
 		PaymentTokens: paymentToken,
@@ -1136,7 +1143,7 @@ func TestRoutingErrors(t *testing.T) {
 		{http.MethodPut, "/admin/v1/skus/1/stock/", 404, "not_found", ""},
 		{http.MethodGet, "/API/v1/skus/1", 404, "not_found", ""},
 		{http.MethodGet, "/api/v1//skus/1", 404, "not_found", ""},
-		{http.MethodHead, "/api/v1/skus/1", 405, "method_not_allowed", "GET"},
+		{http.MethodHead, "/admin/v1/skus/1/stock", 405, "method_not_allowed", "PUT"}, // HEAD only where GET is
 		{http.MethodGet, "/api/v1/skus/1?a=1&a=2", 400, "invalid_request", ""},
 		{http.MethodGet, "/admin/v1/skus/1/orders?limit=1&limit=2", 400, "invalid_request", ""},
 		{http.MethodGet, "/admin/v1/skus/1/orders?limit=%zz", 400, "invalid_request", ""},

@@ -192,6 +192,9 @@ func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 		path := colon.ReplaceAllString(r.Path, "{$1}")
 		routes[r.Method+" "+path] = true
 		op, ok := spec.doc.Paths[path][strings.ToLower(r.Method)]
+		if _, get := spec.doc.Paths[path]["get"]; !ok && r.Method == http.MethodHead && get {
+			continue // every GET answers HEAD, as the document's description says
+		}
 		if !ok {
 			t.Errorf("route %s %s is not documented in openapi.yaml (as %s %s)", r.Method, r.Path, strings.ToLower(r.Method), path)
 			continue

@@ -21,6 +21,9 @@ func writeOrder(c *gin.Context, status int, ids *orderid.Codec, o service.Order)
 // writeOrderAs is writeOrder with the order's opaque id already encoded
 // (a 201 also names it in Location).
 func writeOrderAs(c *gin.Context, status int, id string, o service.Order) {
+	// Every answer that is one order says where it lives: a replayed
+	// create (200) as much as the 201, a cancel, a payment, a read.
+	c.Writer.Header()["Location"] = []string{orderLocation(id)}
 	writeJSON(c, status, appendOrderAs(make([]byte, 0, 192), id, o))
 }
 

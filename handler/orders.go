@@ -90,13 +90,12 @@ func (h *orders) create(c *gin.Context) {
 		fail(c, h.log, err)
 		return
 	}
-	status, id := http.StatusCreated, h.ids.Encode(placed.Order.ID)
+	status, outcome := http.StatusCreated, "created"
 	if !placed.Created {
-		status = http.StatusOK
-	} else {
-		c.Header("Location", orderLocation(id))
+		status, outcome = http.StatusOK, "replayed"
 	}
-	writeOrderAs(c, status, id, placed.Order)
+	c.Set(outcomeKey, outcome)
+	writeOrderAs(c, status, h.ids.Encode(placed.Order.ID), placed.Order)
 }
 
 // idempotencyKey returns the optional Idempotency-Key: 1–128 printable

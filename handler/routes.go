@@ -122,28 +122,27 @@ func New(cfg Config) (http.Handler, error) {
 	s := &skus{catalog: cfg.Catalog, orders: cfg.Orders, max: cfg.MaxBodyBytes, log: cfg.Log, ids: ids}
 	h := &health{ready: cfg.Ready, orders: cfg.Orders, draining: cfg.Draining, probes: &probeCache{ttl: cfg.ReadyCache}}
 
-	r.GET("/healthz", h.live)
-	r.GET("/readyz", h.readiness)
-	r.HEAD("/healthz", h.live)
-	r.HEAD("/readyz", h.readiness)
-	r.GET("/openapi.yaml", serveOpenAPI)
+	get(r, "/healthz", h.live)
+	get(r, "/readyz", h.readiness)
+	get(r, "/openapi.yaml", serveOpenAPI)
 
 	api := r.Group("/api/v1")
 	if l := newLimiter(cfg.Limits.PerIPRate, cfg.Limits.PerIPBurst, cfg.Limits.MaxKeys); l != nil {
 		api.Use(perIP(l)) // off by default: not even the client IP's parse per request
 	}
 	api.POST("/orders", o.create)
-	api.GET("/orders/:id", o.get)
-	api.GET("/orders", o.list)
+	get(api, "/orders/:id", o.get)
+	get(api, "/orders", o.list)
 	api.POST("/orders/:id/cancel", o.cancel)
-	api.GET("/skus/:id", s.get)
+	get(api, "/skus", s.onSale)
+	get(api, "/skus/:id", s.get)
 
 	admin := r.Group("/admin/v1", adminAuth(cfg.AdminToken))
 	admin.POST("/skus", s.create)
-	admin.GET("/skus/:id", s.adminGet)
+	get(admin, "/skus/:id", s.adminGet)
 	admin.PUT("/skus/:id/stock", s.setStock)
-	admin.GET("/skus/:id/orders", s.listOrders)
-	admin.GET("/skus", s.list)
+	get(admin, "/skus/:id/orders", s.listOrders)
+	get(admin, "/skus", s.list)
 	admin.PATCH("/skus/:id", s.update)
 	admin.GET("/readyz", h.adminReadiness)
 
@@ -154,9 +153,16 @@ func New(cfg Config) (http.Handler, error) {
 		r.POST("/bench/constant", constant)
 	}
 	for path, h := range cfg.Extra {
-		r.GET(path, gin.WrapH(h))
+		get(r, path, gin.WrapH(h))
 	}
 	return r, nil
+}
+
+// get registers h for GET and HEAD: a HEAD answers the GET's status and
+// headers, and net/http drops the body.
+func get(r gin.IRoutes, path string, h gin.HandlerFunc) {
+	r.GET(path, h)
+	r.HEAD(path, h)
 }
 
 // requestID gives every request an ID (a sane incoming X-Request-ID is

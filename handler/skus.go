@@ -34,18 +34,29 @@ type adminSKUJSON struct {
 	skuJSON
 	Sold    int64 `json:"sold"`
 	Version int64 `json:"version"`
-	// Pending and Paid split sold by the orders' status; one SKU's view
-	// only (the list leaves them out).
-	Pending *int64 `json:"pending,omitempty"`
-	Paid    *int64 `json:"paid,omitempty"`
+	// Pending and Paid split sold by the orders' status, in every admin
+	// answer about a SKU; read after the SKU, so under a live sale they
+	// may trail sold by the orders placed in between.
+	Pending int64 `json:"pending"`
+	Paid    int64 `json:"paid"`
 }
 
 func publicSKU(s service.SKU) skuJSON {
 	return skuJSON{ID: s.ID, Name: s.Name, Stock: s.Stock, PerUserLimit: s.PerUserLimit, StartsAt: s.StartsAt, EndsAt: s.EndsAt}
 }
 
-func adminSKU(s service.SKU) adminSKUJSON {
-	return adminSKUJSON{skuJSON: publicSKU(s), Sold: s.Sold, Version: s.Version}
+func adminSKU(s service.SKU, u service.Units) adminSKUJSON {
+	return adminSKUJSON{skuJSON: publicSKU(s), Sold: s.Sold, Version: s.Version, Pending: u.Pending, Paid: u.Paid}
+}
+
+// writeAdminSKU answers the admin view of s with its pending and paid units.
+func (h *skus) writeAdminSKU(c *gin.Context, status int, s service.SKU) {
+	pending, paid, err := h.catalog.OrderUnits(c.Request.Context(), s.ID)
+	if err != nil {
+		fail(c, h.log, err)
+		return
+	}
+	c.JSON(status, adminSKU(s, service.Units{Pending: pending, Paid: paid}))
 }
 
 func (h *skus) get(c *gin.Context) {
@@ -71,14 +82,7 @@ func (h *skus) adminGet(c *gin.Context) {
 		fail(c, h.log, err)
 		return
 	}
-	pending, paid, err := h.catalog.OrderUnits(c.Request.Context(), id)
-	if err != nil {
-		fail(c, h.log, err)
-		return
-	}
-	v := adminSKU(s)
-	v.Pending, v.Paid = &pending, &paid
-	c.JSON(http.StatusOK, v)
+	h.writeAdminSKU(c, http.StatusOK, s)
 }
 
 type createSKURequest struct {
@@ -116,7 +120,7 @@ func (h *skus) create(c *gin.Context) {
 		return
 	}
 	c.Header("Location", skuLocation(s.ID))
-	c.JSON(http.StatusCreated, adminSKU(s))
+	c.JSON(http.StatusCreated, adminSKU(s, service.Units{})) // new: no orders yet
 }
 
 type stockRequest struct {
@@ -141,7 +145,7 @@ func (h *skus) setStock(c *gin.Context) {
 		fail(c, h.log, err)
 		return
 	}
-	c.JSON(http.StatusOK, adminSKU(s))
+	h.writeAdminSKU(c, http.StatusOK, s)
 }
 
 type orderPage struct {

@@ -200,3 +200,12 @@ func now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
 func (c *Catalog) OrderUnits(ctx context.Context, skuID int64) (pending, paid int64, err error) {
 	return c.store.OrderUnits(ctx, skuID)
 }
+
+// OrderUnitsOf is OrderUnits for a page of SKUs, in one read; a SKU
+// missing from the map has none.
+func (c *Catalog) OrderUnitsOf(ctx context.Context, skuIDs []int64) (map[int64]Units, error) {
+	if len(skuIDs) == 0 {
+		return nil, nil
+	}
+	return c.store.OrderUnitsOf(ctx, skuIDs)
+}

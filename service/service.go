@@ -204,6 +204,9 @@ type BatchResult struct {
 	ReadsSkipped bool
 }
 
+// Units are the units of a SKU's pending and of its paid orders.
+type Units struct{ Pending, Paid int64 }
+
 // Store is the source of truth. The implementation must decrement stock
 // only through a conditional UPDATE and report ErrConflict when it matched
 // no row, so that a retry re-reads.
@@ -233,6 +236,9 @@ type Store interface {
 	// OrderUnits returns the units of a SKU's pending and of its paid
 	// orders (sold = pending + paid).
 	OrderUnits(ctx context.Context, skuID int64) (pending, paid int64, err error)
+	// OrderUnitsOf is OrderUnits for several SKUs in one read; a SKU
+	// without pending or paid orders may be absent from the map.
+	OrderUnitsOf(ctx context.Context, skuIDs []int64) (map[int64]Units, error)
 	Ping(ctx context.Context) error
 }
 

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -28,5 +30,116 @@ func TestHelp(t *testing.T) {
 				t.Errorf("help wrote to stderr: %s", stderr.String())
 			}
 		})
+	}
+}
+
+// TestEveryHelpSucceeds: -h of every command succeeds (exit 0) on stdout,
+// nothing on stderr, whatever the configuration says.
+func TestEveryHelpSucceeds(t *testing.T) {
+	t.Parallel()
+	badConfig := func(k string) string {
+		if k == "SECKILL_CONFIG" {
+			return "/nonexistent/seckill.yaml"
+		}
+		return ""
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-h"}, "SECKILL_REDIS_MODE"},
+		{[]string{"token", "-h"}, "seckill token -sub USER"},
+		{[]string{"token", "--help"}, "seckill token -sub USER"},
+		{[]string{"migrate", "-h"}, "migrate up"},
+		{[]string{"migrate", "up", "-h"}, "migrate up"},
+		{[]string{"healthcheck", "-h"}, "healthcheck"},
+		{[]string{"version", "-h"}, "version"},
+		{[]string{"serve", "--help"}, "serve"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			t.Parallel()
+			var stdout, stderr bytes.Buffer
+			if err := run(context.Background(), tc.args, badConfig, &stdout, &stderr); err != nil {
+				t.Fatalf("seckill %s = %v; want success", strings.Join(tc.args, " "), err)
+			}
+			if !strings.Contains(stdout.String(), tc.want) || stderr.Len() != 0 {
+				t.Errorf("seckill %s: stdout %q, stderr %q; want %q on stdout only", strings.Join(tc.args, " "), stdout.String(), stderr.String(), tc.want)
+			}
+		})
+	}
+}
+
+// TestHelpOnRedis: the help says what several Redis addresses need.
+func TestHelpOnRedis(t *testing.T) {
+	t.Parallel()
+	for _, want := range []string{"SECKILL_REDIS_MODE", "more than one needs SECKILL_REDIS_MODE", "redlock", "sentinel", "cluster", "SECKILL_HTTP_ADMIN_ADDR", "version"} {
+		if !strings.Contains(usage, want) {
+			t.Errorf("help does not say %q", want)
+		}
+	}
+	if strings.Contains(usage, "more than one: Redlock") {
+		t.Error("help says several Redis addresses mean Redlock: without redis.mode they are an error")
+	}
+}
+
+// TestOneErrorLine: a usage error is returned once, for main to print, and
+// nothing is written besides it.
+func TestOneErrorLine(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-bogus"}, "flag provided but not defined: -bogus (see seckill -h)"},
+		{[]string{"token", "-bogus"}, "token: flag provided but not defined: -bogus (see seckill token -h)"},
+		{[]string{"migrate"}, "usage: seckill migrate up|down|status"},
+		{[]string{"migrate", "sideways"}, "migrate sideways: want up, down or status (usage: seckill migrate up|down|status)"},
+		{[]string{"token", "-sub", strings.Repeat("u", 65)}, "token: -sub is 65 bytes; the server accepts at most 64"},
+		{[]string{"token", "-sub", " u-1"}, "leading or trailing white space"},
+		{[]string{"token", "-sub", "u-1\t"}, "leading or trailing white space"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			t.Parallel()
+			var stdout, stderr bytes.Buffer
+			env := func(k string) string {
+				if k == "SECKILL_AUTH_JWT_SECRET" {
+					return "help-test-secret-0123456789abcdefgh"
+				}
+				return ""
+			}
+			err := run(context.Background(), tc.args, env, &stdout, &stderr)
+			if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
+				t.Errorf("seckill %s = %v; want one line saying %q", strings.Join(tc.args, " "), err, tc.want)
+			}
+			if stdout.Len() != 0 || stderr.Len() != 0 {
+				t.Errorf("seckill %s also wrote stdout %q, stderr %q; want only the returned error", strings.Join(tc.args, " "), stdout.String(), stderr.String())
+			}
+		})
+	}
+	// The longest sub the server takes is minted.
+	var stdout bytes.Buffer
+	env := func(k string) string {
+		if k == "SECKILL_AUTH_JWT_SECRET" {
+			return "help-test-secret-0123456789abcdefgh"
+		}
+		return ""
+	}
+	if err := run(context.Background(), []string{"token", "-sub", strings.Repeat("u", 64)}, env, &stdout, io.Discard); err != nil || stdout.Len() == 0 {
+		t.Errorf("seckill token -sub <64 bytes> = %v; want a token", err)
+	}
+}
+
+// TestVersion: `seckill version` prints the module version and what the
+// build knows of its VCS revision.
+func TestVersion(t *testing.T) {
+	t.Parallel()
+	var stdout, stderr bytes.Buffer
+	if err := run(context.Background(), []string{"version"}, func(string) string { return "" }, &stdout, &stderr); err != nil {
+		t.Fatalf("seckill version = %v", err)
+	}
+	for _, want := range []string{"seckill ", "revision: ", "time: ", "modified: ", runtime.Version()} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("seckill version printed %q; want it to say %q", stdout.String(), want)
+		}
 	}
 }

@@ -5,6 +5,7 @@
 //	seckill healthcheck          exit 0 if the running server's /readyz answers 200
 //	seckill token -sub u-1       print a shopper token (HS256, auth.jwt.secret) for tests
 //	seckill audit [-sku N] [-json]  reconcile the sale's data; exit 1 naming each broken invariant
+//	seckill version              print the module version and the VCS revision
 //
 // With nothing configured it runs the embedded quick start: in-process
 // Redis and SQLite, a demo SKU, and a printed curl line. See README.md.
@@ -56,6 +57,7 @@ Commands:
                          idempotency keys (needs SECKILL_MYSQL_DSN, SELECT only); exit 0
                          if all agree, 1 naming each SKU and invariant that does not,
                          2 on a usage or database error (seckill audit -h)
+  version                print the module version and the VCS revision it was built from
   help                   this text
 
 Flags (before or after the command):
@@ -65,8 +67,13 @@ Flags (before or after the command):
 Environment (override the file; see README.md for all):
   SECKILL_CONFIG                  the config file
   SECKILL_HTTP_ADDR               listen address (default 127.0.0.1:8080)
+  SECKILL_HTTP_ADMIN_ADDR         serve /metrics on this listener instead of the API's (default: the API's);
+                                  pprof too when SECKILL_DEBUG_ADDR is the same address
   SECKILL_MYSQL_DSN               MySQL/MariaDB DSN; empty: the embedded quick start
-  SECKILL_REDIS_ADDRS             comma-separated Redis masters; more than one: Redlock
+  SECKILL_REDIS_ADDRS             comma-separated Redis addresses; more than one needs SECKILL_REDIS_MODE
+  SECKILL_REDIS_MODE              standalone (default, one address), sentinel (the sentinels' addresses
+                                  and SECKILL_REDIS_MASTER_NAME), cluster (seed nodes) or redlock
+                                  (independent masters, 3 or more to survive one failing)
   SECKILL_REDIS_PASSWORD          Redis password
   SECKILL_ADMIN_TOKEN             admin bearer token(s), at least 16 characters; a comma-separated list rotates
   SECKILL_AUTH_SHOPPER            jwt (default: Authorization: Bearer <JWT>) or none (the body's user_id is trusted)
@@ -95,20 +102,22 @@ Environment (override the file; see README.md for all):
 
 // command is what the arguments ask for, flags taken out.
 type command struct {
-	name  string   // serve, migrate, healthcheck, token, audit, help
-	arg   string   // the migrate direction; "audit" for the audit's help
-	rest  []string // the token command's own flags
+	name  string // serve, migrate, healthcheck, token, version, audit, help
+	arg   string // the migrate direction; "audit" for the audit's help
+	token tokenArgs
 	audit auditFlags
 }
 
+const migrateUsage = "usage: seckill migrate up|down|status"
+
 // parseArgs reads flags wherever they stand, before or after the command,
 // and checks the command before anything is loaded, so that a typo is
-// reported as such rather than as a missing setting.
-func parseArgs(args []string, getenv func(string) string, stderr io.Writer) (command, string, error) {
+// reported as such rather than as a missing setting. The flag package
+// prints nothing: the one error line is the caller's.
+func parseArgs(args []string, getenv func(string) string) (command, string, error) {
 	fs := flag.NewFlagSet("seckill", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(io.Discard)
 	path := fs.String("config", getenv("SECKILL_CONFIG"), "YAML config file (env SECKILL_CONFIG)")
-	fs.Usage = func() {}
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
@@ -123,10 +132,14 @@ func parseArgs(args []string, getenv func(string) string, stderr io.Writer) (com
 		}
 		pos, args = append(pos, args[0]), args[1:]
 		if pos[0] == "token" { // its flags are its own
-			return command{name: "token", rest: args}, *path, nil
+			t, err := parseToken(args)
+			if errors.Is(err, flag.ErrHelp) {
+				return command{name: "token-help"}, "", nil
+			}
+			return command{name: "token", token: t}, *path, err
 		}
 		if pos[0] == "audit" {
-			return parseAudit(args, path, stderr)
+			return parseAudit(args, path)
 		}
 	}
 	switch {
@@ -134,22 +147,24 @@ func parseArgs(args []string, getenv func(string) string, stderr io.Writer) (com
 		return command{name: "serve"}, *path, nil
 	case len(pos) == 1 && (pos[0] == "help" || pos[0] == "--help"):
 		return command{name: "help"}, *path, nil
-	case len(pos) == 1 && pos[0] == "healthcheck":
-		return command{name: "healthcheck"}, *path, nil
+	case len(pos) == 1 && (pos[0] == "healthcheck" || pos[0] == "version"):
+		return command{name: pos[0]}, *path, nil
+	case pos[0] == "migrate" && len(pos) == 1:
+		return command{}, "", errors.New(migrateUsage)
 	case pos[0] == "migrate":
 		if len(pos) != 2 || !slices.Contains([]string{"up", "down", "status"}, pos[1]) {
-			return command{}, "", fmt.Errorf("migrate %s: want migrate up, down or status (see seckill -h)", strings.Join(pos[1:], " "))
+			return command{}, "", fmt.Errorf("migrate %s: want up, down or status (%s)", strings.Join(pos[1:], " "), migrateUsage)
 		}
 		return command{name: "migrate", arg: pos[1]}, *path, nil
 	}
-	return command{}, "", fmt.Errorf("unknown command %q: want serve, migrate up|down|status, healthcheck, token, audit or help (see seckill -h for usage)", strings.Join(pos, " "))
+	return command{}, "", fmt.Errorf("unknown command %q: want serve, migrate up|down|status, healthcheck, token, version, audit or help (see seckill -h)", strings.Join(pos, " "))
 }
 
 // parseAudit reads the audit's flags, -config among them; its usage
 // errors exit 2 (see auditUsage).
-func parseAudit(args []string, path *string, stderr io.Writer) (command, string, error) {
+func parseAudit(args []string, path *string) (command, string, error) {
 	fs := flag.NewFlagSet("seckill audit", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
 	fs.StringVar(path, "config", *path, "YAML config file (env SECKILL_CONFIG)")
 	var f auditFlags
@@ -173,17 +188,23 @@ func parseAudit(args []string, path *string, stderr io.Writer) (command, string,
 }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	cmd, path, err := parseArgs(args, getenv, stderr)
+	cmd, path, err := parseArgs(args, getenv)
 	if err != nil {
 		return err
 	}
-	if cmd.name == "help" {
+	switch cmd.name {
+	case "help":
 		text := usage
 		if cmd.arg == "audit" {
 			text = auditUsage
 		}
-		fmt.Fprint(stdout, text)
-		return nil
+		_, err := fmt.Fprint(stdout, text)
+		return err
+	case "token-help":
+		_, err := fmt.Fprint(stdout, tokenUsage)
+		return err
+	case "version":
+		return printVersion(stdout)
 	}
 	cfg, err := config.Load(path, getenv)
 	if err != nil {
@@ -208,7 +229,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	case "healthcheck":
 		return healthcheck(ctx, cfg.HTTP.Addr)
 	case "token":
-		return mintToken(cmd.rest, cfg, stdout, stderr)
+		return mintToken(cmd.token, cfg, stdout)
 	case "audit":
 		return runAudit(ctx, cfg, cmd.audit, stdout)
 	}

@@ -347,19 +347,24 @@ func TestQuickStart(t *testing.T) {
 		}
 	}
 
-	var buyLine, adminLine string
+	var buyLines []string
+	var adminLine, mintLine string
 	for _, l := range strings.Split(out, "\n") {
 		l = strings.TrimSpace(l)
 		switch {
 		case strings.HasPrefix(l, "curl ") && strings.Contains(l, "/api/v1/orders"):
-			buyLine = l
+			buyLines = append(buyLines, l)
 		case strings.HasPrefix(l, "curl ") && strings.Contains(l, "/admin/v1/skus/"):
 			adminLine = l
+		case strings.HasPrefix(l, "SECKILL_AUTH_JWT_SECRET="):
+			mintLine = l
 		}
 	}
-	if buyLine == "" || adminLine == "" {
-		t.Fatalf("quick start lacks the buy or the admin curl line:\n%s", out)
+	// A buy line for each of three demo shoppers, and how to mint more.
+	if len(buyLines) != 3 || adminLine == "" || mintLine == "" {
+		t.Fatalf("quick start lacks the three buy lines, the admin curl line or the mint command:\n%s", out)
 	}
+	buyLine := buyLines[0]
 
 	buy, err := parseCurl(buyLine)
 	if err != nil {
@@ -406,6 +411,40 @@ func TestQuickStart(t *testing.T) {
 		t.Errorf("the printed buy again = %d %s; want 409 limit_exceeded", status, body)
 	}
 
+	// The other demo shoppers each buy their unit.
+	for _, l := range buyLines[1:] {
+		c, err := parseCurl(l)
+		if err != nil {
+			t.Fatalf("parse %q: %v", l, err)
+		}
+		if status, body := c.do(t); status != http.StatusCreated {
+			t.Errorf("%s = %d %s; want 201", l, status, body)
+		}
+	}
+	// The printed mint command, run as printed, makes a token this
+	// instance takes for a fourth shopper.
+	words := strings.Fields(mintLine)
+	vars := map[string]string{}
+	for len(words) > 0 && strings.Contains(words[0], "=") {
+		k, v, _ := strings.Cut(words[0], "=")
+		vars[k], words = strings.Trim(v, "'"), words[1:]
+	}
+	if len(words) < 3 || strings.Join(words[:3], " ") != "go run ./cmd/seckill" {
+		t.Fatalf("mint line %q is not `VARS go run ./cmd/seckill ...`", mintLine)
+	}
+	var minted bytes.Buffer
+	if err := run(context.Background(), words[3:], env(vars), &minted, io.Discard); err != nil {
+		t.Fatalf("the printed mint command: %v", err)
+	}
+	sub := words[len(words)-1]
+	fourth := buy
+	fourth.header = buy.header.Clone()
+	fourth.header.Set("Authorization", "Bearer "+strings.TrimSpace(minted.String()))
+	fourth.body = strings.Replace(buy.body, `"u-1"`, strconv.Quote(sub), 1)
+	if status, body := fourth.do(t); status != http.StatusCreated {
+		t.Errorf("a buy with the minted token for %s = %d %s; want 201", sub, status, body)
+	}
+
 	admin, err := parseCurl(adminLine)
 	if err != nil {
 		t.Fatalf("parse %q: %v", adminLine, err)
@@ -426,8 +465,8 @@ func TestQuickStart(t *testing.T) {
 	if err := json.Unmarshal(body, &sku); err != nil {
 		t.Fatalf("sku %s: %v", body, err)
 	}
-	if sku.ID != req.SKUID || sku.Sold != 1 || sku.Stock != 99 {
-		t.Errorf("admin view = %+v; want sku %d with sold 1, stock 99 (demo of 100)", sku, req.SKUID)
+	if sku.ID != req.SKUID || sku.Sold != 4 || sku.Stock != 96 {
+		t.Errorf("admin view = %+v; want sku %d with sold 4, stock 96 (demo of 100, four shoppers)", sku, req.SKUID)
 	}
 	// Without the token the admin call is refused.
 	admin.header.Del("Authorization")
@@ -482,12 +521,14 @@ func TestInvalidConfig(t *testing.T) {
 		{"short token in a rotation list", map[string]string{"SECKILL_ADMIN_TOKEN": token + ",short"}, nil, "admin.token"},
 		{"config file missing", nil, []string{"-config", "/nonexistent/seckill.yaml"}, "/nonexistent/seckill.yaml"},
 		{"unknown command", nil, []string{"launch"}, `unknown command "launch"`},
-		{"unknown command before a missing dsn", map[string]string{"SECKILL_MYSQL_DSN": "", "SECKILL_REDIS_ADDRS": ""}, []string{"migrate", "sideways"}, "want migrate up, down or status"},
+		{"unknown command before a missing dsn", map[string]string{"SECKILL_MYSQL_DSN": "", "SECKILL_REDIS_ADDRS": ""}, []string{"migrate", "sideways"}, "want up, down or status"},
 		{"unknown command before a bad setting", map[string]string{"SECKILL_ORDER_STRATEGY": "bogus"}, []string{"serv"}, `unknown command "serv"`},
 		{"migrate without a dsn", map[string]string{"SECKILL_MYSQL_DSN": "", "SECKILL_REDIS_ADDRS": ""}, []string{"migrate", "up"}, "SECKILL_MYSQL_DSN"},
 		{"flag after the command", nil, []string{"serve", "-config", "/nonexistent/after.yaml"}, "/nonexistent/after.yaml"},
 		{"flag after migrate", nil, []string{"migrate", "status", "-config", "/nonexistent/m.yaml"}, "/nonexistent/m.yaml"},
 		{"unknown flag", nil, []string{"-verbose"}, "verbose"},
+		{"admin addr not host:port", map[string]string{"SECKILL_HTTP_ADMIN_ADDR": "9091"}, nil, "http.admin_addr"},
+		{"admin addr is the api addr", map[string]string{"SECKILL_HTTP_ADDR": "127.0.0.1:18080", "SECKILL_HTTP_ADMIN_ADDR": "127.0.0.1:18080"}, nil, "http.admin_addr"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -553,5 +594,65 @@ func TestTokenCommand(t *testing.T) {
 	}
 	if err := run(context.Background(), []string{"token"}, env(vars), io.Discard, io.Discard); err == nil {
 		t.Error("seckill token without -sub = nil; want a usage error")
+	}
+}
+
+// TestAdminListener: with http.admin_addr, /metrics (and pprof, at the
+// same address as http.debug_addr) is served there and not on the API
+// listener, and shutdown closes both.
+func TestAdminListener(t *testing.T) {
+	t.Parallel()
+	api, admin := "127.0.0.1:"+strconv.Itoa(testenv.FreePort(t)), "127.0.0.1:"+strconv.Itoa(testenv.FreePort(t))
+	getenv := env(map[string]string{"SECKILL_HTTP_ADDR": api, "SECKILL_HTTP_ADMIN_ADDR": admin, "SECKILL_DEBUG_ADDR": admin})
+	stdout, stderr := newSyncBuffer(), newSyncBuffer()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, nil, getenv, stdout, stderr) }()
+	deadline := time.After(30 * time.Second)
+	for {
+		out, written := stdout.snapshot()
+		if strings.Contains(out, "See the stock as an admin") && strings.HasSuffix(out, "\n\n") {
+			break
+		}
+		select {
+		case <-written:
+		case err := <-done:
+			t.Fatalf("run returned before serving: %v\nstderr:\n%s", err, stderr)
+		case <-deadline:
+			t.Fatalf("not serving within 30s\nstderr:\n%s", stderr)
+		}
+	}
+	client := &http.Client{Timeout: 30 * time.Second}
+	status := func(url string) (int, string) {
+		t.Helper()
+		resp, err := client.Get(url)
+		if err != nil {
+			t.Fatalf("GET %s: %v", url, err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, _ := status("http://" + api + "/metrics"); code != http.StatusNotFound {
+		t.Errorf("GET /metrics on the API listener = %d; want 404 (served on the admin listener)", code)
+	}
+	if code, body := status("http://" + admin + "/metrics"); code != http.StatusOK || !strings.Contains(body, "seckill_") {
+		t.Errorf("GET /metrics on the admin listener = %d; want 200 with the seckill_ metrics", code)
+	}
+	if code, _ := status("http://" + admin + "/debug/pprof/"); code != http.StatusOK {
+		t.Errorf("GET /debug/pprof/ on the admin listener (debug_addr the same) = %d; want 200", code)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("run after cancel = %v; want a clean shutdown\nstderr:\n%s", err, stderr)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("run did not return within 30s of cancel")
+	}
+	if _, err := client.Get("http://" + admin + "/metrics"); err == nil {
+		t.Error("the admin listener still answers after run returned")
 	}
 }

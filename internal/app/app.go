@@ -66,6 +66,7 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 	if generatedToken {
 		cfg.Admin.Token = randomToken()
 	}
+	generatedSecret := cfg.Embedded() && cfg.Auth.Shopper == config.ShopperJWT && !cfg.Auth.JWT.KeySet()
 	shoppers, err := shopperAuth(ctx, &cfg, log)
 	if err != nil {
 		return err
@@ -115,11 +116,11 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", cfg.HTTP.Addr, err)
 	}
-	if err := announce(ctx, cfg, catalog, rs.describe(), "http://"+ln.Addr().String(), generatedToken, stdout, log); err != nil {
+	if err := announce(ctx, cfg, catalog, rs.describe(), "http://"+ln.Addr().String(), generatedToken, generatedSecret, stdout, log); err != nil {
 		ln.Close()
 		return err
 	}
-	if cfg.HTTP.DebugAddr != "" {
+	if cfg.HTTP.DebugAddr != "" && cfg.HTTP.DebugAddr != cfg.HTTP.AdminAddr {
 		stopDebug, err := serveDebug(cfg.HTTP.DebugAddr, log)
 		if err != nil {
 			ln.Close()
@@ -127,12 +128,52 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 		}
 		cl.add(stopDebug)
 	}
+	var admin *listening
+	if cfg.HTTP.AdminAddr != "" {
+		if admin, err = listenAdmin(cfg, mx.Handler(), log); err != nil {
+			ln.Close()
+			return err
+		}
+	}
 	conns := newConnWatch(log)
 	if err := mx.Register(conns.closed); err != nil {
 		ln.Close()
+		if admin != nil {
+			admin.ln.Close()
+		}
 		return err
 	}
-	return serveUntilDone(ctx, cfg, newHTTPServer(cfg, api, conns, log), ln, orders, &draining, ready, log)
+	return serveUntilDone(ctx, cfg, &listening{newHTTPServer(cfg, api, conns, log), ln}, admin, orders, &draining, ready, log)
+}
+
+// listening is a server and the listener it is to serve.
+type listening struct {
+	srv *http.Server
+	ln  net.Listener
+}
+
+// listenAdmin listens on http.admin_addr for /metrics, and pprof when
+// http.debug_addr is the same address.
+func listenAdmin(cfg config.Config, metrics http.Handler, log *slog.Logger) (*listening, error) {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", metrics)
+	if cfg.HTTP.DebugAddr == cfg.HTTP.AdminAddr {
+		mountPprof(mux)
+	}
+	ln, err := net.Listen("tcp", cfg.HTTP.AdminAddr)
+	if err != nil {
+		return nil, fmt.Errorf("listen admin %s: %w", cfg.HTTP.AdminAddr, err)
+	}
+	log.Info("admin listener", "url", "http://"+ln.Addr().String()+"/metrics")
+	return &listening{&http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: cfg.HTTP.ReadHeaderTimeout,
+		ReadTimeout:       cfg.HTTP.ReadTimeout,
+		WriteTimeout:      0, // pprof's profile and trace stream for as long as asked
+		IdleTimeout:       cfg.HTTP.IdleTimeout,
+		MaxHeaderBytes:    16 << 10,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}, ln}, nil
 }
 
 // closers runs what was opened in reverse order.
@@ -228,7 +269,7 @@ func newAPI(cfg config.Config, orders handler.Orders, catalog *service.Catalog, 
 		MaxBodyBytes: cfg.HTTP.MaxBodyBytes,
 		Log:          log,
 		Middleware:   []gin.HandlerFunc{mx.Middleware()},
-		Extra:        map[string]http.Handler{"/metrics": mx.Handler()},
+		Extra:        apiExtra(cfg, mx),
 		Bench:        cfg.HTTP.BenchEndpoints,
 		Limits: handler.Limits{
 			PerUserRate: cfg.Limits.PerUserRate, PerUserBurst: cfg.Limits.PerUserBurst,
@@ -242,6 +283,15 @@ func newAPI(cfg config.Config, orders handler.Orders, catalog *service.Catalog, 
 		Lifecycle:      lifecycle,
 		PaymentTokens:  cfg.Auth.PaymentTokens,
 	})
+}
+
+// apiExtra is /metrics on the API listener, unless http.admin_addr
+// serves it apart.
+func apiExtra(cfg config.Config, mx *metrics.Metrics) map[string]http.Handler {
+	if cfg.HTTP.AdminAddr != "" {
+		return nil
+	}
+	return map[string]http.Handler{"/metrics": mx.Handler()}
 }
 
 func newHTTPServer(cfg config.Config, api http.Handler, conns *connWatch, log *slog.Logger) *http.Server {
@@ -259,8 +309,9 @@ func newHTTPServer(cfg config.Config, api http.Handler, conns *connWatch, log *s
 
 // announce says where the service runs. In embedded mode it seeds the
 // demo SKU and prints the quick start; a generated admin token is printed
-// (on stdout, never in the log).
-func announce(ctx context.Context, cfg config.Config, catalog *service.Catalog, redisSetup string, url string, generatedToken bool, stdout io.Writer, log *slog.Logger) error {
+// (on stdout, never in the log), and so is a generated HS256 secret: it
+// exists only in the quick start and dies with the process.
+func announce(ctx context.Context, cfg config.Config, catalog *service.Catalog, redisSetup string, url string, generatedToken, generatedSecret bool, stdout io.Writer, log *slog.Logger) error {
 	mode := "mysql+redis:" + redisSetup
 	if cfg.Lock.Backend == config.BackendZooKeeper {
 		mode = fmt.Sprintf("mysql+zookeeper(%d)", len(cfg.ZooKeeper.Addrs))
@@ -272,13 +323,21 @@ func announce(ctx context.Context, cfg config.Config, catalog *service.Catalog, 
 		if err != nil {
 			return fmt.Errorf("seed demo sku: %w", err)
 		}
-		shopperToken := ""
+		var shoppers []demoShopper
 		if cfg.Auth.Shopper == config.ShopperJWT && cfg.Auth.JWT.Secret != "" {
-			if shopperToken, err = ShopperToken(cfg.Auth.JWT, "u-1", QuickStartTokenTTL); err != nil {
-				return err
+			for _, sub := range quickStartShoppers {
+				tok, err := ShopperToken(cfg.Auth.JWT, sub, QuickStartTokenTTL)
+				if err != nil {
+					return err
+				}
+				shoppers = append(shoppers, demoShopper{sub, tok})
 			}
 		}
-		printQuickStart(stdout, url, cfg.Admin.Tokens()[0], shopperToken, demo)
+		qs := quickStart{url: url, adminToken: cfg.Admin.Tokens()[0], shoppers: shoppers, demo: demo}
+		if generatedSecret {
+			qs.mint = mintCommand(cfg.Auth.JWT)
+		}
+		printQuickStart(stdout, qs)
 	case generatedToken:
 		fmt.Fprintf(stdout, "admin token (generated): %s\n", cfg.Admin.Token)
 	}
@@ -289,17 +348,25 @@ func announce(ctx context.Context, cfg config.Config, catalog *service.Catalog, 
 	return nil
 }
 
-// serveUntilDone serves on ln until ctx ends, then drains: /readyz answers
-// 503 for http.drain_delay, then the listener and the order queues shut
-// down together within http.shutdown_timeout.
-func serveUntilDone(ctx context.Context, cfg config.Config, srv *http.Server, ln net.Listener, orders *service.Orders, draining *atomic.Bool, ready func(addr string), log *slog.Logger) error {
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
+// serveUntilDone serves the API (and the admin listener, if any) until
+// ctx ends, then drains: /readyz answers 503 for http.drain_delay, then
+// the listeners and the order queues shut down together within
+// http.shutdown_timeout.
+func serveUntilDone(ctx context.Context, cfg config.Config, api, admin *listening, orders *service.Orders, draining *atomic.Bool, ready func(addr string), log *slog.Logger) error {
+	servers := []*listening{api}
+	if admin != nil {
+		servers = append(servers, admin)
+	}
+	serveErr := make(chan error, len(servers))
+	for _, l := range servers {
+		go func() { serveErr <- l.srv.Serve(l.ln) }()
+	}
 	if ready != nil {
-		ready(ln.Addr().String())
+		ready(api.ln.Addr().String())
 	}
 	select {
 	case err := <-serveErr:
+		shutdownNow(servers)
 		return fmt.Errorf("http: %w", err)
 	case <-ctx.Done():
 	}
@@ -312,6 +379,7 @@ func serveUntilDone(ctx context.Context, cfg config.Config, srv *http.Server, ln
 		case <-t.C:
 		case err := <-serveErr:
 			t.Stop()
+			shutdownNow(servers)
 			return fmt.Errorf("http: %w", err)
 		}
 	}
@@ -319,30 +387,82 @@ func serveUntilDone(ctx context.Context, cfg config.Config, srv *http.Server, ln
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.HTTP.ShutdownTimeout)
 	defer cancel()
 	var wg sync.WaitGroup
-	var httpErr, ordersErr error
-	wg.Add(2)
-	go func() { defer wg.Done(); httpErr = srv.Shutdown(sctx) }()
-	go func() { defer wg.Done(); ordersErr = orders.Shutdown(sctx) }()
+	errs := make([]error, len(servers)+1)
+	for i, l := range servers {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs[i] = l.srv.Shutdown(sctx) }()
+	}
+	wg.Add(1)
+	go func() { defer wg.Done(); errs[len(servers)] = orders.Shutdown(sctx) }()
 	wg.Wait()
-	if err := errors.Join(httpErr, ordersErr); err != nil {
+	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("shutdown: %w", err)
 	}
 	log.Info("stopped")
 	return nil
 }
 
-func printQuickStart(w io.Writer, url, token, shopperToken string, demo service.SKU) {
-	var b strings.Builder
-	fmt.Fprintf(&b, "\nseckill is running at %s (embedded mode: in-process Redis and SQLite, discarded at exit)\n", url)
-	fmt.Fprintf(&b, "  admin token: %s\n", token)
-	fmt.Fprintf(&b, "  demo SKU:    id %d, %q, %d units, %d per user\n\n", demo.ID, demo.Name, demo.Stock, demo.PerUserLimit)
-	auth := ""
-	if shopperToken != "" {
-		fmt.Fprintf(&b, "  shopper token for u-1 (HS256, %s): %s\n\n", QuickStartTokenTTL, shopperToken)
-		auth = " -H 'Authorization: Bearer " + shopperToken + "'"
+// shutdownNow closes every server after one of them failed.
+func shutdownNow(servers []*listening) {
+	for _, l := range servers {
+		_ = l.srv.Close() // the failure being returned is the one that matters
 	}
-	fmt.Fprintf(&b, "Buy one:\n  curl -s -X POST %s/api/v1/orders%s -H 'Content-Type: application/json' -d '{\"sku_id\":%d,\"user_id\":\"u-1\",\"quantity\":1}'\n\n", url, auth, demo.ID)
-	fmt.Fprintf(&b, "See the stock as an admin:\n  curl -s %s/admin/v1/skus/%d -H 'Authorization: Bearer %s'\n\n", url, demo.ID, token)
+}
+
+// quickStartShoppers are the demo shoppers the quick start prints tokens for.
+var quickStartShoppers = []string{"u-1", "u-2", "u-3"}
+
+type demoShopper struct{ sub, token string }
+
+// quickStart is what the embedded mode prints.
+type quickStart struct {
+	url, adminToken string
+	shoppers        []demoShopper // none with auth.shopper none
+	mint            string        // the command minting more tokens; "" unless the secret was generated
+	demo            service.SKU
+}
+
+// mintCommand is the seckill token command line that mints tokens this
+// instance accepts: its generated secret, and its issuer and audience
+// where they are not the defaults.
+func mintCommand(j config.JWT) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "SECKILL_AUTH_JWT_SECRET=%s", j.Secret) // hex: nothing to quote
+	def := config.Default().Auth.JWT
+	if j.Issuer != def.Issuer {
+		fmt.Fprintf(&b, " SECKILL_AUTH_JWT_ISSUER=%s", shellQuote(j.Issuer))
+	}
+	if j.Audience != def.Audience {
+		fmt.Fprintf(&b, " SECKILL_AUTH_JWT_AUDIENCE=%s", shellQuote(j.Audience))
+	}
+	b.WriteString(" go run ./cmd/seckill token -sub u-4")
+	return b.String()
+}
+
+// shellQuote quotes s for a POSIX shell.
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+func printQuickStart(w io.Writer, q quickStart) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "\nseckill is running at %s (embedded mode: in-process Redis and SQLite, discarded at exit)\n", q.url)
+	fmt.Fprintf(&b, "  admin token: %s\n", q.adminToken)
+	fmt.Fprintf(&b, "  demo SKU:    id %d, %q, %d units, %d per user\n\n", q.demo.ID, q.demo.Name, q.demo.Stock, q.demo.PerUserLimit)
+	buy := func(user, auth string) {
+		fmt.Fprintf(&b, "  curl -s -X POST %s/api/v1/orders%s -H 'Content-Type: application/json' -d '{\"sku_id\":%d,\"user_id\":\"%s\",\"quantity\":1}'\n", q.url, auth, q.demo.ID, user)
+	}
+	if len(q.shoppers) == 0 {
+		b.WriteString("Buy one (auth.shopper none: any user_id):\n")
+		buy("u-1", "")
+	}
+	for _, s := range q.shoppers {
+		fmt.Fprintf(&b, "Buy one as %s (shopper token valid %s):\n", s.sub, QuickStartTokenTTL)
+		buy(s.sub, " -H 'Authorization: Bearer "+s.token+"'")
+	}
+	if q.mint != "" {
+		b.WriteString("\nMint a token for another shopper (this instance's throwaway HS256 secret, gone at exit):\n")
+		fmt.Fprintf(&b, "  %s\n", q.mint)
+	}
+	fmt.Fprintf(&b, "\nSee the stock as an admin:\n  curl -s %s/admin/v1/skus/%d -H 'Authorization: Bearer %s'\n\n", q.url, q.demo.ID, q.adminToken)
 	fmt.Fprint(w, b.String())
 }
 
@@ -355,11 +475,7 @@ func randomToken() string {
 // serveDebug serves net/http/pprof on addr until the returned func runs.
 func serveDebug(addr string, log *slog.Logger) (func() error, error) {
 	mux := http.NewServeMux()
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	mountPprof(mux)
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen debug %s: %w", addr, err)
@@ -368,4 +484,12 @@ func serveDebug(addr string, log *slog.Logger) (func() error, error) {
 	go func() { _ = srv.Serve(ln) }()
 	log.Info("pprof", "url", "http://"+ln.Addr().String()+"/debug/pprof/")
 	return srv.Close, nil
+}
+
+func mountPprof(mux *http.ServeMux) {
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 }

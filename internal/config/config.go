@@ -59,6 +59,10 @@ type HTTP struct {
 	// before the listener closes, so a load balancer stops sending first.
 	DrainDelay   time.Duration `yaml:"drain_delay"`    // default 0 (set ~5s behind a balancer)
 	MaxBodyBytes int64         `yaml:"max_body_bytes"` // default 4096
+	// AdminAddr, when set, serves /metrics on a listener of its own
+	// (and pprof, when DebugAddr is the same address) instead of on the
+	// API's, so that it need not be public.
+	AdminAddr string `yaml:"admin_addr"` // default "" (/metrics on the API listener)
 	// DebugAddr, when set, serves net/http/pprof there (keep it on loopback).
 	DebugAddr string `yaml:"debug_addr"` // default "" (off)
 	// ReadyCache is how long /readyz reuses one round of dependency
@@ -294,6 +298,7 @@ func (c *Config) applyEnv(getenv func(string) string) error {
 	}
 	str("SECKILL_HTTP_ADDR", &c.HTTP.Addr)
 	str("SECKILL_DEBUG_ADDR", &c.HTTP.DebugAddr)
+	str("SECKILL_HTTP_ADMIN_ADDR", &c.HTTP.AdminAddr)
 	if v := getenv("SECKILL_BENCH_ENDPOINTS"); v != "" {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
@@ -415,6 +420,14 @@ func (c Config) Validate() error {
 	if c.HTTP.DebugAddr != "" {
 		if _, _, err := net.SplitHostPort(c.HTTP.DebugAddr); err != nil {
 			return fmt.Errorf("config: http.debug_addr %q: %v", c.HTTP.DebugAddr, err)
+		}
+	}
+	if c.HTTP.AdminAddr != "" {
+		if _, _, err := net.SplitHostPort(c.HTTP.AdminAddr); err != nil {
+			return fmt.Errorf("config: http.admin_addr %q: %v", c.HTTP.AdminAddr, err)
+		}
+		if c.HTTP.AdminAddr == c.HTTP.Addr {
+			return fmt.Errorf("config: http.admin_addr %q is http.addr: leave it empty to serve /metrics on the API listener", c.HTTP.AdminAddr)
 		}
 	}
 	positive := []struct {
