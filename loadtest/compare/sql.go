@@ -85,6 +85,9 @@ func (o *Orders) sell(ctx context.Context, r service.OrderRequest, fence int64) 
 	if order.ID, err = tx.write(ctx, sku, order, fence, o.design != Conditional); err != nil {
 		return service.Order{}, err
 	}
+	if err := ctx.Err(); err != nil { // not sent: end rolls back
+		return service.Order{}, fmt.Errorf("%w: nothing committed: %w", service.ErrUnavailable, err)
+	}
 	if err := tx.commit(ctx); err != nil {
 		return service.Order{}, fmt.Errorf("%w: COMMIT: %w", service.ErrOutcomeUnknown, err)
 	}
@@ -230,12 +233,9 @@ func (t *connTx) exec(ctx context.Context, query string, args ...any) (mysql.Res
 	return res, err
 }
 
-// commit commits unless ctx has ended, and then to the server's answer
-// whatever ctx does meanwhile: a buyer's leaving never cuts a COMMIT in half.
+// commit commits, to the server's answer whatever ctx does meanwhile: a
+// buyer's leaving never cuts a COMMIT in half.
 func (t *connTx) commit(ctx context.Context) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
 	if _, err := t.conn.ExecContext(context.WithoutCancel(ctx), "COMMIT"); err != nil {
 		return err
 	}
