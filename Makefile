@@ -41,7 +41,7 @@ lint:
 	npx --yes @redocly/cli@2.77.0 lint --config redocly.yaml handler/openapi.yaml
 	GO=$(GO) ./scripts/contract.sh
 
-## bench: every order strategy through HTTP with k6 next to the HTTP ceiling (and locked on a private ZooKeeper), one table of ratios;
+## bench: the service and the comparison designs (loadtest/compare) through HTTP with k6 next to the HTTP ceiling (and locked on a private ZooKeeper), one table of ratios;
 ##        then the Go benchmarks of the lock (Redis lock, redsync, ZooKeeper), of a batched commit, of shopper-token verification (HS256 vs public keys, cached and not)
 ##        and of one order request through the HTTP path alone (BenchmarkPlaceOrderHTTP), summarised by benchstat;
 ##        the HTTP runs use the MariaDB at -mysql (default root@tcp(127.0.0.1:3306)/), the Go benchmarks throwaway servers

@@ -29,8 +29,8 @@ type Readiness interface {
 	Redis(ctx context.Context) error
 }
 
-// Orders is the order flow the API serves: *service.Orders in
-// production, a compare design under `make bench`.
+// Orders is the order flow the API serves: *service.Orders, or a fake
+// in tests.
 type Orders interface {
 	Place(ctx context.Context, r service.OrderRequest) (service.Placed, error)
 	Order(ctx context.Context, id int64) (service.Order, error)

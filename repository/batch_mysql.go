@@ -142,7 +142,7 @@ func (m *member) decide(existing map[service.BuyerKey]service.Order) {
 // commit left (b.Known), as if none of its buyers held any of the SKU and
 // none of its idempotency keys had been used, and reports whether the
 // round can be committed so. It cannot when a member has no known row,
-// commits in another mode, or would write nothing (its refusals, decided
+// or would write nothing (its refusals, decided
 // on a row nobody checked, would stand unchecked). The writes then check
 // each assumption: the UPDATE's version (and fence) guard that the row is
 // still the one known, the holdings upsert's row count that every holding
@@ -152,7 +152,7 @@ func (m *member) decide(existing map[service.BuyerKey]service.Order) {
 // only the reads can find, so such a batch is decided on the reads.
 func decideKnown(ms []*member) bool {
 	for _, m := range ms {
-		if m.b.Known == nil || m.b.Mode != service.ModeVersion || m.b.Known.ID != m.b.SKUID {
+		if m.b.Known == nil || m.b.Known.ID != m.b.SKUID {
 			return false
 		}
 	}
@@ -280,9 +280,6 @@ func (s *Stock) readMembers(ctx context.Context, tx *connTx, ms []*member) (exis
 		args = append(args, m.b.SKUID)
 	}
 	q.WriteString(")")
-	if len(ms) == 1 && ms[0].b.Mode == service.ModePessimistic {
-		q.WriteString(" FOR UPDATE")
-	}
 
 	q.WriteString("; SELECT sku_id, user_id, quantity FROM user_purchases WHERE (sku_id, user_id) IN (")
 	n := 0
@@ -368,8 +365,7 @@ func (s *Stock) readMembers(ctx context.Context, tx *connTx, ms []*member) (exis
 }
 
 // writeMembers decrements every SKU in one conditional UPDATE: each SKU's
-// own guard (stock, and version unless ModeConditional, and fence when it
-// has one) is one disjunct of the WHERE clause, so its rows affected tell
+// own guard (stock, version, and fence when it has one) is one disjunct of the WHERE clause, so its rows affected tell
 // whether every guard held. It inserts the orders and upserts the
 // holdings in the same multi-statement, and reads each statement's rows
 // affected and the orders' first id from the server's answers to them.
@@ -417,12 +413,8 @@ func (s *Stock) writeMembers(ctx context.Context, tx *connTx, ws []*member, know
 		if i > 0 {
 			q.WriteString(" OR ")
 		}
-		q.WriteString("(id = ? AND stock >= ?")
-		args = append(args, m.sku.ID, m.a.Units)
-		if m.b.Mode != service.ModeConditional {
-			q.WriteString(" AND version = ?")
-			args = append(args, m.sku.Version)
-		}
+		q.WriteString("(id = ? AND stock >= ? AND version = ?")
+		args = append(args, m.sku.ID, m.a.Units, m.sku.Version)
 		if m.b.Fence > 0 {
 			q.WriteString(" AND " + fenceGuard)
 			args = append(args, m.b.Fence, service.FenceCeiling(m.b.Fence))
@@ -473,8 +465,8 @@ func (s *Stock) writeMembers(ctx context.Context, tx *connTx, ws []*member, know
 			args = append(args, m.sku.ID, u, held-m.bought[u], m.sku.PerUserLimit)
 		}
 	}
-	// Deltas, not totals: without the version guard (ModeConditional) the
-	// CHECK constraint still sees the true holding.
+	// Deltas, not totals: the CHECK constraint sees the true holding
+	// whatever the reads saw.
 	q.WriteString(" ON DUPLICATE KEY UPDATE quantity = quantity + VALUES(quantity)")
 
 	var (

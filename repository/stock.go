@@ -130,7 +130,7 @@ func (purchaseRow) TableName() string { return "user_purchases" }
 // CommitBatch runs one batch in ONE transaction: read the SKU, the orders
 // already under the batch's idempotency keys and the buyers' holdings;
 // decide with service.Allocate; then one conditional UPDATE (version, and
-// fence when b.Fence > 0, or only stock >= n in ModeConditional), one
+// fence when b.Fence > 0), one
 // multi-row INSERT of orders and one upsert of holdings. A conditional
 // UPDATE that matches no row returns service.ErrConflict; a SKU whose
 // fence is newer than b.Fence returns service.ErrStaleFence, written
@@ -161,11 +161,7 @@ func (s *Stock) commitOnce(ctx context.Context, b service.Batch) (service.BatchR
 	var res service.BatchResult
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		var sku skuRow
-		read := tx
-		if b.Mode == service.ModePessimistic && !s.sqlite { // SQLite locks the whole file anyway
-			read = read.Clauses(clause.Locking{Strength: clause.LockingStrengthUpdate})
-		}
-		if err := read.Take(&sku, b.SKUID).Error; err != nil {
+		if err := tx.Take(&sku, b.SKUID).Error; err != nil {
 			return err
 		}
 		if service.FenceStale(sku.Fence, b.Fence) {
@@ -210,10 +206,7 @@ func (s *Stock) decrement(tx *gorm.DB, b service.Batch, sku skuRow, units int64)
 		"version":    gorm.Expr("version + 1"),
 		"updated_at": b.Now,
 	}
-	q := tx.Model(&skuRow{}).Where("id = ? AND stock >= ?", sku.ID, units)
-	if b.Mode != service.ModeConditional {
-		q = q.Where("version = ?", sku.Version)
-	}
+	q := tx.Model(&skuRow{}).Where("id = ? AND stock >= ? AND version = ?", sku.ID, units, sku.Version)
 	if b.Fence > 0 {
 		q = q.Where(fenceGuard, b.Fence, service.FenceCeiling(b.Fence))
 		set["fence"] = b.Fence
@@ -249,8 +242,8 @@ func (s *Stock) insertOrders(tx *gorm.DB, a *service.Allocation) error {
 }
 
 // addHoldings adds each buyer's new units to user_purchases. It adds
-// deltas rather than writing totals, so that even without the version
-// guard (ModeConditional) the CHECK constraint sees the true holding.
+// deltas rather than writing totals, so that the CHECK constraint sees
+// the true holding whatever the transaction read.
 func (s *Stock) addHoldings(tx *gorm.DB, sku skuRow, a *service.Allocation, before map[string]int64) error {
 	rows := make([]purchaseRow, 0, len(a.Bought))
 	for _, i := range a.New { // arrival order: deterministic lock order
@@ -460,8 +453,8 @@ func translate(err, notFound error) error {
 }
 
 // translateBatch is translate for a batch of orders of one SKU. A batch of
-// one request whose CHECK failed can only have met the per-user limit,
-// seen without the version guard (ModeConditional): that is its answer.
+// one request whose CHECK failed can only have met the per-user limit:
+// that is its answer.
 func translateBatch(err error, b service.Batch) error {
 	if len(b.Requests) == 1 && violationOf(err) == violationCheck {
 		return fmt.Errorf("%w: %w", service.ErrLimitExceeded, err)

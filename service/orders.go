@@ -503,7 +503,7 @@ func (o *Orders) refuseAll(skuID int64, live []*pending) bool {
 }
 
 func (o *Orders) batchOf(skuID int64, live []*pending) Batch {
-	b := Batch{SKUID: skuID, Requests: make([]OrderRequest, len(live)), Mode: ModeVersion, Shared: true,
+	b := Batch{SKUID: skuID, Requests: make([]OrderRequest, len(live)), Shared: true,
 		PaymentTimeout: o.cfg.PaymentTimeout}
 	for i, p := range live {
 		b.Requests[i] = p.req

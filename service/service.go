@@ -152,25 +152,14 @@ type Placed struct {
 	Created bool // false when an idempotent replay found the earlier order
 }
 
-// CommitMode selects how a Store guards the stock decrement.
-type CommitMode int
-
-const (
-	// ModeVersion requires the version read in the same transaction (and,
-	// when Fence > 0, a fence no older than the stored one: a holder may
-	// commit several batches under one lease, a stale holder's is older).
-	ModeVersion CommitMode = iota
-	// ModeConditional requires only stock >= n: no version, no fence.
-	ModeConditional
-	// ModePessimistic reads the SKU row with SELECT ... FOR UPDATE.
-	ModePessimistic
-)
-
-// Batch is one transaction's worth of requests for one SKU, in arrival order.
+// Batch is one transaction's worth of requests for one SKU, in arrival
+// order. The Store commits it only if the SKU's version is still the one
+// its transaction read and, when Fence > 0, the stored fence is no newer
+// (a holder may commit several batches under one lease; a stale holder's
+// fence is older).
 type Batch struct {
 	SKUID    int64
 	Requests []OrderRequest
-	Mode     CommitMode
 	Fence    int64 // lock fencing token; 0 when there is none
 	Now      time.Time
 	// Shared lets the Store commit this batch in one transaction with

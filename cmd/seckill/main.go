@@ -82,7 +82,6 @@ Environment (override the file; see README.md for all):
   SECKILL_LOG_LEVEL               debug, info (default), warn, error
   SECKILL_LOG_FORMAT              json (default) or text
   SECKILL_LOG_ACCESS              one log line per request (default true)
-  SECKILL_ORDER_STRATEGY          locked (default), per-request, conditional, optimistic, pessimistic
   SECKILL_ORDER_QUEUE_MAX         waiting buyers per SKU per instance (default 10000)
   SECKILL_ORDER_BATCH_MAX         orders per transaction (default 256)
   SECKILL_ORDER_REQUEST_TIMEOUT   a buyer's longest wait (default 10s)

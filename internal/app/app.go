@@ -103,11 +103,7 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 		return err
 	}
 	var draining atomic.Bool
-	flow, err := orderFlow(cfg, orders, store, lk, rs, mx)
-	if err != nil {
-		return err
-	}
-	api, err := newAPI(cfg, flow, catalog, readyz, mx, &draining, shoppers, lifecycle, log)
+	api, err := newAPI(cfg, orders, catalog, readyz, mx, &draining, shoppers, lifecycle, log)
 	if err != nil {
 		return err
 	}
@@ -341,7 +337,7 @@ func announce(ctx context.Context, cfg config.Config, catalog *service.Catalog, 
 	case generatedToken:
 		fmt.Fprintf(stdout, "admin token (generated): %s\n", cfg.Admin.Token)
 	}
-	log.Info("serving", "url", url, "mode", mode, "strategy", cfg.Order.Strategy)
+	log.Info("serving", "url", url, "mode", mode)
 	if !cfg.Embedded() {
 		hintFirstSKU(ctx, catalog, log, url)
 	}

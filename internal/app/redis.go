@@ -49,17 +49,6 @@ func leaseOf[L service.Lease](lk L, err error) (service.Lease, error) {
 	return lk, nil
 }
 
-// pollingLocker is the per-request design's lock (service/compare), the design people
-// usually write: a fresh lock.Client per Obtain, so no local queue lines
-// the waiters up and every request polls Redis with back-off on its own.
-type pollingLocker struct {
-	newClient func() *lock.Client
-}
-
-func (p pollingLocker) Obtain(ctx context.Context, key string) (service.Lease, error) {
-	return locker{p.newClient()}.Obtain(ctx, key)
-}
-
 // NewSoldOutMarks returns the shared sold-out marks kept in rdb under
 // prefix, each expiring after ttl.
 func NewSoldOutMarks(rdb redis.UniversalClient, prefix string, ttl time.Duration) service.SoldOutMarks {

@@ -222,7 +222,7 @@ func TestSentinel_FailoverLosesTheLockButNotTheData(t *testing.T) {
 	}
 	commit := func(user string, fence int64) error {
 		_, err := store.CommitBatch(ctx, service.Batch{
-			SKUID: sku.ID, Mode: service.ModeVersion, Fence: fence, Now: time.Now(),
+			SKUID: sku.ID, Fence: fence, Now: time.Now(),
 			Requests: []service.OrderRequest{{SKUID: sku.ID, UserID: user, Quantity: 1}},
 		})
 		return err

@@ -123,14 +123,8 @@ type Admin struct {
 	Token string `yaml:"token"`
 }
 
-// Strategies lists the order strategies, the first being the default and
-// the only one for production: the others are the comparison designs of
-// service/compare, which `make bench` measures against it.
-var Strategies = []string{"locked", "per-request", "conditional", "optimistic", "pessimistic"}
-
 // Order configures the order path.
 type Order struct {
-	Strategy       string        `yaml:"strategy"`        // default locked
 	QueueMax       int           `yaml:"queue_max"`       // waiting requests per SKU per process, default 10000
 	BatchMax       int           `yaml:"batch_max"`       // orders per transaction, default 256
 	RequestTimeout time.Duration `yaml:"request_timeout"` // how long a buyer waits in all, default 10s
@@ -224,7 +218,6 @@ func Default() Config {
 		MySQL: MySQL{MaxOpenConns: 24, MaxIdleConns: 24, ConnMaxLife: 5 * time.Minute, IOTimeout: time.Minute},
 		Redis: Redis{DialTimeout: 200 * time.Millisecond, IOTimeout: 200 * time.Millisecond, PoolSize: 64},
 		Order: Order{
-			Strategy:       Strategies[0],
 			QueueMax:       10000,
 			BatchMax:       256,
 			RequestTimeout: 10 * time.Second,
@@ -320,7 +313,6 @@ func (c *Config) applyEnv(getenv func(string) string) error {
 	str("SECKILL_ADMIN_TOKEN", &c.Admin.Token)
 	str("SECKILL_LOG_LEVEL", &c.Log.Level)
 	str("SECKILL_LOG_FORMAT", &c.Log.Format)
-	str("SECKILL_ORDER_STRATEGY", &c.Order.Strategy)
 	str("SECKILL_REDIS_PASSWORD", &c.Redis.Password)
 	str("SECKILL_LOCK_PREFIX", &c.Lock.Prefix)
 	if v := getenv("SECKILL_REDIS_ADDRS"); v != "" {
@@ -504,9 +496,6 @@ func (c Config) Validate() error {
 		// for a whole tx_timeout: the lease must outlive both.
 		return fmt.Errorf("config: lock.hold_max (%v) + order.tx_timeout (%v) must be shorter than lock.ttl (%v) unless lock.watchdog is on",
 			c.Lock.HoldMax, c.Order.TxTimeout, c.Lock.TTL)
-	}
-	if !slices.Contains(Strategies, c.Order.Strategy) {
-		return fmt.Errorf("config: order.strategy %q: want one of %s", c.Order.Strategy, strings.Join(Strategies, ", "))
 	}
 	if c.Lock.Prefix == "" {
 		return errors.New("config: lock.prefix must not be empty")

@@ -61,7 +61,6 @@ func TestLoad_InvalidSettingsNameTheirKey(t *testing.T) {
 		env  map[string]string
 		key  string
 	}{
-		{"unknown strategy", "", map[string]string{"SECKILL_ORDER_STRATEGY": "bogus"}, "order.strategy"},
 		{"bad address", "", map[string]string{"SECKILL_HTTP_ADDR": "nonsense"}, "http.addr"},
 		{"not an integer", "", map[string]string{"SECKILL_ORDER_QUEUE_MAX": "many"}, "SECKILL_ORDER_QUEUE_MAX"},
 		{"zero batch", "order:\n  batch_max: 0\n", nil, "order.batch_max"},

@@ -100,7 +100,7 @@ type Config struct {
 	MySQLDSN   string   // server DSN without a database, default root@tcp(127.0.0.1:3306)/
 	RedisAddrs []string // use these instead of private redis-servers (no Redis fault then)
 	ServiceBin string   // prebuilt seckill binary; empty builds ./cmd/seckill
-	Env        []string // extra KEY=VALUE for every instance (SECKILL_ORDER_STRATEGY=...)
+	Env        []string // extra KEY=VALUE for every instance (SECKILL_ORDER_LINGER=0, ...)
 	K6         string   // k6 binary; empty finds or installs it
 	Script     string   // sale.js; empty is loadtest/sale.js in the module
 	ResultsDir string   // default loadtest/results in the module

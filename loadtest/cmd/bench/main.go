@@ -1,8 +1,10 @@
-// Command bench runs the same k6 scenario (loadtest/bench.js) against each
-// order strategy in turn, on this machine, in one run, next to the HTTP
-// ceiling measured on the same box, and prints one table with the ratios
-// between them. Every run also verifies from the database that nothing
-// was oversold. Figures are only comparable within one run: read the ratios.
+// Command bench runs the same k6 scenario (loadtest/bench.js) against the
+// service (the "locked" rows) and each comparison design in turn (served
+// by loadtest/cmd/compare on the same schema and database), on this
+// machine, in one run, next to the HTTP ceiling measured on the same box,
+// and prints one table with the ratios between them. Every run also
+// verifies from the database that nothing was oversold. Figures are only
+// comparable within one run: read the ratios.
 //
 //	go run ./loadtest/cmd/bench                 (make bench)
 //	go run ./loadtest/cmd/bench -duration 20s -vus 1000 -low-vus 50
@@ -55,7 +57,7 @@ const (
 type options struct {
 	vus, lowVUs int
 	duration    time.Duration
-	strategies  []string
+	strategies  []string // "locked" (the service) and the designs of loadtest/compare
 	skus        int
 	dsn         string
 	out         string
@@ -76,7 +78,10 @@ type options struct {
 type variant struct {
 	label string // "" for the worktree's build with the row's own environment
 	bin   string
-	env   []string
+	// compare is the designs' server (loadtest/cmd/compare), the same
+	// for every side: "" on an -ab-ref side, which runs no design row.
+	compare string
+	env     []string
 	// runtime: the variant sets the Go runtime's GOGC, GOMEMLIMIT,
 	// GODEBUG or GOMAXPROCS, which change the ceiling's server too: the
 	// ceiling runs on that side as well, and the side's rows are measured
@@ -87,7 +92,7 @@ type variant struct {
 // benchCase is one k6 run against one freshly started instance.
 type benchCase struct {
 	name     string
-	strategy string // "" for the ceiling
+	strategy string // "" for the ceiling, "locked" for the service, else a design of loadtest/compare
 	vus      int
 	skus     int
 	soldOut  bool // the SKU is sold out before the run: every answer is a reject
@@ -115,6 +120,10 @@ func (c benchCase) load() string {
 	}
 	return fmt.Sprintf("%d VUs", c.vus)
 }
+
+// design reports whether the case runs a comparison design's server
+// rather than the service.
+func (c benchCase) design() bool { return c.strategy != "" && c.strategy != "locked" }
 
 // label is how -rows selects a case: its name and its load.
 func (c benchCase) label() string { return c.name + " @" + c.load() }
@@ -175,7 +184,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.vus, "vus", 1000, "concurrent buyers of the main runs")
 	fs.IntVar(&o.lowVUs, "low-vus", 50, "concurrent buyers of the flat-cost runs")
 	fs.DurationVar(&o.duration, "duration", 10*time.Second, "length of each k6 run")
-	strategies := fs.String("strategies", "locked,per-request,conditional,optimistic,pessimistic", "order strategies to compare")
+	strategies := fs.String("strategies", "locked,per-request,conditional,optimistic,pessimistic", "locked (the service) and the comparison designs of loadtest/compare to run")
 	fs.IntVar(&o.skus, "skus", 100, "SKUs of the many-SKU run")
 	fs.StringVar(&o.dsn, "mysql", "root@tcp(127.0.0.1:3306)/", "MySQL server DSN, without a database")
 	fs.StringVar(&o.out, "out", "", "results directory (default loadtest/results/bench-<time>)")
@@ -322,7 +331,11 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	variants := []variant{{bin: bin}}
+	compareBin, err := buildCompare(ctx, root, o.out)
+	if err != nil {
+		return err
+	}
+	variants := []variant{{bin: bin, compare: compareBin}}
 	if o.abRef != "" {
 		refBin, err := buildRef(ctx, root, o.abRef, o.out)
 		if err != nil {
@@ -331,7 +344,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		variants = append(variants, variant{label: o.abRef, bin: refBin})
 	}
 	for _, v := range o.abEnv {
-		v.bin = bin
+		v.bin, v.compare = bin, compareBin
 		variants = append(variants, v)
 	}
 	rs, err := startRedis(ctx, o.out)
@@ -367,6 +380,9 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	for _, c := range cases {
 		for _, v := range variants {
 			if c.ceiling && v.label != "" && !v.runtime { // the ceiling is the same for every other variant
+				continue
+			}
+			if c.design() && v.compare == "" { // a design's code is not the ref's
 				continue
 			}
 			r, err := runCase(ctx, o, c, v, i, root, k6, rs, tp, dbPID)
@@ -429,7 +445,6 @@ func runCase(ctx context.Context, o options, c benchCase, v variant, i int, root
 		"SECKILL_LOG_LEVEL=error",
 		"SECKILL_LOCK_PREFIX="+fmt.Sprintf("bench%d:", i),
 		"SECKILL_BENCH_ENDPOINTS=true",
-		"SECKILL_ORDER_STRATEGY="+orDefault(c.strategy, "locked"),
 		// Buyers are verified (auth.shopper jwt, the default); k6 signs
 		// their HS256 tokens with the same secret.
 		"SECKILL_AUTH_JWT_SECRET="+shopperSecret,
@@ -470,6 +485,9 @@ func runCase(ctx context.Context, o options, c benchCase, v variant, i int, root
 	}
 	defer logf.Close()
 	svc := exec.Command(bin, "serve")
+	if c.design() {
+		svc = exec.Command(v.compare, "-design", c.strategy)
+	}
 	svc.Env, svc.Stdout, svc.Stderr = env, logf, logf
 	if err := svc.Start(); err != nil {
 		return r, err
@@ -578,7 +596,7 @@ func runCase(ctx context.Context, o options, c benchCase, v variant, i int, root
 		return r, err
 	}
 	r.RSSMB = peakRSS(svc.Process.Pid)
-	if !c.ceiling { // the service's own histograms (commit, lock, HTTP), for the tails
+	if !c.ceiling && !c.design() { // the service's own histograms (commit, lock, HTTP), for the tails
 		if err := fetchTo(ctx, base+"/metrics", filepath.Join(o.out, fmt.Sprintf("metrics-%02d.txt", i)), 10*time.Second); err != nil {
 			fmt.Fprintln(os.Stderr, "bench: metrics:", err)
 		}
@@ -762,13 +780,6 @@ func stat(v float64) string {
 	return fmt.Sprintf("%.3f", v)
 }
 
-func orDefault(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
-}
-
 // questions is the server's statement counter (all sessions).
 func questions(ctx context.Context, db *sql.DB) (int64, error) {
 	var name string
@@ -836,6 +847,19 @@ func buyOnce(ctx context.Context, base string, sku int64) error {
 		return fmt.Errorf("buying the last unit: %s", resp.Status)
 	}
 	return nil
+}
+
+// buildCompare compiles the designs' server, loadtest/cmd/compare, into dir.
+func buildCompare(ctx context.Context, root, dir string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	bin := filepath.Join(dir, "compare")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./loadtest/cmd/compare")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("build the designs' server: %w\n%s", err, out)
+	}
+	return bin, nil
 }
 
 func waitReady(ctx context.Context, base string) error {

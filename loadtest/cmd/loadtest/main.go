@@ -149,7 +149,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&cfg.RedisKill, "redis-kill", 1, "redis-servers the redis fault kills (of 3: 1 is a minority, 2 a majority)")
 	fs.Var(&redis, "redis-addrs", "use these Redis servers instead of starting a private redis-server")
 	fs.StringVar(&cfg.ServiceBin, "bin", "", "prebuilt seckill binary (default: go build ./cmd/seckill)")
-	fs.Var(&env, "env", "KEY=VALUE for every instance, repeatable (e.g. SECKILL_ORDER_STRATEGY=conditional)")
+	fs.Var(&env, "env", "KEY=VALUE for every instance, repeatable (e.g. SECKILL_ORDER_LINGER=0)")
 	fs.StringVar(&cfg.K6, "k6", "", "k6 binary (default: PATH, then $(go env GOPATH)/bin, else go install go.k6.io/k6@"+harness.K6Version+")")
 	fs.StringVar(&cfg.Script, "script", "", "k6 script (default loadtest/sale.js)")
 	fs.StringVar(&cfg.ResultsDir, "results", "", "results directory (default loadtest/results)")
