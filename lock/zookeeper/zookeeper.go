@@ -1,4 +1,6 @@
-package lock
+// Package zookeeper is a lock client keeping its locks in ZooKeeper, with
+// the contract and errors of package lock.
+package zookeeper
 
 import (
 	"context"
@@ -12,6 +14,8 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+
+	"github.com/seckill/seckill/lock"
 )
 
 // ZooKeeperFenceBase is added to every ZooKeeper fence. A ZooKeeper fence is
@@ -33,12 +37,12 @@ type ZooKeeperOptions struct {
 	// OpTimeout bounds each ZooKeeper request made by Obtain and Release
 	// (not the wait for a predecessor, which only ctx bounds). The default
 	// is 1s. A request that runs out of time counts as ZooKeeper being
-	// unreachable (ErrUnavailable).
+	// unreachable (lock.ErrUnavailable).
 	OpTimeout time.Duration
 	// Observer receives Obtained and LeaseLost events (no QueueDepth: the
 	// queue is in ZooKeeper; no Refreshed: the session is the lease). The
-	// default is NopObserver.
-	Observer Observer
+	// default is lock.NopObserver.
+	Observer lock.Observer
 }
 
 // ZooKeeper obtains locks kept in ZooKeeper with the ephemeral sequential
@@ -65,7 +69,7 @@ func NewZooKeeper(conn *zk.Conn, o ZooKeeperOptions) *ZooKeeper {
 		o.OpTimeout = time.Second
 	}
 	if o.Observer == nil {
-		o.Observer = NopObserver{}
+		o.Observer = lock.NopObserver{}
 	}
 	return &ZooKeeper{conn: conn, o: o}
 }
@@ -73,8 +77,8 @@ func NewZooKeeper(conn *zk.Conn, o ZooKeeperOptions) *ZooKeeper {
 // Obtain takes the lock for key, waiting in ZooKeeper's FIFO order behind
 // earlier callers (of every client) until ctx is done.
 //
-// It returns ErrNotObtained joined with ctx.Err() when ctx ends first, and
-// an error wrapping ErrUnavailable, without waiting, when the session is not
+// It returns lock.ErrNotObtained joined with ctx.Err() when ctx ends first, and
+// an error wrapping lock.ErrUnavailable, without waiting, when the session is not
 // connected or a request gets no answer within OpTimeout. Its node is
 // deleted on every failure (in the background when ZooKeeper does not
 // answer, else with the session).
@@ -87,13 +91,13 @@ func (z *ZooKeeper) Obtain(ctx context.Context, key string) (*ZooKeeperLock, err
 
 func (z *ZooKeeper) obtain(ctx context.Context, key string) (*ZooKeeperLock, int, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, 0, fmt.Errorf("%w: %w", ErrNotObtained, err)
+		return nil, 0, fmt.Errorf("%w: %w", lock.ErrNotObtained, err)
 	}
 	if key == "" {
 		return nil, 0, errors.New("lock: empty key")
 	}
 	if st := z.conn.State(); st != zk.StateHasSession {
-		return nil, 0, fmt.Errorf("%w: zookeeper session %v", ErrUnavailable, st)
+		return nil, 0, fmt.Errorf("%w: zookeeper session %v", lock.ErrUnavailable, st)
 	}
 	dir := z.o.Root + "/" + url.PathEscape(key)
 	token := rand.Text()
@@ -101,7 +105,7 @@ func (z *ZooKeeper) obtain(ctx context.Context, key string) (*ZooKeeperLock, int
 	fail := func(err error) (*ZooKeeperLock, int, error) {
 		go z.abandon(context.WithoutCancel(ctx), dir, token)
 		if ctx.Err() != nil {
-			return nil, reqs, fmt.Errorf("%w: %w", ErrNotObtained, ctx.Err())
+			return nil, reqs, fmt.Errorf("%w: %w", lock.ErrNotObtained, ctx.Err())
 		}
 		return nil, reqs, err
 	}
@@ -258,14 +262,14 @@ func call[T any](ctx context.Context, z *ZooKeeper, req func() (T, error)) (T, e
 	case r := <-done:
 		return r.v, zkError(r.err)
 	case <-t.C:
-		return zero, fmt.Errorf("%w: zookeeper: no answer within %v", ErrUnavailable, z.o.OpTimeout)
+		return zero, fmt.Errorf("%w: zookeeper: no answer within %v", lock.ErrUnavailable, z.o.OpTimeout)
 	case <-ctx.Done():
 		return zero, ctx.Err()
 	}
 }
 
 // zkError marks the errors that mean "ZooKeeper cannot be reached" with
-// ErrUnavailable and leaves the others (ErrNoNode, ErrNodeExists...) as
+// lock.ErrUnavailable and leaves the others (ErrNoNode, ErrNodeExists...) as
 // they are, for errors.Is.
 func zkError(err error) error {
 	switch {
@@ -274,7 +278,7 @@ func zkError(err error) error {
 	case errors.Is(err, zk.ErrConnectionClosed), errors.Is(err, zk.ErrNoServer),
 		errors.Is(err, zk.ErrSessionExpired), errors.Is(err, zk.ErrClosing),
 		errors.Is(err, zk.ErrSessionMoved):
-		return fmt.Errorf("%w: zookeeper: %w", ErrUnavailable, err)
+		return fmt.Errorf("%w: zookeeper: %w", lock.ErrUnavailable, err)
 	}
 	return fmt.Errorf("lock: zookeeper: %w", err)
 }
@@ -323,16 +327,16 @@ func (l *ZooKeeperLock) Fence() int64 { return l.fence }
 // was): no lower than any fence this ensemble has issued so far, on any
 // key. A fence above it was not issued by this ensemble but by an earlier
 // one, since recreated from empty (zxids restart low), or by another.
-// It returns ErrNotHeld when the node is gone and an error wrapping
-// ErrUnavailable when ZooKeeper does not answer within OpTimeout.
+// It returns lock.ErrNotHeld when the node is gone and an error wrapping
+// lock.ErrUnavailable when ZooKeeper does not answer within OpTimeout.
 func (l *ZooKeeperLock) Horizon(ctx context.Context) (int64, error) {
 	if l.released.Load() {
-		return 0, ErrNotHeld
+		return 0, lock.ErrNotHeld
 	}
 	st, err := call(ctx, l.z, func() (*zk.Stat, error) { return l.z.conn.Set(l.node, nil, -1) })
 	switch {
 	case errors.Is(err, zk.ErrNoNode):
-		return 0, ErrNotHeld
+		return 0, lock.ErrNotHeld
 	case err != nil:
 		return 0, err
 	}
@@ -373,24 +377,24 @@ func (l *ZooKeeperLock) watch(ch <-chan zk.Event) {
 }
 
 // Release deletes the lock's node, waking the next waiter. It returns
-// ErrNotHeld if the node was already gone (session expired) or the lock was
-// already released, and an error wrapping ErrUnavailable if ZooKeeper did
+// lock.ErrNotHeld if the node was already gone (session expired) or the lock was
+// already released, and an error wrapping lock.ErrUnavailable if ZooKeeper did
 // not answer: the node is then deleted in the background, or goes with the
 // session.
 func (l *ZooKeeperLock) Release(ctx context.Context) error {
 	if !l.released.CompareAndSwap(false, true) {
-		return ErrNotHeld
+		return lock.ErrNotHeld
 	}
 	close(l.done)
 	if l.z.conn.SessionID() != l.sess { // the node went with its session
-		return ErrNotHeld
+		return lock.ErrNotHeld
 	}
 	_, err := call(ctx, l.z, func() (struct{}, error) { return struct{}{}, l.z.conn.Delete(l.node, -1) })
 	switch {
 	case err == nil:
 		return nil
 	case errors.Is(err, zk.ErrNoNode):
-		return ErrNotHeld
+		return lock.ErrNotHeld
 	}
 	dir, name := l.node[:strings.LastIndexByte(l.node, '/')], l.node[strings.LastIndexByte(l.node, '/')+1:]
 	go l.z.abandon(context.WithoutCancel(ctx), dir, name[:strings.LastIndexByte(name, '-')])

@@ -1,4 +1,4 @@
-package lock_test
+package zookeeper_test
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/lock"
+	"github.com/seckill/seckill/lock/zookeeper"
 )
 
 // zkSession is the session timeout of the tests' clients: the service's
@@ -38,7 +39,7 @@ func TestZooKeeper_MutualExclusion(t *testing.T) {
 		errs                        = make(chan error, clients*perClient)
 	)
 	for range clients {
-		lk := lock.NewZooKeeper(testenv.ZKConn(t, z.Addrs(), zkSession, nil), lock.ZooKeeperOptions{Root: root})
+		lk := zookeeper.NewZooKeeper(testenv.ZKConn(t, z.Addrs(), zkSession, nil), zookeeper.ZooKeeperOptions{Root: root})
 		for range perClient {
 			wg.Add(1)
 			go func() {
@@ -83,7 +84,7 @@ func TestZooKeeper_MutualExclusion(t *testing.T) {
 		}
 	}
 	for _, f := range fences {
-		if f < lock.ZooKeeperFenceBase {
+		if f < zookeeper.ZooKeeperFenceBase {
 			t.Fatalf("fence %d below ZooKeeperFenceBase", f)
 		}
 	}
@@ -99,7 +100,7 @@ func TestZooKeeper_FIFOWithoutHerd(t *testing.T) {
 	var (
 		mu      sync.Mutex
 		watched [n][]string // paths of the watch events each session received
-		locks   [n]*lock.ZooKeeper
+		locks   [n]*zookeeper.ZooKeeper
 		conns   [n]*zk.Conn
 	)
 	for i := range n {
@@ -110,7 +111,7 @@ func TestZooKeeper_FIFOWithoutHerd(t *testing.T) {
 				mu.Unlock()
 			}
 		})
-		locks[i] = lock.NewZooKeeper(conns[i], lock.ZooKeeperOptions{Root: root})
+		locks[i] = zookeeper.NewZooKeeper(conns[i], zookeeper.ZooKeeperOptions{Root: root})
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -121,7 +122,7 @@ func TestZooKeeper_FIFOWithoutHerd(t *testing.T) {
 	dir := first.Node()[:strings.LastIndexByte(first.Node(), '/')]
 	type held struct {
 		i int
-		l *lock.ZooKeeperLock
+		l *zookeeper.ZooKeeperLock
 	}
 	nodes := [n]string{first.Node()}
 	order := make(chan held, n)
@@ -203,8 +204,8 @@ func TestZooKeeper_SessionExpiryLosesTheLock(t *testing.T) {
 	z, root := startZK(t)
 	proxy := testenv.StartProxy(t, z.Addrs()[0])
 	connA := testenv.ZKConn(t, []string{proxy.Addr}, zkSession, nil)
-	a := lock.NewZooKeeper(connA, lock.ZooKeeperOptions{Root: root})
-	b := lock.NewZooKeeper(testenv.ZKConn(t, z.Addrs(), zkSession, nil), lock.ZooKeeperOptions{Root: root})
+	a := zookeeper.NewZooKeeper(connA, zookeeper.ZooKeeperOptions{Root: root})
+	b := zookeeper.NewZooKeeper(testenv.ZKConn(t, z.Addrs(), zkSession, nil), zookeeper.ZooKeeperOptions{Root: root})
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -249,7 +250,7 @@ func TestZooKeeper_SessionExpiryLosesTheLock(t *testing.T) {
 func TestZooKeeper_ObtainBoundedByContext(t *testing.T) {
 	z, root := startZK(t)
 	conn := testenv.ZKConn(t, z.Addrs(), zkSession, nil)
-	lk := lock.NewZooKeeper(conn, lock.ZooKeeperOptions{Root: root})
+	lk := zookeeper.NewZooKeeper(conn, zookeeper.ZooKeeperOptions{Root: root})
 	ctx := context.Background()
 	held, err := lk.Obtain(ctx, "k")
 	if err != nil {
@@ -276,7 +277,7 @@ func TestZooKeeper_ObtainBoundedByContext(t *testing.T) {
 func TestZooKeeper_ParentsDoNotAccumulate(t *testing.T) {
 	z, root := startZK(t)
 	conn := testenv.ZKConn(t, z.Addrs(), zkSession, nil)
-	lk := lock.NewZooKeeper(conn, lock.ZooKeeperOptions{Root: root + "/locks"})
+	lk := zookeeper.NewZooKeeper(conn, zookeeper.ZooKeeperOptions{Root: root + "/locks"})
 	ctx := context.Background()
 	const keys = 50
 	for i := range keys {
@@ -319,7 +320,7 @@ func TestZooKeeper_ParentsDoNotAccumulate(t *testing.T) {
 func TestZooKeeper_UnavailableFailsFast(t *testing.T) {
 	z, root := startZK(t)
 	conn := testenv.ZKConn(t, z.Addrs(), zkSession, nil)
-	lk := lock.NewZooKeeper(conn, lock.ZooKeeperOptions{Root: root})
+	lk := zookeeper.NewZooKeeper(conn, zookeeper.ZooKeeperOptions{Root: root})
 	z.Servers[0].Stop()
 	deadline := time.Now().Add(30 * time.Second)
 	for conn.State() == zk.StateHasSession && time.Now().Before(deadline) {
@@ -345,8 +346,8 @@ func TestZooKeeper_UnavailableFailsFast(t *testing.T) {
 // has none.
 func TestZooKeeper_HorizonCoversEveryFenceIssued(t *testing.T) {
 	z, root := startZK(t)
-	a := lock.NewZooKeeper(testenv.ZKConn(t, z.Addrs(), zkSession, nil), lock.ZooKeeperOptions{Root: root})
-	b := lock.NewZooKeeper(testenv.ZKConn(t, z.Addrs(), zkSession, nil), lock.ZooKeeperOptions{Root: root})
+	a := zookeeper.NewZooKeeper(testenv.ZKConn(t, z.Addrs(), zkSession, nil), zookeeper.ZooKeeperOptions{Root: root})
+	b := zookeeper.NewZooKeeper(testenv.ZKConn(t, z.Addrs(), zkSession, nil), zookeeper.ZooKeeperOptions{Root: root})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	la, err := a.Obtain(ctx, "k1")
