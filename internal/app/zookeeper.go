@@ -17,10 +17,6 @@ import (
 	"github.com/seckill/seckill/service"
 )
 
-// The ZooKeeper lock issues fences in the range the Store knows as the
-// other backend's.
-var _ = [1]struct{}{}[zookeeper.ZooKeeperFenceBase-service.ZooKeeperFences]
-
 // zooKeeper is the ZooKeeper backend of the service: the lock and the
 // shared sold-out marks, on one session.
 type zooKeeper struct {
@@ -38,7 +34,10 @@ func openZooKeeper(cfg config.Config, log *slog.Logger, obs lock.Observer) (*zoo
 	if err != nil {
 		return nil, fmt.Errorf("zookeeper: %w", err)
 	}
-	z := zookeeper.NewZooKeeper(conn, zookeeper.ZooKeeperOptions{Root: cfg.ZooKeeper.Root + "/locks", Observer: obs})
+	z := zookeeper.NewZooKeeper(conn, zookeeper.ZooKeeperOptions{
+		Root: cfg.ZooKeeper.Root + "/locks", Observer: obs,
+		FenceBase: service.ZooKeeperFences, // the range the Store knows as ZooKeeper's
+	})
 	return &zooKeeper{
 		conn:   conn,
 		locker: zkLocker{z},

@@ -141,9 +141,9 @@ func TestZooKeeper_SupersededHolderIsNotMistakenForARecreatedEnsemble(t *testing
 		t.Fatal(err)
 	}
 	conn := testenv.ZKConn(t, z.Addrs(), pc.ZooKeeper.SessionTimeout, nil)
-	other := zookeeper.NewZooKeeper(testenv.ZKConn(t, z.Addrs(), pc.ZooKeeper.SessionTimeout, nil), zookeeper.ZooKeeperOptions{Root: root + "/locks"})
+	other := zookeeper.NewZooKeeper(testenv.ZKConn(t, z.Addrs(), pc.ZooKeeper.SessionTimeout, nil), zookeeper.ZooKeeperOptions{Root: root + "/locks", FenceBase: service.ZooKeeperFences})
 	var later int64
-	locker := &interferingLocker{z: zookeeper.NewZooKeeper(conn, zookeeper.ZooKeeperOptions{Root: root + "/locks"}), interfere: func(ours int64) {
+	locker := &interferingLocker{z: zookeeper.NewZooKeeper(conn, zookeeper.ZooKeeperOptions{Root: root + "/locks", FenceBase: service.ZooKeeperFences}), interfere: func(ours int64) {
 		l, err := other.Obtain(ctx, "elsewhere")
 		if err != nil {
 			t.Error(err)

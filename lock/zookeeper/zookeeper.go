@@ -18,15 +18,6 @@ import (
 	"github.com/seckill/seckill/lock"
 )
 
-// ZooKeeperFenceBase is added to every ZooKeeper fence. A ZooKeeper fence is
-// ZooKeeperFenceBase + the lock node's creation zxid (epoch<<32 | counter,
-// increasing across the ensemble, its leader changes and restarts), so it
-// lies above every Redis fence (microsecond-seeded, about 2^51 today) and a
-// resource can tell which backend issued a fence: below the base, Redis;
-// at or above it, ZooKeeper. Fences of different backends are not ordered
-// with each other (see docs/locking.md §8).
-const ZooKeeperFenceBase int64 = 1 << 62
-
 // ZooKeeperOptions configures a ZooKeeper lock client. The zero value gives
 // the defaults.
 type ZooKeeperOptions struct {
@@ -43,6 +34,12 @@ type ZooKeeperOptions struct {
 	// queue is in ZooKeeper; no Refreshed: the session is the lease). The
 	// default is lock.NopObserver.
 	Observer lock.Observer
+	// FenceBase is added to every fence and horizon, so that a resource
+	// fenced by several lock backends can tell whose fence it holds (the
+	// service puts ZooKeeper's above Redis's). The default is 0: the fence is
+	// the lock node's creation zxid (epoch<<32 | counter, increasing across
+	// the ensemble, its leader changes and restarts).
+	FenceBase int64
 }
 
 // ZooKeeper obtains locks kept in ZooKeeper with the ephemeral sequential
@@ -288,7 +285,7 @@ func (z *ZooKeeper) newLock(key, node string, czxid int64, watch <-chan zk.Event
 		z:     z,
 		key:   key,
 		node:  node,
-		fence: ZooKeeperFenceBase + czxid,
+		fence: z.o.FenceBase + czxid,
 		sess:  z.conn.SessionID(),
 		lost:  make(chan struct{}),
 		done:  make(chan struct{}),
@@ -317,12 +314,12 @@ func (l *ZooKeeperLock) Key() string { return l.key }
 // Node returns the path of the lock's ephemeral sequential node.
 func (l *ZooKeeperLock) Node() string { return l.node }
 
-// Fence returns ZooKeeperFenceBase plus the creation zxid of the lock's
+// Fence returns FenceBase plus the creation zxid of the lock's
 // node: greater than the fence of every earlier holder of any key on the
 // same ensemble, across leader changes and restarts.
 func (l *ZooKeeperLock) Fence() int64 { return l.fence }
 
-// Horizon returns ZooKeeperFenceBase plus the ensemble's latest zxid, the
+// Horizon returns FenceBase plus the ensemble's latest zxid, the
 // zxid of a write made now (to the lock's own node, which it leaves as it
 // was): no lower than any fence this ensemble has issued so far, on any
 // key. A fence above it was not issued by this ensemble but by an earlier
@@ -340,7 +337,7 @@ func (l *ZooKeeperLock) Horizon(ctx context.Context) (int64, error) {
 	case err != nil:
 		return 0, err
 	}
-	return ZooKeeperFenceBase + st.Mzxid, nil
+	return l.z.o.FenceBase + st.Mzxid, nil
 }
 
 // Lost returns a channel closed when the lock's node is found gone while

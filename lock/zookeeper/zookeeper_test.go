@@ -83,11 +83,6 @@ func TestZooKeeper_MutualExclusion(t *testing.T) {
 			t.Errorf("fence #%d = %d after %d; want strictly increasing in the order of holding", i, fences[i], fences[i-1])
 		}
 	}
-	for _, f := range fences {
-		if f < zookeeper.ZooKeeperFenceBase {
-			t.Fatalf("fence %d below ZooKeeperFenceBase", f)
-		}
-	}
 }
 
 // TestZooKeeper_FIFOWithoutHerd queues n clients, each on its own session,
