@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -40,6 +41,9 @@ type ZooKeeperOptions struct {
 	// the lock node's creation zxid (epoch<<32 | counter, increasing across
 	// the ensemble, its leader changes and restarts).
 	FenceBase int64
+	// Owner names this client's lock nodes (their data), so that Inspect
+	// can say who holds a key. The default is "" (unnamed).
+	Owner string
 }
 
 // ZooKeeper obtains locks kept in ZooKeeper with the ephemeral sequential
@@ -53,6 +57,9 @@ type ZooKeeperOptions struct {
 type ZooKeeper struct {
 	conn *zk.Conn
 	o    ZooKeeperOptions
+
+	mu      sync.Mutex
+	waiting map[string]int // key → Obtains of this client not yet answered
 }
 
 // NewZooKeeper returns a ZooKeeper lock client on conn (see zk.Connect: the
@@ -68,7 +75,7 @@ func NewZooKeeper(conn *zk.Conn, o ZooKeeperOptions) *ZooKeeper {
 	if o.Observer == nil {
 		o.Observer = lock.NopObserver{}
 	}
-	return &ZooKeeper{conn: conn, o: o}
+	return &ZooKeeper{conn: conn, o: o, waiting: map[string]int{}}
 }
 
 // Obtain takes the lock for key, waiting in ZooKeeper's FIFO order behind
@@ -81,7 +88,9 @@ func NewZooKeeper(conn *zk.Conn, o ZooKeeperOptions) *ZooKeeper {
 // answer, else with the session).
 func (z *ZooKeeper) Obtain(ctx context.Context, key string) (*ZooKeeperLock, error) {
 	start := time.Now()
+	z.wait(key, 1)
 	l, reqs, err := z.obtain(ctx, key)
+	z.wait(key, -1)
 	z.o.Observer.Obtained(key, reqs, time.Since(start), err)
 	return l, err
 }
@@ -174,7 +183,7 @@ func (z *ZooKeeper) create(ctx context.Context, dir, token string) (string, int,
 	for range 4 { // a container swept between its creation and our child's
 		reqs++
 		node, err := call(ctx, z, func() (string, error) {
-			return z.conn.Create(dir+"/"+token+"-", nil, zk.FlagEphemeralSequential, zk.WorldACL(zk.PermAll))
+			return z.conn.Create(dir+"/"+token+"-", []byte(z.o.Owner), zk.FlagEphemeralSequential, zk.WorldACL(zk.PermAll))
 		})
 		if !errors.Is(err, zk.ErrNoNode) {
 			return node, reqs, err
