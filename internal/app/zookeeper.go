@@ -37,6 +37,7 @@ func openZooKeeper(cfg config.Config, log *slog.Logger, obs lock.Observer) (*zoo
 	z := zookeeper.NewZooKeeper(conn, zookeeper.ZooKeeperOptions{
 		Root: cfg.ZooKeeper.Root + "/locks", Observer: obs,
 		FenceBase: service.ZooKeeperFences, // the range the Store knows as ZooKeeper's
+		Owner:     instanceName(),
 	})
 	return &zooKeeper{
 		conn:   conn,
