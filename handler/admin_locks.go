@@ -18,9 +18,10 @@ type locks struct {
 	log     *slog.Logger
 }
 
-// lockJSON is a SKU's lock as its store knows it. The fence is a string:
-// ZooKeeper's lie above 2^53, where JSON numbers lose digits.
-type lockJSON struct {
+// LockJSON is a SKU's lock as its store knows it, as the API and `seckill
+// locks -json` write it. The fence is a string: ZooKeeper's lie above
+// 2^53, where JSON numbers lose digits.
+type LockJSON struct {
 	SKUID       int64      `json:"sku_id,omitempty"`
 	Held        bool       `json:"held"`
 	Owner       string     `json:"owner,omitempty"`
@@ -32,11 +33,12 @@ type lockJSON struct {
 	Wanted      bool       `json:"wanted"`
 	Waiters     int        `json:"waiters"`
 	Queued      int        `json:"queued"`
-	Nodes       []lockJSON `json:"nodes,omitempty"`
+	Nodes       []LockJSON `json:"nodes,omitempty"`
 }
 
-func lockView(st service.LockState) lockJSON {
-	v := lockJSON{
+// NewLockJSON returns the JSON view of a SKU's lock.
+func NewLockJSON(skuID int64, st service.LockState) LockJSON {
+	v := LockJSON{SKUID: skuID,
 		Held: st.Held, Owner: st.Owner, Token: st.Token, Fence: strconv.FormatInt(st.Fence, 10),
 		LeaseLeftMS: st.LeaseLeft.Milliseconds(), Renewed: st.Renewed, Wanted: st.Wanted,
 		Waiters: st.Waiters, Queued: st.Queued,
@@ -46,7 +48,7 @@ func lockView(st service.LockState) lockJSON {
 		v.HeldSince = &since
 	}
 	for _, n := range st.Nodes {
-		v.Nodes = append(v.Nodes, lockView(n))
+		v.Nodes = append(v.Nodes, NewLockJSON(0, n))
 	}
 	return v
 }
@@ -70,7 +72,5 @@ func (h *locks) get(c *gin.Context) {
 		fail(c, h.log, err)
 		return
 	}
-	v := lockView(st)
-	v.SKUID = id
-	c.JSON(http.StatusOK, v)
+	c.JSON(http.StatusOK, NewLockJSON(id, st))
 }

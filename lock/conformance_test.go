@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -26,6 +27,8 @@ import (
 type locker interface {
 	Obtain(ctx context.Context, key string) (held, error)
 	Inspect(ctx context.Context, key string) (lock.State, error)
+	// List returns the keys the store may hold a lease for.
+	List(ctx context.Context) ([]string, error)
 }
 
 // held is what the suite asks of a held lock.
@@ -333,6 +336,9 @@ func contractInspection(t *testing.T, b backend) {
 	if len(first.Token) >= len(strings.TrimPrefix(la.Token(), "a:")) {
 		t.Errorf("Inspect shows token %q: the whole token", first.Token)
 	}
+	if keys, err := a.List(ctx); err != nil || !slices.Contains(keys, key) {
+		t.Errorf("List() = %v, %v; want it to include the held %s", keys, err, key)
+	}
 	if b.noFence == "" && first.Fence != la.Fence() {
 		t.Errorf("Inspect fence %d; want the holder's %d", first.Fence, la.Fence())
 	}
@@ -407,6 +413,8 @@ func (c redisLocker) Obtain(ctx context.Context, key string) (held, error) {
 	return l, nil
 }
 
+func (c redisLocker) List(ctx context.Context) ([]string, error) { return c.HeldKeys(ctx, "*", 1000) }
+
 // redisBackend is a backend of one Redis (standalone, Sentinel or
 // Cluster), each client made by newRDB.
 func redisBackend(t *testing.T, prefix string, newRDB func() redis.UniversalClient) backend {
@@ -477,6 +485,8 @@ func (c zkLocker) Obtain(ctx context.Context, key string) (held, error) {
 	}
 	return zkHeld{l}, nil
 }
+
+func (c zkLocker) List(ctx context.Context) ([]string, error) { return c.Keys(ctx, 1000) }
 
 // zkHeld is a held ZooKeeper lock; its token is its node's name.
 type zkHeld struct{ *zookeeper.ZooKeeperLock }

@@ -140,6 +140,8 @@ type backend interface {
 	listen(wanted func(key string)) (stop func() error)
 	// inspect reads the lease without changing it (inspect.go).
 	inspect(ctx context.Context, key string, renewedAbove time.Duration) (State, error)
+	// stores returns the Redis clients the leases live on (keys.go).
+	stores() []redis.UniversalClient
 }
 
 // Client obtains locks. It is safe for concurrent use; create one per Redis

@@ -49,6 +49,8 @@ Commands:
   migrate down           roll back the latest migration
   migrate status         list the migrations and whether each is applied
   healthcheck            exit 0 if the running server's /readyz answers 200
+  locks [-json] [-limit N]
+                         print the SKU locks that have a holder (same config as serve)
   token -sub USER [-ttl 1h]
                          print a shopper token (HS256, SECKILL_AUTH_JWT_SECRET) for tests
   help                   this text
@@ -118,6 +120,9 @@ func parseArgs(args []string, getenv func(string) string, stderr io.Writer) (com
 		if pos[0] == "token" { // its flags are its own
 			return command{name: "token", rest: args}, *path, nil
 		}
+		if pos[0] == "locks" { // its flags are its own
+			return command{name: "locks", rest: args}, *path, nil
+		}
 	}
 	switch {
 	case len(pos) == 0 || (len(pos) == 1 && pos[0] == "serve"):
@@ -132,7 +137,7 @@ func parseArgs(args []string, getenv func(string) string, stderr io.Writer) (com
 		}
 		return command{name: "migrate", arg: pos[1]}, *path, nil
 	}
-	return command{}, "", fmt.Errorf("unknown command %q: want serve, migrate up|down|status, healthcheck, token or help (see seckill -h for usage)", strings.Join(pos, " "))
+	return command{}, "", fmt.Errorf("unknown command %q: want serve, migrate up|down|status, healthcheck, locks, token or help (see seckill -h for usage)", strings.Join(pos, " "))
 }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -165,6 +170,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return healthcheck(ctx, cfg.HTTP.Addr)
 	case "token":
 		return mintToken(cmd.rest, cfg, stdout, stderr)
+	case "locks":
+		return locks(ctx, cmd.rest, cfg, log, stdout, stderr)
 	}
 	if err := cfg.ValidateServe(); err != nil {
 		return err

@@ -1,11 +1,18 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
+	"slices"
 	"strconv"
+	"strings"
+	"time"
+
+	"github.com/seckill/seckill/internal/config"
 
 	"github.com/seckill/seckill/lock"
 	"github.com/seckill/seckill/service"
@@ -56,4 +63,68 @@ func lockState(st lock.State) service.LockState {
 		s.Nodes = append(s.Nodes, lockState(n))
 	}
 	return s
+}
+
+// SKULock is one SKU's lock, as `seckill locks` lists it.
+type SKULock struct {
+	SKU   int64
+	State service.LockState
+}
+
+// HeldLocks returns the state of the SKU locks that have a holder now,
+// read from the lock backend cfg names (serve's): at most limit keys are
+// looked at, found by SCAN under lock.prefix on Redis (every master) and
+// as the children of the locks' root on ZooKeeper.
+func HeldLocks(ctx context.Context, cfg config.Config, log *slog.Logger, limit int) ([]SKULock, error) {
+	var (
+		keys    []string
+		inspect service.LockInspector
+	)
+	if cfg.Lock.Backend == config.BackendZooKeeper {
+		zkb, err := openZooKeeper(cfg, log, lock.NopObserver{})
+		if err != nil {
+			return nil, err
+		}
+		defer zkb.Close()
+		for zkb.Up(ctx) != nil && ctx.Err() == nil {
+			time.Sleep(10 * time.Millisecond) // waiting for the session, bounded by ctx
+		}
+		zl := zkb.locker.(zkLocker)
+		inspect = zl
+		keys, err = zl.z.Keys(ctx, limit)
+		if err != nil {
+			return nil, err
+		}
+	} else {
+		rs, err := newRedisSetup(cfg, cfg.Redis.Addrs)
+		if err != nil {
+			return nil, err
+		}
+		defer rs.Close()
+		lc := rs.lockClient(LockOptions(cfg)...)
+		inspect = locker{lc}
+		tagged, err := lc.HeldKeys(ctx, hashTag("sku:*"), limit)
+		if err != nil {
+			return nil, err
+		}
+		for _, k := range tagged {
+			keys = append(keys, strings.Trim(k, "{}"))
+		}
+	}
+	var held []SKULock
+	for _, k := range keys {
+		id, perr := strconv.ParseInt(strings.TrimPrefix(k, "sku:"), 10, 64)
+		if perr != nil || !strings.HasPrefix(k, "sku:") {
+			continue // another user of the prefix
+		}
+		st, err := inspect.InspectLock(ctx, k)
+		if err != nil {
+			return nil, err
+		}
+		if st.Held {
+			held = append(held, SKULock{SKU: id, State: st})
+		}
+	}
+	slices.SortFunc(held, func(a, b SKULock) int { return cmp.Compare(a.SKU, b.SKU) })
+	return held, nil
 }

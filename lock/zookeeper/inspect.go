@@ -72,3 +72,23 @@ func (z *ZooKeeper) Inspect(ctx context.Context, key string) (lock.State, error)
 	}
 	return st, nil
 }
+
+// Keys returns up to limit keys that have a node under Root: held, waited
+// for, or just released (the server deletes an empty key's node soon
+// after). One request.
+func (z *ZooKeeper) Keys(ctx context.Context, limit int) ([]string, error) {
+	children, err := call(ctx, z, func() ([]string, error) { c, _, err := z.conn.Children(z.o.Root); return c, err })
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	keys := make([]string, 0, min(len(children), limit))
+	for _, c := range children[:min(len(children), limit)] {
+		if k, err := url.PathUnescape(c); err == nil {
+			keys = append(keys, k)
+		}
+	}
+	return keys, nil
+}
