@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,64 +24,6 @@ func startZK(t *testing.T) (*testenv.ZooKeeper, string) {
 	t.Helper()
 	z := testenv.StartZooKeeper(t)
 	return z, "/" + testenv.Name("locktest")
-}
-
-func TestZooKeeper_MutualExclusion(t *testing.T) {
-	z, root := startZK(t)
-	const clients, perClient = 4, 25
-	var (
-		inside, maxInside, obtained atomic.Int64
-		mu                          sync.Mutex
-		fences                      []int64
-		start                       = make(chan struct{})
-		wg                          sync.WaitGroup
-		errs                        = make(chan error, clients*perClient)
-	)
-	for range clients {
-		lk := zookeeper.NewZooKeeper(testenv.ZKConn(t, z.Addrs(), zkSession, nil), zookeeper.ZooKeeperOptions{Root: root})
-		for range perClient {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				<-start
-				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-				defer cancel()
-				l, err := lk.Obtain(ctx, "sku:1")
-				if err != nil {
-					errs <- err
-					return
-				}
-				n := inside.Add(1)
-				for m := maxInside.Load(); n > m && !maxInside.CompareAndSwap(m, n); m = maxInside.Load() {
-				}
-				mu.Lock()
-				fences = append(fences, l.Fence())
-				mu.Unlock()
-				obtained.Add(1)
-				inside.Add(-1)
-				if err := l.Release(ctx); err != nil {
-					errs <- fmt.Errorf("Release: %w", err)
-				}
-			}()
-		}
-	}
-	close(start)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
-	if got := obtained.Load(); got != clients*perClient {
-		t.Errorf("obtained %d times; want %d", got, clients*perClient)
-	}
-	if got := maxInside.Load(); got != 1 {
-		t.Errorf("at most %d holders at once; want 1", got)
-	}
-	for i := 1; i < len(fences); i++ {
-		if fences[i] <= fences[i-1] {
-			t.Errorf("fence #%d = %d after %d; want strictly increasing in the order of holding", i, fences[i], fences[i-1])
-		}
-	}
 }
 
 // TestZooKeeper_FIFOWithoutHerd queues n clients, each on its own session,
