@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"strconv"
 	"strings"
 	"testing"
@@ -67,5 +68,9 @@ func TestLocksCommand(t *testing.T) {
 	}
 	if lines := strings.Split(strings.TrimSpace(stdout.String()), "\n"); len(lines) != 3 || !strings.HasPrefix(lines[1], "7 ") || !strings.HasPrefix(lines[2], "42 ") {
 		t.Errorf("seckill locks printed:\n%s\nwant a header, then SKUs 7 and 42", stdout.String())
+	}
+
+	if err := run(ctx, []string{"locks"}, env(nil), io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), "redis.addrs") {
+		t.Errorf("seckill locks without a lock store = %v; want an error naming redis.addrs", err)
 	}
 }

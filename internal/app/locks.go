@@ -101,6 +101,9 @@ func HeldLocks(ctx context.Context, cfg config.Config, log *slog.Logger, limit i
 			return nil, err
 		}
 		defer rs.Close()
+		if len(rs.clients) == 0 {
+			return nil, errors.New("no lock store to read: set redis.addrs, or lock.backend zookeeper")
+		}
 		lc := rs.lockClient(LockOptions(cfg)...)
 		inspect = locker{lc}
 		tagged, err := lc.HeldKeys(ctx, hashTag("sku:*"), limit)
