@@ -438,6 +438,11 @@ func TestContract(t *testing.T) {
 		{method: "GET", path: "/admin/v1/skus/{sku}/orders?limit=1001", headers: auth, status: 400, code: "invalid_request"},
 		{method: "GET", path: "/admin/v1/skus/{sku}/orders", status: 401, code: "unauthorized"},
 		{method: "GET", path: "/admin/v1/skus/999999999/orders", headers: auth, status: 404, code: "sku_not_found"},
+
+		{method: "GET", path: "/admin/v1/skus/{sku}/lock", headers: auth, status: 200},
+		{method: "GET", path: "/admin/v1/skus/x/lock", headers: auth, status: 400, code: "invalid_request"},
+		{method: "GET", path: "/admin/v1/skus/{sku}/lock", status: 401, code: "unauthorized"},
+		{method: "GET", path: "/admin/v1/skus/999999999/lock", headers: auth, status: 404, code: "sku_not_found"},
 	})
 
 	// The sweeper expires toExpire: a cancel now finds it expired.
@@ -474,6 +479,7 @@ func TestContract(t *testing.T) {
 		{method: "PATCH", path: "/admin/v1/skus/{sku}", body: `{"name":"x"}`, headers: auth, status: 503, code: "unavailable"},
 		{method: "PUT", path: "/admin/v1/skus/{sku}/stock", body: `{"stock":20}`, headers: auth, status: 503, code: "unavailable"},
 		{method: "GET", path: "/admin/v1/skus/{sku}/orders", headers: auth, status: 503, code: "unavailable"},
+		{method: "GET", path: "/admin/v1/skus/{sku}/lock", headers: auth, status: 503, code: "unavailable"},
 	})
 
 	c.requireCoverage(t)

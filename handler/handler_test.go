@@ -99,8 +99,9 @@ func newStack(t *testing.T, opts ...func(*stackOptions)) *stack {
 	cfg.Order.QueueMax = o.queueMax
 	lc := lock.New(rdb, app.OrderLockOptions(cfg)...)
 	t.Cleanup(func() { lc.Close() })
+	locker := app.NewLocker(lc)
 	orders := service.NewOrders(store,
-		app.NewLocker(lc),
+		locker,
 		app.NewSoldOutMarks(rdb, prefix+"soldout:", cfg.SoldOut.SharedTTL),
 		app.OrdersConfig(cfg), log, nil)
 	s.orders = orders
@@ -125,6 +126,7 @@ func newStack(t *testing.T, opts ...func(*stackOptions)) *stack {
 
 		Lifecycle:     service.NewLifecycle(settle, orders, log, nil),
 		PaymentTokens: paymentToken,
+		Locks:         locker.(service.LockInspector),
 	})
 	if err != nil {
 		t.Fatal(err)

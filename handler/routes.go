@@ -77,6 +77,8 @@ type Config struct {
 	// PaymentTokens are the payment system's bearer tokens for
 	// /internal/v1, comma-separated; none refuses every call.
 	PaymentTokens string
+	// Locks inspects the per-SKU locks (nil: that route answers 503).
+	Locks service.LockInspector
 }
 
 // ShopperAuth is how shoppers are identified and how order ids look.
@@ -145,6 +147,7 @@ func New(cfg Config) (http.Handler, error) {
 	get(admin, "/skus", s.list)
 	admin.PATCH("/skus/:id", s.update)
 	admin.GET("/readyz", h.adminReadiness)
+	admin.GET("/skus/:id/lock", (&locks{catalog: cfg.Catalog, locks: cfg.Locks, log: cfg.Log}).get)
 
 	internal := r.Group("/internal/v1", bearerAuth(cfg.PaymentTokens, "seckill payments", "a valid payment service bearer token is required"))
 	internal.POST("/orders/:id/paid", newPayments(cfg.Lifecycle, o).paid)

@@ -138,6 +138,10 @@ type backend interface {
 	// listen calls wanted with each key a refused obtain names, until stop
 	// is called; nil when the backend cannot tell.
 	listen(wanted func(key string)) (stop func() error)
+	// inspect reads the lease without changing it (inspect.go).
+	inspect(ctx context.Context, key string, renewedAbove time.Duration) (State, error)
+	// stores returns the Redis clients the leases live on (keys.go).
+	stores() []redis.UniversalClient
 }
 
 // Client obtains locks. It is safe for concurrent use; create one per Redis
@@ -254,7 +258,7 @@ func (c *Client) obtain(ctx context.Context, key string) (*Lock, int, error) {
 // would block every other contender for a whole TTL.
 func (c *Client) compete(ctx context.Context, key string) (*Lock, int, error) {
 	rkey := c.opts.prefix + key
-	token := rand.Text() // 26 base32 characters: 130 bits from crypto/rand
+	token := ownerToken(c.opts.owner) // 130 random bits, after the owner's name
 	l, attempts, uncertain, err := c.attempt(ctx, key, rkey, token)
 	if err != nil && uncertain {
 		c.abandon(ctx, rkey, token)
@@ -326,6 +330,9 @@ func (c *Client) attempt(ctx context.Context, key, rkey, token string) (l *Lock,
 	}
 }
 
+// randomToken returns 26 base32 characters: 130 bits from crypto/rand.
+func randomToken() string { return rand.Text() }
+
 // backoff returns the delay after the given failed attempt (1-based):
 // uniform in [0, min(maxBackoff, minBackoff*2^(attempt-1))] ("full jitter").
 func (c *Client) backoff(attempt int) time.Duration {
@@ -390,8 +397,8 @@ type Lock struct {
 // Key returns the key the Lock was obtained for, without the Client's prefix.
 func (l *Lock) Key() string { return l.key }
 
-// Token returns the random value (130 bits from crypto/rand) that identifies
-// this lease in Redis.
+// Token returns the value that identifies this lease in Redis: the Client's
+// owner name (WithOwner) and a colon, then 130 random bits from crypto/rand.
 func (l *Lock) Token() string { return l.token }
 
 // Fence returns the fencing token issued with this lease: per key, strictly

@@ -31,6 +31,7 @@ func NewRedlock(rdbs []redis.UniversalClient, opts ...Option) *Client {
 	o := newOptions(opts)
 	o.notices = false // redsync's obtain publishes nothing
 	return newClient(&redlock{
+		rdbs:   rdbs,
 		rs:     redsync.New(pools...),
 		nodes:  len(rdbs),
 		quorum: len(rdbs)/2 + 1,
@@ -39,6 +40,7 @@ func NewRedlock(rdbs []redis.UniversalClient, opts ...Option) *Client {
 
 // redlock is the backend over independent masters.
 type redlock struct {
+	rdbs   []redis.UniversalClient // for inspect
 	rs     *redsync.Redsync
 	nodes  int
 	quorum int

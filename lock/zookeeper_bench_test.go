@@ -10,6 +10,7 @@ import (
 
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/lock"
+	"github.com/seckill/seckill/lock/zookeeper"
 )
 
 // requests counts the ZooKeeper requests Obtain reports making.
@@ -53,7 +54,7 @@ func (z benchZK) conn(b *testing.B) *zk.Conn {
 // (create, children, exists with a watch), rt/release is the delete.
 func benchZKUncontended(b *testing.B, conn *zk.Conn) {
 	obs := &requests{}
-	c := lock.NewZooKeeper(conn, lock.ZooKeeperOptions{Root: "/bench/" + testenv.Name("u"), Observer: obs})
+	c := zookeeper.NewZooKeeper(conn, zookeeper.ZooKeeperOptions{Root: "/bench/" + testenv.Name("u"), Observer: obs})
 	ctx := context.Background()
 	for b.Loop() {
 		l, err := c.Obtain(ctx, "k")
@@ -73,7 +74,7 @@ func benchZKUncontended(b *testing.B, conn *zk.Conn) {
 // queue, woken by the watch on its predecessor (no polling, no herd).
 func benchZKContended(b *testing.B, conn *zk.Conn, parallelism int, work func()) {
 	obs := &requests{}
-	c := lock.NewZooKeeper(conn, lock.ZooKeeperOptions{Root: "/bench/" + testenv.Name("c"), Observer: obs})
+	c := zookeeper.NewZooKeeper(conn, zookeeper.ZooKeeperOptions{Root: "/bench/" + testenv.Name("c"), Observer: obs})
 	ctx := context.Background()
 	b.SetParallelism(parallelism)
 	start := time.Now()
@@ -94,3 +95,7 @@ func benchZKContended(b *testing.B, conn *zk.Conn, parallelism int, work func())
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "acq/s")
 	b.ReportMetric(float64(obs.n.Load()+int64(b.N))/float64(b.N), "rt/acq")
 }
+
+// zkSession is the session timeout of the benchmarks' clients: the
+// service's default (zookeeper.session_timeout).
+const zkSession = 6 * time.Second

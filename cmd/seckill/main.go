@@ -51,6 +51,8 @@ Commands:
   migrate down           roll back the latest migration
   migrate status         list the migrations and whether each is applied
   healthcheck            exit 0 if the running server's /readyz answers 200
+  locks [-json] [-limit N]
+                         print the SKU locks that have a holder (same config as serve)
   token -sub USER [-ttl 1h]
                          print a shopper token (HS256, SECKILL_AUTH_JWT_SECRET) for tests
   audit [-sku N] [-json] reconcile every SKU (or SKU N) with its orders, holdings and
@@ -105,6 +107,7 @@ type command struct {
 	arg   string // the migrate direction; "audit" for the audit's help
 	token tokenArgs
 	audit auditFlags
+	rest  []string // the locks command's own flags
 }
 
 const migrateUsage = "usage: seckill migrate up|down|status"
@@ -140,6 +143,9 @@ func parseArgs(args []string, getenv func(string) string) (command, string, erro
 		if pos[0] == "audit" {
 			return parseAudit(args, path)
 		}
+		if pos[0] == "locks" { // its flags are its own
+			return command{name: "locks", rest: args}, *path, nil
+		}
 	}
 	switch {
 	case len(pos) == 0 || (len(pos) == 1 && pos[0] == "serve"):
@@ -156,7 +162,7 @@ func parseArgs(args []string, getenv func(string) string) (command, string, erro
 		}
 		return command{name: "migrate", arg: pos[1]}, *path, nil
 	}
-	return command{}, "", fmt.Errorf("unknown command %q: want serve, migrate up|down|status, healthcheck, token, version, audit or help (see seckill -h)", strings.Join(pos, " "))
+	return command{}, "", fmt.Errorf("unknown command %q: want serve, migrate up|down|status, healthcheck, locks, token, version, audit or help (see seckill -h)", strings.Join(pos, " "))
 }
 
 // parseAudit reads the audit's flags, -config among them; its usage
@@ -231,6 +237,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return mintToken(cmd.token, cfg, stdout)
 	case "audit":
 		return runAudit(ctx, cfg, cmd.audit, stdout)
+	case "locks":
+		return locks(ctx, cmd.rest, cfg, log, stdout, stderr)
 	}
 	if err := cfg.ValidateServe(); err != nil {
 		return err

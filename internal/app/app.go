@@ -103,7 +103,8 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 		return err
 	}
 	var draining atomic.Bool
-	api, err := newAPI(cfg, orders, catalog, readyz, mx, &draining, shoppers, lifecycle, log)
+	locks, _ := lk.(service.LockInspector) // every lock of this package's (locks.go)
+	api, err := newAPI(cfg, orders, catalog, readyz, mx, &draining, shoppers, lifecycle, locks, log)
 	if err != nil {
 		return err
 	}
@@ -256,7 +257,7 @@ func newOrders(cfg config.Config, store service.Store, lk service.Locker, marks 
 }
 
 // newAPI builds the HTTP handler with its limits and metrics.
-func newAPI(cfg config.Config, orders handler.Orders, catalog *service.Catalog, ready handler.Readiness, mx *metrics.Metrics, draining *atomic.Bool, shoppers handler.ShopperAuth, lifecycle handler.Lifecycle, log *slog.Logger) (http.Handler, error) {
+func newAPI(cfg config.Config, orders handler.Orders, catalog *service.Catalog, ready handler.Readiness, mx *metrics.Metrics, draining *atomic.Bool, shoppers handler.ShopperAuth, lifecycle handler.Lifecycle, locks service.LockInspector, log *slog.Logger) (http.Handler, error) {
 	return handler.New(handler.Config{
 		Orders:       orders,
 		Catalog:      catalog,
@@ -278,6 +279,7 @@ func newAPI(cfg config.Config, orders handler.Orders, catalog *service.Catalog, 
 		ShopperAuth:    shoppers,
 		Lifecycle:      lifecycle,
 		PaymentTokens:  cfg.Auth.PaymentTokens,
+		Locks:          locks,
 	})
 }
 

@@ -40,6 +40,7 @@ func LockOptions(cfg config.Config) []lock.Option {
 		lock.WithQueueMax(cfg.Lock.QueueMax),
 		lock.WithWatchdog(cfg.Lock.Watchdog),
 		lock.WithRetry(time.Millisecond, 32*time.Millisecond, 0),
+		lock.WithOwner(instanceName()),
 	}
 }
 

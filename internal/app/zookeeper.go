@@ -13,12 +13,9 @@ import (
 
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/lock"
+	"github.com/seckill/seckill/lock/zookeeper"
 	"github.com/seckill/seckill/service"
 )
-
-// The ZooKeeper lock issues fences in the range the Store knows as the
-// other backend's.
-var _ = [1]struct{}{}[lock.ZooKeeperFenceBase-service.ZooKeeperFences]
 
 // zooKeeper is the ZooKeeper backend of the service: the lock and the
 // shared sold-out marks, on one session.
@@ -37,7 +34,11 @@ func openZooKeeper(cfg config.Config, log *slog.Logger, obs lock.Observer) (*zoo
 	if err != nil {
 		return nil, fmt.Errorf("zookeeper: %w", err)
 	}
-	z := lock.NewZooKeeper(conn, lock.ZooKeeperOptions{Root: cfg.ZooKeeper.Root + "/locks", Observer: obs})
+	z := zookeeper.NewZooKeeper(conn, zookeeper.ZooKeeperOptions{
+		Root: cfg.ZooKeeper.Root + "/locks", Observer: obs,
+		FenceBase: service.ZooKeeperFences, // the range the Store knows as ZooKeeper's
+		Owner:     instanceName(),
+	})
 	return &zooKeeper{
 		conn:   conn,
 		locker: zkLocker{z},
@@ -55,8 +56,8 @@ func (z *zooKeeper) Up(context.Context) error {
 	return nil
 }
 
-// zkLocker adapts *lock.ZooKeeper to service.Locker.
-type zkLocker struct{ z *lock.ZooKeeper }
+// zkLocker adapts *zookeeper.ZooKeeper to service.Locker.
+type zkLocker struct{ z *zookeeper.ZooKeeper }
 
 func (l zkLocker) Obtain(ctx context.Context, key string) (service.Lease, error) {
 	return leaseOf(l.z.Obtain(ctx, key))

@@ -14,7 +14,7 @@ import (
 	"github.com/seckill/seckill/internal/app"
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/internal/testenv"
-	"github.com/seckill/seckill/lock"
+	"github.com/seckill/seckill/lock/zookeeper"
 	"github.com/seckill/seckill/repository"
 	"github.com/seckill/seckill/service"
 )
@@ -141,9 +141,9 @@ func TestZooKeeper_SupersededHolderIsNotMistakenForARecreatedEnsemble(t *testing
 		t.Fatal(err)
 	}
 	conn := testenv.ZKConn(t, z.Addrs(), pc.ZooKeeper.SessionTimeout, nil)
-	other := lock.NewZooKeeper(testenv.ZKConn(t, z.Addrs(), pc.ZooKeeper.SessionTimeout, nil), lock.ZooKeeperOptions{Root: root + "/locks"})
+	other := zookeeper.NewZooKeeper(testenv.ZKConn(t, z.Addrs(), pc.ZooKeeper.SessionTimeout, nil), zookeeper.ZooKeeperOptions{Root: root + "/locks", FenceBase: service.ZooKeeperFences})
 	var later int64
-	locker := &interferingLocker{z: lock.NewZooKeeper(conn, lock.ZooKeeperOptions{Root: root + "/locks"}), interfere: func(ours int64) {
+	locker := &interferingLocker{z: zookeeper.NewZooKeeper(conn, zookeeper.ZooKeeperOptions{Root: root + "/locks", FenceBase: service.ZooKeeperFences}), interfere: func(ours int64) {
 		l, err := other.Obtain(ctx, "elsewhere")
 		if err != nil {
 			t.Error(err)
@@ -184,7 +184,7 @@ func TestZooKeeper_SupersededHolderIsNotMistakenForARecreatedEnsemble(t *testing
 // interferingLocker obtains ZooKeeper locks and, once, right after the
 // first one is obtained, runs interfere with its fence.
 type interferingLocker struct {
-	z         *lock.ZooKeeper
+	z         *zookeeper.ZooKeeper
 	once      sync.Once
 	interfere func(ours int64)
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/lock"
+	"github.com/seckill/seckill/lock/zookeeper"
 	"github.com/seckill/seckill/repository"
 	"github.com/seckill/seckill/service"
 )
@@ -44,8 +45,8 @@ func TestZooKeeper_StaleHolderRefusedByZxidFence(t *testing.T) {
 	proxy := testenv.StartProxy(t, z.Addrs()[0])
 	root := "/" + testenv.Name("fence")
 	session := config.Default().ZooKeeper.SessionTimeout
-	a := lock.NewZooKeeper(testenv.ZKConn(t, []string{proxy.Addr}, session, nil), lock.ZooKeeperOptions{Root: root})
-	b := lock.NewZooKeeper(testenv.ZKConn(t, z.Addrs(), session, nil), lock.ZooKeeperOptions{Root: root})
+	a := zookeeper.NewZooKeeper(testenv.ZKConn(t, []string{proxy.Addr}, session, nil), zookeeper.ZooKeeperOptions{Root: root, FenceBase: service.ZooKeeperFences})
+	b := zookeeper.NewZooKeeper(testenv.ZKConn(t, z.Addrs(), session, nil), zookeeper.ZooKeeperOptions{Root: root, FenceBase: service.ZooKeeperFences})
 	store := repository.New(testenv.DB(t, testenv.Database(t)))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -106,8 +107,8 @@ func TestLockBackendSwitch_NeitherWayRefusesEveryWrite(t *testing.T) {
 	z := testenv.StartZooKeeper(t)
 	rdb, prefix := testenv.Redis(t)
 	redisLock := lock.New(rdb, lock.WithPrefix(prefix))
-	zkLock := lock.NewZooKeeper(testenv.ZKConn(t, z.Addrs(), config.Default().ZooKeeper.SessionTimeout, nil),
-		lock.ZooKeeperOptions{Root: "/" + testenv.Name("switch")})
+	zkLock := zookeeper.NewZooKeeper(testenv.ZKConn(t, z.Addrs(), config.Default().ZooKeeper.SessionTimeout, nil),
+		zookeeper.ZooKeeperOptions{Root: "/" + testenv.Name("switch"), FenceBase: service.ZooKeeperFences})
 	store := repository.New(testenv.DB(t, testenv.Database(t)))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -1,4 +1,4 @@
-package lock_test
+package zookeeper_test
 
 import (
 	"context"
@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/lock"
+	"github.com/seckill/seckill/lock/zookeeper"
 )
 
 // zkSession is the session timeout of the tests' clients: the service's
@@ -26,69 +26,6 @@ func startZK(t *testing.T) (*testenv.ZooKeeper, string) {
 	return z, "/" + testenv.Name("locktest")
 }
 
-func TestZooKeeper_MutualExclusion(t *testing.T) {
-	z, root := startZK(t)
-	const clients, perClient = 4, 25
-	var (
-		inside, maxInside, obtained atomic.Int64
-		mu                          sync.Mutex
-		fences                      []int64
-		start                       = make(chan struct{})
-		wg                          sync.WaitGroup
-		errs                        = make(chan error, clients*perClient)
-	)
-	for range clients {
-		lk := lock.NewZooKeeper(testenv.ZKConn(t, z.Addrs(), zkSession, nil), lock.ZooKeeperOptions{Root: root})
-		for range perClient {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				<-start
-				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-				defer cancel()
-				l, err := lk.Obtain(ctx, "sku:1")
-				if err != nil {
-					errs <- err
-					return
-				}
-				n := inside.Add(1)
-				for m := maxInside.Load(); n > m && !maxInside.CompareAndSwap(m, n); m = maxInside.Load() {
-				}
-				mu.Lock()
-				fences = append(fences, l.Fence())
-				mu.Unlock()
-				obtained.Add(1)
-				inside.Add(-1)
-				if err := l.Release(ctx); err != nil {
-					errs <- fmt.Errorf("Release: %w", err)
-				}
-			}()
-		}
-	}
-	close(start)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
-	if got := obtained.Load(); got != clients*perClient {
-		t.Errorf("obtained %d times; want %d", got, clients*perClient)
-	}
-	if got := maxInside.Load(); got != 1 {
-		t.Errorf("at most %d holders at once; want 1", got)
-	}
-	for i := 1; i < len(fences); i++ {
-		if fences[i] <= fences[i-1] {
-			t.Errorf("fence #%d = %d after %d; want strictly increasing in the order of holding", i, fences[i], fences[i-1])
-		}
-	}
-	for _, f := range fences {
-		if f < lock.ZooKeeperFenceBase {
-			t.Fatalf("fence %d below ZooKeeperFenceBase", f)
-		}
-	}
-}
-
 // TestZooKeeper_FIFOWithoutHerd queues n clients, each on its own session,
 // behind a holder, then releases one after the other: each holds in the
 // order it queued, and each release wakes exactly one waiter (counted from
@@ -99,7 +36,7 @@ func TestZooKeeper_FIFOWithoutHerd(t *testing.T) {
 	var (
 		mu      sync.Mutex
 		watched [n][]string // paths of the watch events each session received
-		locks   [n]*lock.ZooKeeper
+		locks   [n]*zookeeper.ZooKeeper
 		conns   [n]*zk.Conn
 	)
 	for i := range n {
@@ -110,7 +47,7 @@ func TestZooKeeper_FIFOWithoutHerd(t *testing.T) {
 				mu.Unlock()
 			}
 		})
-		locks[i] = lock.NewZooKeeper(conns[i], lock.ZooKeeperOptions{Root: root})
+		locks[i] = zookeeper.NewZooKeeper(conns[i], zookeeper.ZooKeeperOptions{Root: root})
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -121,7 +58,7 @@ func TestZooKeeper_FIFOWithoutHerd(t *testing.T) {
 	dir := first.Node()[:strings.LastIndexByte(first.Node(), '/')]
 	type held struct {
 		i int
-		l *lock.ZooKeeperLock
+		l *zookeeper.ZooKeeperLock
 	}
 	nodes := [n]string{first.Node()}
 	order := make(chan held, n)
@@ -203,8 +140,8 @@ func TestZooKeeper_SessionExpiryLosesTheLock(t *testing.T) {
 	z, root := startZK(t)
 	proxy := testenv.StartProxy(t, z.Addrs()[0])
 	connA := testenv.ZKConn(t, []string{proxy.Addr}, zkSession, nil)
-	a := lock.NewZooKeeper(connA, lock.ZooKeeperOptions{Root: root})
-	b := lock.NewZooKeeper(testenv.ZKConn(t, z.Addrs(), zkSession, nil), lock.ZooKeeperOptions{Root: root})
+	a := zookeeper.NewZooKeeper(connA, zookeeper.ZooKeeperOptions{Root: root})
+	b := zookeeper.NewZooKeeper(testenv.ZKConn(t, z.Addrs(), zkSession, nil), zookeeper.ZooKeeperOptions{Root: root})
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -249,7 +186,7 @@ func TestZooKeeper_SessionExpiryLosesTheLock(t *testing.T) {
 func TestZooKeeper_ObtainBoundedByContext(t *testing.T) {
 	z, root := startZK(t)
 	conn := testenv.ZKConn(t, z.Addrs(), zkSession, nil)
-	lk := lock.NewZooKeeper(conn, lock.ZooKeeperOptions{Root: root})
+	lk := zookeeper.NewZooKeeper(conn, zookeeper.ZooKeeperOptions{Root: root})
 	ctx := context.Background()
 	held, err := lk.Obtain(ctx, "k")
 	if err != nil {
@@ -276,7 +213,7 @@ func TestZooKeeper_ObtainBoundedByContext(t *testing.T) {
 func TestZooKeeper_ParentsDoNotAccumulate(t *testing.T) {
 	z, root := startZK(t)
 	conn := testenv.ZKConn(t, z.Addrs(), zkSession, nil)
-	lk := lock.NewZooKeeper(conn, lock.ZooKeeperOptions{Root: root + "/locks"})
+	lk := zookeeper.NewZooKeeper(conn, zookeeper.ZooKeeperOptions{Root: root + "/locks"})
 	ctx := context.Background()
 	const keys = 50
 	for i := range keys {
@@ -319,7 +256,7 @@ func TestZooKeeper_ParentsDoNotAccumulate(t *testing.T) {
 func TestZooKeeper_UnavailableFailsFast(t *testing.T) {
 	z, root := startZK(t)
 	conn := testenv.ZKConn(t, z.Addrs(), zkSession, nil)
-	lk := lock.NewZooKeeper(conn, lock.ZooKeeperOptions{Root: root})
+	lk := zookeeper.NewZooKeeper(conn, zookeeper.ZooKeeperOptions{Root: root})
 	z.Servers[0].Stop()
 	deadline := time.Now().Add(30 * time.Second)
 	for conn.State() == zk.StateHasSession && time.Now().Before(deadline) {
@@ -345,8 +282,8 @@ func TestZooKeeper_UnavailableFailsFast(t *testing.T) {
 // has none.
 func TestZooKeeper_HorizonCoversEveryFenceIssued(t *testing.T) {
 	z, root := startZK(t)
-	a := lock.NewZooKeeper(testenv.ZKConn(t, z.Addrs(), zkSession, nil), lock.ZooKeeperOptions{Root: root})
-	b := lock.NewZooKeeper(testenv.ZKConn(t, z.Addrs(), zkSession, nil), lock.ZooKeeperOptions{Root: root})
+	a := zookeeper.NewZooKeeper(testenv.ZKConn(t, z.Addrs(), zkSession, nil), zookeeper.ZooKeeperOptions{Root: root})
+	b := zookeeper.NewZooKeeper(testenv.ZKConn(t, z.Addrs(), zkSession, nil), zookeeper.ZooKeeperOptions{Root: root})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	la, err := a.Obtain(ctx, "k1")

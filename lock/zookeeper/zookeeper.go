@@ -1,4 +1,6 @@
-package lock
+// Package zookeeper is a lock client keeping its locks in ZooKeeper, with
+// the contract and errors of package lock.
+package zookeeper
 
 import (
 	"context"
@@ -8,20 +10,14 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/go-zookeeper/zk"
-)
 
-// ZooKeeperFenceBase is added to every ZooKeeper fence. A ZooKeeper fence is
-// ZooKeeperFenceBase + the lock node's creation zxid (epoch<<32 | counter,
-// increasing across the ensemble, its leader changes and restarts), so it
-// lies above every Redis fence (microsecond-seeded, about 2^51 today) and a
-// resource can tell which backend issued a fence: below the base, Redis;
-// at or above it, ZooKeeper. Fences of different backends are not ordered
-// with each other (see docs/locking.md §8).
-const ZooKeeperFenceBase int64 = 1 << 62
+	"github.com/seckill/seckill/lock"
+)
 
 // ZooKeeperOptions configures a ZooKeeper lock client. The zero value gives
 // the defaults.
@@ -33,12 +29,21 @@ type ZooKeeperOptions struct {
 	// OpTimeout bounds each ZooKeeper request made by Obtain and Release
 	// (not the wait for a predecessor, which only ctx bounds). The default
 	// is 1s. A request that runs out of time counts as ZooKeeper being
-	// unreachable (ErrUnavailable).
+	// unreachable (lock.ErrUnavailable).
 	OpTimeout time.Duration
 	// Observer receives Obtained and LeaseLost events (no QueueDepth: the
 	// queue is in ZooKeeper; no Refreshed: the session is the lease). The
-	// default is NopObserver.
-	Observer Observer
+	// default is lock.NopObserver.
+	Observer lock.Observer
+	// FenceBase is added to every fence and horizon, so that a resource
+	// fenced by several lock backends can tell whose fence it holds (the
+	// service puts ZooKeeper's above Redis's). The default is 0: the fence is
+	// the lock node's creation zxid (epoch<<32 | counter, increasing across
+	// the ensemble, its leader changes and restarts).
+	FenceBase int64
+	// Owner names this client's lock nodes (their data), so that Inspect
+	// can say who holds a key. The default is "" (unnamed).
+	Owner string
 }
 
 // ZooKeeper obtains locks kept in ZooKeeper with the ephemeral sequential
@@ -53,6 +58,9 @@ type ZooKeeper struct {
 	conn *zk.Conn
 	o    ZooKeeperOptions
 	ab   abandoned
+
+	mu      sync.Mutex
+	waiting map[string]int // key → Obtains of this client not yet answered
 }
 
 // NewZooKeeper returns a ZooKeeper lock client on conn (see zk.Connect: the
@@ -66,35 +74,37 @@ func NewZooKeeper(conn *zk.Conn, o ZooKeeperOptions) *ZooKeeper {
 		o.OpTimeout = time.Second
 	}
 	if o.Observer == nil {
-		o.Observer = NopObserver{}
+		o.Observer = lock.NopObserver{}
 	}
-	return &ZooKeeper{conn: conn, o: o}
+	return &ZooKeeper{conn: conn, o: o, waiting: map[string]int{}}
 }
 
 // Obtain takes the lock for key, waiting in ZooKeeper's FIFO order behind
 // earlier callers (of every client) until ctx is done.
 //
-// It returns ErrNotObtained joined with ctx.Err() when ctx ends first, and
-// an error wrapping ErrUnavailable, without waiting, when the session is not
+// It returns lock.ErrNotObtained joined with ctx.Err() when ctx ends first, and
+// an error wrapping lock.ErrUnavailable, without waiting, when the session is not
 // connected or a request gets no answer within OpTimeout. Its node is
 // deleted on every failure (in the background when ZooKeeper does not
 // answer, else with the session).
 func (z *ZooKeeper) Obtain(ctx context.Context, key string) (*ZooKeeperLock, error) {
 	start := time.Now()
+	z.wait(key, 1)
 	l, reqs, err := z.obtain(ctx, key)
+	z.wait(key, -1)
 	z.o.Observer.Obtained(key, reqs, time.Since(start), err)
 	return l, err
 }
 
 func (z *ZooKeeper) obtain(ctx context.Context, key string) (*ZooKeeperLock, int, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, 0, fmt.Errorf("%w: %w", ErrNotObtained, err)
+		return nil, 0, fmt.Errorf("%w: %w", lock.ErrNotObtained, err)
 	}
 	if key == "" {
 		return nil, 0, errors.New("lock: empty key")
 	}
 	if st := z.conn.State(); st != zk.StateHasSession {
-		return nil, 0, fmt.Errorf("%w: zookeeper session %v", ErrUnavailable, st)
+		return nil, 0, fmt.Errorf("%w: zookeeper session %v", lock.ErrUnavailable, st)
 	}
 	dir := z.o.Root + "/" + url.PathEscape(key)
 	token := rand.Text()
@@ -102,7 +112,7 @@ func (z *ZooKeeper) obtain(ctx context.Context, key string) (*ZooKeeperLock, int
 	fail := func(err error) (*ZooKeeperLock, int, error) {
 		z.abandon(dir, token)
 		if ctx.Err() != nil {
-			return nil, reqs, fmt.Errorf("%w: %w", ErrNotObtained, ctx.Err())
+			return nil, reqs, fmt.Errorf("%w: %w", lock.ErrNotObtained, ctx.Err())
 		}
 		return nil, reqs, err
 	}
@@ -174,7 +184,7 @@ func (z *ZooKeeper) create(ctx context.Context, dir, token string) (string, int,
 	for range 4 { // a container swept between its creation and our child's
 		reqs++
 		node, err := call(ctx, z, func() (string, error) {
-			return z.conn.Create(dir+"/"+token+"-", nil, zk.FlagEphemeralSequential, zk.WorldACL(zk.PermAll))
+			return z.conn.Create(dir+"/"+token+"-", []byte(z.o.Owner), zk.FlagEphemeralSequential, zk.WorldACL(zk.PermAll))
 		})
 		if !errors.Is(err, zk.ErrNoNode) {
 			return node, reqs, err
@@ -246,14 +256,14 @@ func call[T any](ctx context.Context, z *ZooKeeper, req func() (T, error)) (T, e
 	case r := <-done:
 		return r.v, zkError(r.err)
 	case <-t.C:
-		return zero, fmt.Errorf("%w: zookeeper: no answer within %v", ErrUnavailable, z.o.OpTimeout)
+		return zero, fmt.Errorf("%w: zookeeper: no answer within %v", lock.ErrUnavailable, z.o.OpTimeout)
 	case <-ctx.Done():
 		return zero, ctx.Err()
 	}
 }
 
 // zkError marks the errors that mean "ZooKeeper cannot be reached" with
-// ErrUnavailable and leaves the others (ErrNoNode, ErrNodeExists...) as
+// lock.ErrUnavailable and leaves the others (ErrNoNode, ErrNodeExists...) as
 // they are, for errors.Is.
 func zkError(err error) error {
 	switch {
@@ -262,7 +272,7 @@ func zkError(err error) error {
 	case errors.Is(err, zk.ErrConnectionClosed), errors.Is(err, zk.ErrNoServer),
 		errors.Is(err, zk.ErrSessionExpired), errors.Is(err, zk.ErrClosing),
 		errors.Is(err, zk.ErrSessionMoved):
-		return fmt.Errorf("%w: zookeeper: %w", ErrUnavailable, err)
+		return fmt.Errorf("%w: zookeeper: %w", lock.ErrUnavailable, err)
 	}
 	return fmt.Errorf("lock: zookeeper: %w", err)
 }
@@ -272,7 +282,7 @@ func (z *ZooKeeper) newLock(key, node string, czxid int64, watch <-chan zk.Event
 		z:     z,
 		key:   key,
 		node:  node,
-		fence: ZooKeeperFenceBase + czxid,
+		fence: z.o.FenceBase + czxid,
 		sess:  z.conn.SessionID(),
 		lost:  make(chan struct{}),
 		done:  make(chan struct{}),
@@ -301,30 +311,30 @@ func (l *ZooKeeperLock) Key() string { return l.key }
 // Node returns the path of the lock's ephemeral sequential node.
 func (l *ZooKeeperLock) Node() string { return l.node }
 
-// Fence returns ZooKeeperFenceBase plus the creation zxid of the lock's
+// Fence returns FenceBase plus the creation zxid of the lock's
 // node: greater than the fence of every earlier holder of any key on the
 // same ensemble, across leader changes and restarts.
 func (l *ZooKeeperLock) Fence() int64 { return l.fence }
 
-// Horizon returns ZooKeeperFenceBase plus the ensemble's latest zxid, the
+// Horizon returns FenceBase plus the ensemble's latest zxid, the
 // zxid of a write made now (to the lock's own node, which it leaves as it
 // was): no lower than any fence this ensemble has issued so far, on any
 // key. A fence above it was not issued by this ensemble but by an earlier
 // one, since recreated from empty (zxids restart low), or by another.
-// It returns ErrNotHeld when the node is gone and an error wrapping
-// ErrUnavailable when ZooKeeper does not answer within OpTimeout.
+// It returns lock.ErrNotHeld when the node is gone and an error wrapping
+// lock.ErrUnavailable when ZooKeeper does not answer within OpTimeout.
 func (l *ZooKeeperLock) Horizon(ctx context.Context) (int64, error) {
 	if l.released.Load() {
-		return 0, ErrNotHeld
+		return 0, lock.ErrNotHeld
 	}
 	st, err := call(ctx, l.z, func() (*zk.Stat, error) { return l.z.conn.Set(l.node, nil, -1) })
 	switch {
 	case errors.Is(err, zk.ErrNoNode):
-		return 0, ErrNotHeld
+		return 0, lock.ErrNotHeld
 	case err != nil:
 		return 0, err
 	}
-	return ZooKeeperFenceBase + st.Mzxid, nil
+	return l.z.o.FenceBase + st.Mzxid, nil
 }
 
 // Lost returns a channel closed when the lock's node is found gone while
@@ -361,24 +371,24 @@ func (l *ZooKeeperLock) watch(ch <-chan zk.Event) {
 }
 
 // Release deletes the lock's node, waking the next waiter. It returns
-// ErrNotHeld if the node was already gone (session expired) or the lock was
-// already released, and an error wrapping ErrUnavailable if ZooKeeper did
+// lock.ErrNotHeld if the node was already gone (session expired) or the lock was
+// already released, and an error wrapping lock.ErrUnavailable if ZooKeeper did
 // not answer: the node is then deleted in the background, or goes with the
 // session.
 func (l *ZooKeeperLock) Release(ctx context.Context) error {
 	if !l.released.CompareAndSwap(false, true) {
-		return ErrNotHeld
+		return lock.ErrNotHeld
 	}
 	close(l.done)
 	if l.z.conn.SessionID() != l.sess { // the node went with its session
-		return ErrNotHeld
+		return lock.ErrNotHeld
 	}
 	_, err := call(ctx, l.z, func() (struct{}, error) { return struct{}{}, l.z.conn.Delete(l.node, -1) })
 	switch {
 	case err == nil:
 		return nil
 	case errors.Is(err, zk.ErrNoNode):
-		return ErrNotHeld
+		return lock.ErrNotHeld
 	}
 	dir, name := l.node[:strings.LastIndexByte(l.node, '/')], l.node[strings.LastIndexByte(l.node, '/')+1:]
 	l.z.abandon(dir, name[:strings.LastIndexByte(name, '-')])
