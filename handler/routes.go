@@ -146,8 +146,8 @@ func New(cfg Config) (http.Handler, error) {
 	get(admin, "/skus/:id/orders", s.listOrders)
 	get(admin, "/skus", s.list)
 	admin.PATCH("/skus/:id", s.update)
-	admin.GET("/readyz", h.adminReadiness)
-	admin.GET("/skus/:id/lock", (&locks{catalog: cfg.Catalog, locks: cfg.Locks, log: cfg.Log}).get)
+	get(admin, "/readyz", h.adminReadiness)
+	get(admin, "/skus/:id/lock", (&locks{catalog: cfg.Catalog, locks: cfg.Locks, log: cfg.Log}).get)
 
 	internal := r.Group("/internal/v1", bearerAuth(cfg.PaymentTokens, "seckill payments", "a valid payment service bearer token is required"))
 	internal.POST("/orders/:id/paid", newPayments(cfg.Lifecycle, o).paid)
