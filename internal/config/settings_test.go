@@ -22,7 +22,7 @@ func TestSettings_EnvNamesKept(t *testing.T) {
 		"SECKILL_REDIS_MODE": "redis.mode", "SECKILL_REDIS_ADDRS": "redis.addrs", "SECKILL_REDIS_USERNAME": "redis.username", "SECKILL_REDIS_PASSWORD": "redis.password",
 		"SECKILL_REDIS_MASTER_NAME": "redis.master_name", "SECKILL_REDIS_SENTINEL_USERNAME": "redis.sentinel_username", "SECKILL_REDIS_SENTINEL_PASSWORD": "redis.sentinel_password",
 		"SECKILL_REDIS_TLS": "redis.tls.enabled", "SECKILL_REDIS_TLS_CA_FILE": "redis.tls.ca_file", "SECKILL_REDIS_TLS_SERVER_NAME": "redis.tls.server_name",
-		"SECKILL_ADMIN_TOKEN": "admin.token",
+		"SECKILL_ADMIN_TOKEN":    "admin.token",
 		"SECKILL_ORDER_STRATEGY": "order.strategy", "SECKILL_ORDER_QUEUE_MAX": "order.queue_max", "SECKILL_ORDER_BATCH_MAX": "order.batch_max",
 		"SECKILL_ORDER_REQUEST_TIMEOUT": "order.request_timeout", "SECKILL_ORDER_LINGER": "order.linger", "SECKILL_ORDER_MAX_LIVE_SKUS": "order.max_live_skus",
 		"SECKILL_ORDER_PAYMENT_TIMEOUT": "order.payment_timeout", "SECKILL_ORDER_SWEEP_INTERVAL": "order.sweep_interval", "SECKILL_ORDER_SWEEP_BATCH": "order.sweep_batch",
