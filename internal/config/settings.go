@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -17,7 +18,8 @@ import (
 //	default  its default, written as in the environment
 //	help     one line for `seckill -h` and docs/configuration.md
 //	env      its variable, when not SECKILL_ + the path in capitals with _
-//	valid    ">0", ">=X", "A..B" (inclusive) or "addr" (host:port, when set)
+//	valid    ">0", ">=X", "A..B" (inclusive), "addr" (host:port, when set)
+//	         or "a|b|c" (one of; an empty alternative allows unset)
 //
 // Lists are comma-separated in the environment; an empty variable is unset.
 // Rules that tie settings together are code, in Validate.
@@ -153,6 +155,13 @@ func check(v reflect.Value, rule string) error {
 			if _, _, err := net.SplitHostPort(a); a != "" && err != nil {
 				return fmt.Errorf("%q: %v", a, err)
 			}
+		}
+		return nil
+	}
+	if strings.Contains(rule, "|") {
+		one := strings.Split(rule, "|")
+		if !slices.Contains(one, v.String()) {
+			return fmt.Errorf("%q: want one of %s", v.String(), strings.Join(slices.DeleteFunc(one, func(s string) bool { return s == "" }), ", "))
 		}
 		return nil
 	}

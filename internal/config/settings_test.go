@@ -115,22 +115,18 @@ func TestSettings_Declared(t *testing.T) {
 // TestSettings_MessagesNameKeyAndEnv: a value outside its tag's bounds
 // is refused naming the key and the variable.
 func TestSettings_MessagesNameKeyAndEnv(t *testing.T) {
-	for key, want := range map[string]string{
-		"SECKILL_ORDER_LINGER":             "order.linger (SECKILL_ORDER_LINGER) must be between 0s and 100ms",
-		"SECKILL_MYSQL_MAX_OPEN_CONNS":     "mysql.max_open_conns (SECKILL_MYSQL_MAX_OPEN_CONNS) must be positive",
-		"SECKILL_LOCK_HOLD_IDLE":           "lock.hold_idle (SECKILL_LOCK_HOLD_IDLE) must not be negative",
-		"SECKILL_AUTH_JWT_MAX_TOKEN_BYTES": "auth.jwt.max_token_bytes (SECKILL_AUTH_JWT_MAX_TOKEN_BYTES) must be between 256 and 16384",
+	for _, tc := range []struct{ env, val, want string }{
+		{"SECKILL_ORDER_LINGER", "101ms", "order.linger (SECKILL_ORDER_LINGER) must be between 0s and 100ms"},
+		{"SECKILL_MYSQL_MAX_OPEN_CONNS", "0", "mysql.max_open_conns (SECKILL_MYSQL_MAX_OPEN_CONNS) must be positive"},
+		{"SECKILL_LOCK_HOLD_IDLE", "-1ms", "lock.hold_idle (SECKILL_LOCK_HOLD_IDLE) must not be negative"},
+		{"SECKILL_AUTH_JWT_MAX_TOKEN_BYTES", "255", "auth.jwt.max_token_bytes (SECKILL_AUTH_JWT_MAX_TOKEN_BYTES) must be between 256 and 16384"},
+		{"SECKILL_LOG_LEVEL", "loud", `log.level (SECKILL_LOG_LEVEL) "loud": want one of debug, info, warn, error`},
+		{"SECKILL_LOG_FORMAT", "xml", `log.format (SECKILL_LOG_FORMAT) "xml": want one of json, text`},
+		{"SECKILL_DEBUG_ADDR", "nowhere", `http.debug_addr (SECKILL_DEBUG_ADDR) "nowhere"`},
 	} {
-		val := "-1"
-		if strings.Contains(want, "LINGER") || strings.Contains(want, "HOLD_IDLE") {
-			val = "-1ms"
+		if _, err := Load("", env(map[string]string{tc.env: tc.val})); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Load with %s=%s = %v; want %q", tc.env, tc.val, err, tc.want)
 		}
-		if _, err := Load("", env(map[string]string{key: val})); err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("Load with %s=%s = %v; want %q", key, val, err, want)
-		}
-	}
-	if _, err := Load("", env(map[string]string{"SECKILL_DEBUG_ADDR": "nowhere"})); err == nil || !strings.Contains(err.Error(), "http.debug_addr (SECKILL_DEBUG_ADDR)") {
-		t.Errorf("Load with a bad debug address = %v; want it named", err)
 	}
 }
 

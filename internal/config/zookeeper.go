@@ -27,12 +27,8 @@ type ZooKeeper struct {
 }
 
 func (c Config) validateZooKeeper() error {
-	switch c.Lock.Backend {
-	case BackendRedis:
+	if c.Lock.Backend != BackendZooKeeper {
 		return nil
-	case BackendZooKeeper:
-	default:
-		return fmt.Errorf("config: lock.backend %q: want %s or %s", c.Lock.Backend, BackendRedis, BackendZooKeeper)
 	}
 	if len(c.ZooKeeper.Addrs) == 0 {
 		return errors.New("config: zookeeper.addrs (SECKILL_ZOOKEEPER_ADDRS) is required with lock.backend zookeeper")
