@@ -183,7 +183,7 @@ type Log struct {
 }
 
 // Default returns the defaults the tags declare.
-func Default() Config { return defaults }
+func Default() Config { return defaults() }
 
 // Load builds the Config: defaults, the YAML file at path (if path is not
 // empty), then environment overrides read through getenv, then Validate.

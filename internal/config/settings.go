@@ -64,8 +64,9 @@ func collect(t reflect.Type, prefix string, index []int) []Setting {
 	return out
 }
 
-// defaults is Config filled from the default tags, once.
-var defaults = func() Config {
+// defaults returns a Config filled from the default tags (afresh: a
+// list default must not be shared between callers).
+func defaults() Config {
 	var c Config
 	for _, s := range settings {
 		if s.Default == "" {
@@ -76,7 +77,7 @@ var defaults = func() Config {
 		}
 	}
 	return c
-}()
+}
 
 func (c *Config) field(s Setting) reflect.Value {
 	return reflect.ValueOf(c).Elem().FieldByIndex(s.index)

@@ -4,7 +4,6 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -130,10 +129,12 @@ func TestSettings_MessagesNameKeyAndEnv(t *testing.T) {
 	}
 }
 
-// TestSettings_ExampleFileListsEvery: configs/seckill.yaml, the commented
-// example, has every setting and no other.
-func TestSettings_ExampleFileListsEvery(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join("..", "..", "configs", "seckill.yaml"))
+// TestSettings_ExampleFile: configs/seckill.yaml, the commented example,
+// lists every setting at its default, and a variable its comment names is
+// that setting's.
+func TestSettings_ExampleFile(t *testing.T) {
+	path := filepath.Join("..", "..", "configs", "seckill.yaml")
+	raw, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +142,7 @@ func TestSettings_ExampleFileListsEvery(t *testing.T) {
 	if err := yaml.Unmarshal(raw, &doc); err != nil {
 		t.Fatal(err)
 	}
-	var inFile []string
+	comments := map[string]string{} // key -> its line's comment
 	var walk func(n *yaml.Node, prefix string)
 	walk = func(n *yaml.Node, prefix string) {
 		for i := 0; i+1 < len(n.Content); i += 2 {
@@ -149,14 +150,30 @@ func TestSettings_ExampleFileListsEvery(t *testing.T) {
 			if v := n.Content[i+1]; v.Kind == yaml.MappingNode {
 				walk(v, key)
 			} else {
-				inFile = append(inFile, key)
+				comments[key] = n.Content[i].LineComment + v.LineComment
 			}
 		}
 	}
 	walk(doc.Content[0], "")
+	file, err := Load(path, env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	def := Default()
 	for _, s := range Settings() {
-		if !slices.Contains(inFile, s.Key) {
-			t.Errorf("configs/seckill.yaml does not list %s: add it with its default, %s", s.Key, s.Env)
+		comment, ok := comments[s.Key]
+		if !ok {
+			t.Errorf("configs/seckill.yaml does not list %s: add it with its default and %s", s.Key, s.Env)
+			continue
+		}
+		got, want := file.field(s), def.field(s)
+		if empty := got.Kind() == reflect.Slice && got.Len()+want.Len() == 0; !empty && !reflect.DeepEqual(got.Interface(), want.Interface()) {
+			t.Errorf("configs/seckill.yaml %s = %v; want the default %v", s.Key, got, want)
+		}
+		if i := strings.Index(comment, "SECKILL_"); i >= 0 {
+			if named := strings.FieldsFunc(comment[i:], func(r rune) bool { return r != '_' && (r < 'A' || r > 'Z') && (r < '0' || r > '9') })[0]; named != s.Env {
+				t.Errorf("configs/seckill.yaml %s names %s; its variable is %s", s.Key, named, s.Env)
+			}
 		}
 	}
 }
