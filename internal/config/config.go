@@ -83,7 +83,7 @@ type MySQL struct {
 // selects the embedded in-process Redis of the quick start. Mode says what
 // the addresses are (see RedisModes); more than one address needs a mode.
 type Redis struct {
-	Mode        string        `yaml:"mode" valid:"|standalone|sentinel|cluster|redlock" help:"standalone (the default for one address), sentinel, cluster or redlock; several addresses need one"`
+	Mode        string        `yaml:"mode" valid:"|standalone|sentinel|cluster|redlock" help:"what redis.addrs are; none: standalone, for one address only"`
 	Addrs       []string      `yaml:"addrs" valid:"addr" help:"host:port list; sentinel: the sentinels, cluster: seed nodes, redlock: independent masters; none: the embedded Redis"`
 	Username    string        `yaml:"username" help:"ACL user of the Redis nodes, every mode"`
 	Password    string        `yaml:"password" help:"password of the Redis nodes, every mode; never logged"`
@@ -162,7 +162,7 @@ type Lock struct {
 	WantedNotices bool          `yaml:"wanted_notices" default:"true" help:"a refused acquisition publishes the key on <prefix>wanted (an ACL user needs &<prefix>wanted)"`
 	HoldMax       time.Duration `yaml:"hold_max" default:"50ms" valid:">=0" help:"a busy SKU worker keeps its lock across batches this long; 0: one hold per batch"`
 	HoldIdle      time.Duration `yaml:"hold_idle" default:"1s" valid:">=0" help:"a worker whose queue emptied keeps its lock this long for the next order; 0: lets it go at once"`
-	Backend       string        `yaml:"backend" default:"redis" valid:"redis|zookeeper" help:"redis or zookeeper (locks and sold-out marks in ZooKeeper, no Redis)"`
+	Backend       string        `yaml:"backend" default:"redis" valid:"redis|zookeeper" help:"zookeeper: locks and sold-out marks in ZooKeeper, no Redis at all"`
 	// MinReplicas > 0 makes every acquisition WAIT for that many replicas
 	// to acknowledge it within ReplicaTimeout, else it is released and not
 	// obtained (the order then sells on the database's guard).
@@ -181,8 +181,8 @@ type SoldOut struct {
 
 // Log configures log/slog.
 type Log struct {
-	Level  string `yaml:"level" default:"info" valid:"debug|info|warn|error" help:"debug, info, warn or error"`
-	Format string `yaml:"format" valid:"|json|text" help:"json or text; none: json, text in the quick start"`
+	Level  string `yaml:"level" default:"info" valid:"debug|info|warn|error" help:"log/slog level"`
+	Format string `yaml:"format" valid:"|json|text" help:"none: json, text in the quick start"`
 	Access bool   `yaml:"access" default:"true" help:"one info line per HTTP request (method, route, status, latency, request ID, bytes)"`
 }
 

@@ -198,6 +198,26 @@ func check(v reflect.Value, rule string) error {
 	return nil
 }
 
+// Allowed says in words what the valid tag allows; "" when it is unchecked.
+func (s Setting) Allowed() string {
+	r := s.valid
+	switch {
+	case r == "":
+		return ""
+	case r == ">0":
+		return "positive"
+	case r == ">=0":
+		return "0 or more"
+	case r == "addr":
+		return "host:port"
+	case strings.HasPrefix(r, ">="):
+		return "at least " + r[2:]
+	case strings.Contains(r, "|"):
+		return strings.Join(slices.DeleteFunc(strings.Split(r, "|"), func(s string) bool { return s == "" }), ", ")
+	}
+	return strings.Replace(r, "..", " to ", 1)
+}
+
 func number(v reflect.Value) float64 {
 	if v.Kind() == reflect.Float64 {
 		return v.Float()
@@ -214,6 +234,9 @@ func Usage() string {
 		if def == "" {
 			def = "none"
 		}
+		if r := s.Allowed(); r != "" {
+			def += "; " + r
+		}
 		fmt.Fprintf(&b, "  %s (%s, default %s)\n        %s\n", s.Env, s.Key, def, s.Help)
 	}
 	return b.String()
@@ -228,13 +251,13 @@ const (
 // markdownTable is the settings table of docs/configuration.md.
 func markdownTable() string {
 	var b strings.Builder
-	b.WriteString("| key | env | default | meaning |\n|---|---|---|---|\n")
+	b.WriteString("| key | env | default | allowed | meaning |\n|---|---|---|---|---|\n")
 	for _, s := range settings {
 		def := "none"
 		if s.Default != "" {
 			def = "`" + s.Default + "`"
 		}
-		fmt.Fprintf(&b, "| `%s` | `%s` | %s | %s |\n", s.Key, s.Env, def, strings.ReplaceAll(s.Help, "|", `\|`))
+		fmt.Fprintf(&b, "| `%s` | `%s` | %s | %s | %s |\n", s.Key, s.Env, def, s.Allowed(), strings.ReplaceAll(s.Help, "|", `\|`))
 	}
 	return b.String()
 }
