@@ -7,10 +7,12 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/seckill/seckill/internal/config"
 )
 
 // TestHelp: every way of asking for help succeeds, on stdout, and lists the
-// commands and the environment variables.
+// commands and every setting's environment variable.
 func TestHelp(t *testing.T) {
 	t.Parallel()
 	for _, args := range [][]string{{"-h"}, {"-help"}, {"--help"}, {"help"}, {"serve", "-h"}, {"migrate", "--help"}} {
@@ -24,6 +26,11 @@ func TestHelp(t *testing.T) {
 			for _, want := range []string{"serve", "migrate up", "migrate status", "healthcheck", "audit [-sku N] [-json]", "-config", "SECKILL_MYSQL_DSN", "SECKILL_REDIS_ADDRS", "SECKILL_ADMIN_TOKEN", "SECKILL_LOG_ACCESS"} {
 				if !strings.Contains(stdout.String(), want) {
 					t.Errorf("help does not mention %s:\n%s", want, stdout.String())
+				}
+			}
+			for _, s := range config.Settings() {
+				if !strings.Contains(stdout.String(), s.Env+" ("+s.Key) {
+					t.Errorf("help does not list %s (%s)", s.Env, s.Key)
 				}
 			}
 			if stderr.Len() != 0 {

@@ -39,7 +39,7 @@ func main() {
 	}
 }
 
-const usage = `seckill: the flash-sale inventory service.
+var usage = `seckill: the flash-sale inventory service.
 
 Usage:
   seckill [flags] [command] [flags]
@@ -66,40 +66,11 @@ Flags (before or after the command):
   -config file.yaml      YAML config file (env SECKILL_CONFIG); configs/seckill.yaml lists every setting
   -h, -help, --help      this text
 
-Environment (override the file; see README.md for all):
-  SECKILL_CONFIG                  the config file
-  SECKILL_HTTP_ADDR               listen address (default 127.0.0.1:8080)
-  SECKILL_HTTP_ADMIN_ADDR         serve /metrics on this listener instead of the API's (default: the API's);
-                                  pprof too when SECKILL_DEBUG_ADDR is the same address
-  SECKILL_MYSQL_DSN               MySQL/MariaDB DSN; empty: the embedded quick start
-  SECKILL_REDIS_ADDRS             comma-separated Redis addresses; more than one needs SECKILL_REDIS_MODE
-  SECKILL_REDIS_MODE              standalone (default, one address), sentinel (the sentinels' addresses
-                                  and SECKILL_REDIS_MASTER_NAME), cluster (seed nodes) or redlock
-                                  (independent masters, 3 or more to survive one failing)
-  SECKILL_REDIS_PASSWORD          Redis password
-  SECKILL_ADMIN_TOKEN             admin bearer token(s), at least 16 characters; a comma-separated list rotates
-  SECKILL_AUTH_SHOPPER            jwt (default: Authorization: Bearer <JWT>) or none (the body's user_id is trusted)
-  SECKILL_AUTH_JWT_SECRET         HS256 secret (or _PUBLIC_KEY_FILE, or _JWKS); required with a DSN and jwt
-  SECKILL_AUTH_ORDER_ID_KEY       AES key (32 hex digits) of the opaque order ids; required with a DSN
-  SECKILL_LOG_LEVEL               debug, info (default), warn, error
-  SECKILL_LOG_FORMAT              json (default) or text
-  SECKILL_LOG_ACCESS              one log line per request (default true)
-  SECKILL_ORDER_QUEUE_MAX         waiting buyers per SKU per instance (default 10000)
-  SECKILL_ORDER_BATCH_MAX         orders per transaction (default 256)
-  SECKILL_ORDER_REQUEST_TIMEOUT   a buyer's longest wait (default 10s)
-  SECKILL_ORDER_LINGER            wait for more orders, or SKUs, before a small commit (default 5ms; 0 off)
-  SECKILL_LOCK_TTL                lock lease (default 3s)
-  SECKILL_LOCK_HOLD_MAX           lock kept across batches (default 50ms)
-  SECKILL_LOCK_HOLD_IDLE          lock kept for the next order when idle (default 1s)
-  SECKILL_LOCK_PREFIX             Redis key prefix (default seckill:lock:)
-  SECKILL_LIMITS_PER_USER_RATE    order requests/s per user_id (default 20; 0 off)
-  SECKILL_LIMITS_PER_IP_RATE      requests/s per client IP (default 0, off)
-  SECKILL_HTTP_SHUTDOWN_TIMEOUT   graceful shutdown bound (default 20s)
-  SECKILL_HTTP_DRAIN_DELAY        /readyz says draining this long before closing (default 0)
-  SECKILL_HTTP_READY_CACHE        /readyz asks MySQL and Redis once per this period at most (default 1s)
-  SECKILL_BENCH_ENDPOINTS         mount POST /bench/constant (default false)
-  SECKILL_DEBUG_ADDR              serve pprof here (default off)
-`
+Settings (each variable overrides its key of the config file; lists are
+comma-separated; docs/configuration.md explains them):
+  SECKILL_CONFIG
+        the config file
+` + config.Usage()
 
 // command is what the arguments ask for, flags taken out.
 type command struct {
