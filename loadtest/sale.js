@@ -176,7 +176,7 @@ function post(url, body, key, kind, user, rec) {
 function history(rec, user, key, t0, t1, res) {
   let id = '-';
   if (res.status === 200 || res.status === 201) id = String(orderID(res) || '-');
-  console.log(`hist ${t0} ${t1} ${exec.vu.idInTest} ${rec.it} ${rec.call} ${rec.attempt} ${rec.inst} ${user} ${key === null ? '-' : key} 1 ${res.status} ${errorCode(res) || '-'} ${id}`);
+  console.log(`hist ${t0} ${t1} ${exec.vu.idInTest} ${rec.it} ${rec.call} ${rec.attempt} ${rec.inst} ${user} ${key === null ? '-' : key} ${rec.qty || 1} ${res.status} ${errorCode(res) || '-'} ${id}`);
 }
 
 function retryable(res, key) {
@@ -293,10 +293,11 @@ export default function () {
     }
   }
   if (Math.random() < CONFLICT_SHARE) {
-    // The same key with another body must be refused, never sold twice.
-    const other = JSON.stringify({ sku_id: sku, user_id: `${user}-other`, quantity: 1 });
+    // The same buyer's key with another body must be refused, never sold
+    // twice (keys are the buyer's own: another buyer's same key is another order).
+    const other = JSON.stringify({ sku_id: sku, user_id: user, quantity: 2 });
     const inst = (it + 2) % BASE_URLS.length;
-    const res3 = post(`${BASE_URLS[inst]}/api/v1/orders`, other, key, 'conflict', `${user}-other`, { it, call: 'conflict', attempt: 0, inst });
+    const res3 = post(`${BASE_URLS[inst]}/api/v1/orders`, other, key, 'conflict', user, { it, call: 'conflict', attempt: 0, inst, qty: 2 });
     const code = count(res3);
     if (res3.status === 200 || res3.status === 201) {
       idempotencyBroken.add(1);
