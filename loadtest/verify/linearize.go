@@ -115,6 +115,10 @@ func (v HistoryVerdict) String() string {
 	return s
 }
 
+// witnessedSearch bounds the search of a history a witness already
+// proved violated.
+const witnessedSearch = 10 * time.Second
+
 // maxWitnesses bounds the witnesses reported.
 const maxWitnesses = 5
 
@@ -167,7 +171,13 @@ func CheckHistory(h History, opt HistoryOptions) HistoryVerdict {
 	default:
 		model := stockModel(searched, opt.SoldOutBound)
 		ops := porcupineOps(searched, opt.SoldOutBound)
-		res, info := porcupine.CheckOperationsVerbose(model, ops, opt.Timeout)
+		timeout := opt.Timeout
+		if len(v.Violations) > 0 {
+			// A witness already decided: the search only adds its drawing,
+			// and proving a violated history must exhaust every order.
+			timeout = min(timeout, witnessedSearch)
+		}
+		res, info := porcupine.CheckOperationsVerbose(model, ops, timeout)
 		switch res {
 		case porcupine.Ok:
 			v.Result = Linearizable
@@ -184,7 +194,7 @@ func CheckHistory(h History, opt HistoryOptions) HistoryVerdict {
 			}
 		default:
 			v.Result = NotConcluded
-			v.Reason = fmt.Sprintf("the search of %d operations did not finish within %s", len(ops), opt.Timeout)
+			v.Reason = fmt.Sprintf("the search of %d operations did not finish within %s", len(ops), timeout)
 			// The longest partial linearizations found show where it stuck.
 			if opt.Visualization != "" && porcupine.VisualizePath(model, info, opt.Visualization) == nil {
 				v.Visualization = opt.Visualization
