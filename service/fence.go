@@ -48,15 +48,6 @@ func (e *StaleFenceError) Error() string {
 
 func (e *StaleFenceError) Unwrap() error { return ErrStaleFence }
 
-// fenceHorizon is a Lease whose backend can say, by asking it now, the
-// highest fence it has issued so far: ZooKeeper's latest zxid. A Redis
-// fence counter recreated empty is re-seeded from the clock, above its
-// past; an ensemble recreated empty restarts its zxids low, below every
-// fence of its past, which the database still holds.
-type fenceHorizon interface {
-	Horizon(ctx context.Context) (int64, error)
-}
-
 // adoptForeignFence is the way out of a fence the lease's backend never
 // issued. A stale-fence refusal whose stored fence lies above the
 // backend's horizon, asked after the refusal, cannot come from a holder
@@ -69,7 +60,7 @@ type fenceHorizon interface {
 // whether it did; the version column guards the stock throughout.
 func (o *Orders) adoptForeignFence(ctx context.Context, lease Lease, err error) bool {
 	var stale *StaleFenceError
-	h, ok := lease.(fenceHorizon)
+	h, ok := lease.(FenceHorizonLease)
 	if !ok || !errors.As(err, &stale) || stale.Fence != lease.Fence() || stale.Stored > FenceCeiling(stale.Fence) {
 		return false
 	}
