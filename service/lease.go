@@ -5,17 +5,12 @@ import (
 	"time"
 )
 
-// leaseHold is a SKU's lock as its worker holds it. A busy worker keeps it
-// across consecutive batches, sparing two Redis round trips a batch: past
-// max, for as long as nobody else wants it (heard without a round trip
-// through the lock's wanted notices, else asked with one Keep per max),
-// and then it lets it go so that other instances get their turn; the
-// fence stays valid across the hold, since the database accepts a fence
-// equal to the last one it saw. While it holds the lock, no other holder
-// writes the SKU, so the row as its last batch left it (known) is most
-// likely still the row: the next batch brings it (Batch.Known) and spares
-// the transaction its reads. Another writer (a restock, an expiry) costs
-// that batch one round trip.
+// leaseHold is a SKU's lock as its worker holds it across batches, until
+// someone else wants it, sparing each batch the obtain and release round
+// trips. The database accepts a fence equal to the last one it saw, so the
+// fence stays valid across the hold. No other holder writes the SKU meanwhile,
+// so the row as the last batch left it (known) lets the next one skip its
+// reads.
 type leaseHold struct {
 	o     *Orders
 	sku   int64

@@ -15,16 +15,13 @@ const redisProbeInterval = time.Second
 // unreachable, so that orders are sold on the database's guard alone.
 func (o *Orders) Degraded() bool { return o.degraded.Load() }
 
-// obtain takes the SKU's lock, or returns nil to sell without it: when
-// Redis is unreachable (degraded mode); when the lock stayed held for a
-// whole LockWait by a holder that showed no sign of life (likely dead: its
-// lease is not waited for again until it has surely run out); or when live
-// holders kept it busy for half the batch's time. A lock that is renewed or
-// passes from holder to holder while this worker waits is busy, not stuck:
-// selling beside its holders would only make their transactions and this
-// one conflict, and fail the shared rounds of other SKUs, whose locks are
-// held meanwhile (docs/locking.md, "Busy is not dead"). Either way the
-// version column keeps the sale correct.
+// obtain takes the SKU's lock, or returns nil to sell on the version
+// column alone: when the lock store is unreachable (degraded mode), when a
+// holder showed no sign of life for a whole LockWait (likely dead: skipped
+// until its lease has surely run out), or when live holders kept it busy
+// for half the batch's time. A busy lock is waited for, not bypassed:
+// selling beside live holders only makes transactions conflict
+// (docs/locking.md, "Busy is not dead").
 func (o *Orders) obtain(ctx context.Context, skuID int64) Lease {
 	now := time.Now().UnixNano()
 	if now < o.lockDownTill.Load() {

@@ -46,14 +46,12 @@ func (o *Orders) work(q *skuQueue) {
 	}
 }
 
-// awaitHolding reports whether q has orders for the worker, waiting for
-// the next one while it holds its lease, for LockHoldIdle at most: a
-// moderately busy SKU (its next order some milliseconds away) then keeps
-// its lease, its fence and its known row from batch to batch, sparing each
-// batch two Redis round trips and its reads. The wait ends, and the lease
-// goes, as soon as someone else is found to want it; a lease that cannot
-// say so is kept past each LockHold only if Keep finds nobody waiting.
-// Shutdown and a lost lease end the wait too.
+// awaitHolding reports whether q has orders for the worker, waiting up to
+// LockHoldIdle for the next one while it holds its lease, so that a
+// moderately busy SKU keeps its lease, fence and known row between
+// batches. Someone else wanting the lease, Shutdown and a lost lease end
+// the wait; a lease that cannot say it is wanted is kept past each
+// LockHold only if Keep finds nobody waiting.
 func (o *Orders) awaitHolding(q *skuQueue, hold *leaseHold, t *time.Timer) bool {
 	if !o.queueEmpty(q) {
 		return true
