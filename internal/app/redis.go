@@ -25,6 +25,13 @@ func NewLocker(c *lock.Client) service.Locker { return locker{c} }
 
 type locker struct{ c *lock.Client }
 
+// The order path asks a Redis lease whether it is wanted and keeps it
+// across batches (service/lease.go).
+var (
+	_ service.WantedLease   = (*lock.Lock)(nil)
+	_ service.KeepableLease = (*lock.Lock)(nil)
+)
+
 // hashTag wraps key in braces: Redis Cluster hashes only what is inside.
 func hashTag(key string) string { return "{" + key + "}" }
 
