@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/seckill/seckill/internal/mysqlerr"
 	"github.com/seckill/seckill/service"
 )
 
@@ -519,19 +520,12 @@ func knownChanged(err error, known bool) error {
 	var myErr *mysql.MySQLError
 	if known && errors.As(err, &myErr) {
 		switch myErr.Number {
-		case erDupEntry, erConstraintFailed, erCheckConstraintViolated:
+		case mysqlerr.DuplicateEntry, mysqlerr.ConstraintFailed, mysqlerr.CheckViolated:
 			return fmt.Errorf("%w: %w", errKnownChanged, err)
 		}
 	}
 	return err
 }
-
-// The server's error numbers that knownChanged reads as a changed row.
-const (
-	erDupEntry                = 1062 // ER_DUP_ENTRY
-	erCheckConstraintViolated = 3819 // MySQL's ER_CHECK_CONSTRAINT_VIOLATED
-	erConstraintFailed        = 4025 // MariaDB's ER_CONSTRAINT_FAILED
-)
 
 func resultSetMissing(rows *sql.Rows, what string) error {
 	if err := rows.Err(); err != nil {

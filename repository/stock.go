@@ -15,6 +15,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
+	"github.com/seckill/seckill/internal/mysqlerr"
 	"github.com/seckill/seckill/service"
 )
 
@@ -380,16 +381,11 @@ func (s *Stock) Ping(ctx context.Context) error {
 	return nil
 }
 
-// Driver error numbers the store tells apart.
+// SQLite's extended result codes the store tells apart; MySQL's are in
+// internal/mysqlerr.
 const (
-	mysqlDataTooLong       = 1406
-	mysqlIncorrectString   = 1366 // bytes that are not the column's character set
-	mysqlDuplicate         = 1062
-	mysqlDeadlock          = 1213
-	mysqlCheckViolated     = 3819 // MySQL 8
-	mariadbCheckViolated   = 4025 // MariaDB
-	sqliteConstraintCheck  = 275
-	sqliteConstraintUnique = 2067
+	sqliteConstraintCheck  = 275  // SQLITE_CONSTRAINT_CHECK
+	sqliteConstraintUnique = 2067 // SQLITE_CONSTRAINT_UNIQUE
 )
 
 // violation is what a driver error says about the data.
@@ -411,13 +407,13 @@ func violationOf(err error) violation {
 	switch {
 	case errors.As(err, &myErr):
 		switch myErr.Number {
-		case mysqlDuplicate:
+		case mysqlerr.DuplicateEntry:
 			return violationUnique
-		case mysqlCheckViolated, mariadbCheckViolated:
+		case mysqlerr.CheckViolated, mysqlerr.ConstraintFailed:
 			return violationCheck
-		case mysqlDeadlock:
+		case mysqlerr.Deadlock:
 			return violationRetry
-		case mysqlDataTooLong, mysqlIncorrectString:
+		case mysqlerr.DataTooLong, mysqlerr.IncorrectString:
 			return violationData
 		}
 	case errors.As(err, &code):
