@@ -72,7 +72,7 @@ func (r skuRow) domain() service.SKU {
 }
 
 // after is the SKU as b's writes leave r when they sell units (r itself
-// when they sell none): what decrement's UPDATE, or writeMembers', sets.
+// when they sell none): what decrement's UPDATE, or writes.updateSKUs', sets.
 func (r skuRow) after(b service.Batch, units int64) service.SKU {
 	sku := r.domain()
 	if units == 0 {
