@@ -26,28 +26,19 @@ type member struct {
 	err    error // this member's own outcome, e.g. ErrSKUNotFound
 }
 
-// commitMySQL commits the batches of several SKUs (one batch per SKU) in
-// one transaction of three round trips, whatever the batch sizes: START
-// TRANSACTION with the reads, the writes, COMMIT. Round trips and
-// statements, not rows, set a small batch's cost: each costs the server a
-// packet sent and the service a read, so the writes take their rows
-// affected and first id from the server's answers rather than SELECTs,
-// and the lock wait, at most wait, is set only when the session holds
-// another.
-//
-// A round whose every batch brings its SKU row as its worker's last commit
-// left it (service.Batch.Known) is first committed without the reads
-// (commitKnown); if its writes find that row changed, it is decided again
-// on what is read (commitRead).
+// commitMySQL commits one batch per SKU in one transaction of three round
+// trips, whatever the batch sizes: START TRANSACTION with the reads, the
+// writes, COMMIT. Round trips, not rows, set a small batch's cost. A round
+// whose every batch brings its SKU row as its worker left it
+// (service.Batch.Known) first tries two, without the reads (commitKnown).
 //
 // It returns nil when every member's res and err are its answer: its
 // outcomes, or its own error (service.ErrSKUNotFound; service.ErrStaleFence,
-// written nothing, when the row's fence is newer than the batch's;
-// service.ErrOutcomeUnknown when COMMIT failed in a way that may have
-// committed and reading the orders back could not tell). Any other error
-// means nothing of the transaction was committed: errUnreachable when no
-// connection could be had, service.ErrConflict when a conditional UPDATE
-// matched fewer rows than SKUs, or what the driver said.
+// written nothing; service.ErrOutcomeUnknown when a COMMIT that may have
+// landed could not be read back). Any other error means nothing was
+// committed: errUnreachable when no connection could be had,
+// service.ErrConflict when a conditional UPDATE matched fewer rows than
+// SKUs, or what the driver said.
 func (s *Stock) commitMySQL(ctx context.Context, ms []*member, wait lockWait) error {
 	if decideKnown(ms) {
 		err := s.commitKnown(ctx, ms, wait)
@@ -541,7 +532,8 @@ type writeAnswers struct {
 }
 
 // send runs w with exec (tx.exec, or tx.beginExec when w begins the
-// transaction) and returns the server's answers to its statements.
+// transaction) and returns the server's answers to its statements, which
+// spare the SELECTs of rows affected and the first id.
 func (w *writes) send(ctx context.Context, tx *connTx, exec func(context.Context, string, ...any) (mysql.Result, error)) (writeAnswers, error) {
 	ans := writeAnswers{step: 1}
 	if w.orders > 1 {

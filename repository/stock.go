@@ -131,16 +131,15 @@ func (purchaseRow) TableName() string { return "user_purchases" }
 // CommitBatch runs one batch in ONE transaction: read the SKU, the orders
 // already under the batch's idempotency keys and the buyers' holdings;
 // decide with service.Allocate; then one conditional UPDATE (version, and
-// fence when b.Fence > 0), one
-// multi-row INSERT of orders and one upsert of holdings. A conditional
-// UPDATE that matches no row returns service.ErrConflict; a SKU whose
-// fence is newer than b.Fence returns service.ErrStaleFence, written
-// nothing; a COMMIT that may or may not have landed is read back, and
-// returns service.ErrOutcomeUnknown when that fails. On MySQL a b.Shared
-// batch may share its transaction with other SKUs' (see runRound): their
-// troubles never become its error. Nor do one request's: when the
-// database refuses a row of the batch, its requests are committed one by
-// one (commitEach).
+// fence when b.Fence > 0), one multi-row INSERT of orders and one upsert
+// of holdings. A conditional UPDATE that matches no row returns
+// service.ErrConflict; a SKU whose fence is newer than b.Fence returns
+// service.ErrStaleFence, written nothing; a COMMIT that may or may not
+// have landed is read back, and returns service.ErrOutcomeUnknown when
+// that fails. On MySQL a b.Shared batch may share its transaction with
+// other SKUs' (see runRound): their troubles never become its error. Nor
+// do one request's: when the database refuses a row of the batch, its
+// requests are committed one by one (commitEach).
 func (s *Stock) CommitBatch(ctx context.Context, b service.Batch) (service.BatchResult, error) {
 	res, err := s.commitOnce(ctx, b)
 	if err != nil && len(b.Requests) > 1 && refusesARow(err) {
