@@ -18,12 +18,12 @@ import (
 
 // member is one batch (one SKU) of a MySQL transaction.
 type member struct {
-	b      service.Batch
-	sku    skuRow
-	bought map[string]int64
-	a      service.Allocation
-	res    service.BatchResult
-	err    error // this member's own outcome, e.g. ErrSKUNotFound
+	b     service.Batch
+	sku   skuRow           // the SKU's row, read or known
+	held  map[string]int64 // each buyer's holding of the SKU before this batch
+	alloc service.Allocation
+	res   service.BatchResult
+	err   error // this member's own outcome, e.g. ErrSKUNotFound
 }
 
 // commitMySQL commits one batch per SKU in one transaction of three round
@@ -107,7 +107,7 @@ func (s *Stock) commitRead(ctx context.Context, ms []*member, wait lockWait) err
 			continue
 		}
 		m.decide(existing)
-		if m.a.Units > 0 {
+		if m.alloc.Units > 0 {
 			writers = append(writers, m)
 		}
 	}
@@ -177,8 +177,8 @@ func (s *Stock) commitWrites(ctx context.Context, tx *connTx, writers []*member)
 func resolve(ms []*member) {
 	for _, m := range ms {
 		if m.err == nil {
-			m.a.Resolve()
-			m.res.Outcomes = m.a.Outcomes
+			m.alloc.Resolve()
+			m.res.Outcomes = m.alloc.Outcomes
 		}
 	}
 }
@@ -186,9 +186,9 @@ func resolve(ms []*member) {
 // decide allocates m's batch on the SKU row and holdings read (or known)
 // and the orders found under its idempotency keys.
 func (m *member) decide(existing map[service.BuyerKey]service.Order) {
-	m.a = service.Allocate(m.sku.domain(), m.b.Requests, existing, m.bought, m.b.Now)
-	m.a.Hold(m.b.PaymentTimeout)
-	m.res = service.BatchResult{SKU: m.sku.after(m.b, m.a.Units)}
+	m.alloc = service.Allocate(m.sku.domain(), m.b.Requests, existing, m.held, m.b.Now)
+	m.alloc.Hold(m.b.PaymentTimeout)
+	m.res = service.BatchResult{SKU: m.sku.after(m.b, m.alloc.Units)}
 }
 
 // decideKnown decides every member on the SKU row its worker's previous
@@ -209,12 +209,12 @@ func decideKnown(ms []*member) bool {
 		}
 	}
 	for _, m := range ms {
-		m.sku, m.bought, m.err = rowOf(*m.b.Known), map[string]int64{}, nil
+		m.sku, m.held, m.err = rowOf(*m.b.Known), map[string]int64{}, nil
 		if service.FenceStale(m.sku.Fence, m.b.Fence) {
 			return false // the reads tell which fence is newer
 		}
 		m.decide(nil)
-		if m.a.Units == 0 || refusesAKey(m) {
+		if m.alloc.Units == 0 || refusesAKey(m) {
 			return false
 		}
 	}
@@ -224,7 +224,7 @@ func decideKnown(ms []*member) bool {
 // refusesAKey reports whether m's allocation refuses a request that
 // carries an idempotency key.
 func refusesAKey(m *member) bool {
-	for i, out := range m.a.Outcomes {
+	for i, out := range m.alloc.Outcomes {
 		if out.Err != nil && m.b.Requests[i].IdempotencyKey != "" {
 			return true
 		}
@@ -316,7 +316,7 @@ func (s *Stock) landed(o service.Order) (bool, error) {
 
 // firstOrder is the first order the writers inserted.
 func firstOrder(ws []*member) service.Order {
-	a := &ws[0].a
+	a := &ws[0].alloc
 	return a.Outcomes[a.New[0]].Placed.Order
 }
 
@@ -373,7 +373,7 @@ func (s *Stock) readMembers(ctx context.Context, tx *connTx, ms []*member) (exis
 	bySKU := make(map[int64]*member, len(ms))
 	for _, m := range ms {
 		m.err = service.ErrSKUNotFound // until its row is read
-		m.bought = map[string]int64{}
+		m.held = map[string]int64{}
 		m.res = service.BatchResult{} // nothing of a decision on the known row stays
 		bySKU[m.b.SKUID] = m
 	}
@@ -397,7 +397,7 @@ func (s *Stock) readMembers(ctx context.Context, tx *connTx, ms []*member) (exis
 			return nil, err
 		}
 		if m := bySKU[sku]; m != nil {
-			m.bought[u] = qty
+			m.held[u] = qty
 		}
 	}
 	if len(keys) > 0 {
@@ -445,9 +445,9 @@ func (w *writes) updateSKUs(ws []*member) {
 		w.q.WriteString(" END")
 	}
 	w.q.WriteString("UPDATE skus SET ")
-	caseOf("stock = stock -", func(m *member) any { return m.a.Units })
+	caseOf("stock = stock -", func(m *member) any { return m.alloc.Units })
 	w.q.WriteString(", ")
-	caseOf("sold = sold +", func(m *member) any { return m.a.Units })
+	caseOf("sold = sold +", func(m *member) any { return m.alloc.Units })
 	w.q.WriteString(", version = version + 1, updated_at = ?")
 	w.args = append(w.args, ws[0].b.Now)
 	fenced := false
@@ -470,7 +470,7 @@ func (w *writes) updateSKUs(ws []*member) {
 			w.q.WriteString(" OR ")
 		}
 		w.q.WriteString("(id = ? AND stock >= ? AND version = ?")
-		w.args = append(w.args, m.sku.ID, m.a.Units, m.sku.Version)
+		w.args = append(w.args, m.sku.ID, m.alloc.Units, m.sku.Version)
 		if m.b.Fence > 0 {
 			w.q.WriteString(" AND " + fenceGuard)
 			w.args = append(w.args, m.b.Fence, service.FenceCeiling(m.b.Fence))
@@ -483,8 +483,8 @@ func (w *writes) updateSKUs(ws []*member) {
 func (w *writes) insertOrders(ws []*member) {
 	w.q.WriteString("; INSERT INTO orders (sku_id, user_id, quantity, idempotency_key, created_at, status, expires_at) VALUES ")
 	for _, m := range ws {
-		for _, i := range m.a.New {
-			o := m.a.Outcomes[i].Placed.Order
+		for _, i := range m.alloc.New {
+			o := m.alloc.Outcomes[i].Placed.Order
 			if w.orders > 0 {
 				w.q.WriteString(", ")
 			}
@@ -505,19 +505,19 @@ func (w *writes) insertOrders(ws []*member) {
 func (w *writes) upsertHoldings(ws []*member) {
 	w.q.WriteString("; INSERT INTO user_purchases (sku_id, user_id, quantity, per_user_limit) VALUES ")
 	for _, m := range ws {
-		for _, i := range m.a.New {
-			u := m.a.Outcomes[i].Placed.Order.UserID
-			held, ok := m.a.Bought[u]
+		for _, i := range m.alloc.New {
+			u := m.alloc.Outcomes[i].Placed.Order.UserID
+			after, ok := m.alloc.Bought[u]
 			if !ok {
 				continue
 			}
-			delete(m.a.Bought, u)
+			delete(m.alloc.Bought, u)
 			if w.holders > 0 {
 				w.q.WriteString(", ")
 			}
 			w.holders++
 			w.q.WriteString("(?, ?, ?, ?)")
-			w.args = append(w.args, m.sku.ID, u, held-m.bought[u], m.sku.PerUserLimit)
+			w.args = append(w.args, m.sku.ID, u, after-m.held[u], m.sku.PerUserLimit)
 		}
 	}
 	w.q.WriteString(" ON DUPLICATE KEY UPDATE quantity = quantity + VALUES(quantity)")
@@ -562,8 +562,8 @@ func (w *writes) send(ctx context.Context, tx *connTx, exec func(context.Context
 func (ans writeAnswers) numberOrders(ws []*member) {
 	id := ans.firstID
 	for _, m := range ws {
-		for _, i := range m.a.New {
-			m.a.Outcomes[i].Placed.Order.ID = id
+		for _, i := range m.alloc.New {
+			m.alloc.Outcomes[i].Placed.Order.ID = id
 			id += ans.step
 		}
 	}
