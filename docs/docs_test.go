@@ -324,3 +324,35 @@ func TestCitedTestsExist(t *testing.T) {
 		}
 	}
 }
+
+// namedLine is a link whose text names a Go declaration and whose anchor is
+// one line of a source file: [`commitMySQL`](../repository/batch_mysql.go#L42).
+var namedLine = regexp.MustCompile("\\[`(?:[A-Za-z_][A-Za-z0-9_]*\\.)?([A-Za-z_][A-Za-z0-9_]*)`\\]\\(([^)#]+\\.go)#L([0-9]+)\\)")
+
+// TestNamedLinesDeclareTheirName checks that a link naming a function or
+// type lands on the line that declares it, so that an edit above it, which
+// moves the line, fails here instead of sending a reader elsewhere.
+func TestNamedLinesDeclareTheirName(t *testing.T) {
+	root := repoRoot(t)
+	for _, page := range markdownFiles(t, root) {
+		b, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rel, _ := filepath.Rel(root, page)
+		for _, m := range namedLine.FindAllStringSubmatch(string(b), -1) {
+			name, target, n := m[1], filepath.Join(filepath.Dir(page), m[2]), m[3]
+			src, err := os.ReadFile(target)
+			if err != nil {
+				t.Errorf("%s: %s: %v", rel, m[0], err)
+				continue
+			}
+			i, _ := strconv.Atoi(n)
+			lines := strings.Split(string(src), "\n")
+			decl := regexp.MustCompile(`^(func (\([^)]*\) )?|type |var |const |\t)` + name + `\b`)
+			if i < 1 || i > len(lines) || !decl.MatchString(lines[i-1]) {
+				t.Errorf("%s: %s: line %s does not declare %s", rel, m[0], n, name)
+			}
+		}
+	}
+}
