@@ -38,8 +38,11 @@ type LockInspection struct {
 	Holders    int          `json:"holders"`
 	Changes    []LockChange `json:"holder_changes,omitempty"` // the first lockMaxChanges
 	Increasing bool         `json:"fences_increasing"`
-	Idle       string       `json:"idle"` // the after-sale answer: free, or what held on
-	Problems   []string     `json:"problems,omitempty"`
+	// Grew counts the holder changes whose fence was above the previous
+	// holder's in the same view: the evidence behind Increasing.
+	Grew     int      `json:"fences_grew"`
+	Idle     string   `json:"idle"` // the after-sale answer: free, or what held on
+	Problems []string `json:"problems,omitempty"`
 
 	owners  map[string]bool
 	last    map[string]lockSeen // by view: the SKU, or instance and SKU (see add)
@@ -120,17 +123,22 @@ func (li *LockInspection) add(view string, sku int64, a lockAnswer) {
 	case newHolder && fence > 0 && fence == prev.fence:
 		li.Increasing = false
 		li.problem("sku %d (%s): new holder %s/%s with the fence %d of %s/%s", sku, view, a.Owner, a.Token, fence, prev.owner, prev.token)
+	case newHolder && fence > prev.fence:
+		li.Grew++
 	}
 }
 
 // String is the summary's line.
 func (li *LockInspection) String() string {
-	inc := "yes"
-	if !li.Increasing {
+	inc := fmt.Sprintf("yes (%d holder changes seen, each fence above the last)", li.Grew)
+	switch {
+	case !li.Increasing:
 		inc = "no"
+	case li.Grew == 0:
+		inc = "not seen (no two holders in a row)"
 	}
-	s := fmt.Sprintf("%d samples, %d held, %d holders, %d holder changes, fences increasing: %s; after the sale: %s",
-		li.Samples, li.Held, li.Holders, len(li.Changes), inc, li.Idle)
+	s := fmt.Sprintf("%d samples, %d held, %d holders, fences increasing: %s; after the sale: %s",
+		li.Samples, li.Held, li.Holders, inc, li.Idle)
 	if li.Errors > 0 {
 		s += fmt.Sprintf("; %d requests failed", li.Errors)
 	}

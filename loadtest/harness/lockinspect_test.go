@@ -37,8 +37,8 @@ func TestLockInspectionChecks(t *testing.T) {
 			if len(vs) != 0 || !li.Increasing {
 				t.Errorf("%s: violations %v, increasing %t; want none", c.name, vs, li.Increasing)
 			}
-			if li.Samples != 5 || li.Held != 4 || len(li.owners) != 2 || len(li.Changes) != 3 {
-				t.Errorf("%s: %d samples, %d held, %d owners, %d changes; want 5, 4, 2, 3", c.name, li.Samples, li.Held, len(li.owners), len(li.Changes))
+			if li.Samples != 5 || li.Held != 4 || len(li.owners) != 2 || len(li.Changes) != 3 || li.Grew != 2 {
+				t.Errorf("%s: %d samples, %d held, %d owners, %d changes, %d grew; want 5, 4, 2, 3, 2", c.name, li.Samples, li.Held, len(li.owners), len(li.Changes), li.Grew)
 			}
 			continue
 		}
