@@ -47,6 +47,7 @@ type LockInspection struct {
 	owners  map[string]bool
 	last    map[string]lockSeen // by view: the SKU, or instance and SKU (see add)
 	dropped int
+	fenced  bool // a held answer showed a fence above 0
 }
 
 // LockChange is a new holder of a SKU's lock and the fence it showed.
@@ -106,6 +107,7 @@ func (li *LockInspection) add(view string, sku int64, a lockAnswer) {
 		return
 	}
 	li.owners[a.Owner] = true
+	li.fenced = li.fenced || fence > 0
 	prev, seen := li.last[view]
 	li.last[view] = lockSeen{owner: a.Owner, token: a.Token, fence: fence}
 	newHolder := !seen || prev.owner != a.Owner || prev.token != a.Token
@@ -134,6 +136,8 @@ func (li *LockInspection) String() string {
 	switch {
 	case !li.Increasing:
 		inc = "no"
+	case li.Held > 0 && !li.fenced:
+		inc = "no fences shown (the store keeps none: Redlock)"
 	case li.Grew == 0:
 		inc = "not seen (no two holders in a row)"
 	}
