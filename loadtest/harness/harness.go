@@ -195,6 +195,7 @@ type run struct {
 	events   []event
 	monitor  monitorState
 	restocks restockLog
+	locks    *LockInspection // the lock inspection sampler's findings
 }
 
 type event struct {
@@ -284,6 +285,12 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 	go func() {
 		defer wg.Done()
 		r.watch(mctx, k6Start)
+	}()
+	r.locks = newLockInspection()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		r.sampleLocks(mctx, r.locks)
 	}()
 	if cfg.Restocks > 0 {
 		wg.Add(1)

@@ -81,6 +81,9 @@ type Summary struct {
 	// sums are in Database, API and History).
 	SKUs []SKUVerdict `json:"per_sku,omitempty"`
 
+	// Locks is what the lock inspection API showed during and after the sale.
+	Locks *LockInspection `json:"lock_inspection,omitempty"`
+
 	Violations []verify.Violation `json:"violations"`
 	Pass       bool               `json:"pass"`
 	Events     []string           `json:"events"`
@@ -180,6 +183,11 @@ func (r *run) verify(ctx context.Context, k6Start time.Time, k6res k6Result) (Su
 		return s, err
 	}
 	s.Violations = append(s.Violations, auditViolations(r.audit(ctx))...)
+	if r.locks != nil {
+		r.finishLocks(ctx, r.locks)
+		s.Locks = r.locks
+		s.Violations = append(s.Violations, r.locks.violations()...)
+	}
 	if s.SellingWindow > 0 {
 		s.OrdersPerSec = round(float64(s.API.Orders)/s.SellingWindow, 0)
 	}
@@ -348,6 +356,9 @@ func (s Summary) WriteText(w io.Writer, dir string) {
 		s.Acknowledged, s.Unanswered, s.RefusedAfterUnknown)
 	if h := s.History; h != nil {
 		p("  history       %s", h)
+	}
+	if s.Locks != nil {
+		p("  lock inspection: %s", s.Locks)
 	}
 	for _, u := range s.UnexpSample {
 		p("  unexpected    %s", u)

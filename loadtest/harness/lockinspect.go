@@ -1,0 +1,261 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/seckill/seckill/loadtest/verify"
+)
+
+// LockInspectionFailed: the lock inspection API (GET /admin/v1/skus/{id}/lock)
+// showed a holder without an owner or with more of its token than a prefix,
+// a fence lower than one it showed before for the SKU, or a lock still held
+// once the sale was over.
+const LockInspectionFailed = "lock_inspection"
+
+const (
+	lockSampleEvery = 100 * time.Millisecond
+	lockMaxSamples  = 5000 // answers kept in the count; polling stops past it
+	lockMaxSKUs     = 3    // SKUs sampled of a sale spread over many
+	lockMaxChanges  = 64   // holder changes kept for the report
+	lockMaxProblems = 20   // violations kept; the rest are counted
+	lockTokenMax    = 8    // the longest token prefix the API may show
+	// lockIdleWait bounds the wait for every lock to be free after the
+	// sale: a worker keeps its lease lock.hold_idle (1s) after its last
+	// order, and an abandoned lease runs out within lock.ttl.
+	lockIdleWait = 20 * time.Second
+)
+
+// LockInspection is what the inspection API showed during and after the sale.
+type LockInspection struct {
+	Samples    int          `json:"samples"`
+	Held       int          `json:"held"`
+	Errors     int          `json:"errors"` // requests refused or unanswered (an instance down in a fault)
+	Holders    int          `json:"holders"`
+	Changes    []LockChange `json:"holder_changes,omitempty"` // the first lockMaxChanges
+	Increasing bool         `json:"fences_increasing"`
+	// Grew counts the holder changes whose fence was above the previous
+	// holder's in the same view: the evidence behind Increasing.
+	Grew     int      `json:"fences_grew"`
+	Idle     string   `json:"idle"` // the after-sale answer: free, or what held on
+	Problems []string `json:"problems,omitempty"`
+
+	owners  map[string]bool
+	last    map[string]lockSeen // by view: the SKU, or instance and SKU (see add)
+	dropped int
+	fenced  bool // a held answer showed a fence above 0
+}
+
+// LockChange is a new holder of a SKU's lock and the fence it showed.
+type LockChange struct {
+	SKU   int64  `json:"sku"`
+	Owner string `json:"owner"`
+	Token string `json:"token"`
+	Fence int64  `json:"fence"`
+}
+
+type lockSeen struct {
+	owner, token string
+	fence        int64
+}
+
+// lockAnswer is the part of the API's LockJSON the sampler checks.
+type lockAnswer struct {
+	Held        bool   `json:"held"`
+	Owner       string `json:"owner"`
+	Token       string `json:"token"`
+	Fence       string `json:"fence"`
+	LeaseLeftMS int64  `json:"lease_left_ms"`
+	Renewed     bool   `json:"renewed"`
+}
+
+func newLockInspection() *LockInspection {
+	return &LockInspection{Increasing: true, owners: map[string]bool{}, last: map[string]lockSeen{}}
+}
+
+func (li *LockInspection) problem(format string, args ...any) {
+	if len(li.Problems) < lockMaxProblems {
+		li.Problems = append(li.Problems, fmt.Sprintf(format, args...))
+	} else {
+		li.dropped++
+	}
+}
+
+// add checks one answer for sku; view names whose answers must show
+// fences that never decrease: the SKU with one store every instance reads
+// alike (Redis), the instance and SKU with ZooKeeper, whose followers may
+// answer one session a little behind another.
+func (li *LockInspection) add(view string, sku int64, a lockAnswer) {
+	li.Samples++
+	if !a.Held {
+		return
+	}
+	li.Held++
+	if a.Owner == "" {
+		li.problem("sku %d: held with no owner", sku)
+	}
+	if a.Token == "" || len(a.Token) > lockTokenMax {
+		li.problem("sku %d: held by %q showing a token of %d characters, want a prefix of 1 to %d", sku, a.Owner, len(a.Token), lockTokenMax)
+	}
+	fence, err := strconv.ParseInt(a.Fence, 10, 64)
+	if err != nil {
+		li.problem("sku %d: fence %q is not a number", sku, a.Fence)
+		return
+	}
+	li.owners[a.Owner] = true
+	li.fenced = li.fenced || fence > 0
+	prev, seen := li.last[view]
+	li.last[view] = lockSeen{owner: a.Owner, token: a.Token, fence: fence}
+	newHolder := !seen || prev.owner != a.Owner || prev.token != a.Token
+	if newHolder && len(li.Changes) < lockMaxChanges {
+		li.Changes = append(li.Changes, LockChange{SKU: sku, Owner: a.Owner, Token: a.Token, Fence: fence})
+	}
+	if !seen {
+		return
+	}
+	// A fence of 0 is a store that keeps none (Redlock): nothing to grow.
+	switch {
+	case fence < prev.fence:
+		li.Increasing = false
+		li.problem("sku %d (%s): fence %d of %s/%s after %d of %s/%s: it decreased", sku, view, fence, a.Owner, a.Token, prev.fence, prev.owner, prev.token)
+	case newHolder && fence > 0 && fence == prev.fence:
+		li.Increasing = false
+		li.problem("sku %d (%s): new holder %s/%s with the fence %d of %s/%s", sku, view, a.Owner, a.Token, fence, prev.owner, prev.token)
+	case newHolder && fence > prev.fence:
+		li.Grew++
+	}
+}
+
+// String is the summary's line.
+func (li *LockInspection) String() string {
+	inc := fmt.Sprintf("yes (%d holder changes seen, each fence above the last)", li.Grew)
+	switch {
+	case !li.Increasing:
+		inc = "no"
+	case li.Held > 0 && !li.fenced:
+		inc = "no fences shown (the store keeps none: Redlock)"
+	case li.Grew == 0:
+		inc = "not seen (no two holders in a row)"
+	}
+	s := fmt.Sprintf("%d samples, %d held, %d holders, fences increasing: %s; after the sale: %s",
+		li.Samples, li.Held, li.Holders, inc, li.Idle)
+	if li.Errors > 0 {
+		s += fmt.Sprintf("; %d requests failed", li.Errors)
+	}
+	return s
+}
+
+func (li *LockInspection) violations() []verify.Violation {
+	var out []verify.Violation
+	for _, p := range li.Problems {
+		out = append(out, verify.Violation{Name: LockInspectionFailed, Message: p})
+	}
+	if li.dropped > 0 {
+		out = append(out, verify.Violation{Name: LockInspectionFailed, Message: fmt.Sprintf("%d more problems", li.dropped)})
+	}
+	return out
+}
+
+// inspectedSKUs are the SKUs the sampler reads.
+func (r *run) inspectedSKUs() []int64 {
+	ids := r.skuIDs
+	if len(ids) == 0 {
+		ids = []int64{r.skuID}
+	}
+	return ids[:min(len(ids), lockMaxSKUs)]
+}
+
+func (r *run) readLock(ctx context.Context, base string, sku int64) (lockAnswer, error) {
+	var a lockAnswer
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	err := r.admin(ctx, http.MethodGet, fmt.Sprintf("%s/admin/v1/skus/%d/lock", base, sku), nil, http.StatusOK, &a)
+	return a, err
+}
+
+func (r *run) lockView(base string, sku int64) string {
+	if r.cfg.Lock == LockZooKeeper {
+		return fmt.Sprintf("%s sku %d", base, sku)
+	}
+	return fmt.Sprintf("sku %d", sku)
+}
+
+// sampleLocks polls the inspection API of every instance every 100ms
+// until ctx ends or lockMaxSamples answers; one goroutine, one request at
+// a time, so that a later answer of one store never precedes an earlier one.
+func (r *run) sampleLocks(ctx context.Context, li *LockInspection) {
+	tick := time.NewTicker(lockSampleEvery)
+	defer tick.Stop()
+	for li.Samples+li.Errors < lockMaxSamples {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		for _, base := range r.baseURLs {
+			for _, sku := range r.inspectedSKUs() {
+				a, err := r.readLock(ctx, base, sku)
+				if ctx.Err() != nil {
+					return
+				}
+				if err != nil {
+					li.Errors++
+					continue
+				}
+				li.add(r.lockView(base, sku), sku, a)
+			}
+		}
+	}
+}
+
+// lockIdle waits, bounded, for every sampled SKU's lock to be free on every
+// instance once the sale is over, checking each answer as during the sale.
+func (r *run) lockIdle(ctx context.Context, li *LockInspection) {
+	deadline := time.Now().Add(lockIdleWait)
+	start := time.Now()
+	for {
+		var held []string
+		for _, base := range r.baseURLs {
+			for _, sku := range r.inspectedSKUs() {
+				a, err := r.readLock(ctx, base, sku)
+				if err != nil {
+					held = append(held, fmt.Sprintf("sku %d at %s: %v", sku, base, err))
+					continue
+				}
+				li.add(r.lockView(base, sku), sku, a)
+				if a.Held {
+					held = append(held, fmt.Sprintf("sku %d held by %s/%s (fence %s, lease left %dms, renewed %t)",
+						sku, a.Owner, a.Token, a.Fence, a.LeaseLeftMS, a.Renewed))
+				}
+			}
+		}
+		if len(held) == 0 {
+			li.Idle = fmt.Sprintf("free (after %.1fs)", time.Since(start).Seconds())
+			return
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			li.Idle = "still held"
+			li.problem("%s after the sale: %s", lockIdleWait, strings.Join(held, "; "))
+			return
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// finishLocks completes the inspection after the sale and logs its line.
+func (r *run) finishLocks(ctx context.Context, li *LockInspection) {
+	if r.cfg.Target {
+		li.Idle = "not checked (target mode: other traffic may hold it)"
+	} else {
+		r.lockIdle(ctx, li)
+	}
+	li.Holders = len(li.owners)
+	r.event("lock inspection: %s", li)
+}
