@@ -1,6 +1,7 @@
 package handler
 
 import (
+	"errors"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -53,7 +54,8 @@ func NewLockJSON(skuID int64, st service.LockState) LockJSON {
 	return v
 }
 
-// get answers the lock of an existing SKU; it never takes or extends it.
+// get answers the lock of a SKU that exists, or may (the database is
+// down); it never takes or extends the lock.
 func (h *locks) get(c *gin.Context) {
 	id, ok := pathID(c, "id")
 	if !ok {
@@ -63,7 +65,9 @@ func (h *locks) get(c *gin.Context) {
 		fail(c, h.log, service.ErrUnavailable)
 		return
 	}
-	if _, err := h.catalog.SKU(c.Request.Context(), id); err != nil {
+	// An unknown SKU is a 404; a database that cannot say is no reason to
+	// hide the lock from an operator who is looking at an outage.
+	if _, err := h.catalog.SKU(c.Request.Context(), id); err != nil && !errors.Is(err, service.ErrUnavailable) {
 		fail(c, h.log, err)
 		return
 	}

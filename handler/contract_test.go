@@ -458,6 +458,7 @@ func TestContract(t *testing.T) {
 	t.Run("busy", func(t *testing.T) { contractBusy(t, c) })
 	t.Run("rate limited", func(t *testing.T) { contractRateLimited(t, c) })
 	t.Run("outcome unknown", func(t *testing.T) { contractOutcomeUnknown(t, c) })
+	t.Run("lock store down", func(t *testing.T) { contractLockStoreDown(t, c) })
 
 	// The database goes away: every route that needs it answers 503.
 	s.ready.set(errors.New("down"), nil)
@@ -479,7 +480,8 @@ func TestContract(t *testing.T) {
 		{method: "PATCH", path: "/admin/v1/skus/{sku}", body: `{"name":"x"}`, headers: auth, status: 503, code: "unavailable"},
 		{method: "PUT", path: "/admin/v1/skus/{sku}/stock", body: `{"stock":20}`, headers: auth, status: 503, code: "unavailable"},
 		{method: "GET", path: "/admin/v1/skus/{sku}/orders", headers: auth, status: 503, code: "unavailable"},
-		{method: "GET", path: "/admin/v1/skus/{sku}/lock", headers: auth, status: 503, code: "unavailable"},
+		// The lock store still answers: the lock is shown.
+		{method: "GET", path: "/admin/v1/skus/{sku}/lock", headers: auth, status: 200},
 	})
 
 	c.requireCoverage(t)
@@ -672,4 +674,21 @@ func TestContractCatches(t *testing.T) {
 			}
 		})
 	}
+}
+
+// contractLockStoreDown: a lock store that cannot be read answers 503.
+func contractLockStoreDown(t *testing.T, c *contract) {
+	s := newStack(t, func(o *stackOptions) { o.locks = downLocks{} })
+	c.attach(t, s)
+	sku := s.createSKU(t, `{"name":"lockless","stock":1}`)
+	fx := strings.NewReplacer("{sku}", strconv.FormatInt(sku, 10))
+	s.run(t, fx, []contractCase{
+		{method: "GET", path: "/admin/v1/skus/{sku}/lock", headers: []string{"Authorization", "Bearer " + adminToken}, status: 503, code: "unavailable"},
+	})
+}
+
+type downLocks struct{}
+
+func (downLocks) InspectLock(context.Context, string) (service.LockState, error) {
+	return service.LockState{}, service.ErrUnavailable
 }

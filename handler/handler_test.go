@@ -2,6 +2,7 @@ package handler_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -76,6 +77,7 @@ type stackOptions struct {
 	admin    string                  // admin token(s); default adminToken
 	extra    map[string]http.Handler // handler.Config.Extra (metrics)
 	log      *slog.Logger            // with the access log on; default testenv.Logger, access log off
+	locks    service.LockInspector   // default: the stack's own lock
 }
 
 func newStack(t *testing.T, opts ...func(*stackOptions)) *stack {
@@ -126,7 +128,7 @@ func newStack(t *testing.T, opts ...func(*stackOptions)) *stack {
 
 		Lifecycle:     service.NewLifecycle(settle, orders, log, nil),
 		PaymentTokens: paymentToken,
-		Locks:         locker.(service.LockInspector),
+		Locks:         cmp.Or(o.locks, locker.(service.LockInspector)),
 	})
 	if err != nil {
 		t.Fatal(err)
