@@ -20,11 +20,10 @@ const expirySlack = time.Second
 // goHistory records the answers of buyers driven from Go (not k6) as
 // operations of the history check, and the cancels that return units.
 type goHistory struct {
-	mu       sync.Mutex
-	ops      []verify.Op
-	unknown  map[string]verify.Op // user → an order request with no answer
-	cancels  map[int64]verify.Op  // order id → its cancel's interval
-	nextUser int
+	mu      sync.Mutex
+	ops     []verify.Op
+	unknown map[string]verify.Op // user → an order request with no answer
+	cancels map[int64]verify.Op  // order id → its cancel's interval
 }
 
 func newGoHistory() *goHistory {
