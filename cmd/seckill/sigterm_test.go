@@ -445,7 +445,7 @@ func TestSIGTERMDuringASale(t *testing.T) {
 	// The logs hold no secret.
 	out, errOut := c.stdout.String(), c.stderr.String()
 	secrets := map[string]string{
-		"admin token": adminToken,
+		"admin token":    adminToken,
 		"shopper secret": shopperSecret, "order id key": orderIDKey, "a forged token": forged,
 	}
 	if password != "" {
