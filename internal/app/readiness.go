@@ -10,6 +10,12 @@ import (
 	"github.com/seckill/seckill/service"
 )
 
+var (
+	_ handler.Readiness        = readiness{}
+	_ handler.TopologyReporter = readiness{}
+	_ handler.Readiness        = zkReadiness{}
+)
+
 // readiness implements handler.Readiness and handler.TopologyReporter.
 type readiness struct {
 	store   service.Store
