@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode"
@@ -98,13 +99,42 @@ func TestLinksResolve(t *testing.T) {
 				continue
 			}
 			if !strings.HasSuffix(dest, ".md") {
-				continue // a line anchor of a source file (#L10) is GitHub's, not ours
+				// GitHub's line anchor of a source file: #L10 or #L10-L20.
+				if msg := checkLineAnchor(dest, frag); msg != "" {
+					t.Errorf("%s:%d: link %q: %s", rel, l.line, l.target, msg)
+				}
+				continue
 			}
 			if !anchorsOf(dest)[frag] {
 				t.Errorf("%s:%d: link %q: no heading or id %q in %s", rel, l.line, l.target, frag, filepath.Base(dest))
 			}
 		}
 	}
+}
+
+var lineAnchor = regexp.MustCompile(`^L([0-9]+)(?:-L([0-9]+))?$`)
+
+// checkLineAnchor says what is wrong with frag as a line anchor of the
+// file at path, or "" when it names lines the file has.
+func checkLineAnchor(path, frag string) string {
+	m := lineAnchor.FindStringSubmatch(frag)
+	if m == nil {
+		return fmt.Sprintf("anchor %q of a non-Markdown file is not a line anchor (#L10, #L10-L20)", frag)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Count(string(b), "\n")
+	if len(b) > 0 && !strings.HasSuffix(string(b), "\n") {
+		lines++
+	}
+	for _, g := range m[1:] {
+		if n, _ := strconv.Atoi(g); g != "" && (n < 1 || n > lines) {
+			return fmt.Sprintf("line %d is past the end of %s (%d lines)", n, filepath.Base(path), lines)
+		}
+	}
+	return ""
 }
 
 func markdownFiles(t *testing.T, root string) []string {

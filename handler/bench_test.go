@@ -53,10 +53,8 @@ func (w *discardWriter) WriteHeader(status int)      { w.status = status }
 // verified, the access log on at level info into a JSON logger, the
 // metrics middleware, the per-user and per-IP limiters, a request ID),
 // with an order flow that answers at once: the CPU and allocations of the
-// HTTP path alone, without the network and the database. Every request
-// carries a token never seen before, as every buyer of `make bench` does,
-// so the verified-token cache only costs (the "cache off" row is without
-// it).
+// HTTP path alone. Every request carries a new token, so the
+// verified-token cache only adds its cost ("cache off" runs without it).
 func BenchmarkPlaceOrderHTTP(b *testing.B) {
 	b.Run("defaults", func(b *testing.B) { benchmarkPlaceOrderHTTP(b, config.Default()) })
 	b.Run("cache off", func(b *testing.B) {

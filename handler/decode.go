@@ -17,9 +17,9 @@ import (
 )
 
 // decode reads one JSON object of at most max bytes into dst, refusing a
-// content type other than JSON (415; a body without one is read as JSON), unknown fields, trailing data and
-// wrong types (400), and a larger body (413). It writes the error itself
-// and reports whether the caller may go on.
+// content type other than JSON (415; a body without one is read as JSON),
+// unknown fields, trailing data and wrong types (400), and a larger body
+// (413). It writes the error itself and reports whether the caller may go on.
 func decode(c *gin.Context, max int64, dst any) bool {
 	body, ok := readBody(c, max)
 	if !ok {

@@ -14,7 +14,7 @@ import (
 // each known field at most once, by its exact name, integers without a
 // fraction or an exponent, a user_id without escapes) is read without
 // reflection; anything else goes through decode's encoding/json path,
-// which accepts and refuses it, with the same messages, as before. The
+// which accepts and refuses it with its usual messages. The
 // plain shape is a subset of what encoding/json reads to the same values,
 // so nothing it refused is accepted.
 func decodeOrder(c *gin.Context, max int64, dst *orderRequest) bool {

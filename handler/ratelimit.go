@@ -1,6 +1,7 @@
 package handler
 
 import (
+	"container/list"
 	"net/http"
 	"sync"
 
@@ -24,25 +25,24 @@ type Limits struct {
 // clearing the whole table would.
 type limiter struct {
 	mu      sync.Mutex
-	buckets map[string]*bucket
-	// newest and oldest end the list of buckets by last use.
-	newest, oldest *bucket
-	rate           rate.Limit
-	burst          int
-	max            int
+	buckets map[string]*list.Element // of *bucket
+	byUse   *list.List               // front: the most recently used
+	rate    rate.Limit
+	burst   int
+	max     int
 }
 
 type bucket struct {
-	key          string
-	tokens       *rate.Limiter
-	newer, older *bucket
+	key    string
+	tokens *rate.Limiter
 }
 
 func newLimiter(perSecond float64, burst, max int) *limiter {
 	if perSecond <= 0 {
 		return nil
 	}
-	return &limiter{buckets: map[string]*bucket{}, rate: rate.Limit(perSecond), burst: max1(burst), max: max1(max)}
+	return &limiter{buckets: map[string]*list.Element{}, byUse: list.New(),
+		rate: rate.Limit(perSecond), burst: max1(burst), max: max1(max)}
 }
 
 func max1(n int) int { return max(n, 1) }
@@ -53,47 +53,19 @@ func (l *limiter) allow(key string) bool {
 		return true
 	}
 	l.mu.Lock()
-	b, ok := l.buckets[key]
+	e, ok := l.buckets[key]
 	if ok {
-		l.unlink(b)
+		l.byUse.MoveToFront(e)
 	} else {
 		if len(l.buckets) >= l.max {
-			evicted := l.oldest
-			l.unlink(evicted)
-			delete(l.buckets, evicted.key)
+			delete(l.buckets, l.byUse.Remove(l.byUse.Back()).(*bucket).key)
 		}
-		b = &bucket{key: key, tokens: rate.NewLimiter(l.rate, l.burst)}
-		l.buckets[key] = b
+		e = l.byUse.PushFront(&bucket{key: key, tokens: rate.NewLimiter(l.rate, l.burst)})
+		l.buckets[key] = e
 	}
-	l.pushNewest(b)
+	b := e.Value.(*bucket)
 	l.mu.Unlock()
 	return b.tokens.Allow()
-}
-
-// unlink takes b out of the list. Called with l.mu held.
-func (l *limiter) unlink(b *bucket) {
-	if b.newer != nil {
-		b.newer.older = b.older
-	} else {
-		l.newest = b.older
-	}
-	if b.older != nil {
-		b.older.newer = b.newer
-	} else {
-		l.oldest = b.newer
-	}
-	b.newer, b.older = nil, nil
-}
-
-// pushNewest puts b at the newest end of the list. Called with l.mu held.
-func (l *limiter) pushNewest(b *bucket) {
-	b.older = l.newest
-	if l.newest != nil {
-		l.newest.newer = b
-	} else {
-		l.oldest = b
-	}
-	l.newest = b
 }
 
 // perIP refuses a client IP over its rate with 429 rate_limited.

@@ -49,20 +49,18 @@ func TestLimiter_EvictsTheLeastRecentlyUsed(t *testing.T) {
 	}
 }
 
-// listed counts the buckets on the use list, both ways, checking the links.
+// listed counts the buckets on the use list, checking that the table
+// and the list agree.
 func (l *limiter) listed() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	n := 0
-	var prev *bucket
-	for b := l.newest; b != nil; b = b.older {
-		if b.newer != prev {
-			return -1
-		}
-		prev, n = b, n+1
-	}
-	if prev != l.oldest {
+	if l.byUse.Len() != len(l.buckets) {
 		return -1
 	}
-	return n
+	for e := l.byUse.Front(); e != nil; e = e.Next() {
+		if l.buckets[e.Value.(*bucket).key] != e {
+			return -1
+		}
+	}
+	return l.byUse.Len()
 }

@@ -77,7 +77,7 @@ func BenchmarkUncontended(b *testing.B) {
 	b.Run("zookeeper", func(b *testing.B) { benchZKUncontended(b, zkc.conn(b)) })
 }
 
-// BenchmarkContended has 16 goroutines (parallelism 8 on 2 cores) take one
+// BenchmarkContended has 16 goroutines take one
 // key in turn, with an empty critical section (hold=0) or one that sleeps
 // 500µs, standing in for a short database transaction:
 //   - queue:   one Client, so one goroutine competes in Redis, the rest wait

@@ -12,144 +12,196 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/seckill/seckill/internal/mysqlerr"
 	"github.com/seckill/seckill/service"
 )
 
 // member is one batch (one SKU) of a MySQL transaction.
 type member struct {
-	b      service.Batch
-	sku    skuRow
-	bought map[string]int64
-	a      service.Allocation
-	res    service.BatchResult
-	err    error // this member's own outcome, e.g. ErrSKUNotFound
+	b     service.Batch
+	sku   skuRow           // the SKU's row, read or known
+	held  map[string]int64 // each buyer's holding of the SKU before this batch
+	alloc service.Allocation
+	res   service.BatchResult
+	err   error // this member's own outcome, e.g. ErrSKUNotFound
 }
 
-// commitMySQL commits the batches of several SKUs (one batch per SKU) in
-// ONE transaction of three round trips, whatever the batch sizes: START
-// TRANSACTION and the reads (the SKUs, the buyers' holdings, the orders
-// already under the batches' idempotency keys) as one multi-statement; the
-// writes (one conditional UPDATE for every SKU, the orders, the holdings)
-// as another; COMMIT. Round trips and statements, not rows, set a small
-// batch's cost: the server sends its answer to every statement of a
-// multi-statement in a packet of its own, and each packet costs it a
-// send and the service a read (and often a wake-up), so the writes take
-// their rows affected and first id from those answers rather than from
-// SELECTs, and the lock wait, at most wait, is set only when the
-// connection's session holds another.
-//
-// A round whose every batch brings the SKU as its worker's previous
-// commit left it (service.Batch.Known) is first decided on that, in two
-// round trips: START TRANSACTION with the writes, then COMMIT. Its writes
-// check what the reads would have told (decideKnown); when any check
-// fails, it is rolled back and decided again on what the reads say.
+// commitMySQL commits one batch per SKU in one transaction of three round
+// trips, whatever the batch sizes: START TRANSACTION with the reads, the
+// writes, COMMIT. Round trips, not rows, set a small batch's cost. A round
+// whose every batch brings its SKU row as its worker left it
+// (service.Batch.Known) first tries two, without the reads (commitKnown).
 //
 // It returns nil when every member's res and err are its answer: its
 // outcomes, or its own error (service.ErrSKUNotFound; service.ErrStaleFence,
-// written nothing, when the row's fence is newer than the batch's;
-// service.ErrOutcomeUnknown when COMMIT failed in a way that may have
-// committed and reading the orders back could not tell). Any other error
-// means nothing of the transaction was committed: errUnreachable when no
-// connection could be had, service.ErrConflict when a conditional UPDATE
-// matched fewer rows than SKUs, or what the driver said.
+// written nothing; service.ErrOutcomeUnknown when a COMMIT that may have
+// landed could not be read back). Any other error means nothing was
+// committed: errUnreachable when no connection could be had,
+// service.ErrConflict when a conditional UPDATE matched fewer rows than
+// SKUs, or what the driver said.
 func (s *Stock) commitMySQL(ctx context.Context, ms []*member, wait lockWait) error {
 	if decideKnown(ms) {
-		err := s.commitRound(ctx, ms, wait, true)
+		err := s.commitKnown(ctx, ms, wait)
 		if !errors.Is(err, errKnownChanged) {
 			return err
 		}
 	}
-	return s.commitRound(ctx, ms, wait, false)
+	return s.commitRead(ctx, ms, wait)
 }
 
-// commitRound is one transaction of commitMySQL: decided on the members'
-// known rows (already done by decideKnown), or on what it reads first.
-func (s *Stock) commitRound(ctx context.Context, ms []*member, wait lockWait, known bool) error {
-	conn, err := s.sql.Conn(ctx)
+// commitKnown commits the members decideKnown decided in two round trips:
+// START TRANSACTION with the writes, then COMMIT. It returns
+// errKnownChanged, committing nothing, when a write finds an assumption
+// of decideKnown false.
+func (s *Stock) commitKnown(ctx context.Context, ms []*member, wait lockWait) error {
+	tx, err := s.newConnTx(ctx, wait)
 	if err != nil {
-		if ctx.Err() == nil {
-			err = fmt.Errorf("%w: %w", errUnreachable, err)
-		}
 		return err
 	}
-	tx := &connTx{conn: conn, wait: wait}
 	defer tx.end() // rolls back unless committed, then returns the connection
-	if tx.sess, err = s.sessions.of(conn); err != nil {
+	var w writes
+	w.q.WriteString(tx.beginning())
+	w.add(ms)
+	ans, err := w.send(ctx, tx, tx.beginExec)
+	if err != nil {
+		return knownChanged(err)
+	}
+	// One affected row per holding inserted, two per holding updated: the
+	// decision took every holding to be new.
+	if ans.updated != int64(len(ms)) || ans.holdings != int64(w.holders) {
+		return errKnownChanged
+	}
+	ans.numberOrders(ms)
+	if err := s.commitWrites(ctx, tx, ms); err != nil {
 		return err
 	}
-
-	writers := ms
-	if !known {
-		existing, err := s.readMembers(ctx, tx, ms)
-		if err != nil {
-			return err
-		}
-		writers = nil
-		for _, m := range ms {
-			if m.err != nil {
-				continue
-			}
-			if service.FenceStale(m.sku.Fence, m.b.Fence) {
-				m.err = staleFence(m.b, m.sku)
-				continue
-			}
-			m.decide(existing)
-			if m.a.Units > 0 {
-				writers = append(writers, m)
-			}
-		}
-	}
-	if len(writers) > 0 {
-		if err := s.writeMembers(ctx, tx, writers, known); err != nil {
-			return err
-		}
-	}
-	if err := tx.commit(ctx); err != nil && len(writers) > 0 {
-		// Without writers nothing was written: the reads' answers stand.
-		if !commitMayHaveLanded(err) {
-			return err
-		}
-		landed, lerr := s.landed(firstOrder(writers))
-		switch {
-		case lerr != nil:
-			unknown := fmt.Errorf("%w: COMMIT failed (%w) and reading the order back failed (%w)", service.ErrOutcomeUnknown, err, lerr)
-			for _, m := range writers {
-				m.err = unknown
-			}
-		case !landed:
-			return err
-		}
-	}
+	resolve(ms)
 	for _, m := range ms {
 		if m.err == nil {
-			m.a.Resolve()
-			m.res.Outcomes = m.a.Outcomes
-			m.res.ReadsSkipped = known
+			m.res.ReadsSkipped = true
 		}
 	}
 	return nil
 }
 
+// commitRead commits the members on what it reads first: START
+// TRANSACTION with the reads, the writes of the members that sell
+// something, then COMMIT.
+func (s *Stock) commitRead(ctx context.Context, ms []*member, wait lockWait) error {
+	tx, err := s.newConnTx(ctx, wait)
+	if err != nil {
+		return err
+	}
+	defer tx.end() // rolls back unless committed, then returns the connection
+	existing, err := s.readMembers(ctx, tx, ms)
+	if err != nil {
+		return err
+	}
+	var writers []*member
+	for _, m := range ms {
+		if m.err != nil {
+			continue
+		}
+		if service.FenceStale(m.sku.Fence, m.b.Fence) {
+			m.err = staleFence(m.b, m.sku)
+			continue
+		}
+		m.decide(existing)
+		if m.alloc.Units > 0 {
+			writers = append(writers, m)
+		}
+	}
+	if len(writers) > 0 {
+		var w writes
+		w.add(writers)
+		ans, err := w.send(ctx, tx, tx.exec)
+		if err != nil {
+			return err
+		}
+		if ans.updated != int64(len(writers)) {
+			return service.ErrConflict
+		}
+		ans.numberOrders(writers)
+	}
+	if err := s.commitWrites(ctx, tx, writers); err != nil {
+		return err
+	}
+	resolve(ms)
+	return nil
+}
+
+// newConnTx takes a pooled connection for a transaction whose statements
+// wait at most wait for a row lock; it begins with its first statements.
+func (s *Stock) newConnTx(ctx context.Context, wait lockWait) (*connTx, error) {
+	conn, err := s.sql.Conn(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			err = fmt.Errorf("%w: %w", errUnreachable, err)
+		}
+		return nil, err
+	}
+	tx := &connTx{conn: conn, wait: wait}
+	if tx.sess, err = s.sessions.of(conn); err != nil {
+		tx.end()
+		return nil, err
+	}
+	return tx, nil
+}
+
+// commitWrites commits tx. When COMMIT failed in a way that may have
+// committed, the first order is read back: if it landed, the round stands;
+// if that cannot be told, the writers' answer is service.ErrOutcomeUnknown.
+func (s *Stock) commitWrites(ctx context.Context, tx *connTx, writers []*member) error {
+	err := tx.commit(ctx)
+	if err == nil || len(writers) == 0 {
+		return nil // without writers nothing was written: the reads' answers stand
+	}
+	if !commitMayHaveLanded(err) {
+		return err
+	}
+	landed, lerr := s.landed(firstOrder(writers))
+	switch {
+	case lerr != nil:
+		unknown := fmt.Errorf("%w: COMMIT failed (%w) and reading the order back failed (%w)", service.ErrOutcomeUnknown, err, lerr)
+		for _, m := range writers {
+			m.err = unknown
+		}
+	case !landed:
+		return err
+	}
+	return nil
+}
+
+// resolve gives each member without an error of its own the outcomes of
+// its allocation.
+func resolve(ms []*member) {
+	for _, m := range ms {
+		if m.err == nil {
+			m.alloc.Resolve()
+			m.res.Outcomes = m.alloc.Outcomes
+		}
+	}
+}
+
 // decide allocates m's batch on the SKU row and holdings read (or known)
 // and the orders found under its idempotency keys.
 func (m *member) decide(existing map[service.BuyerKey]service.Order) {
-	m.a = service.Allocate(m.sku.domain(), m.b.Requests, existing, m.bought, m.b.Now)
-	m.a.Hold(m.b.PaymentTimeout)
-	m.res = service.BatchResult{SKU: m.sku.after(m.b, m.a.Units)}
+	m.alloc = service.Allocate(m.sku.domain(), m.b.Requests, existing, m.held, m.b.Now)
+	m.alloc.Hold(m.b.PaymentTimeout)
+	m.res = service.BatchResult{SKU: m.sku.after(m.b, m.alloc.Units)}
 }
 
 // decideKnown decides every member on the SKU row its worker's previous
 // commit left (b.Known), as if none of its buyers held any of the SKU and
 // none of its idempotency keys had been used, and reports whether the
-// round can be committed so. It cannot when a member has no known row,
-// or would write nothing (its refusals, decided
-// on a row nobody checked, would stand unchecked). The writes then check
-// each assumption: the UPDATE's version (and fence) guard that the row is
-// still the one known, the holdings upsert's row count that every holding
-// is new, the unique index that every key is unused. That index sees only
-// the keys of new orders: a keyed request refused here (sold out behind
-// another buyer, say) may be the replay of an order placed earlier, which
-// only the reads can find, so such a batch is decided on the reads.
+// round can be committed so. It cannot when a member has no known row, or
+// would write nothing: its refusals, decided on a row nobody checked,
+// would stand unchecked. The writes check each assumption: the UPDATE's
+// version (and fence) guard that the row is still the one known, the
+// holdings upsert's row count that every holding is new, the unique index
+// that every key is unused. That index sees only the keys of new orders:
+// a keyed request refused here (sold out behind another buyer, say) may
+// replay an order placed earlier, which only the reads can find.
 func decideKnown(ms []*member) bool {
 	for _, m := range ms {
 		if m.b.Known == nil || m.b.Known.ID != m.b.SKUID {
@@ -157,12 +209,12 @@ func decideKnown(ms []*member) bool {
 		}
 	}
 	for _, m := range ms {
-		m.sku, m.bought, m.err = rowOf(*m.b.Known), map[string]int64{}, nil
+		m.sku, m.held, m.err = rowOf(*m.b.Known), map[string]int64{}, nil
 		if service.FenceStale(m.sku.Fence, m.b.Fence) {
 			return false // the reads tell which fence is newer
 		}
 		m.decide(nil)
-		if m.a.Units == 0 || refusesAKey(m) {
+		if m.alloc.Units == 0 || refusesAKey(m) {
 			return false
 		}
 	}
@@ -172,7 +224,7 @@ func decideKnown(ms []*member) bool {
 // refusesAKey reports whether m's allocation refuses a request that
 // carries an idempotency key.
 func refusesAKey(m *member) bool {
-	for i, out := range m.a.Outcomes {
+	for i, out := range m.alloc.Outcomes {
 		if out.Err != nil && m.b.Requests[i].IdempotencyKey != "" {
 			return true
 		}
@@ -264,7 +316,7 @@ func (s *Stock) landed(o service.Order) (bool, error) {
 
 // firstOrder is the first order the writers inserted.
 func firstOrder(ws []*member) service.Order {
-	a := &ws[0].a
+	a := &ws[0].alloc
 	return a.Outcomes[a.New[0]].Placed.Order
 }
 
@@ -321,7 +373,7 @@ func (s *Stock) readMembers(ctx context.Context, tx *connTx, ms []*member) (exis
 	bySKU := make(map[int64]*member, len(ms))
 	for _, m := range ms {
 		m.err = service.ErrSKUNotFound // until its row is read
-		m.bought = map[string]int64{}
+		m.held = map[string]int64{}
 		m.res = service.BatchResult{} // nothing of a decision on the known row stays
 		bySKU[m.b.SKUID] = m
 	}
@@ -345,7 +397,7 @@ func (s *Stock) readMembers(ctx context.Context, tx *connTx, ms []*member) (exis
 			return nil, err
 		}
 		if m := bySKU[sku]; m != nil {
-			m.bought[u] = qty
+			m.held[u] = qty
 		}
 	}
 	if len(keys) > 0 {
@@ -364,174 +416,173 @@ func (s *Stock) readMembers(ctx context.Context, tx *connTx, ms []*member) (exis
 	return existing, rows.Err()
 }
 
-// writeMembers decrements every SKU in one conditional UPDATE: each SKU's
-// own guard (stock, version, and fence when it has one) is one disjunct of the WHERE clause, so its rows affected tell
-// whether every guard held. It inserts the orders and upserts the
-// holdings in the same multi-statement, and reads each statement's rows
-// affected and the orders' first id from the server's answers to them.
-// With known, the writes begin the transaction, and return
-// errKnownChanged when a guard failed, a holding was not new or a key
-// was used.
-func (s *Stock) writeMembers(ctx context.Context, tx *connTx, ws []*member, known bool) error {
-	var (
-		q    strings.Builder
-		args []any
-	)
-	if known {
-		q.WriteString(tx.beginning())
-	}
+// writes is one multi-statement of a round's writes: a conditional UPDATE
+// of every SKU, the orders' INSERT and the holdings' upsert.
+type writes struct {
+	q       strings.Builder
+	args    []any
+	orders  int // rows of the orders' INSERT
+	holders int // rows of the holdings' upsert
+}
+
+// add appends the writes of the decided members ws.
+func (w *writes) add(ws []*member) {
+	w.updateSKUs(ws)
+	w.insertOrders(ws)
+	w.upsertHoldings(ws)
+}
+
+// updateSKUs decrements every SKU in one conditional UPDATE: each SKU's
+// guard (stock, version, and fence when it has one) is one disjunct of the
+// WHERE clause, so its rows affected tell whether every guard held.
+func (w *writes) updateSKUs(ws []*member) {
 	caseOf := func(col string, val func(*member) any) {
-		q.WriteString(col + " CASE id")
+		w.q.WriteString(col + " CASE id")
 		for _, m := range ws {
-			q.WriteString(" WHEN ? THEN ?")
-			args = append(args, m.sku.ID, val(m))
+			w.q.WriteString(" WHEN ? THEN ?")
+			w.args = append(w.args, m.sku.ID, val(m))
 		}
-		q.WriteString(" END")
+		w.q.WriteString(" END")
 	}
-	q.WriteString("UPDATE skus SET ")
-	caseOf("stock = stock -", func(m *member) any { return m.a.Units })
-	q.WriteString(", ")
-	caseOf("sold = sold +", func(m *member) any { return m.a.Units })
-	q.WriteString(", version = version + 1, updated_at = ?")
-	args = append(args, ws[0].b.Now)
+	w.q.WriteString("UPDATE skus SET ")
+	caseOf("stock = stock -", func(m *member) any { return m.alloc.Units })
+	w.q.WriteString(", ")
+	caseOf("sold = sold +", func(m *member) any { return m.alloc.Units })
+	w.q.WriteString(", version = version + 1, updated_at = ?")
+	w.args = append(w.args, ws[0].b.Now)
 	fenced := false
 	for _, m := range ws {
 		fenced = fenced || m.b.Fence > 0
 	}
 	if fenced {
-		q.WriteString(", fence = CASE id")
+		w.q.WriteString(", fence = CASE id")
 		for _, m := range ws {
 			if m.b.Fence > 0 {
-				q.WriteString(" WHEN ? THEN ?")
-				args = append(args, m.sku.ID, m.b.Fence)
+				w.q.WriteString(" WHEN ? THEN ?")
+				w.args = append(w.args, m.sku.ID, m.b.Fence)
 			}
 		}
-		q.WriteString(" ELSE fence END")
+		w.q.WriteString(" ELSE fence END")
 	}
-	q.WriteString(" WHERE ")
+	w.q.WriteString(" WHERE ")
 	for i, m := range ws {
 		if i > 0 {
-			q.WriteString(" OR ")
+			w.q.WriteString(" OR ")
 		}
-		q.WriteString("(id = ? AND stock >= ? AND version = ?")
-		args = append(args, m.sku.ID, m.a.Units, m.sku.Version)
+		w.q.WriteString("(id = ? AND stock >= ? AND version = ?")
+		w.args = append(w.args, m.sku.ID, m.alloc.Units, m.sku.Version)
 		if m.b.Fence > 0 {
-			q.WriteString(" AND " + fenceGuard)
-			args = append(args, m.b.Fence, service.FenceCeiling(m.b.Fence))
+			w.q.WriteString(" AND " + fenceGuard)
+			w.args = append(w.args, m.b.Fence, service.FenceCeiling(m.b.Fence))
 		}
-		q.WriteString(")")
+		w.q.WriteString(")")
 	}
+}
 
-	q.WriteString("; INSERT INTO orders (sku_id, user_id, quantity, idempotency_key, created_at, status, expires_at) VALUES ")
-	n := 0
+// insertOrders inserts the members' new orders in one multi-row INSERT.
+func (w *writes) insertOrders(ws []*member) {
+	w.q.WriteString("; INSERT INTO orders (sku_id, user_id, quantity, idempotency_key, created_at, status, expires_at) VALUES ")
 	for _, m := range ws {
-		for _, i := range m.a.New {
-			o := m.a.Outcomes[i].Placed.Order
-			if n > 0 {
-				q.WriteString(", ")
+		for _, i := range m.alloc.New {
+			o := m.alloc.Outcomes[i].Placed.Order
+			if w.orders > 0 {
+				w.q.WriteString(", ")
 			}
-			n++
-			q.WriteString("(?, ?, ?, ?, ?, ?, ?)")
+			w.orders++
+			w.q.WriteString("(?, ?, ?, ?, ?, ?, ?)")
 			var key any
 			if o.IdempotencyKey != "" {
 				key = o.IdempotencyKey
 			}
-			args = append(args, o.SKUID, o.UserID, o.Quantity, key, o.CreatedAt, string(o.Status), o.ExpiresAt)
+			w.args = append(w.args, o.SKUID, o.UserID, o.Quantity, key, o.CreatedAt, string(o.Status), o.ExpiresAt)
 		}
 	}
-	step := int64(1)
-	if n > 1 {
-		var err error
-		if step, err = tx.autoIncrementStep(ctx); err != nil {
-			return err
-		}
-	}
+}
 
-	q.WriteString("; INSERT INTO user_purchases (sku_id, user_id, quantity, per_user_limit) VALUES ")
-	holders := 0
+// upsertHoldings adds to each new buyer's holding what it bought, in
+// arrival order: a deterministic lock order. Deltas, not totals: the
+// CHECK constraint sees the true holding whatever the reads saw.
+func (w *writes) upsertHoldings(ws []*member) {
+	w.q.WriteString("; INSERT INTO user_purchases (sku_id, user_id, quantity, per_user_limit) VALUES ")
 	for _, m := range ws {
-		for _, i := range m.a.New { // arrival order: a deterministic lock order
-			u := m.a.Outcomes[i].Placed.Order.UserID
-			held, ok := m.a.Bought[u]
+		for _, i := range m.alloc.New {
+			u := m.alloc.Outcomes[i].Placed.Order.UserID
+			after, ok := m.alloc.Bought[u]
 			if !ok {
 				continue
 			}
-			delete(m.a.Bought, u)
-			if holders > 0 {
-				q.WriteString(", ")
+			delete(m.alloc.Bought, u)
+			if w.holders > 0 {
+				w.q.WriteString(", ")
 			}
-			holders++
-			q.WriteString("(?, ?, ?, ?)")
-			args = append(args, m.sku.ID, u, held-m.bought[u], m.sku.PerUserLimit)
+			w.holders++
+			w.q.WriteString("(?, ?, ?, ?)")
+			w.args = append(w.args, m.sku.ID, u, after-m.held[u], m.sku.PerUserLimit)
 		}
 	}
-	// Deltas, not totals: the CHECK constraint sees the true holding
-	// whatever the reads saw.
-	q.WriteString(" ON DUPLICATE KEY UPDATE quantity = quantity + VALUES(quantity)")
+	w.q.WriteString(" ON DUPLICATE KEY UPDATE quantity = quantity + VALUES(quantity)")
+}
 
-	var (
-		res mysql.Result
-		err error
-	)
-	if known {
-		res, err = tx.beginExec(ctx, q.String(), args...)
-	} else {
-		res, err = tx.exec(ctx, q.String(), args...)
+// writeAnswers is what the server answered to a round's writes.
+type writeAnswers struct {
+	updated  int64 // SKU rows the UPDATE changed
+	holdings int64 // rows affected by the holdings' upsert
+	firstID  int64 // the id of the first order inserted
+	step     int64 // auto_increment_increment: the step between order ids
+}
+
+// send runs w with exec (tx.exec, or tx.beginExec when w begins the
+// transaction) and returns the server's answers to its statements, which
+// spare the SELECTs of rows affected and the first id.
+func (w *writes) send(ctx context.Context, tx *connTx, exec func(context.Context, string, ...any) (mysql.Result, error)) (writeAnswers, error) {
+	ans := writeAnswers{step: 1}
+	if w.orders > 1 {
+		var err error
+		if ans.step, err = tx.autoIncrementStep(ctx); err != nil {
+			return ans, err
+		}
 	}
+	res, err := exec(ctx, w.q.String(), w.args...)
 	if err != nil {
-		return knownChanged(err, known)
+		return ans, err
 	}
 	// The last three answers are the UPDATE's, the orders' and the holdings'.
 	affected, ids := res.AllRowsAffected(), res.AllLastInsertIds()
 	if len(affected) < 3 || len(ids) != len(affected) {
-		return fmt.Errorf("repository: %d answers to the writes (does the DSN allow multiStatements?)", len(affected))
+		return ans, fmt.Errorf("repository: %d answers to the writes (does the DSN allow multiStatements?)", len(affected))
 	}
 	last := len(affected) - 1
-	if affected[last-2] != int64(len(ws)) {
-		if known {
-			return errKnownChanged
-		}
-		return service.ErrConflict
-	}
-	// One affected row per holding inserted, two per holding updated: a
-	// decision on known rows took every holding to be new.
-	if known && affected[last] != int64(holders) {
-		return errKnownChanged
-	}
-	// One multi-row INSERT is a "simple insert": InnoDB gives it
-	// consecutive ids (steps of auto_increment_increment) from the first,
-	// which its answer reports, as GORM also assumes for its batch inserts.
-	id := ids[last-1]
+	ans.updated, ans.firstID, ans.holdings = affected[last-2], ids[last-1], affected[last]
+	return ans, nil
+}
+
+// numberOrders gives the new orders of ws their ids. One multi-row INSERT
+// is a "simple insert": InnoDB gives it consecutive ids (steps of
+// auto_increment_increment) from the first, as GORM also assumes.
+func (ans writeAnswers) numberOrders(ws []*member) {
+	id := ans.firstID
 	for _, m := range ws {
-		for _, i := range m.a.New {
-			m.a.Outcomes[i].Placed.Order.ID = id
-			id += step
+		for _, i := range m.alloc.New {
+			m.alloc.Outcomes[i].Placed.Order.ID = id
+			id += ans.step
 		}
 	}
-	return nil
 }
 
 // knownChanged is errKnownChanged for the server's refusal of a write
 // decided on known rows because one of them changed: an idempotency key
 // already used (a duplicate entry), a holding over the limit (a CHECK
 // constraint). Any other error stands.
-func knownChanged(err error, known bool) error {
+func knownChanged(err error) error {
 	var myErr *mysql.MySQLError
-	if known && errors.As(err, &myErr) {
+	if errors.As(err, &myErr) {
 		switch myErr.Number {
-		case erDupEntry, erConstraintFailed, erCheckConstraintViolated:
+		case mysqlerr.DuplicateEntry, mysqlerr.ConstraintFailed, mysqlerr.CheckViolated:
 			return fmt.Errorf("%w: %w", errKnownChanged, err)
 		}
 	}
 	return err
 }
-
-// The server's error numbers that knownChanged reads as a changed row.
-const (
-	erDupEntry                = 1062 // ER_DUP_ENTRY
-	erCheckConstraintViolated = 3819 // MySQL's ER_CHECK_CONSTRAINT_VIOLATED
-	erConstraintFailed        = 4025 // MariaDB's ER_CONSTRAINT_FAILED
-)
 
 func resultSetMissing(rows *sql.Rows, what string) error {
 	if err := rows.Err(); err != nil {

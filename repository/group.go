@@ -14,13 +14,10 @@ import (
 // maxGroup bounds the SKUs that share one transaction. One round is under
 // way at a time: batches that become ready meanwhile wait for it and go
 // together in the next, so rounds grow with the load and the database runs
-// fewer, larger transactions. (Against four rounds at once, as before:
-// 0.87x the CPU per order over 100 SKUs at 2,000 orders/s, with half the
-// p50; no difference beyond noise at saturation, where rounds often run
-// past roundStall anyway. On two cores, parallel rounds mostly contend.) A round
-// still under way after roundStall lets the batches waiting behind it lead
-// rounds of their own, up to maxRounds at once: one SKU's held row (a wait
-// of up to sharedLockWait) or a slow COMMIT then delays the other SKUs by
+// fewer, larger transactions (docs/performance.md). A round still under
+// way after roundStall lets the batches waiting behind it lead rounds of
+// their own, up to maxRounds at once: one SKU's held row (a wait of up to
+// sharedLockWait) or a slow COMMIT then delays the other SKUs by
 // roundStall, not by the whole wait.
 const (
 	maxGroup   = 64

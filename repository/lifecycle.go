@@ -11,6 +11,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"gorm.io/gorm"
 
+	"github.com/seckill/seckill/internal/mysqlerr"
 	"github.com/seckill/seckill/service"
 )
 
@@ -286,10 +287,6 @@ func (s *Stock) OrderUnitsOf(ctx context.Context, skuIDs []int64) (map[int64]ser
 	return out, nil
 }
 
-// mysqlLockWaitTimeout is ER_LOCK_WAIT_TIMEOUT: the statement waited
-// innodb_lock_wait_timeout for a row lock and was rolled back.
-const mysqlLockWaitTimeout = 1205
-
 // translateSettle is translate for the lifecycle's transitions: their
 // domain answers pass through; a deadlock or a lock wait that timed out
 // is a conflict (service.ErrConflict) the caller may retry: the
@@ -301,7 +298,7 @@ func translateSettle(err error) error {
 		}
 	}
 	var myErr *mysql.MySQLError
-	if errors.As(err, &myErr) && myErr.Number == mysqlLockWaitTimeout {
+	if errors.As(err, &myErr) && myErr.Number == mysqlerr.LockWaitTimeout {
 		return fmt.Errorf("%w: %w", service.ErrConflict, err)
 	}
 	return translate(err, service.ErrNotFound)

@@ -15,6 +15,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
+	"github.com/seckill/seckill/internal/mysqlerr"
 	"github.com/seckill/seckill/service"
 )
 
@@ -71,7 +72,7 @@ func (r skuRow) domain() service.SKU {
 }
 
 // after is the SKU as b's writes leave r when they sell units (r itself
-// when they sell none): what decrement's UPDATE, or writeMembers', sets.
+// when they sell none): what decrement's UPDATE, or writes.updateSKUs', sets.
 func (r skuRow) after(b service.Batch, units int64) service.SKU {
 	sku := r.domain()
 	if units == 0 {
@@ -130,16 +131,15 @@ func (purchaseRow) TableName() string { return "user_purchases" }
 // CommitBatch runs one batch in ONE transaction: read the SKU, the orders
 // already under the batch's idempotency keys and the buyers' holdings;
 // decide with service.Allocate; then one conditional UPDATE (version, and
-// fence when b.Fence > 0), one
-// multi-row INSERT of orders and one upsert of holdings. A conditional
-// UPDATE that matches no row returns service.ErrConflict; a SKU whose
-// fence is newer than b.Fence returns service.ErrStaleFence, written
-// nothing; a COMMIT that may or may not have landed is read back, and
-// returns service.ErrOutcomeUnknown when that fails. On MySQL a b.Shared
-// batch may share its transaction with other SKUs' (see runRound): their
-// troubles never become its error. Nor do one request's: when the
-// database refuses a row of the batch, its requests are committed one by
-// one (commitEach).
+// fence when b.Fence > 0), one multi-row INSERT of orders and one upsert
+// of holdings. A conditional UPDATE that matches no row returns
+// service.ErrConflict; a SKU whose fence is newer than b.Fence returns
+// service.ErrStaleFence, written nothing; a COMMIT that may or may not
+// have landed is read back, and returns service.ErrOutcomeUnknown when
+// that fails. On MySQL a b.Shared batch may share its transaction with
+// other SKUs' (see runRound): their troubles never become its error. Nor
+// do one request's: when the database refuses a row of the batch, its
+// requests are committed one by one (commitEach).
 func (s *Stock) CommitBatch(ctx context.Context, b service.Batch) (service.BatchResult, error) {
 	res, err := s.commitOnce(ctx, b)
 	if err != nil && len(b.Requests) > 1 && refusesARow(err) {
@@ -380,16 +380,11 @@ func (s *Stock) Ping(ctx context.Context) error {
 	return nil
 }
 
-// Driver error numbers the store tells apart.
+// SQLite's extended result codes the store tells apart; MySQL's are in
+// internal/mysqlerr.
 const (
-	mysqlDataTooLong       = 1406
-	mysqlIncorrectString   = 1366 // bytes that are not the column's character set
-	mysqlDuplicate         = 1062
-	mysqlDeadlock          = 1213
-	mysqlCheckViolated     = 3819 // MySQL 8
-	mariadbCheckViolated   = 4025 // MariaDB
-	sqliteConstraintCheck  = 275
-	sqliteConstraintUnique = 2067
+	sqliteConstraintCheck  = 275  // SQLITE_CONSTRAINT_CHECK
+	sqliteConstraintUnique = 2067 // SQLITE_CONSTRAINT_UNIQUE
 )
 
 // violation is what a driver error says about the data.
@@ -411,13 +406,13 @@ func violationOf(err error) violation {
 	switch {
 	case errors.As(err, &myErr):
 		switch myErr.Number {
-		case mysqlDuplicate:
+		case mysqlerr.DuplicateEntry:
 			return violationUnique
-		case mysqlCheckViolated, mariadbCheckViolated:
+		case mysqlerr.CheckViolated, mysqlerr.ConstraintFailed:
 			return violationCheck
-		case mysqlDeadlock:
+		case mysqlerr.Deadlock:
 			return violationRetry
-		case mysqlDataTooLong, mysqlIncorrectString:
+		case mysqlerr.DataTooLong, mysqlerr.IncorrectString:
 			return violationData
 		}
 	case errors.As(err, &code):

@@ -111,6 +111,8 @@ start_mariadb() {
     mysql_pid=$!
     if wait_up "$mysql_pid" 120 "$client" --no-defaults --protocol=tcp -h 127.0.0.1 -P "$port" -uroot -e 'SELECT 1'; then
       export SECKILL_TEST_MYSQL_DSN="root@tcp(127.0.0.1:$port)/"
+      # Tests may create users on this server only: it is the run's own.
+      export SECKILL_TEST_MYSQL_THROWAWAY=1
       say "MariaDB on 127.0.0.1:$port, max_connections $("$client" --no-defaults --protocol=tcp \
         -h 127.0.0.1 -P "$port" -uroot -N -e 'SELECT @@max_connections')"
       return 0

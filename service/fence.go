@@ -48,28 +48,14 @@ func (e *StaleFenceError) Error() string {
 
 func (e *StaleFenceError) Unwrap() error { return ErrStaleFence }
 
-// fenceHorizon is a Lease whose backend can say, by asking it now, the
-// highest fence it has issued so far: ZooKeeper's latest zxid. A Redis
-// fence counter recreated empty is re-seeded from the clock, above its
-// past; an ensemble recreated empty restarts its zxids low, below every
-// fence of its past, which the database still holds.
-type fenceHorizon interface {
-	Horizon(ctx context.Context) (int64, error)
-}
-
-// adoptForeignFence is the way out of a fence the lease's backend never
-// issued. A stale-fence refusal whose stored fence lies above the
-// backend's horizon, asked after the refusal, cannot come from a holder
-// that superseded ours: this incarnation of the backend has issued no such
-// fence yet. It was issued by an earlier one (a ZooKeeper ensemble
-// recreated from empty) and would refuse every write until the ensemble's
-// zxids caught up. The Store then replaces exactly that stored value with
-// our fence (a compare-and-set: a fence written meanwhile by a real holder
-// stays), and the batch may be retried under the same lease. It reports
-// whether it did; the version column guards the stock throughout.
+// adoptForeignFence recovers from a fence the lease's backend never
+// issued: a stored fence above the backend's horizon came from an earlier
+// incarnation (a ZooKeeper ensemble recreated empty), not a newer holder,
+// and would refuse every write until the zxids caught up. The Store swaps
+// exactly that value for ours (compare-and-set); it reports whether it did.
 func (o *Orders) adoptForeignFence(ctx context.Context, lease Lease, err error) bool {
 	var stale *StaleFenceError
-	h, ok := lease.(fenceHorizon)
+	h, ok := lease.(FenceHorizonLease)
 	if !ok || !errors.As(err, &stale) || stale.Fence != lease.Fence() || stale.Stored > FenceCeiling(stale.Fence) {
 		return false
 	}

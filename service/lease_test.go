@@ -49,6 +49,11 @@ type loggedLease struct {
 	log *leaseLog
 }
 
+var (
+	_ service.WantedLease   = loggedLease{}
+	_ service.KeepableLease = loggedLease{}
+)
+
 func (l loggedLease) Release(ctx context.Context) error {
 	l.log.add("release", l.Fence())
 	return l.Lease.Release(ctx)
@@ -56,7 +61,7 @@ func (l loggedLease) Release(ctx context.Context) error {
 
 // Wanting is the lease's own, unless the log is deaf.
 func (l loggedLease) Wanting() <-chan struct{} {
-	w, ok := l.Lease.(interface{ Wanting() <-chan struct{} })
+	w, ok := l.Lease.(service.WantedLease)
 	if !ok || l.log.deaf {
 		return nil
 	}
@@ -66,9 +71,7 @@ func (l loggedLease) Wanting() <-chan struct{} {
 // Keep logs "keep" when the lease was kept, else "release" (lock.Lock.Keep
 // lets it go then).
 func (l loggedLease) Keep(ctx context.Context) (bool, error) {
-	k, ok := l.Lease.(interface {
-		Keep(context.Context) (bool, error)
-	})
+	k, ok := l.Lease.(service.KeepableLease)
 	if !ok {
 		return false, l.Release(ctx)
 	}

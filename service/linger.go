@@ -2,15 +2,11 @@ package service
 
 import "time"
 
-// A SKU worker that takes a small batch while orders for its SKU are
-// known to be arriving waits a little (OrdersConfig.Linger at most) for
-// the next ones before it commits: at a moderate rate (2,000 orders/s on
-// one SKU) a batch would otherwise hold about one order, and every order
-// pay a whole transaction (the lock, the round trips, the COMMIT) by
-// itself. The worker lingers only when the wait is expected to at least
-// double its batch: an idle SKU, one whose arrivals stopped, and a
-// saturated one (whose batches formed during the last commit are already
-// larger than a linger would add) commit at once.
+// A SKU worker that takes a small batch while orders for its SKU keep
+// arriving waits up to OrdersConfig.Linger for more, so that a moderately
+// busy SKU does not pay a whole transaction per order. It lingers only when
+// the wait should at least double the batch: idle, stopped and saturated
+// SKUs commit at once.
 
 // gapWeight is the weight 1/gapWeight of each new gap in the mean gap.
 const gapWeight = 8

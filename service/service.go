@@ -250,6 +250,38 @@ type Lease interface {
 	Release(ctx context.Context) error
 }
 
+// A Lease may offer more than Lease states; the order path asks for each
+// of these by type assertion and does without it when a backend lacks it.
+
+// WantedLease is a Lease that says, without a round trip, when another
+// holder wants its key: a busy worker then holds it past LockHold only
+// while nobody waits (lock.Lock; its channel is nil in Redlock mode).
+type WantedLease interface {
+	Lease
+	// Wanting is closed once someone else waits for the key, and nil
+	// when the lease cannot tell.
+	Wanting() <-chan struct{}
+}
+
+// KeepableLease is a Lease that can be kept for another LockHold in one
+// round trip when nobody else wants it, instead of a release and an
+// obtain (lock.Lock; in Redlock mode Keep always lets go).
+type KeepableLease interface {
+	Lease
+	// Keep reports whether the lease is still held; when another holder
+	// waits, it releases the lease and reports false.
+	Keep(ctx context.Context) (bool, error)
+}
+
+// FenceHorizonLease is a Lease whose backend can say the highest fence it
+// has issued so far (ZooKeeper's latest zxid). An ensemble recreated empty
+// restarts its fences below those the database still holds; the horizon
+// tells such a foreign fence from a newer holder's (fence.go).
+type FenceHorizonLease interface {
+	Lease
+	Horizon(ctx context.Context) (int64, error)
+}
+
 // SKURef names one SKU as the database knows it: its id, and its
 // created_at in microseconds, which tells it from an earlier SKU of the
 // same id in a database since recreated.

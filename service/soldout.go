@@ -8,24 +8,18 @@ import (
 	"time"
 )
 
-// The sold-out fast path. The database is the truth; the local mark of a
-// SKU (on its skuEntry) answers "sold out" without I/O, and the shared
-// mark in Redis only spreads the news of a sell-out faster. Bounds:
+// The sold-out fast path. The database is the truth; a SKU's local mark
+// (on its skuEntry) answers "sold out" without I/O, and the shared mark
+// only spreads a sell-out faster. Bounds:
 //
-//   - A local "sold out" is trusted for SoldOutRecheck from the moment its
-//     truth was established — the start of the commit or of the read that
-//     found no stock, not when this process got round to recording it (a
-//     process paused in between must not stretch the bound) — and is then
-//     checked against the database (one primary-key read per SKU per
-//     process per SoldOutRecheck, single-flighted) before it is used
-//     again. A restock made through another instance is therefore seen
-//     here within SoldOutRecheck (the documented bound, sold_out.local_ttl
-//     + sold_out.recheck, leaves room), whatever Redis does: a shared mark that
-//     expired, was never cleared or cannot be read changes nothing.
-//   - The shared mark only tells this process to look: a "sold out" read
-//     from Redis is checked against the database before it refuses anyone,
-//     since its age is unknown (an instance resumed from a pause may have
-//     written it long after a restock, into a Redis that lost the newer mark).
+//   - A local "sold out" is trusted for SoldOutRecheck from when its truth
+//     was established (the start of the commit or read that found no
+//     stock, so a paused process cannot stretch it), then re-read from the
+//     database, single-flighted. A restock through another instance is so
+//     seen here within sold_out.local_ttl + sold_out.recheck, whatever
+//     Redis does.
+//   - A shared "sold out" is checked against the database before it
+//     refuses anyone: its age is unknown.
 //   - A "not sold out" goes to the queue, where the transaction decides.
 
 // observe sets the mark and the sale window from the SKU row as read from

@@ -16,10 +16,8 @@ import (
 )
 
 // BenchmarkVerify is what verifying one shopper's token costs per order
-// request, by algorithm: `make bench` runs it beside the lock and commit
-// benchmarks, so the ratios (public key / HS256) come from one run. The
-// cached rows are the same token again within auth.jwt.cache_ttl, the
-// others verify it every time (the cache off).
+// request, by algorithm. The cached rows send the same token again within
+// auth.jwt.cache_ttl; the others verify it every time.
 func BenchmarkVerify(b *testing.B) {
 	for _, cached := range []bool{false, true} {
 		name := "uncached"

@@ -12,12 +12,12 @@ import (
 
 // tokenCache remembers the tokens verified recently, so that a shopper
 // who sends the same token again (a retry, the next order, a look at the
-// order) is not verified again: for public keys the signature is most of
-// an order request's CPU. Only successes are kept; a refused token is
-// verified, and refused, every time.
+// order) is not verified again: a public-key signature check dominates an
+// order request. Only successes are kept; a refused token is verified,
+// and refused, every time.
 //
 // An entry is keyed by the SHA-256 of the token, so it costs the same
-// (~250-320 bytes with the map's overhead) whatever the token's length, and is answered only
+// few hundred bytes whatever the token's length, and is answered only
 // while every time rule the verification applied still holds now (exp,
 // nbf, iat, with the leeway), for at most ttl after it was verified, and,
 // with a JWK Set, while the set still holds the same key under the

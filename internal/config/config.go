@@ -90,7 +90,7 @@ type MySQL struct {
 // the addresses are (see RedisModes); more than one address needs a mode.
 type Redis struct {
 	Mode        string        `yaml:"mode" valid:"|standalone|sentinel|cluster|redlock" help:"what redis.addrs are; none: standalone, for one address only"`
-	Addrs       []string      `yaml:"addrs" valid:"addr" help:"host:port list; sentinel: the sentinels, cluster: seed nodes, redlock: independent masters; none: the embedded Redis"`
+	Addrs       []string      `yaml:"addrs" valid:"addr" help:"host:port list; more than one needs SECKILL_REDIS_MODE (sentinel: the sentinels, cluster: seed nodes, redlock: independent masters); none: the embedded Redis"`
 	Username    string        `yaml:"username" help:"ACL user of the Redis nodes, every mode"`
 	Password    string        `yaml:"password" help:"password of the Redis nodes, every mode; never logged"`
 	DB          int           `yaml:"db" default:"0" help:"database number; 0 with cluster"`

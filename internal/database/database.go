@@ -22,6 +22,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
 
+	"github.com/seckill/seckill/internal/mysqlerr"
 	"github.com/seckill/seckill/migrations"
 )
 
@@ -56,7 +57,7 @@ type refusalCounter struct {
 func (c refusalCounter) Connect(ctx context.Context) (driver.Conn, error) {
 	conn, err := c.Connector.Connect(ctx)
 	var myErr *mysql.MySQLError
-	if err != nil && errors.As(err, &myErr) && (myErr.Number == erTooManyConnections || myErr.Number == erTooManyUserConnections) {
+	if err != nil && errors.As(err, &myErr) && (myErr.Number == mysqlerr.TooManyConnections || myErr.Number == mysqlerr.TooManyUserConnections) {
 		if c.obs != nil {
 			c.obs.ConnRefused()
 		}
@@ -64,12 +65,6 @@ func (c refusalCounter) Connect(ctx context.Context) (driver.Conn, error) {
 	}
 	return conn, err
 }
-
-// The server's refusals of a new connection for having too many.
-const (
-	erTooManyConnections     = 1040 // ER_CON_COUNT_ERROR: max_connections
-	erTooManyUserConnections = 1203 // ER_TOO_MANY_USER_CONNECTIONS: max_user_connections
-)
 
 // OpenMySQL connects to MySQL or MariaDB. The DSN is completed with what
 // the store relies on: parseTime, UTC, and client-side interpolation (one

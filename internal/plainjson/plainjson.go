@@ -2,9 +2,9 @@
 // reflection: string keys and values without escapes, members a caller
 // decodes itself. It never decides anything encoding/json would decide
 // differently: whatever is not plain makes it give up, and the caller
-// hands that input to encoding/json, which then decides (and words the
-// error) as before. The order body and the shopper token's claims, read
-// on every order, use it.
+// hands that input to encoding/json, which then decides and words the
+// error. The order body and the shopper token's claims, read on every
+// order, use it.
 package plainjson
 
 import (

@@ -29,6 +29,13 @@ var (
 // sold-out mark share one slot, and different SKUs spread across slots.
 type Locker struct{ c *lock.Client }
 
+// The order path asks a Redis lease whether it is wanted and keeps it
+// across batches (service/lease.go).
+var (
+	_ service.WantedLease   = (*lock.Lock)(nil)
+	_ service.KeepableLease = (*lock.Lock)(nil)
+)
+
 // NewLocker returns the service's lock over c.
 func NewLocker(c *lock.Client) *Locker { return &Locker{c} }
 

@@ -178,7 +178,7 @@ func (s *ZKServer) launch() {
 		s.t.Fatal(err)
 	}
 	defer log.Close()
-	// Small and quiet: six engineers share two cores. Container nodes
+	// Small and quiet, for a shared machine. Container nodes
 	// are swept every 500ms instead of every minute so that tests can
 	// see them go.
 	cmd := exec.Command("java", "-Xmx128m", "-Xss512k", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",

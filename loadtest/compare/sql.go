@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/seckill/seckill/internal/mysqlerr"
 	"github.com/seckill/seckill/service"
 )
 
@@ -257,14 +258,6 @@ func (t *connTx) end() {
 	_ = t.conn.Close()
 }
 
-// The server's error numbers the designs answer.
-const (
-	erDupEntry                = 1062 // ER_DUP_ENTRY
-	erLockDeadlock            = 1213 // ER_LOCK_DEADLOCK
-	erCheckConstraintViolated = 3819 // MySQL's ER_CHECK_CONSTRAINT_VIOLATED
-	erConstraintFailed        = 4025 // MariaDB's ER_CONSTRAINT_FAILED
-)
-
 // translate reads a driver error: a deadlock or a duplicate is a race
 // lost, tried again; a CHECK failure can only be the per-user limit,
 // reached by a concurrent order of the same buyer that the read missed.
@@ -272,9 +265,9 @@ func translate(err error) error {
 	var me *mysql.MySQLError
 	if errors.As(err, &me) {
 		switch me.Number {
-		case erDupEntry, erLockDeadlock:
+		case mysqlerr.DuplicateEntry, mysqlerr.Deadlock:
 			return fmt.Errorf("%w: %w", errConflict, err)
-		case erCheckConstraintViolated, erConstraintFailed:
+		case mysqlerr.CheckViolated, mysqlerr.ConstraintFailed:
 			return fmt.Errorf("%w: %w", service.ErrLimitExceeded, err)
 		}
 	}

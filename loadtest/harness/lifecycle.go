@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/seckill/seckill/loadtest/verify"
 )
 
 // LifecycleConfig is the order-lifecycle run: Units units over
@@ -49,6 +51,7 @@ type LifecycleResult struct {
 	Elapsed               time.Duration
 	Stock, Sold, Total    int64
 	PendingUnits, PaidSum int64
+	History               verify.HistoryVerdict // every order answer, cancel and expiry against one stock counter
 	Violations            []string
 }
 
@@ -62,6 +65,7 @@ func (r LifecycleResult) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "  sku: stock %d, sold %d, total %d; paid units %d, pending units %d\n", r.Stock, r.Sold, r.Total, r.PaidSum, r.PendingUnits)
 	fmt.Fprintf(w, "  %d paid orders were created after the first expiry (returned units resold)\n", r.ResoldAfterExpiry)
 	fmt.Fprintf(w, "  faults: sweeper leader %s frozen past its lease, %s killed; stale-fence sweeps refused: %d\n", r.Frozen, r.Killed, r.StaleSweeps)
+	fmt.Fprintf(w, "  history: %s\n", r.History)
 	if r.Pass() {
 		fmt.Fprintln(w, "PASS")
 		return
@@ -104,6 +108,7 @@ type lifecycleRun struct {
 	live     atomic.Pointer[[]int] // instances in the buyers' rotation
 	buyers   atomic.Int64
 	paid     atomic.Int64
+	history  *goHistory
 
 	mu        sync.Mutex
 	answered  map[string]string // order id → what its last answer said it is
@@ -152,7 +157,7 @@ func RunLifecycle(ctx context.Context, cfg LifecycleConfig) (res LifecycleResult
 	if err != nil {
 		return res, err
 	}
-	lr := &lifecycleRun{run: r, cfg: cfg, payToken: payToken, answered: map[string]string{}}
+	lr := &lifecycleRun{run: r, cfg: cfg, payToken: payToken, answered: map[string]string{}, history: newGoHistory()}
 	all := make([]int, len(r.instances))
 	for i := range all {
 		all[i] = i
@@ -169,9 +174,9 @@ func RunLifecycle(ctx context.Context, cfg LifecycleConfig) (res LifecycleResult
 	go func() { faults <- lr.injectFaults(sctx, &res) }()
 	var late sync.WaitGroup
 	var wg sync.WaitGroup
-	for range cfg.Concurrency {
+	for client := range cfg.Concurrency {
 		wg.Add(1)
-		go func() { defer wg.Done(); lr.buy(sctx, &late) }()
+		go func() { defer wg.Done(); lr.buy(sctx, client, &late) }()
 	}
 	wg.Wait()
 	late.Wait()
@@ -184,6 +189,12 @@ func RunLifecycle(ctx context.Context, cfg LifecycleConfig) (res LifecycleResult
 		res.Violations = append(res.Violations, err.Error())
 	}
 	lr.verify(ctx, &res)
+	if res.History, err = lr.checkGoHistory(ctx, lr.history, r.skuID, cfg.Units, 1, res.Stock); err != nil {
+		return res, err
+	}
+	for _, v := range res.History.Violations {
+		res.Violations = append(res.Violations, "history: "+v.Message)
+	}
 	return res, nil
 }
 
@@ -221,8 +232,15 @@ func (lr *lifecycleRun) post(ctx context.Context, url, body, token string) (int,
 
 // instanceURL is the base URL of a live instance for buyer k.
 func (lr *lifecycleRun) instanceURL(k int64) string {
+	url, _ := lr.instanceFor(k)
+	return url
+}
+
+// instanceFor is the base URL and name of a live instance for buyer k.
+func (lr *lifecycleRun) instanceFor(k int64) (string, string) {
 	live := *lr.live.Load()
-	return lr.baseURLs[live[int(k)%len(live)]]
+	i := live[int(k)%len(live)]
+	return lr.baseURLs[i], fmt.Sprintf("instance-%d", i)
 }
 
 type orderAnswer struct {
@@ -235,18 +253,27 @@ type orderAnswer struct {
 }
 
 // buy runs buyers one after another until Units are paid or ctx ends.
-func (lr *lifecycleRun) buy(ctx context.Context, late *sync.WaitGroup) {
+func (lr *lifecycleRun) buy(ctx context.Context, client int, late *sync.WaitGroup) {
 	for lr.paid.Load() < lr.cfg.Units && ctx.Err() == nil {
 		k := lr.buyers.Add(1)
-		status, out, err := lr.post(ctx, lr.instanceURL(k)+"/api/v1/orders", fmt.Sprintf(`{"sku_id":%d,"user_id":"buyer-%d","quantity":1}`, lr.skuID, k), "")
+		user := fmt.Sprintf("buyer-%d", k)
+		url, instance := lr.instanceFor(k)
+		call := time.Now()
+		status, out, err := lr.post(ctx, url+"/api/v1/orders", fmt.Sprintf(`{"sku_id":%d,"user_id":%q,"quantity":1}`, lr.skuID, user), "")
+		ret := time.Now()
+		var o orderAnswer
+		if err == nil {
+			_ = json.Unmarshal(out, &o)
+		}
+		id, _ := lr.orderIDs.Decode(o.OrderID)
+		lr.history.order(client, instance, user, call, ret, status, o.Error.Code, id, err)
 		if err != nil || status != http.StatusCreated {
 			// Sold out until units come back, or an instance going away:
 			// the buyer's back-off, bounded by the sale's deadline.
 			sleepCtx(ctx, 50*time.Millisecond)
 			continue
 		}
-		var o orderAnswer
-		if err := json.Unmarshal(out, &o); err != nil || o.Status != "pending" {
+		if o.Status != "pending" || id == 0 {
 			lr.violation("a new order answered %s; want pending with expires_at", out)
 			continue
 		}
@@ -255,7 +282,13 @@ func (lr *lifecycleRun) buy(ctx context.Context, late *sync.WaitGroup) {
 		case fatePays:
 			lr.pay(ctx, k, o.OrderID, false)
 		case fateCancels:
-			status, out, err := lr.post(ctx, lr.instanceURL(k)+"/api/v1/orders/"+o.OrderID+"/cancel", "", "")
+			url, instance := lr.instanceFor(k)
+			call := time.Now()
+			status, out, err := lr.post(ctx, url+"/api/v1/orders/"+o.OrderID+"/cancel", "", "")
+			if err != nil {
+				status = 0
+			}
+			lr.history.cancel(id, user, instance, call, time.Now(), status)
 			switch {
 			case err == nil && status == http.StatusOK:
 				lr.note(o.OrderID, "cancelled", func() { lr.cancelled++ })

@@ -134,7 +134,7 @@ func startZKEnsemble(ctx context.Context, ps *procs, work string, n int) (*zkEns
 }
 
 // zkServerProc writes server s's zoo.cfg and myid and returns its JVM,
-// small and quiet: two cores are shared by everyone on the box.
+// small and quiet, so the ensemble leaves the machine to the sale.
 func zkServerProc(work string, s *zkServer, peers, classpath string) (*proc, error) {
 	dir := filepath.Join(work, fmt.Sprintf("zookeeper-%d", s.id))
 	if err := os.MkdirAll(dir, 0o755); err != nil {

@@ -23,12 +23,16 @@ const (
 	Maybe = "maybe"
 	// Restock: an admin PUT of the remaining stock.
 	Restock = "restock"
+	// Returned: an order's units went back to stock (a cancel, or the
+	// sweeper's expiry) at some moment within the operation's interval;
+	// the buyer's holdings fall by as much.
+	Returned = "returned"
 )
 
 // Op is one operation of a sale's history: a request's input, its answer
 // and when it was invoked and answered, on one clock.
 type Op struct {
-	Kind     string // Bought, SoldOutAnswer, LimitAnswer, Maybe or Restock
+	Kind     string // Bought, SoldOutAnswer, LimitAnswer, Maybe, Restock or Returned
 	User     string
 	Qty      int64
 	Key      string // Idempotency-Key, "" without one
@@ -49,6 +53,8 @@ func (o Op) String() string {
 	switch o.Kind {
 	case Restock:
 		fmt.Fprintf(&b, "restock to %d", o.Stock)
+	case Returned:
+		fmt.Fprintf(&b, "%s's order %d returned %d", o.User, o.OrderID, o.Qty)
 	default:
 		fmt.Fprintf(&b, "%s bought %d → %s", o.User, o.Qty, o.Kind)
 		if o.OrderID != 0 {

@@ -74,6 +74,7 @@ type HistoryVerdict struct {
 	SoldOut       int    `json:"sold_out"`
 	LimitExceeded int    `json:"limit_exceeded"`
 	Restocks      int    `json:"restocks"`
+	Returns       int    `json:"returns"`
 	// Settled counts the sold_out answers asked after every change to
 	// the stock, which one of them stands for in the search.
 	Settled int `json:"sold_out_settled"`
@@ -99,8 +100,8 @@ type HistoryVerdict struct {
 func (v HistoryVerdict) Pass() bool { return v.Result == Linearizable }
 
 func (v HistoryVerdict) String() string {
-	s := fmt.Sprintf("%s: %d operations (%d bought, %d sold_out of which %d after the last change, %d limit_exceeded, %d restocks; %d refusals implied by another; %d unknown outcomes: %d happened, %d did not, %d undecided), sold-out bound %dms, %.1fs",
-		v.Result, v.Ops, v.Bought, v.SoldOut, v.Settled, v.LimitExceeded, v.Restocks, v.Dominated,
+	s := fmt.Sprintf("%s: %d operations (%d bought, %d sold_out of which %d after the last change, %d limit_exceeded, %d restocks, %d returns; %d refusals implied by another; %d unknown outcomes: %d happened, %d did not, %d undecided), sold-out bound %dms, %.1fs",
+		v.Result, v.Ops, v.Bought, v.SoldOut, v.Settled, v.LimitExceeded, v.Restocks, v.Returns, v.Dominated,
 		v.Resolution.Unknown, v.Resolution.Happened, v.Resolution.Dropped, v.Resolution.Undecided, v.BoundMS, v.Took)
 	switch {
 	case v.Certified:
@@ -113,6 +114,10 @@ func (v HistoryVerdict) String() string {
 	}
 	return s
 }
+
+// witnessedSearch bounds the search of a history a witness already
+// proved violated.
+const witnessedSearch = 10 * time.Second
 
 // maxWitnesses bounds the witnesses reported.
 const maxWitnesses = 5
@@ -141,6 +146,8 @@ func CheckHistory(h History, opt HistoryOptions) HistoryVerdict {
 			v.LimitExceeded++
 		case Restock:
 			v.Restocks++
+		case Returned:
+			v.Returns++
 		}
 	}
 
@@ -164,7 +171,13 @@ func CheckHistory(h History, opt HistoryOptions) HistoryVerdict {
 	default:
 		model := stockModel(searched, opt.SoldOutBound)
 		ops := porcupineOps(searched, opt.SoldOutBound)
-		res, info := porcupine.CheckOperationsVerbose(model, ops, opt.Timeout)
+		timeout := opt.Timeout
+		if len(v.Violations) > 0 {
+			// A witness already decided: the search only adds its drawing,
+			// and proving a violated history must exhaust every order.
+			timeout = min(timeout, witnessedSearch)
+		}
+		res, info := porcupine.CheckOperationsVerbose(model, ops, timeout)
 		switch res {
 		case porcupine.Ok:
 			v.Result = Linearizable
@@ -181,7 +194,7 @@ func CheckHistory(h History, opt HistoryOptions) HistoryVerdict {
 			}
 		default:
 			v.Result = NotConcluded
-			v.Reason = fmt.Sprintf("the search of %d operations did not finish within %s", len(ops), opt.Timeout)
+			v.Reason = fmt.Sprintf("the search of %d operations did not finish within %s", len(ops), timeout)
 			// The longest partial linearizations found show where it stuck.
 			if opt.Visualization != "" && porcupine.VisualizePath(model, info, opt.Visualization) == nil {
 				v.Visualization = opt.Visualization
@@ -211,17 +224,18 @@ func CheckHistory(h History, opt HistoryOptions) HistoryVerdict {
 }
 
 // saleAfterSoldOut finds a 201 invoked after a sold_out answer returned,
-// with no restock whose interval reaches past the sold_out's invocation
-// minus the bound and starts before the sale returned: the stock only
-// falls between restocks, so the sale took a unit that was not there (or
-// the sold_out was false). O(n log n).
+// with no restock or returned order whose interval reaches past the
+// sold_out's invocation minus the bound and starts before the sale
+// returned: the stock only falls between them, so the sale took a unit
+// that was not there (or the sold_out was false). O(n log n) without
+// returns.
 func saleAfterSoldOut(ops []Op, bound time.Duration) []Violation {
 	var soldOuts, restocks []Op
 	for _, op := range ops {
 		switch op.Kind {
 		case SoldOutAnswer:
 			soldOuts = append(soldOuts, op)
-		case Restock:
+		case Restock, Returned:
 			restocks = append(restocks, op)
 		}
 	}
@@ -264,11 +278,11 @@ func saleAfterSoldOut(ops []Op, bound time.Duration) []Violation {
 	return out
 }
 
-// restockBetween reports a restock that can be linearized after from and
-// before to.
+// restockBetween reports a restock or returned order that can be
+// linearized after from and before to.
 func restockBetween(restocks []Op, from, to time.Time) bool {
 	for _, r := range restocks {
-		if r.Return.After(from) && r.Call.Before(to) && r.Stock > 0 {
+		if r.Return.After(from) && r.Call.Before(to) && (r.Stock > 0 || r.Kind == Returned) {
 			return true
 		}
 	}
@@ -279,12 +293,16 @@ func restockBetween(restocks []Op, from, to time.Time) bool {
 // stock before the first), the units of the sales invoked after the one
 // answered and answered before the next was invoked: they can only be
 // linearized between the two, where at most the stock the first set was
-// there. More is an oversell, whatever the order. O(n log n).
+// there, plus the units of returned orders that can fall between them.
+// More is an oversell, whatever the order. O(n log n) without returns.
 func soldPastZero(h History) []Violation {
-	var restocks []Op
+	var restocks, returns []Op
 	for _, op := range h.Ops {
-		if op.Kind == Restock {
+		switch op.Kind {
+		case Restock:
 			restocks = append(restocks, op)
+		case Returned:
+			returns = append(returns, op)
 		}
 	}
 	sort.Slice(restocks, func(i, j int) bool { return restocks[i].Call.Before(restocks[j].Call) })
@@ -304,32 +322,40 @@ func soldPastZero(h History) []Violation {
 			last[k] = b
 		}
 	}
+	returned := make([]int64, len(restocks)+1) // units that may come back within epoch k
+	for _, r := range returns {
+		for k := range returned {
+			if (k == 0 || r.Return.After(restocks[k-1].Call)) && (k == len(restocks) || r.Call.Before(restocks[k].Return)) {
+				returned[k] += r.Qty
+			}
+		}
+	}
 	var out []Violation
 	for k, n := range sold {
 		set, after := h.InitialStock, "the start"
 		if k > 0 {
 			set, after = restocks[k-1].Stock, restocks[k-1].String()
 		}
-		if n > set {
+		if n > set+returned[k] {
 			out = append(out, Violation{Name: SoldPastZero, Message: fmt.Sprintf(
-				"%d units sold after %s, where %d were there, by sales that no restock can fall between; the last: %s",
-				n, after, set, last[k])})
+				"%d units sold after %s, where %d were there and %d could come back, by sales that no restock can fall between; the last: %s",
+				n, after, set, returned[k], last[k])})
 		}
 	}
 	return out
 }
 
 // soldOutWhileStockRemained finds sold_out answers invoked more than the
-// bound after the last restock returned, when the sale ended with at
-// least their quantity left: the stock only falls after the last restock,
-// so it was there all along.
+// bound after the last restock or returned order, when the sale ended
+// with at least their quantity left: the stock only falls after the last
+// of those, so it was there all along.
 func soldOutWhileStockRemained(ops []Op, bound time.Duration, final int64) []Violation {
 	if final <= 0 {
 		return nil
 	}
 	var lastRestock time.Time
 	for _, op := range ops {
-		if op.Kind == Restock && op.Return.After(lastRestock) {
+		if (op.Kind == Restock || op.Kind == Returned) && op.Return.After(lastRestock) {
 			lastRestock = op.Return
 		}
 	}
@@ -339,7 +365,7 @@ func soldOutWhileStockRemained(ops []Op, bound time.Duration, final int64) []Vio
 			continue
 		}
 		out = append(out, Violation{Name: SoldOutWhileStockRemained, Message: fmt.Sprintf(
-			"sold_out %s, yet %d unit(s) remained at the end with no restock after it", s, final)})
+			"sold_out %s, yet %d unit(s) remained at the end with no restock or returned order after it", s, final)})
 		if len(out) == maxWitnesses {
 			break
 		}
@@ -365,7 +391,8 @@ type stockInput struct {
 var hashSeed = maphash.MakeSeed()
 
 // stockModel is one SKU: a stock counter, per-user holdings up to the
-// limit, and restocks that set the remaining stock. Outcomes that may or
+// limit, restocks that set the remaining stock and returned orders that
+// add theirs back (and leave their buyer's holdings). Outcomes that may or
 // may not have happened (Maybe) step either way.
 func stockModel(h History, bound time.Duration) porcupine.Model {
 	limit := h.PerUserLimit
@@ -387,6 +414,13 @@ func stockModel(h History, bound time.Duration) porcupine.Model {
 		switch op.op.Kind {
 		case Restock:
 			return []any{stockState{stock: op.op.Stock, held: s.held}}
+		case Returned:
+			n := stockState{stock: s.stock + op.op.Qty, held: s.held}
+			if op.tracked {
+				n.held = maps.Clone(s.held)
+				n.held[op.op.User] = held - op.op.Qty
+			}
+			return []any{n}
 		case Bought:
 			if canTake {
 				return []any{take()}
@@ -424,8 +458,11 @@ func stockModel(h History, bound time.Duration) porcupine.Model {
 		},
 		DescribeOperation: func(in, _ any) string {
 			op := in.(stockInput).op
-			if op.Kind == Restock {
+			switch op.Kind {
+			case Restock:
 				return fmt.Sprintf("restock(%d)", op.Stock)
+			case Returned:
+				return fmt.Sprintf("%s returns %d", op.User, op.Qty)
 			}
 			return fmt.Sprintf("%s buys %d → %s @%s", op.User, op.Qty, op.Kind, op.Instance)
 		},
@@ -457,7 +494,7 @@ func porcupineOps(h History, bound time.Duration) []porcupine.Operation {
 			call = call.Add(-bound)
 		}
 		client := op.Client
-		if op.Kind == Restock {
+		if op.Kind == Restock || op.Kind == Returned {
 			client = maxClient + 1
 		}
 		ops = append(ops, porcupine.Operation{
@@ -489,7 +526,7 @@ func settledSoldOuts(h History, bound time.Duration) (History, int) {
 			end = op.Call
 		}
 		switch op.Kind {
-		case Bought, Maybe, Restock:
+		case Bought, Maybe, Restock, Returned:
 			if end.After(lastChange) {
 				lastChange = end
 			}

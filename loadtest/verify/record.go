@@ -109,12 +109,14 @@ func BuildHistory(initialStock int64, snap Snapshot, attempts []Attempt, restock
 	}
 	end = end.Add(time.Millisecond)
 
-	byKey := map[string]Order{}
+	// Idempotency keys are unique per buyer: two buyers may use one key.
+	type userKey struct{ user, key string }
+	byKey := map[userKey]Order{}
 	claimed := map[int64]bool{}
 	keyless := map[string][]int64{} // user → keyless order ids
 	for _, o := range snap.Orders {
 		if o.IdempotencyKey != "" {
-			byKey[o.IdempotencyKey] = o
+			byKey[userKey{o.UserID, o.IdempotencyKey}] = o
 		} else {
 			keyless[o.UserID] = append(keyless[o.UserID], o.ID)
 		}
@@ -182,8 +184,8 @@ func BuildHistory(initialStock int64, snap Snapshot, attempts []Attempt, restock
 		op := Op{Kind: Bought, User: a.User, Qty: a.Qty, Key: a.Key, Instance: a.Instance, Client: a.VU,
 			Call: a.Call, Return: end, Status: a.Status, Resolved: true}
 		if a.Key != "" {
-			o, ok := byKey[a.Key]
-			if !ok || o.UserID != a.User || claimed[o.ID] {
+			o, ok := byKey[userKey{a.User, a.Key}]
+			if !ok || claimed[o.ID] {
 				h.Resolution.Dropped++
 				continue
 			}

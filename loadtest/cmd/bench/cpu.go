@@ -90,7 +90,7 @@ type cpuCost struct {
 	// K6Share is the load generator's part of the machine's busy CPU.
 	K6Share float64 `json:"k6_share_of_busy_cpu"`
 	// OtherCores is the CPU, in cores, used by processes that are none of
-	// the above during the row: the other engineers' work on the box.
+	// the above during the row: other work on a shared machine.
 	OtherCores float64 `json:"other_load_cores"`
 }
 

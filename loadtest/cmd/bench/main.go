@@ -66,7 +66,7 @@ type options struct {
 	rate        int  // open arrival rate of the open-load rows (orders/s); 0: none
 	openVUs     int  // most buyers at once of an open-load row
 	rows        *regexp.Regexp
-	abRef       string    // a git ref whose service runs every selected row too
+	abRefs      []string  // git refs whose services run every selected row too
 	abEnv       []variant // configurations that run every selected row too
 	profile     bool      // fetch the service's CPU and allocation profiles of every order row
 	zookeeper   bool      // also run locked on the ZooKeeper lock backend
@@ -194,7 +194,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.rate, "rate", 2000, "arrivals per second of the open-load rows (0: no open-load rows)")
 	fs.IntVar(&o.openVUs, "open-vus", 1000, "most buyers at once of an open-load row")
 	rows := fs.String("rows", "", "run only the cases whose \"name @load\" matches this regexp (the ceilings always run: every ratio needs them)")
-	fs.StringVar(&o.abRef, "ab-ref", "", "also run every selected case with the service built from this git ref, next to the worktree's (A/B in one run)")
+	abRefs := fs.String("ab-ref", "", "also run every selected case with the service built from each of these comma-separated git refs, next to the worktree's (A/B in one run)")
 	fs.BoolVar(&o.profile, "profile", false, "write the service's CPU and allocation profiles of every order row (pprof) into the results directory")
 	abEnv := fs.String("ab-env", "", "also run every selected case with these settings (SECKILL_* or the Go runtime's GOGC, GOMEMLIMIT, GODEBUG, GOMAXPROCS): 'label:KEY=V,KEY=V;label2:KEY=V'")
 	if err := fs.Parse(args); err != nil {
@@ -204,6 +204,11 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	o.strategies = strings.Split(*strategies, ",")
+	for _, ref := range strings.Split(*abRefs, ",") {
+		if ref = strings.TrimSpace(ref); ref != "" {
+			o.abRefs = append(o.abRefs, ref)
+		}
+	}
 	if *rows != "" {
 		re, err := regexp.Compile(*rows)
 		if err != nil {
@@ -336,12 +341,12 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	variants := []variant{{bin: bin, compare: compareBin}}
-	if o.abRef != "" {
-		refBin, err := buildRef(ctx, root, o.abRef, o.out)
+	for _, ref := range o.abRefs {
+		refBin, err := buildRef(ctx, root, ref, o.out)
 		if err != nil {
 			return err
 		}
-		variants = append(variants, variant{label: o.abRef, bin: refBin})
+		variants = append(variants, variant{label: ref, bin: refBin})
 	}
 	for _, v := range o.abEnv {
 		v.bin, v.compare = bin, compareBin

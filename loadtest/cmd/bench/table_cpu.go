@@ -119,8 +119,7 @@ func writeCPURatios(t *tabwriter.Writer, rows []row, o options) {
 	fmt.Fprintf(t, "CPU per order / ceiling's per request, saturated @%s\t%s\t≤ 1.5×\n", hi, times(total("locked", hi), ceilingCPU(rows, hi, "")))
 	// The same goal measured two other ways: against a sold-out refusal
 	// (the order's HTTP stack, JSON and shopper check, with no I/O), and
-	// the service's own CPU alone (MariaDB's share at ~100 orders per
-	// transaction is ~0.4x the ceiling by itself).
+	// the service's own CPU alone, without MariaDB's share.
 	fmt.Fprintf(t, "CPU per order / sold-out refusal's per request, saturated @%s\t%s\t\n", hi, times(total("locked", hi), total("locked, sold out", hi)))
 	if m := meanOf(rows, "locked", hi, ""); m != nil {
 		fmt.Fprintf(t, "service's CPU per order / ceiling's per request, saturated @%s\t%s\t\n", hi, times(m.cpu.SvcUS, ceilingCPU(rows, hi, "")))

@@ -11,6 +11,7 @@
 //	go run ./loadtest/cmd/loadtest -lock zookeeper -fault zk-leader  # ZooKeeper's leader killed mid-sale
 //	go run ./loadtest/cmd/loadtest -scenario invented-skus  # 20,000 orders for ids that do not exist
 //	go run ./loadtest/cmd/loadtest -scenario lifecycle      # pay, cancel, expire: returned units resold; leader frozen, another killed
+//	go run ./loadtest/cmd/loadtest -scenario idle-restock   # sell out, idle past the sold-out marks, restock, burst: no stale sold_out
 //	go run ./loadtest/cmd/loadtest -target -base-urls https://a,https://b -admin-token ...
 package main
 
@@ -159,7 +160,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&cfg.Restocks, "restocks", 0, "restock the SKU this many times during the sale, each time it sells out, to a quarter of -stock")
 	fs.IntVar(&cfg.HistoryMaxOps, "history-max-ops", 40000, "operations the history check's search takes at most; a longer history is not concluded")
 	quiet := fs.Bool("q", false, "print only the summary")
-	scenario := fs.String("scenario", "sale", "sale: the k6 flash sale; invented-skus: orders for SKU ids that do not exist, measuring what stays (RSS, goroutines, Redis keys); lifecycle: buyers pay, cancel or abandon until every unit is paid, the sweeper's leader frozen and its successor killed")
+	scenario := fs.String("scenario", "sale", "sale: the k6 flash sale; invented-skus: orders for SKU ids that do not exist, measuring what stays (RSS, goroutines, Redis keys); lifecycle: buyers pay, cancel or abandon until every unit is paid, the sweeper's leader frozen and its successor killed; idle-restock: sell-outs, idle gaps, restocks through one instance and bursts at the others")
 	requests := fs.Int("requests", 20000, "orders sent by -scenario invented-skus")
 	units := fs.Int64("units", 1000, "units sold by -scenario lifecycle")
 	if err := fs.Parse(args); err != nil {
@@ -178,9 +179,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runInvented(ctx, cfg, *requests, stdout)
 	case "lifecycle":
 		return runLifecycle(ctx, cfg, *units, stdout)
+	case "idle-restock":
+		return runIdleRestock(ctx, cfg, stdout)
 	case "sale":
 	default:
-		return fmt.Errorf("-scenario %q: want sale, invented-skus or lifecycle", *scenario)
+		return fmt.Errorf("-scenario %q: want sale, invented-skus, lifecycle or idle-restock", *scenario)
 	}
 
 	res, err := harness.Run(ctx, cfg)
