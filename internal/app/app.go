@@ -29,6 +29,7 @@ import (
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/internal/database"
 	"github.com/seckill/seckill/internal/metrics"
+	"github.com/seckill/seckill/internal/redis"
 	"github.com/seckill/seckill/lock"
 	"github.com/seckill/seckill/repository"
 	"github.com/seckill/seckill/service"
@@ -103,7 +104,7 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 		return err
 	}
 	var draining atomic.Bool
-	locks, _ := lk.(service.LockInspector) // every lock of this package's (locks.go)
+	locks, _ := lk.(service.LockInspector) // every Locker of internal/redis and internal/zookeeper
 	api, err := newAPI(cfg, orders, catalog, readyz, mx, &draining, shoppers, lifecycle, locks, log)
 	if err != nil {
 		return err
@@ -247,7 +248,7 @@ func redisLocking(cfg config.Config, rs *redisSetup, mx *metrics.Metrics, cl *cl
 	lockOpts = append(lockOpts, lockReplicaOptions(cfg)...)
 	lc := rs.lockClient(lockOpts...)
 	cl.add(lc.Close) // before the Redis clients close (closers run in reverse)
-	return NewLocker(lc), NewSoldOutMarks(rs.marks(), cfg.Lock.Prefix+"soldout:", cfg.SoldOut.SharedTTL)
+	return redis.NewLocker(lc), redis.NewMarks(rs.marks(), cfg.Lock.Prefix+"soldout:", cfg.SoldOut.SharedTTL)
 }
 
 // newOrders builds the order flow on a lock, the shared sold-out marks and

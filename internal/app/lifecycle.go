@@ -6,6 +6,7 @@ import (
 
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/internal/metrics"
+	"github.com/seckill/seckill/internal/redis"
 	"github.com/seckill/seckill/repository"
 	"github.com/seckill/seckill/service"
 )
@@ -23,7 +24,7 @@ func sweeperLock(cfg config.Config, rs *redisSetup, lk service.Locker) service.L
 	if cfg.Lock.Backend == config.BackendZooKeeper || len(rs.clients) == 0 {
 		return lk
 	}
-	return NewLocker(rs.lockClient(append(LockOptions(cfg), lockReplicaOptions(cfg)...)...))
+	return redis.NewLocker(rs.lockClient(append(LockOptions(cfg), lockReplicaOptions(cfg)...)...))
 }
 
 // startLifecycle returns the payment and cancellation of orders and

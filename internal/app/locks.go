@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"os"
 	"slices"
@@ -13,15 +12,9 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/internal/config"
-
+	"github.com/seckill/seckill/internal/redis"
 	"github.com/seckill/seckill/lock"
 	"github.com/seckill/seckill/service"
-)
-
-// Every lock adapter of this package inspects its lock.
-var (
-	_ service.LockInspector = locker{}
-	_ service.LockInspector = zkLocker{}
 )
 
 // instanceName names this process's leases (lock.WithOwner): the host
@@ -32,37 +25,6 @@ func instanceName() string {
 		host = "unknown"
 	}
 	return host + "/" + strconv.Itoa(os.Getpid())
-}
-
-func (l locker) InspectLock(ctx context.Context, key string) (service.LockState, error) {
-	return stateOf(l.c.Inspect(ctx, hashTag(key)))
-}
-
-func (l zkLocker) InspectLock(ctx context.Context, key string) (service.LockState, error) {
-	return stateOf(l.z.Inspect(ctx, key))
-}
-
-// stateOf passes a backend's inspection to the service, translating "the
-// backend is unreachable" as leaseOf does.
-func stateOf(st lock.State, err error) (service.LockState, error) {
-	if errors.Is(err, lock.ErrUnavailable) {
-		return service.LockState{}, fmt.Errorf("%w: %w: %w", service.ErrUnavailable, service.ErrLockUnavailable, err)
-	}
-	if err != nil {
-		return service.LockState{}, err
-	}
-	return lockState(st), nil
-}
-
-func lockState(st lock.State) service.LockState {
-	s := service.LockState{
-		Held: st.Held, Owner: st.Owner, Token: st.Token, Fence: st.Fence, LeaseLeft: st.LeaseLeft,
-		Since: st.Since, Renewed: st.Renewed, Wanted: st.Wanted, Waiters: st.Waiters, Queued: st.Queued,
-	}
-	for _, n := range st.Nodes {
-		s.Nodes = append(s.Nodes, lockState(n))
-	}
-	return s
 }
 
 // SKULock is one SKU's lock, as `seckill locks` lists it.
@@ -89,9 +51,8 @@ func HeldLocks(ctx context.Context, cfg config.Config, log *slog.Logger, limit i
 		for zkb.Up(ctx) != nil && ctx.Err() == nil {
 			time.Sleep(10 * time.Millisecond) // waiting for the session, bounded by ctx
 		}
-		zl := zkb.locker.(zkLocker)
-		inspect = zl
-		keys, err = zl.z.Keys(ctx, limit)
+		inspect = zkb.locker
+		keys, err = zkb.locker.Keys(ctx, limit)
 		if err != nil {
 			return nil, err
 		}
@@ -104,14 +65,11 @@ func HeldLocks(ctx context.Context, cfg config.Config, log *slog.Logger, limit i
 		if len(rs.clients) == 0 {
 			return nil, errors.New("no lock store to read: set redis.addrs, or lock.backend zookeeper")
 		}
-		lc := rs.lockClient(LockOptions(cfg)...)
-		inspect = locker{lc}
-		tagged, err := lc.HeldKeys(ctx, hashTag("sku:*"), limit)
+		rl := redis.NewLocker(rs.lockClient(LockOptions(cfg)...))
+		inspect = rl
+		keys, err = rl.HeldKeys(ctx, "sku:*", limit)
 		if err != nil {
 			return nil, err
-		}
-		for _, k := range tagged {
-			keys = append(keys, strings.Trim(k, "{}"))
 		}
 	}
 	var held []SKULock

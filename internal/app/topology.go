@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -230,4 +231,19 @@ func (c *topologyCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(c.topology, prometheus.GaugeValue, 1, c.s.mode, master)
 	ch <- prometheus.MustNewConstMetric(c.failovers, prometheus.CounterValue, float64(failovers))
+}
+
+// RedisLogger sends go-redis's own messages (a failed dial, a pool
+// problem) to log instead of plain stderr. go-redis keeps one logger per
+// process: main sets it with redis.SetLogger, once.
+func RedisLogger(log *slog.Logger) interface {
+	Printf(ctx context.Context, format string, v ...any)
+} {
+	return redisLogger{log}
+}
+
+type redisLogger struct{ log *slog.Logger }
+
+func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
+	l.log.WarnContext(ctx, "redis client", "detail", fmt.Sprintf(format, v...))
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/seckill/seckill/internal/app"
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/internal/testenv"
+	zkadapter "github.com/seckill/seckill/internal/zookeeper"
 	"github.com/seckill/seckill/lock/zookeeper"
 	"github.com/seckill/seckill/repository"
 	"github.com/seckill/seckill/service"
@@ -156,7 +157,7 @@ func TestZooKeeper_SupersededHolderIsNotMistakenForARecreatedEnsemble(t *testing
 			t.Errorf("the later holder's commit (fence %d, ours %d): %v", later, ours, err)
 		}
 	}}
-	orders := service.NewOrders(store, locker, app.NewZooKeeperSoldOutMarks(conn, root+"/soldout", pc.SoldOut.SharedTTL),
+	orders := service.NewOrders(store, locker, zkadapter.NewMarks(conn, root+"/soldout", pc.SoldOut.SharedTTL),
 		app.OrdersConfig(pc), testenv.Logger(), nil)
 	t.Cleanup(func() {
 		sctx, scancel := context.WithTimeout(context.Background(), 20*time.Second)

@@ -1,82 +1,66 @@
-package app
+// Package zookeeper adapts ZooKeeper to what the service needs from it:
+// the per-SKU lock (over package lock/zookeeper), the shared sold-out marks
+// and the session's state for readiness.
+package zookeeper
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/go-zookeeper/zk"
 
-	"github.com/seckill/seckill/internal/config"
-	"github.com/seckill/seckill/lock"
-	"github.com/seckill/seckill/lock/zookeeper"
+	"github.com/seckill/seckill/internal/locking"
+	zklock "github.com/seckill/seckill/lock/zookeeper"
 	"github.com/seckill/seckill/service"
 )
 
-// zooKeeper is the ZooKeeper backend of the service: the lock and the
-// shared sold-out marks, on one session.
-type zooKeeper struct {
-	conn   *zk.Conn
-	locker service.Locker
-	marks  service.SoldOutMarks
+var (
+	_ service.Locker        = (*Locker)(nil)
+	_ service.LockInspector = (*Locker)(nil)
+)
+
+// Locker adapts a *zookeeper.ZooKeeper lock client to service.Locker,
+// translating "ZooKeeper is unreachable" into service.ErrLockUnavailable.
+type Locker struct{ z *zklock.ZooKeeper }
+
+// NewLocker returns the service's lock over z.
+func NewLocker(z *zklock.ZooKeeper) *Locker { return &Locker{z} }
+
+// Obtain takes the lock of key, as service.Locker says.
+func (l *Locker) Obtain(ctx context.Context, key string) (service.Lease, error) {
+	return locking.Lease(l.z.Obtain(ctx, key))
 }
 
-// openZooKeeper connects to the ensemble. It does not wait for a session:
-// until there is one, Obtain reports the lock unavailable and the order path
-// sells on the database's guard alone (degraded), as without Redis.
-func openZooKeeper(cfg config.Config, log *slog.Logger, obs lock.Observer) (*zooKeeper, error) {
-	conn, _, err := zk.Connect(cfg.ZooKeeper.Addrs, cfg.ZooKeeper.SessionTimeout,
-		zk.WithLogger(zkLogger{log}), zk.WithLogInfo(false))
-	if err != nil {
-		return nil, fmt.Errorf("zookeeper: %w", err)
-	}
-	z := zookeeper.NewZooKeeper(conn, zookeeper.ZooKeeperOptions{
-		Root: cfg.ZooKeeper.Root + "/locks", Observer: obs,
-		FenceBase: service.ZooKeeperFences, // the range the Store knows as ZooKeeper's
-		Owner:     instanceName(),
-	})
-	return &zooKeeper{
-		conn:   conn,
-		locker: zkLocker{z},
-		marks:  NewZooKeeperSoldOutMarks(conn, cfg.ZooKeeper.Root+"/soldout", cfg.SoldOut.SharedTTL),
-	}, nil
+// InspectLock reads the state of key's lock without taking it.
+func (l *Locker) InspectLock(ctx context.Context, key string) (service.LockState, error) {
+	return locking.State(l.z.Inspect(ctx, key))
 }
 
-func (z *zooKeeper) Close() error { z.conn.Close(); return nil }
+// Keys returns up to limit keys that have a lock node; see
+// zookeeper.ZooKeeper.Keys.
+func (l *Locker) Keys(ctx context.Context, limit int) ([]string, error) {
+	return l.z.Keys(ctx, limit)
+}
 
-// Up reports nil while the session is connected.
-func (z *zooKeeper) Up(context.Context) error {
-	if st := z.conn.State(); st != zk.StateHasSession {
+// Up reports nil while conn has a session: without one, Obtain reports the
+// lock unavailable.
+func Up(conn *zk.Conn) error {
+	if st := conn.State(); st != zk.StateHasSession {
 		return fmt.Errorf("zookeeper: session %v", st)
 	}
 	return nil
 }
 
-// zkLocker adapts *zookeeper.ZooKeeper to service.Locker.
-type zkLocker struct{ z *zookeeper.ZooKeeper }
+var _ service.SoldOutMarks = (*Marks)(nil)
 
-func (l zkLocker) Obtain(ctx context.Context, key string) (service.Lease, error) {
-	return leaseOf(l.z.Obtain(ctx, key))
-}
-
-// zkReadiness reports the ZooKeeper session where the Redis readiness
-// reports Redis: /readyz's "redis" field is the lock backend's state.
-type zkReadiness struct {
-	store service.Store
-	zk    *zooKeeper
-}
-
-func (r zkReadiness) MySQL(ctx context.Context) error { return r.store.Ping(ctx) }
-func (r zkReadiness) Redis(ctx context.Context) error { return r.zk.Up(ctx) }
-
-// NewZooKeeperSoldOutMarks returns the shared sold-out marks kept in
-// ZooKeeper: one persistent znode per SKU under dir holding
-// "incarnation:mark" (the SKU's created_at in µs, then its signed version
-// mark; a mark of another incarnation reads as no mark). A mark older than ttl (by the znode's mtime, the leader's
+// Marks keeps the shared sold-out marks in ZooKeeper: one persistent
+// znode per SKU under dir holding "incarnation:mark" (the SKU's created_at
+// in µs, then its signed version mark; a mark of another incarnation reads
+// as no mark). A mark older than ttl (by the znode's mtime, the leader's
 // clock) reads as no mark and is deleted, as the Redis mark expires. Only
 // SKUs that exist get a mark (marks are set after a commit or a restock),
 // so their number is bounded by the catalogue.
@@ -85,25 +69,27 @@ func (r zkReadiness) Redis(ctx context.Context) error { return r.zk.Up(ctx) }
 // database (sold_out.recheck): it spreads the news of a sell-out at once,
 // keeping a sold-out SKU's buyers off the database on every instance; the
 // re-check bounds how long any mark can outlive a restock.
-func NewZooKeeperSoldOutMarks(conn *zk.Conn, dir string, ttl time.Duration) service.SoldOutMarks {
-	return zkMarks{conn: conn, dir: dir, ttl: ttl}
-}
-
-type zkMarks struct {
+type Marks struct {
 	conn *zk.Conn
 	dir  string
 	ttl  time.Duration
 }
 
-func (m zkMarks) path(id int64) string { return m.dir + "/" + strconv.FormatInt(id, 10) }
+// NewMarks returns the shared sold-out marks kept under dir on conn's
+// ensemble, each read as gone after ttl.
+func NewMarks(conn *zk.Conn, dir string, ttl time.Duration) *Marks {
+	return &Marks{conn: conn, dir: dir, ttl: ttl}
+}
 
-func (m zkMarks) expired(st *zk.Stat) bool {
+func (m *Marks) path(id int64) string { return m.dir + "/" + strconv.FormatInt(id, 10) }
+
+func (m *Marks) expired(st *zk.Stat) bool {
 	return time.Since(time.UnixMilli(st.Mtime)) > m.ttl
 }
 
 // get returns the stored mark of sku's incarnation (0 for another's), and
 // the znode's stat, nil when there is none.
-func (m zkMarks) get(ctx context.Context, sku service.SKURef) (int64, *zk.Stat, error) {
+func (m *Marks) get(ctx context.Context, sku service.SKURef) (int64, *zk.Stat, error) {
 	var (
 		data []byte
 		st   *zk.Stat
@@ -126,7 +112,9 @@ func (m zkMarks) get(ctx context.Context, sku service.SKURef) (int64, *zk.Stat, 
 	return v, st, nil
 }
 
-func (m zkMarks) Mark(ctx context.Context, sku service.SKURef) (int64, error) {
+// Mark returns the stored mark of sku's incarnation, 0 when there is none
+// or it is older than the ttl.
+func (m *Marks) Mark(ctx context.Context, sku service.SKURef) (int64, error) {
 	v, st, err := m.get(ctx, sku)
 	if err != nil || st == nil {
 		return 0, err
@@ -141,7 +129,7 @@ func (m zkMarks) Mark(ctx context.Context, sku service.SKURef) (int64, error) {
 
 // SetMark writes mark unless the stored one is of the same incarnation
 // and a newer version, with a compare-and-set on the znode's version.
-func (m zkMarks) SetMark(ctx context.Context, sku service.SKURef, mark int64) error {
+func (m *Marks) SetMark(ctx context.Context, sku service.SKURef, mark int64) error {
 	id := sku.ID
 	data := []byte(strconv.FormatInt(sku.Incarnation, 10) + ":" + strconv.FormatInt(mark, 10))
 	for range 16 { // each retry means another instance wrote meanwhile
@@ -188,9 +176,9 @@ const markTimeout = 500 * time.Millisecond
 // do runs a blocking ZooKeeper request for at most markTimeout and until
 // ctx is done (the request itself finishes in the background), and fails at
 // once without a session.
-func (m zkMarks) do(ctx context.Context, req func() error) error {
-	if st := m.conn.State(); st != zk.StateHasSession {
-		return fmt.Errorf("zookeeper: session %v", st)
+func (m *Marks) do(ctx context.Context, req func() error) error {
+	if err := Up(m.conn); err != nil {
+		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, markTimeout)
 	defer cancel()
@@ -202,11 +190,4 @@ func (m zkMarks) do(ctx context.Context, req func() error) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-}
-
-// zkLogger sends the ZooKeeper client's messages to the structured log.
-type zkLogger struct{ log *slog.Logger }
-
-func (l zkLogger) Printf(format string, v ...any) {
-	l.log.Warn("zookeeper client", "msg", fmt.Sprintf(format, v...))
 }

@@ -1,0 +1,50 @@
+package app
+
+import (
+	"context"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/handler"
+	"github.com/seckill/seckill/internal/redis"
+	"github.com/seckill/seckill/service"
+)
+
+var (
+	_ handler.Readiness        = readiness{}
+	_ handler.TopologyReporter = readiness{}
+	_ handler.Readiness        = zkReadiness{}
+)
+
+// readiness implements handler.Readiness and handler.TopologyReporter.
+type readiness struct {
+	store   service.Store
+	redises []goredis.UniversalClient
+	mode    string
+	watch   *sentinelWatch // nil unless redis.mode is sentinel
+}
+
+// RedisTopology names the mode and, with Sentinel, the current master and
+// the master changes seen.
+func (r readiness) RedisTopology(ctx context.Context) handler.Topology {
+	t := handler.Topology{Mode: r.mode}
+	if r.watch != nil {
+		t.Master, t.Failovers, _ = r.watch.Master(ctx) // no answer: no master named
+	}
+	return t
+}
+
+func (r readiness) MySQL(ctx context.Context) error { return r.store.Ping(ctx) }
+
+// Redis reports nil when a majority of the Redis nodes answer PING.
+func (r readiness) Redis(ctx context.Context) error { return redis.Ping(ctx, r.redises) }
+
+// zkReadiness reports the ZooKeeper session where the Redis readiness
+// reports Redis: /readyz's "redis" field is the lock backend's state.
+type zkReadiness struct {
+	store service.Store
+	zk    *zooKeeper
+}
+
+func (r zkReadiness) MySQL(ctx context.Context) error { return r.store.Ping(ctx) }
+func (r zkReadiness) Redis(ctx context.Context) error { return r.zk.Up(ctx) }

@@ -1,0 +1,56 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/seckill/seckill/internal/config"
+	"github.com/seckill/seckill/internal/zookeeper"
+	"github.com/seckill/seckill/lock"
+	zklock "github.com/seckill/seckill/lock/zookeeper"
+	"github.com/seckill/seckill/service"
+)
+
+// zooKeeper is the ZooKeeper backend of the service: the lock and the
+// shared sold-out marks, on one session.
+type zooKeeper struct {
+	conn   *zk.Conn
+	locker *zookeeper.Locker
+	marks  *zookeeper.Marks
+}
+
+// openZooKeeper connects to the ensemble. It does not wait for a session:
+// until there is one, Obtain reports the lock unavailable and the order path
+// sells on the database's guard alone (degraded), as without Redis.
+func openZooKeeper(cfg config.Config, log *slog.Logger, obs lock.Observer) (*zooKeeper, error) {
+	conn, _, err := zk.Connect(cfg.ZooKeeper.Addrs, cfg.ZooKeeper.SessionTimeout,
+		zk.WithLogger(zkLogger{log}), zk.WithLogInfo(false))
+	if err != nil {
+		return nil, fmt.Errorf("zookeeper: %w", err)
+	}
+	z := zklock.NewZooKeeper(conn, zklock.ZooKeeperOptions{
+		Root: cfg.ZooKeeper.Root + "/locks", Observer: obs,
+		FenceBase: service.ZooKeeperFences, // the range the Store knows as ZooKeeper's
+		Owner:     instanceName(),
+	})
+	return &zooKeeper{
+		conn:   conn,
+		locker: zookeeper.NewLocker(z),
+		marks:  zookeeper.NewMarks(conn, cfg.ZooKeeper.Root+"/soldout", cfg.SoldOut.SharedTTL),
+	}, nil
+}
+
+func (z *zooKeeper) Close() error { z.conn.Close(); return nil }
+
+// Up reports nil while the session is connected.
+func (z *zooKeeper) Up(context.Context) error { return zookeeper.Up(z.conn) }
+
+// zkLogger sends the ZooKeeper client's messages to the structured log.
+type zkLogger struct{ log *slog.Logger }
+
+func (l zkLogger) Printf(format string, v ...any) {
+	l.log.Warn("zookeeper client", "msg", fmt.Sprintf(format, v...))
+}

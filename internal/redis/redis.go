@@ -1,0 +1,142 @@
+// Package redis adapts Redis to what the service needs from it: the
+// per-SKU lock (over package lock) and the shared sold-out marks.
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/internal/locking"
+	"github.com/seckill/seckill/lock"
+	"github.com/seckill/seckill/service"
+)
+
+var (
+	_ service.Locker        = (*Locker)(nil)
+	_ service.LockInspector = (*Locker)(nil)
+)
+
+// Locker adapts a *lock.Client to service.Locker, translating "Redis is
+// unreachable" into service.ErrLockUnavailable. The service's key
+// ("sku:7") becomes the hash tag of the Redis keys ("<prefix>{sku:7}" and
+// its fence counter), so on a Cluster the lock, its fence and the SKU's
+// sold-out mark share one slot, and different SKUs spread across slots.
+type Locker struct{ c *lock.Client }
+
+// The order path asks a Redis lease whether it is wanted and keeps it
+// across batches (service/lease.go).
+var (
+	_ service.WantedLease   = (*lock.Lock)(nil)
+	_ service.KeepableLease = (*lock.Lock)(nil)
+)
+
+// NewLocker returns the service's lock over c.
+func NewLocker(c *lock.Client) *Locker { return &Locker{c} }
+
+// hashTag wraps key in braces: Redis Cluster hashes only what is inside.
+func hashTag(key string) string { return "{" + key + "}" }
+
+// Obtain takes the lock of key, as service.Locker says.
+func (l *Locker) Obtain(ctx context.Context, key string) (service.Lease, error) {
+	return locking.Lease(l.c.Obtain(ctx, hashTag(key)))
+}
+
+// InspectLock reads the state of key's lock without taking it.
+func (l *Locker) InspectLock(ctx context.Context, key string) (service.LockState, error) {
+	return locking.State(l.c.Inspect(ctx, hashTag(key)))
+}
+
+// HeldKeys returns up to limit service keys matching the glob match
+// ("sku:*") whose lock has a holder now; see lock.Client.HeldKeys.
+func (l *Locker) HeldKeys(ctx context.Context, match string, limit int) ([]string, error) {
+	tagged, err := l.c.HeldKeys(ctx, hashTag(match), limit)
+	if err != nil {
+		return nil, err
+	}
+	keys := make([]string, 0, len(tagged))
+	for _, k := range tagged {
+		keys = append(keys, strings.Trim(k, "{}"))
+	}
+	return keys, nil
+}
+
+var _ service.SoldOutMarks = (*Marks)(nil)
+
+// Marks keeps the shared sold-out marks in Redis, one key per SKU holding
+// "incarnation:mark" (the SKU's created_at in µs, then its signed version
+// mark), with an expiry so that a mark nobody clears still goes away. A
+// mark of another incarnation reads as no mark: a database recreated with
+// the same ids is never blocked by an old mark.
+type Marks struct {
+	rdb    goredis.UniversalClient
+	prefix string
+	ttl    time.Duration
+}
+
+// NewMarks returns the shared sold-out marks kept in rdb under prefix,
+// each expiring after ttl.
+func NewMarks(rdb goredis.UniversalClient, prefix string, ttl time.Duration) *Marks {
+	return &Marks{rdb: rdb, prefix: prefix, ttl: ttl}
+}
+
+// setMark writes ARGV[1]:ARGV[2] unless the stored mark is of the same
+// incarnation and a newer version.
+var setMark = goredis.NewScript(`
+local cur = redis.call('GET', KEYS[1])
+if cur then
+  local inc, m = string.match(cur, '^(%-?%d+):(%-?%d+)$')
+  if inc == ARGV[1] and math.abs(tonumber(m)) > math.abs(tonumber(ARGV[2])) then
+    return 0
+  end
+end
+redis.call('SET', KEYS[1], ARGV[1] .. ':' .. ARGV[2], 'PX', ARGV[3])
+return 1
+`)
+
+// key is "<prefix>{sku:7}": the hash tag of the SKU's lock (see Locker).
+func (m *Marks) key(id int64) string {
+	return m.prefix + hashTag("sku:"+strconv.FormatInt(id, 10))
+}
+
+// Mark returns the stored mark of sku's incarnation, 0 when there is none.
+func (m *Marks) Mark(ctx context.Context, sku service.SKURef) (int64, error) {
+	v, err := m.rdb.Get(ctx, m.key(sku.ID)).Result()
+	if errors.Is(err, goredis.Nil) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	inc, mark, ok := strings.Cut(v, ":")
+	if !ok || inc != strconv.FormatInt(sku.Incarnation, 10) {
+		return 0, nil // another SKU's, or an older format
+	}
+	return strconv.ParseInt(mark, 10, 64)
+}
+
+// SetMark writes mark unless the stored one is of the same incarnation
+// and a newer version, in one script.
+func (m *Marks) SetMark(ctx context.Context, sku service.SKURef, mark int64) error {
+	return setMark.Run(ctx, m.rdb, []string{m.key(sku.ID)}, sku.Incarnation, mark, m.ttl.Milliseconds()).Err()
+}
+
+// Ping reports nil when a majority of the Redis nodes answer PING: with
+// Redlock, the lock works while a majority of its masters does.
+func Ping(ctx context.Context, nodes []goredis.UniversalClient) error {
+	up := 0
+	for _, c := range nodes {
+		if c.Ping(ctx).Err() == nil {
+			up++
+		}
+	}
+	if up < len(nodes)/2+1 {
+		return fmt.Errorf("redis: %d of %d nodes answer", up, len(nodes))
+	}
+	return nil
+}
