@@ -475,11 +475,11 @@ func redlockBackend(t *testing.T) backend {
 	}
 }
 
-// zkLocker adapts a *zookeeper.ZooKeeper to the suite.
-type zkLocker struct{ *zookeeper.ZooKeeper }
+// zkLocker adapts a *zookeeper.Client to the suite.
+type zkLocker struct{ *zookeeper.Client }
 
 func (c zkLocker) Obtain(ctx context.Context, key string) (held, error) {
-	l, err := c.ZooKeeper.Obtain(ctx, key)
+	l, err := c.Client.Obtain(ctx, key)
 	if err != nil {
 		return nil, err
 	}
@@ -489,7 +489,7 @@ func (c zkLocker) Obtain(ctx context.Context, key string) (held, error) {
 func (c zkLocker) List(ctx context.Context) ([]string, error) { return c.Keys(ctx, 1000) }
 
 // zkHeld is a held ZooKeeper lock; its token is its node's name.
-type zkHeld struct{ *zookeeper.ZooKeeperLock }
+type zkHeld struct{ *zookeeper.Lock }
 
 func (l zkHeld) Token() string {
 	n := l.Node()
@@ -507,7 +507,7 @@ func zooKeeperBackend(t *testing.T) backend {
 	return backend{
 		client: func(t *testing.T, owner string, _ time.Duration, _ bool) locker {
 			conn := testenv.ZKConn(t, z.Addrs(), zkSession, nil)
-			return zkLocker{zookeeper.NewZooKeeper(conn, zookeeper.ZooKeeperOptions{Root: root, Owner: owner})}
+			return zkLocker{zookeeper.New(conn, zookeeper.Options{Root: root, Owner: owner})}
 		},
 		drop: func(t *testing.T, key string) {
 			dir := root + "/" + url.PathEscape(key)

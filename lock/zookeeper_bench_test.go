@@ -54,7 +54,7 @@ func (z benchZK) conn(b *testing.B) *zk.Conn {
 // (create, children, exists with a watch), rt/release is the delete.
 func benchZKUncontended(b *testing.B, conn *zk.Conn) {
 	obs := &requests{}
-	c := zookeeper.NewZooKeeper(conn, zookeeper.ZooKeeperOptions{Root: "/bench/" + testenv.Name("u"), Observer: obs})
+	c := zookeeper.New(conn, zookeeper.Options{Root: "/bench/" + testenv.Name("u"), Observer: obs})
 	ctx := context.Background()
 	for b.Loop() {
 		l, err := c.Obtain(ctx, "k")
@@ -74,7 +74,7 @@ func benchZKUncontended(b *testing.B, conn *zk.Conn) {
 // queue, woken by the watch on its predecessor (no polling, no herd).
 func benchZKContended(b *testing.B, conn *zk.Conn, parallelism int, work func()) {
 	obs := &requests{}
-	c := zookeeper.NewZooKeeper(conn, zookeeper.ZooKeeperOptions{Root: "/bench/" + testenv.Name("c"), Observer: obs})
+	c := zookeeper.New(conn, zookeeper.Options{Root: "/bench/" + testenv.Name("c"), Observer: obs})
 	ctx := context.Background()
 	b.SetParallelism(parallelism)
 	start := time.Now()

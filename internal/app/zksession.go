@@ -31,7 +31,7 @@ func openZooKeeper(cfg config.Config, log *slog.Logger, obs lock.Observer) (*zoo
 	if err != nil {
 		return nil, fmt.Errorf("zookeeper: %w", err)
 	}
-	z := zklock.NewZooKeeper(conn, zklock.ZooKeeperOptions{
+	z := zklock.New(conn, zklock.Options{
 		Root: cfg.ZooKeeper.Root + "/locks", Observer: obs,
 		FenceBase: service.ZooKeeperFences, // the range the Store knows as ZooKeeper's
 		Owner:     instanceName(),

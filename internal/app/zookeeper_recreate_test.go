@@ -142,9 +142,9 @@ func TestZooKeeper_SupersededHolderIsNotMistakenForARecreatedEnsemble(t *testing
 		t.Fatal(err)
 	}
 	conn := testenv.ZKConn(t, z.Addrs(), pc.ZooKeeper.SessionTimeout, nil)
-	other := zookeeper.NewZooKeeper(testenv.ZKConn(t, z.Addrs(), pc.ZooKeeper.SessionTimeout, nil), zookeeper.ZooKeeperOptions{Root: root + "/locks", FenceBase: service.ZooKeeperFences})
+	other := zookeeper.New(testenv.ZKConn(t, z.Addrs(), pc.ZooKeeper.SessionTimeout, nil), zookeeper.Options{Root: root + "/locks", FenceBase: service.ZooKeeperFences})
 	var later int64
-	locker := &interferingLocker{z: zookeeper.NewZooKeeper(conn, zookeeper.ZooKeeperOptions{Root: root + "/locks", FenceBase: service.ZooKeeperFences}), interfere: func(ours int64) {
+	locker := &interferingLocker{z: zookeeper.New(conn, zookeeper.Options{Root: root + "/locks", FenceBase: service.ZooKeeperFences}), interfere: func(ours int64) {
 		l, err := other.Obtain(ctx, "elsewhere")
 		if err != nil {
 			t.Error(err)
@@ -185,7 +185,7 @@ func TestZooKeeper_SupersededHolderIsNotMistakenForARecreatedEnsemble(t *testing
 // interferingLocker obtains ZooKeeper locks and, once, right after the
 // first one is obtained, runs interfere with its fence.
 type interferingLocker struct {
-	z         *zookeeper.ZooKeeper
+	z         *zookeeper.Client
 	once      sync.Once
 	interfere func(ours int64)
 }

@@ -45,8 +45,8 @@ func TestZooKeeper_StaleHolderRefusedByZxidFence(t *testing.T) {
 	proxy := testenv.StartProxy(t, z.Addrs()[0])
 	root := "/" + testenv.Name("fence")
 	session := config.Default().ZooKeeper.SessionTimeout
-	a := zookeeper.NewZooKeeper(testenv.ZKConn(t, []string{proxy.Addr}, session, nil), zookeeper.ZooKeeperOptions{Root: root, FenceBase: service.ZooKeeperFences})
-	b := zookeeper.NewZooKeeper(testenv.ZKConn(t, z.Addrs(), session, nil), zookeeper.ZooKeeperOptions{Root: root, FenceBase: service.ZooKeeperFences})
+	a := zookeeper.New(testenv.ZKConn(t, []string{proxy.Addr}, session, nil), zookeeper.Options{Root: root, FenceBase: service.ZooKeeperFences})
+	b := zookeeper.New(testenv.ZKConn(t, z.Addrs(), session, nil), zookeeper.Options{Root: root, FenceBase: service.ZooKeeperFences})
 	store := repository.New(testenv.DB(t, testenv.Database(t)))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -107,8 +107,8 @@ func TestLockBackendSwitch_NeitherWayRefusesEveryWrite(t *testing.T) {
 	z := testenv.StartZooKeeper(t)
 	rdb, prefix := testenv.Redis(t)
 	redisLock := lock.New(rdb, lock.WithPrefix(prefix))
-	zkLock := zookeeper.NewZooKeeper(testenv.ZKConn(t, z.Addrs(), config.Default().ZooKeeper.SessionTimeout, nil),
-		zookeeper.ZooKeeperOptions{Root: "/" + testenv.Name("switch"), FenceBase: service.ZooKeeperFences})
+	zkLock := zookeeper.New(testenv.ZKConn(t, z.Addrs(), config.Default().ZooKeeper.SessionTimeout, nil),
+		zookeeper.Options{Root: "/" + testenv.Name("switch"), FenceBase: service.ZooKeeperFences})
 	store := repository.New(testenv.DB(t, testenv.Database(t)))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

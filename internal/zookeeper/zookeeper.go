@@ -21,14 +21,16 @@ import (
 var (
 	_ service.Locker        = (*Locker)(nil)
 	_ service.LockInspector = (*Locker)(nil)
+	// The order path reads the horizon of a ZooKeeper lease's fence.
+	_ service.FenceHorizonLease = (*zklock.Lock)(nil)
 )
 
-// Locker adapts a *zookeeper.ZooKeeper lock client to service.Locker,
+// Locker adapts a *zklock.Client to service.Locker,
 // translating "ZooKeeper is unreachable" into service.ErrLockUnavailable.
-type Locker struct{ z *zklock.ZooKeeper }
+type Locker struct{ z *zklock.Client }
 
 // NewLocker returns the service's lock over z.
-func NewLocker(z *zklock.ZooKeeper) *Locker { return &Locker{z} }
+func NewLocker(z *zklock.Client) *Locker { return &Locker{z} }
 
 // Obtain takes the lock of key, as service.Locker says.
 func (l *Locker) Obtain(ctx context.Context, key string) (service.Lease, error) {
@@ -41,7 +43,7 @@ func (l *Locker) InspectLock(ctx context.Context, key string) (service.LockState
 }
 
 // Keys returns up to limit keys that have a lock node; see
-// zookeeper.ZooKeeper.Keys.
+// zklock.Client.Keys.
 func (l *Locker) Keys(ctx context.Context, limit int) ([]string, error) {
 	return l.z.Keys(ctx, limit)
 }

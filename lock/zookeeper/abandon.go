@@ -34,7 +34,7 @@ type abandonJob struct {
 // abandon queues the deletion of the nodes of token under dir, to be
 // retried for abandonFor while ZooKeeper does not answer, by one goroutine
 // per client whatever the number of failures.
-func (z *ZooKeeper) abandon(dir, token string) {
+func (z *Client) abandon(dir, token string) {
 	z.ab.mu.Lock()
 	defer z.ab.mu.Unlock()
 	if len(z.ab.jobs) >= maxAbandoned {
@@ -51,7 +51,7 @@ func (z *ZooKeeper) abandon(dir, token string) {
 // is left: deleted, gone with their session, or past their time. While
 // the session is not connected it sends nothing (a request would only
 // wait in the client for the connection), and it pauses between rounds.
-func (z *ZooKeeper) abandonAll() {
+func (z *Client) abandonAll() {
 	for {
 		job, ok := z.nextAbandoned()
 		if !ok {
@@ -74,7 +74,7 @@ func (z *ZooKeeper) abandonAll() {
 
 // nextAbandoned drops the jobs past their time and returns the oldest
 // left, or false (and marks the goroutine stopped) when none is.
-func (z *ZooKeeper) nextAbandoned() (abandonJob, bool) {
+func (z *Client) nextAbandoned() (abandonJob, bool) {
 	z.ab.mu.Lock()
 	defer z.ab.mu.Unlock()
 	now := time.Now()

@@ -22,7 +22,7 @@ func TestZooKeeper_AbandonIsBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	z := NewZooKeeper(conn, ZooKeeperOptions{})
+	z := New(conn, Options{})
 	before := runtime.NumGoroutine()
 	const failures = 5000
 	for i := range failures {

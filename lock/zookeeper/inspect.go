@@ -15,7 +15,7 @@ import (
 )
 
 // wait counts an Obtain of key starting (+1) or answered (-1).
-func (z *ZooKeeper) wait(key string, d int) {
+func (z *Client) wait(key string, d int) {
 	z.mu.Lock()
 	defer z.mu.Unlock()
 	if n := z.waiting[key] + d; n > 0 {
@@ -33,7 +33,7 @@ func (z *ZooKeeper) wait(key string, d int) {
 // key not yet answered, one of which may be the holder's; Queued the nodes
 // of every client behind the holder. It returns an error wrapping
 // lock.ErrUnavailable when ZooKeeper does not answer within OpTimeout.
-func (z *ZooKeeper) Inspect(ctx context.Context, key string) (lock.State, error) {
+func (z *Client) Inspect(ctx context.Context, key string) (lock.State, error) {
 	var st lock.State
 	z.mu.Lock()
 	st.Waiters = z.waiting[key]
@@ -76,7 +76,7 @@ func (z *ZooKeeper) Inspect(ctx context.Context, key string) (lock.State, error)
 // Keys returns up to limit keys that have a node under Root: held, waited
 // for, or just released (the server deletes an empty key's node soon
 // after). One request.
-func (z *ZooKeeper) Keys(ctx context.Context, limit int) ([]string, error) {
+func (z *Client) Keys(ctx context.Context, limit int) ([]string, error) {
 	children, err := call(ctx, z, func() ([]string, error) { c, _, err := z.conn.Children(z.o.Root); return c, err })
 	if errors.Is(err, zk.ErrNoNode) {
 		return nil, nil

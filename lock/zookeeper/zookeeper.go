@@ -19,9 +19,9 @@ import (
 	"github.com/seckill/seckill/lock"
 )
 
-// ZooKeeperOptions configures a ZooKeeper lock client. The zero value gives
+// Options configures a ZooKeeper lock client. The zero value gives
 // the defaults.
-type ZooKeeperOptions struct {
+type Options struct {
 	// Root is the path under which each key gets its lock node; every
 	// missing component is created as a container node, which the server
 	// deletes once it is empty. The default is "/seckill/locks".
@@ -46,7 +46,7 @@ type ZooKeeperOptions struct {
 	Owner string
 }
 
-// ZooKeeper obtains locks kept in ZooKeeper with the ephemeral sequential
+// Client obtains locks kept in ZooKeeper with the ephemeral sequential
 // node recipe: each Obtain creates a node under the key's path and holds
 // the lock when its node is the lowest; a waiter watches only the node just
 // before its own, so a release wakes exactly one waiter (no herd). The lease
@@ -54,18 +54,18 @@ type ZooKeeperOptions struct {
 // partition past the session timeout) are deleted by the ensemble.
 //
 // It is safe for concurrent use. It does not own conn.
-type ZooKeeper struct {
+type Client struct {
 	conn *zk.Conn
-	o    ZooKeeperOptions
+	o    Options
 	ab   abandoned
 
 	mu      sync.Mutex
 	waiting map[string]int // key → Obtains of this client not yet answered
 }
 
-// NewZooKeeper returns a ZooKeeper lock client on conn (see zk.Connect: the
+// New returns a ZooKeeper lock client on conn (see zk.Connect: the
 // session timeout given there is the lease).
-func NewZooKeeper(conn *zk.Conn, o ZooKeeperOptions) *ZooKeeper {
+func New(conn *zk.Conn, o Options) *Client {
 	if o.Root == "" {
 		o.Root = "/seckill/locks"
 	}
@@ -76,7 +76,7 @@ func NewZooKeeper(conn *zk.Conn, o ZooKeeperOptions) *ZooKeeper {
 	if o.Observer == nil {
 		o.Observer = lock.NopObserver{}
 	}
-	return &ZooKeeper{conn: conn, o: o, waiting: map[string]int{}}
+	return &Client{conn: conn, o: o, waiting: map[string]int{}}
 }
 
 // Obtain takes the lock for key, waiting in ZooKeeper's FIFO order behind
@@ -87,7 +87,7 @@ func NewZooKeeper(conn *zk.Conn, o ZooKeeperOptions) *ZooKeeper {
 // connected or a request gets no answer within OpTimeout. Its node is
 // deleted on every failure (in the background when ZooKeeper does not
 // answer, else with the session).
-func (z *ZooKeeper) Obtain(ctx context.Context, key string) (*ZooKeeperLock, error) {
+func (z *Client) Obtain(ctx context.Context, key string) (*Lock, error) {
 	start := time.Now()
 	z.wait(key, 1)
 	l, reqs, err := z.obtain(ctx, key)
@@ -96,7 +96,7 @@ func (z *ZooKeeper) Obtain(ctx context.Context, key string) (*ZooKeeperLock, err
 	return l, err
 }
 
-func (z *ZooKeeper) obtain(ctx context.Context, key string) (*ZooKeeperLock, int, error) {
+func (z *Client) obtain(ctx context.Context, key string) (*Lock, int, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, 0, fmt.Errorf("%w: %w", lock.ErrNotObtained, err)
 	}
@@ -109,7 +109,7 @@ func (z *ZooKeeper) obtain(ctx context.Context, key string) (*ZooKeeperLock, int
 	dir := z.o.Root + "/" + url.PathEscape(key)
 	token := rand.Text()
 	reqs := 0
-	fail := func(err error) (*ZooKeeperLock, int, error) {
+	fail := func(err error) (*Lock, int, error) {
 		z.abandon(dir, token)
 		if ctx.Err() != nil {
 			return nil, reqs, fmt.Errorf("%w: %w", lock.ErrNotObtained, ctx.Err())
@@ -179,7 +179,7 @@ func (z *ZooKeeper) obtain(ctx context.Context, key string) (*ZooKeeperLock, int
 // create makes our ephemeral sequential node under dir, creating missing
 // parents as containers. The name carries token, so a node whose creation
 // answer was lost can still be found and deleted.
-func (z *ZooKeeper) create(ctx context.Context, dir, token string) (string, int, error) {
+func (z *Client) create(ctx context.Context, dir, token string) (string, int, error) {
 	reqs := 0
 	for range 4 { // a container swept between its creation and our child's
 		reqs++
@@ -216,7 +216,7 @@ func parents(dir string) []string {
 // seq returns the sequence suffix the server appended to a node name.
 func seq(name string) string { return name[strings.LastIndexByte(name, '-')+1:] }
 
-func (z *ZooKeeper) deleteByToken(ctx context.Context, dir, token string) (bool, error) {
+func (z *Client) deleteByToken(ctx context.Context, dir, token string) (bool, error) {
 	children, err := call(ctx, z, func() ([]string, error) { c, _, err := z.conn.Children(dir); return c, err })
 	if errors.Is(err, zk.ErrNoNode) {
 		return true, nil
@@ -239,7 +239,7 @@ func (z *ZooKeeper) deleteByToken(ctx context.Context, dir, token string) (bool,
 // call runs one blocking ZooKeeper request, waiting at most OpTimeout and
 // until ctx is done; the request itself finishes in the background, and
 // its result is then dropped.
-func call[T any](ctx context.Context, z *ZooKeeper, req func() (T, error)) (T, error) {
+func call[T any](ctx context.Context, z *Client, req func() (T, error)) (T, error) {
 	type result struct {
 		v   T
 		err error
@@ -277,8 +277,8 @@ func zkError(err error) error {
 	return fmt.Errorf("lock: zookeeper: %w", err)
 }
 
-func (z *ZooKeeper) newLock(key, node string, czxid int64, watch <-chan zk.Event) *ZooKeeperLock {
-	l := &ZooKeeperLock{
+func (z *Client) newLock(key, node string, czxid int64, watch <-chan zk.Event) *Lock {
+	l := &Lock{
 		z:     z,
 		key:   key,
 		node:  node,
@@ -291,10 +291,10 @@ func (z *ZooKeeper) newLock(key, node string, czxid int64, watch <-chan zk.Event
 	return l
 }
 
-// ZooKeeperLock is a held ZooKeeper lock. Its methods are safe for
+// Lock is a held ZooKeeper lock. Its methods are safe for
 // concurrent use.
-type ZooKeeperLock struct {
-	z     *ZooKeeper
+type Lock struct {
+	z     *Client
 	key   string
 	node  string
 	fence int64
@@ -306,15 +306,15 @@ type ZooKeeperLock struct {
 }
 
 // Key returns the key the lock was obtained for.
-func (l *ZooKeeperLock) Key() string { return l.key }
+func (l *Lock) Key() string { return l.key }
 
 // Node returns the path of the lock's ephemeral sequential node.
-func (l *ZooKeeperLock) Node() string { return l.node }
+func (l *Lock) Node() string { return l.node }
 
 // Fence returns FenceBase plus the creation zxid of the lock's
 // node: greater than the fence of every earlier holder of any key on the
 // same ensemble, across leader changes and restarts.
-func (l *ZooKeeperLock) Fence() int64 { return l.fence }
+func (l *Lock) Fence() int64 { return l.fence }
 
 // Horizon returns FenceBase plus the ensemble's latest zxid, the
 // zxid of a write made now (to the lock's own node, which it leaves as it
@@ -323,7 +323,7 @@ func (l *ZooKeeperLock) Fence() int64 { return l.fence }
 // one, since recreated from empty (zxids restart low), or by another.
 // It returns lock.ErrNotHeld when the node is gone and an error wrapping
 // lock.ErrUnavailable when ZooKeeper does not answer within OpTimeout.
-func (l *ZooKeeperLock) Horizon(ctx context.Context) (int64, error) {
+func (l *Lock) Horizon(ctx context.Context) (int64, error) {
 	if l.released.Load() {
 		return 0, lock.ErrNotHeld
 	}
@@ -341,11 +341,11 @@ func (l *ZooKeeperLock) Horizon(ctx context.Context) (int64, error) {
 // held: deleted, or its session expired. A client cut off from the ensemble
 // learns of the expiry only when it reconnects: until then only the fence
 // protects the resource.
-func (l *ZooKeeperLock) Lost() <-chan struct{} { return l.lost }
+func (l *Lock) Lost() <-chan struct{} { return l.lost }
 
 // watch closes lost when the node's watch reports it deleted or the watch
 // itself ended (session expired, connection closed).
-func (l *ZooKeeperLock) watch(ch <-chan zk.Event) {
+func (l *Lock) watch(ch <-chan zk.Event) {
 	for {
 		var ev zk.Event
 		select {
@@ -375,7 +375,7 @@ func (l *ZooKeeperLock) watch(ch <-chan zk.Event) {
 // already released, and an error wrapping lock.ErrUnavailable if ZooKeeper did
 // not answer: the node is then deleted in the background, or goes with the
 // session.
-func (l *ZooKeeperLock) Release(ctx context.Context) error {
+func (l *Lock) Release(ctx context.Context) error {
 	if !l.released.CompareAndSwap(false, true) {
 		return lock.ErrNotHeld
 	}

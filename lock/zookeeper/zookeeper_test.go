@@ -36,7 +36,7 @@ func TestZooKeeper_FIFOWithoutHerd(t *testing.T) {
 	var (
 		mu      sync.Mutex
 		watched [n][]string // paths of the watch events each session received
-		locks   [n]*zookeeper.ZooKeeper
+		locks   [n]*zookeeper.Client
 		conns   [n]*zk.Conn
 	)
 	for i := range n {
@@ -47,7 +47,7 @@ func TestZooKeeper_FIFOWithoutHerd(t *testing.T) {
 				mu.Unlock()
 			}
 		})
-		locks[i] = zookeeper.NewZooKeeper(conns[i], zookeeper.ZooKeeperOptions{Root: root})
+		locks[i] = zookeeper.New(conns[i], zookeeper.Options{Root: root})
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -58,7 +58,7 @@ func TestZooKeeper_FIFOWithoutHerd(t *testing.T) {
 	dir := first.Node()[:strings.LastIndexByte(first.Node(), '/')]
 	type held struct {
 		i int
-		l *zookeeper.ZooKeeperLock
+		l *zookeeper.Lock
 	}
 	nodes := [n]string{first.Node()}
 	order := make(chan held, n)
@@ -140,8 +140,8 @@ func TestZooKeeper_SessionExpiryLosesTheLock(t *testing.T) {
 	z, root := startZK(t)
 	proxy := testenv.StartProxy(t, z.Addrs()[0])
 	connA := testenv.ZKConn(t, []string{proxy.Addr}, zkSession, nil)
-	a := zookeeper.NewZooKeeper(connA, zookeeper.ZooKeeperOptions{Root: root})
-	b := zookeeper.NewZooKeeper(testenv.ZKConn(t, z.Addrs(), zkSession, nil), zookeeper.ZooKeeperOptions{Root: root})
+	a := zookeeper.New(connA, zookeeper.Options{Root: root})
+	b := zookeeper.New(testenv.ZKConn(t, z.Addrs(), zkSession, nil), zookeeper.Options{Root: root})
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -186,7 +186,7 @@ func TestZooKeeper_SessionExpiryLosesTheLock(t *testing.T) {
 func TestZooKeeper_ObtainBoundedByContext(t *testing.T) {
 	z, root := startZK(t)
 	conn := testenv.ZKConn(t, z.Addrs(), zkSession, nil)
-	lk := zookeeper.NewZooKeeper(conn, zookeeper.ZooKeeperOptions{Root: root})
+	lk := zookeeper.New(conn, zookeeper.Options{Root: root})
 	ctx := context.Background()
 	held, err := lk.Obtain(ctx, "k")
 	if err != nil {
@@ -213,7 +213,7 @@ func TestZooKeeper_ObtainBoundedByContext(t *testing.T) {
 func TestZooKeeper_ParentsDoNotAccumulate(t *testing.T) {
 	z, root := startZK(t)
 	conn := testenv.ZKConn(t, z.Addrs(), zkSession, nil)
-	lk := zookeeper.NewZooKeeper(conn, zookeeper.ZooKeeperOptions{Root: root + "/locks"})
+	lk := zookeeper.New(conn, zookeeper.Options{Root: root + "/locks"})
 	ctx := context.Background()
 	const keys = 50
 	for i := range keys {
@@ -256,7 +256,7 @@ func TestZooKeeper_ParentsDoNotAccumulate(t *testing.T) {
 func TestZooKeeper_UnavailableFailsFast(t *testing.T) {
 	z, root := startZK(t)
 	conn := testenv.ZKConn(t, z.Addrs(), zkSession, nil)
-	lk := zookeeper.NewZooKeeper(conn, zookeeper.ZooKeeperOptions{Root: root})
+	lk := zookeeper.New(conn, zookeeper.Options{Root: root})
 	z.Servers[0].Stop()
 	deadline := time.Now().Add(30 * time.Second)
 	for conn.State() == zk.StateHasSession && time.Now().Before(deadline) {
@@ -282,8 +282,8 @@ func TestZooKeeper_UnavailableFailsFast(t *testing.T) {
 // has none.
 func TestZooKeeper_HorizonCoversEveryFenceIssued(t *testing.T) {
 	z, root := startZK(t)
-	a := zookeeper.NewZooKeeper(testenv.ZKConn(t, z.Addrs(), zkSession, nil), zookeeper.ZooKeeperOptions{Root: root})
-	b := zookeeper.NewZooKeeper(testenv.ZKConn(t, z.Addrs(), zkSession, nil), zookeeper.ZooKeeperOptions{Root: root})
+	a := zookeeper.New(testenv.ZKConn(t, z.Addrs(), zkSession, nil), zookeeper.Options{Root: root})
+	b := zookeeper.New(testenv.ZKConn(t, z.Addrs(), zkSession, nil), zookeeper.Options{Root: root})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	la, err := a.Obtain(ctx, "k1")
