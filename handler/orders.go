@@ -63,7 +63,7 @@ func (h *orders) create(c *gin.Context) {
 		return
 	}
 	var body orderRequest
-	if !decodeOrder(c, h.max, &body) {
+	if !decode(c, h.max, &body) {
 		return
 	}
 	switch {
