@@ -269,13 +269,8 @@ func TestCommitBatch_CommitWithoutReplyEndsAtTheDeadline(t *testing.T) {
 			t.Parallel()
 			dsn := testenv.Database(t)
 			direct := testenv.DB(t, dsn)
-			mc, err := mysql.ParseDSN(dsn)
-			if err != nil {
-				t.Fatal(err)
-			}
-			proxy := testenv.StartMySQLProxy(t, mc.Addr)
-			mc.Addr = proxy.Addr
-			s := repository.New(testenv.DB(t, mc.FormatDSN()))
+			proxied, proxy := testenv.ThroughMySQLProxy(t, dsn)
+			s := repository.New(testenv.DB(t, proxied))
 			t.Cleanup(proxy.Cut) // first: a stuck COMMIT must not hang the cleanup
 			now := time.Now().UTC()
 			sku, err := s.CreateSKU(context.Background(), service.SKU{Name: "c", TotalStock: 5, Stock: 5, PerUserLimit: 1, CreatedAt: now, UpdatedAt: now})

@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
-
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/repository"
@@ -21,13 +19,8 @@ import (
 func TestPlace_CommitWithoutReplyIsAnsweredInTime(t *testing.T) {
 	t.Parallel()
 	dsn := testenv.Database(t)
-	mc, err := mysql.ParseDSN(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := testenv.StartMySQLProxy(t, mc.Addr)
-	mc.Addr = proxy.Addr
-	r := newRig(t, mc.FormatDSN(), rigOptions{})
+	proxied, proxy := testenv.ThroughMySQLProxy(t, dsn)
+	r := newRig(t, proxied, rigOptions{})
 	t.Cleanup(proxy.Cut) // before the rig's Shutdown: a stuck COMMIT must not hang the test
 	sku := createSKU(t, r.store, 5, 1)
 	pc := config.Default() // production defaults, as newRig runs them

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
 	"gorm.io/gorm"
 
 	"github.com/seckill/seckill/internal/database"
@@ -18,14 +17,9 @@ import (
 func TestOpenMySQL_IOTimeoutBoundsACommitWithoutReply(t *testing.T) {
 	t.Parallel()
 	dsn := testenv.Database(t)
-	mc, err := mysql.ParseDSN(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := testenv.StartMySQLProxy(t, mc.Addr)
-	mc.Addr = proxy.Addr
+	proxied, proxy := testenv.ThroughMySQLProxy(t, dsn)
 	const bound = time.Second // production's is mysql.io_timeout, 60s
-	db, err := database.OpenMySQL(mc.FormatDSN(), database.Options{MaxOpenConns: 2, MaxIdleConns: 2, ConnMaxLife: time.Minute, IOTimeout: bound})
+	db, err := database.OpenMySQL(proxied, database.Options{MaxOpenConns: 2, MaxIdleConns: 2, ConnMaxLife: time.Minute, IOTimeout: bound})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"github.com/go-sql-driver/mysql"
 	"io"
 	"net"
 	"sync"
@@ -55,6 +56,20 @@ func startProxy(t testing.TB, target string, mysql bool) *Proxy {
 func StartMySQLProxy(t testing.TB, target string) *Proxy {
 	t.Helper()
 	return startProxy(t, target, true)
+}
+
+// ThroughMySQLProxy returns dsn through a StartMySQLProxy in front of its
+// server, and the proxy. The caller registers proxy.Cut after opening its
+// pools, so that a stalled COMMIT cannot hang their cleanup.
+func ThroughMySQLProxy(t testing.TB, dsn string) (string, *Proxy) {
+	t.Helper()
+	mc, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := StartMySQLProxy(t, mc.Addr)
+	mc.Addr = proxy.Addr
+	return mc.FormatDSN(), proxy
 }
 
 // StallAtCommit makes the next COMMIT a client sends the last request the
