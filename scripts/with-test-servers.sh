@@ -92,7 +92,10 @@ start_mariadb() {
   local mariadbd install client data=$dir/mariadb port
   mariadbd=$(bin mariadbd) && install=$(bin mariadb-install-db) && client=$(bin mariadb) || return 1
   say "creating a throwaway MariaDB in $data"
-  if ! "$install" --no-defaults --datadir="$data" "${as_user[@]}" \
+  # Its own tmpdir: bootstraps running at once in a shared /tmp collide on
+  # their temporary tables ("Unknown table 'mysql.tmp_user_sys'").
+  mkdir -p "$dir/tmp"
+  if ! "$install" --no-defaults --datadir="$data" --tmpdir="$dir/tmp" "${as_user[@]}" \
     --auth-root-authentication-method=normal --skip-test-db --skip-name-resolve \
     >"$dir/mariadb-install.log" 2>&1; then
     say "mariadb-install-db failed:"
@@ -104,7 +107,7 @@ start_mariadb() {
     port=$(free_port) || return 1
     rm -f "$dir/mariadb.err"
     # utf8mb4 as Debian's packaged configuration has it.
-    "$mariadbd" --no-defaults --datadir="$data" "${as_user[@]}" \
+    "$mariadbd" --no-defaults --datadir="$data" --tmpdir="$dir/tmp" "${as_user[@]}" \
       --bind-address=127.0.0.1 --port="$port" --socket="$dir/mariadb.sock" \
       --pid-file="$dir/mariadb.pid" --log-error="$dir/mariadb.err" --skip-name-resolve \
       --character-set-server=utf8mb4 --collation-server=utf8mb4_general_ci >>"$dir/mariadb.out" 2>&1 &
