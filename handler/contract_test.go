@@ -26,6 +26,7 @@ import (
 	"github.com/seckill/seckill/handler"
 	"github.com/seckill/seckill/internal/database"
 	"github.com/seckill/seckill/internal/metrics"
+	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/service"
 )
 
@@ -600,6 +601,10 @@ func contractOutcomeUnknown(t *testing.T, c *contract) {
 
 // unknownStore fails every batch commit with service.ErrOutcomeUnknown.
 type unknownStore struct{ service.Store }
+
+func (u *unknownStore) CommitRound(ctx context.Context, bs []service.Batch) ([]service.RoundResult, error) {
+	return testenv.OneByOne(ctx, bs, u.CommitBatch)
+}
 
 func (u *unknownStore) CommitBatch(context.Context, service.Batch) (service.BatchResult, error) {
 	return service.BatchResult{}, fmt.Errorf("%w: COMMIT lost (injected)", service.ErrOutcomeUnknown)

@@ -1214,6 +1214,10 @@ type gatedStore struct {
 	release chan struct{}
 }
 
+func (g *gatedStore) CommitRound(ctx context.Context, bs []service.Batch) ([]service.RoundResult, error) {
+	return testenv.OneByOne(ctx, bs, g.CommitBatch)
+}
+
 func (g *gatedStore) CommitBatch(ctx context.Context, b service.Batch) (service.BatchResult, error) {
 	g.entered <- len(b.Requests)
 	select {
@@ -1397,6 +1401,10 @@ type heldStore struct {
 	service.Store
 	committed chan service.BatchResult
 	release   chan struct{}
+}
+
+func (h *heldStore) CommitRound(ctx context.Context, bs []service.Batch) ([]service.RoundResult, error) {
+	return testenv.OneByOne(ctx, bs, h.CommitBatch)
 }
 
 func (h *heldStore) CommitBatch(ctx context.Context, b service.Batch) (service.BatchResult, error) {

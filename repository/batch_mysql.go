@@ -36,7 +36,7 @@ type member struct {
 // outcomes, or its own error (service.ErrSKUNotFound; service.ErrStaleFence,
 // written nothing; service.ErrOutcomeUnknown when a COMMIT that may have
 // landed could not be read back). Any other error means nothing was
-// committed: errUnreachable when no connection could be had,
+// committed: service.ErrNoTransaction when no connection could be had,
 // service.ErrConflict when a conditional UPDATE matched fewer rows than
 // SKUs, or what the driver said.
 func (s *Stock) commitMySQL(ctx context.Context, ms []*member, wait lockWait) error {
@@ -136,7 +136,7 @@ func (s *Stock) newConnTx(ctx context.Context, wait lockWait) (*connTx, error) {
 	conn, err := s.sql.Conn(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
-			err = fmt.Errorf("%w: %w", errUnreachable, err)
+			err = fmt.Errorf("%w: %w", service.ErrNoTransaction, err)
 		}
 		return nil, err
 	}
@@ -236,19 +236,11 @@ func refusesAKey(m *member) bool {
 // changed: it was rolled back, and is decided again on what is read.
 var errKnownChanged = errors.New("repository: a known sku row, holding or idempotency key changed")
 
-// errUnreachable marks a round that could not begin a transaction for a
-// reason other than its context: retrying its batches one by one would
-// only fail the same way.
-var errUnreachable = errors.New("repository: no transaction could be begun")
-
 // lockWait is how long a transaction's statements wait for a row lock, in
 // whole seconds (innodb_lock_wait_timeout); 0 is the server's default.
 type lockWait int
 
-// sharedLockWait bounds a shared round's row-lock waits: a SKU whose row is
-// held elsewhere fails the round after a second, and its batches are then
-// committed one by one, instead of the round holding the other SKUs' rows
-// and buyers for as long as that row stays locked.
+// sharedLockWait bounds a round's row-lock waits (CommitRound).
 const sharedLockWait lockWait = 1
 
 // lockWaitUntil is the lock wait of a transaction bounded by ctx: a

@@ -170,8 +170,7 @@ func TestCommitBatch_LostCommitIsAnsweredTruthfully(t *testing.T) {
 		{"COMMIT never sent", false, false, dropCommit, false, service.ErrUnavailable},
 		{"reply lost, database gone", false, false, loseReplyAndAll, true, service.ErrOutcomeUnknown},
 		{"shared round, reply lost, committed", true, false, loseReply, true, nil},
-		// The round did not land, so its batches are committed alone.
-		{"shared round, COMMIT never sent", true, false, dropCommit, true, nil},
+		{"shared round, COMMIT never sent", true, false, dropCommit, false, service.ErrUnavailable},
 		{"shared round, reply lost, database gone", true, false, loseReplyAndAll, true, service.ErrOutcomeUnknown},
 		{"known row, reply lost, committed", false, true, loseReply, true, nil},
 		{"known row, COMMIT never sent", false, true, dropCommit, false, service.ErrUnavailable},
@@ -199,13 +198,12 @@ func TestCommitBatch_LostCommitIsAnsweredTruthfully(t *testing.T) {
 			}
 			b := batch(sku.ID, 0, "a", "b")
 			b.Requests[0].IdempotencyKey = "k-" + tt.name
-			b.Shared = tt.shared
 			if tt.known {
 				b.Known = &sku
 			}
 
 			p.next.Store(tt.cut)
-			res, err := s.CommitBatch(ctx, b)
+			res, err := commitIn(ctx, s, b, tt.shared)
 
 			var sold, orders int64
 			if err := direct.Raw("SELECT sold FROM skus WHERE id = ?", sku.ID).Row().Scan(&sold); err != nil {
@@ -278,7 +276,6 @@ func TestCommitBatch_CommitWithoutReplyEndsAtTheDeadline(t *testing.T) {
 				t.Fatal(err)
 			}
 			b := batch(sku.ID, 0, "a", "b")
-			b.Shared = tt.shared
 
 			if tt.silent {
 				proxy.StallAtCommit()
@@ -294,7 +291,7 @@ func TestCommitBatch_CommitWithoutReplyEndsAtTheDeadline(t *testing.T) {
 			}
 			done := make(chan result, 1)
 			go func() {
-				res, err := s.CommitBatch(ctx, b)
+				res, err := commitIn(ctx, s, b, tt.shared)
 				done <- result{res, err}
 			}()
 			var r result

@@ -43,7 +43,7 @@ func TestCommitMySQL_FailedRoundLeavesNoTransactionOpen(t *testing.T) {
 
 	done := make(chan error, 1)
 	go func() {
-		ms := []*member{&newCall(ctx, a.ID, "a1", "a2").m, &newCall(ctx, b.ID, "b1").m}
+		ms := []*member{newMember(a.ID, "a1", "a2"), newMember(b.ID, "b1")}
 		done <- s.commitMySQL(ctx, ms, 30) // long enough to outwait the writer, whatever the load
 	}()
 	// The round's UPDATE waits for b's row: the writer commits, and the
@@ -84,7 +84,7 @@ func TestCommitMySQL_FailedRoundLeavesNoTransactionOpen(t *testing.T) {
 		}
 	}
 	// The next round, on the same connection, commits exactly its own.
-	ms := []*member{&newCall(ctx, a.ID, "a1").m}
+	ms := []*member{newMember(a.ID, "a1")}
 	if err := s.commitMySQL(ctx, ms, 30); err != nil || ms[0].err != nil {
 		t.Fatalf("next round = %v, %v; want committed", err, ms[0].err)
 	}
@@ -110,12 +110,12 @@ func TestCommitMySQL_OrderIDsStepByTheSessionsIncrement(t *testing.T) {
 	ctx := context.Background()
 	sku := newSKU(t, s, 10)
 
-	first := newCall(ctx, sku.ID, "a", "b", "c").m.b
+	first := newMember(sku.ID, "a", "b", "c").b
 	res, err := s.CommitBatch(ctx, first)
 	if err != nil {
 		t.Fatal(err)
 	}
-	second := newCall(ctx, sku.ID, "d", "e", "f").m.b
+	second := newMember(sku.ID, "d", "e", "f").b
 	second.Known = &res.SKU
 	res2, err := s.CommitBatch(ctx, second)
 	if err != nil {
@@ -160,7 +160,7 @@ func TestCommitMySQL_SetsTheLockWaitOnlyWhenItChanges(t *testing.T) {
 		wait     lockWait
 		wantSets int64 // SET statements so far
 	}{{7, 1}, {7, 1}, {7, 1}, {3, 2}, {7, 3}} {
-		ms := []*member{&newCall(ctx, sku.ID, fmt.Sprintf("u%d", i)).m}
+		ms := []*member{newMember(sku.ID, fmt.Sprintf("u%d", i))}
 		if err := s.commitMySQL(ctx, ms, c.wait); err != nil || ms[0].err != nil {
 			t.Fatalf("round %d = %v, %v", i, err, ms[0].err)
 		}
@@ -185,7 +185,7 @@ func TestCommitMySQL_SetsTheLockWaitOnlyWhenItChanges(t *testing.T) {
 		}
 		_ = conn.Raw(func(any) error { return driver.ErrBadConn }) // the pool closes it
 		conn.Close()
-		ms := []*member{&newCall(ctx, sku.ID, fmt.Sprintf("n%d", i)).m}
+		ms := []*member{newMember(sku.ID, fmt.Sprintf("n%d", i))}
 		if err := s.commitMySQL(ctx, ms, 5); err != nil || ms[0].err != nil {
 			t.Fatalf("round on new connection %d = %v, %v", i, err, ms[0].err)
 		}

@@ -39,7 +39,7 @@ func (s *Stock) commitEach(ctx context.Context, b service.Batch) (service.BatchR
 	wrote, read := false, false
 	for i, r := range b.Requests {
 		one := b
-		one.Requests, one.Known, one.Shared = []service.OrderRequest{r}, nil, false
+		one.Requests, one.Known = []service.OrderRequest{r}, nil
 		got, out, err := s.commitOne(ctx, one)
 		switch {
 		case err == nil:

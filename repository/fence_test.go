@@ -40,8 +40,7 @@ func TestCommitBatch_FenceAcrossBackendSwitch(t *testing.T) {
 			sold := int64(0)
 			for i, st := range steps {
 				b := batch(sku.ID, st.fence, fmt.Sprintf("u%d", i))
-				b.Shared = shared
-				_, err := s.CommitBatch(ctx, b)
+				_, err := commitIn(ctx, s, b, shared)
 				refused := errors.Is(err, service.ErrConflict) || errors.Is(err, service.ErrStaleFence)
 				if err != nil && !refused {
 					t.Fatalf("%s: CommitBatch(fence %d) = %v", st.name, st.fence, err)

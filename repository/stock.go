@@ -26,7 +26,6 @@ type Stock struct {
 	db     *gorm.DB
 	sql    *sql.DB // MySQL only: the batch commit's multi-statement round trips
 	sqlite bool
-	group  groupCommit
 	// sessions: what each MySQL connection's session holds of ours.
 	sessions sessions
 }
@@ -34,11 +33,8 @@ type Stock struct {
 // New returns a Stock over db, which must have the schema of migrations/.
 // On MySQL the connections must allow multiStatements (database.OpenMySQL's
 // do): batches then commit in three round trips instead of eight.
-func New(db *gorm.DB, opts ...Option) *Stock {
+func New(db *gorm.DB) *Stock {
 	s := &Stock{db: db, sqlite: db.Dialector.Name() == "sqlite"}
-	for _, o := range opts {
-		o(s)
-	}
 	if !s.sqlite {
 		s.sql, _ = db.DB() // nil when GORM runs on something other than *sql.DB: the GORM path then serves
 		s.sessions.db = s.sql
@@ -136,10 +132,9 @@ func (purchaseRow) TableName() string { return "user_purchases" }
 // service.ErrConflict; a SKU whose fence is newer than b.Fence returns
 // service.ErrStaleFence, written nothing; a COMMIT that may or may not
 // have landed is read back, and returns service.ErrOutcomeUnknown when
-// that fails. On MySQL a b.Shared batch may share its transaction with
-// other SKUs' (see runRound): their troubles never become its error. Nor
-// do one request's: when the database refuses a row of the batch, its
-// requests are committed one by one (commitEach).
+// that fails. When the database refuses a row of the batch, its requests
+// are committed one by one (commitEach): one request's trouble never
+// fails the others.
 func (s *Stock) CommitBatch(ctx context.Context, b service.Batch) (service.BatchResult, error) {
 	res, err := s.commitOnce(ctx, b)
 	if err != nil && len(b.Requests) > 1 && refusesARow(err) {
@@ -151,13 +146,14 @@ func (s *Stock) CommitBatch(ctx context.Context, b service.Batch) (service.Batch
 // commitOnce commits b in one transaction (CommitBatch).
 func (s *Stock) commitOnce(ctx context.Context, b service.Batch) (service.BatchResult, error) {
 	if s.sql != nil {
-		if b.Shared {
-			return s.commitShared(ctx, b)
+		m := &member{b: b}
+		if err := s.commitMySQL(ctx, []*member{m}, lockWaitUntil(ctx)); err != nil {
+			return service.BatchResult{}, translateBatch(err, b)
 		}
-		return s.commitAlone(ctx, b)
+		return m.res, m.err
 	}
-	// SQLite (the quick start) runs one transaction at a time, in-process:
-	// nothing to share, and a failed COMMIT did not commit.
+	// SQLite (the quick start): GORM, in-process; a failed COMMIT did not
+	// commit.
 	var res service.BatchResult
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		var sku skuRow

@@ -31,6 +31,19 @@ func setupB(t testing.TB, stock, limit int64) (*gorm.DB, *repository.Stock, serv
 	return db, s, sku
 }
 
+// commitIn commits b alone (CommitBatch) or as a round of one
+// (CommitRound).
+func commitIn(ctx context.Context, s *repository.Stock, b service.Batch, round bool) (service.BatchResult, error) {
+	if !round {
+		return s.CommitBatch(ctx, b)
+	}
+	res, err := s.CommitRound(ctx, []service.Batch{b})
+	if err != nil {
+		return service.BatchResult{}, err
+	}
+	return res[0].BatchResult, res[0].Err
+}
+
 func batch(skuID, fence int64, users ...string) service.Batch {
 	b := service.Batch{SKUID: skuID, Fence: fence, Now: time.Now().UTC()}
 	for _, u := range users {
@@ -262,8 +275,9 @@ func TestCommitBatch_SharedBatchesOfManySKUs(t *testing.T) {
 	}
 }
 
-// testSharedBatchesOfManySKUs commits rounds of batches of many SKUs at
-// once (on MySQL they share transactions), one SKU stale-fenced.
+// testSharedBatchesOfManySKUs commits rounds of batches of many SKUs (on
+// MySQL each round is one transaction), one SKU stale-fenced: only its
+// batches fail.
 func testSharedBatchesOfManySKUs(t *testing.T, db *gorm.DB, s *repository.Stock) {
 	ctx := context.Background()
 	const skus, rounds = 20, 5
@@ -281,32 +295,24 @@ func testSharedBatchesOfManySKUs(t *testing.T, db *gorm.DB, s *repository.Stock)
 			}
 		}
 	}
-	errs := make(chan error, skus*rounds)
-	start := make(chan struct{})
-	for i, id := range ids {
-		go func() {
-			<-start
-			for r := range rounds {
-				b := batch(id, int64(i*rounds+r+1), fmt.Sprintf("u%d-a", r), fmt.Sprintf("u%d-b", r))
-				b.Shared = true
-				res, err := s.CommitBatch(ctx, b)
-				switch {
-				case i == 0 && !errors.Is(err, service.ErrStaleFence):
-					errs <- fmt.Errorf("stale-fenced sku: err = %v; want ErrStaleFence", err)
-				case i != 0 && err != nil:
-					errs <- fmt.Errorf("sku %d round %d: %v", id, r, err)
-				case i != 0 && (len(res.Outcomes) != 2 || res.Outcomes[0].Err != nil || res.Outcomes[1].Err != nil || res.Outcomes[0].Placed.Order.ID == 0):
-					errs <- fmt.Errorf("sku %d round %d: outcomes %+v", id, r, res.Outcomes)
-				default:
-					errs <- nil
-				}
+	for r := range rounds {
+		bs := make([]service.Batch, skus)
+		for i, id := range ids {
+			bs[i] = batch(id, int64(i*rounds+r+1), fmt.Sprintf("u%d-a", r), fmt.Sprintf("u%d-b", r))
+		}
+		answers, err := s.CommitRound(ctx, bs)
+		if err != nil || len(answers) != skus {
+			t.Fatalf("round %d = %d answers, %v; want %d answers", r, len(answers), err, skus)
+		}
+		for i, a := range answers {
+			switch {
+			case i == 0 && !errors.Is(a.Err, service.ErrStaleFence):
+				t.Errorf("stale-fenced sku: err = %v; want ErrStaleFence", a.Err)
+			case i != 0 && a.Err != nil:
+				t.Errorf("sku %d round %d: %v", ids[i], r, a.Err)
+			case i != 0 && (len(a.Outcomes) != 2 || a.Outcomes[0].Err != nil || a.Outcomes[1].Err != nil || a.Outcomes[0].Placed.Order.ID == 0):
+				t.Errorf("sku %d round %d: outcomes %+v", ids[i], r, a.Outcomes)
 			}
-		}()
-	}
-	close(start)
-	for range skus * rounds {
-		if err := <-errs; err != nil {
-			t.Error(err)
 		}
 	}
 	for i, id := range ids {

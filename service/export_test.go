@@ -1,6 +1,9 @@
 package service
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // AgeSoldOutMark makes sku's local sold-out mark on o look confirmed d
 // earlier: the instance sat idle that long, without the test waiting.
@@ -30,5 +33,47 @@ func AgeSaleWindow(o *Orders, skuID int64, d time.Duration) {
 			aged.read -= int64(d)
 			e.window.Store(&aged)
 		}
+	}
+}
+
+// GroupCommit is the order path's group commit, for the tests of rounds.
+type GroupCommit = groupCommit
+
+// NewGroupCommit returns the group commit the order path runs over store.
+func NewGroupCommit(store Store, linger time.Duration) *GroupCommit {
+	return newGroupCommit(store, linger)
+}
+
+// Commit is what a worker holding its SKU's lock calls for a batch.
+func (g *groupCommit) Commit(ctx context.Context, b Batch) (BatchResult, error) {
+	return g.commit(ctx, b)
+}
+
+// RunRound runs one round of bs, batch i under ctxs[i], and returns each
+// batch's answer.
+func (g *groupCommit) RunRound(ctxs []context.Context, bs []Batch) ([]BatchResult, []error) {
+	round := make([]*groupCall, len(bs))
+	for i, b := range bs {
+		round[i] = &groupCall{ctx: ctxs[i], b: b, done: make(chan struct{}), lead: make(chan struct{})}
+	}
+	g.run(round)
+	res, errs := make([]BatchResult, len(bs)), make([]error, len(bs))
+	for i, c := range round {
+		res[i], errs[i] = c.res, c.err
+	}
+	return res, errs
+}
+
+// TakeEveryRound makes g look as if maxRounds rounds were under way, until
+// the returned func is called; that reports how many calls were pending.
+func (g *groupCommit) TakeEveryRound() (free func() (pending int)) {
+	g.mu.Lock()
+	g.leaders = maxRounds
+	g.mu.Unlock()
+	return func() int {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		g.leaders = 0
+		return len(g.pending)
 	}
 }

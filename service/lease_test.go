@@ -96,6 +96,10 @@ type staleStore struct {
 	left   []*service.SKU // nil for a batch that failed
 }
 
+func (s *staleStore) CommitRound(ctx context.Context, bs []service.Batch) ([]service.RoundResult, error) {
+	return testenv.OneByOne(ctx, bs, s.CommitBatch)
+}
+
 func (s *staleStore) CommitBatch(ctx context.Context, b service.Batch) (service.BatchResult, error) {
 	s.mu.Lock()
 	s.fences = append(s.fences, b.Fence)
@@ -182,6 +186,10 @@ type lossStore struct {
 	entered chan service.Batch
 	ended   chan error
 	once    sync.Once
+}
+
+func (s *lossStore) CommitRound(ctx context.Context, bs []service.Batch) ([]service.RoundResult, error) {
+	return testenv.OneByOne(ctx, bs, s.CommitBatch)
 }
 
 func (s *lossStore) CommitBatch(ctx context.Context, b service.Batch) (service.BatchResult, error) {

@@ -15,7 +15,7 @@ type OrdersConfig struct {
 	QueueMax       int           // waiting requests per SKU per process
 	MaxLiveSKUs    int           // SKU queues (and workers) per process
 	BatchMax       int           // requests per transaction
-	Linger         time.Duration // longest wait for more orders before committing a small batch (linger.go); 0: never
+	Linger         time.Duration // longest wait for more orders, or other SKUs' batches, before committing (linger.go, rounds.go); 0: never
 	RequestTimeout time.Duration // how long a buyer may wait in the queue; then 503, uncharged
 	TxTimeout      time.Duration // one batch: lock wait plus transaction
 	LockWait       time.Duration // longest wait for the lock before selling without it
@@ -66,6 +66,7 @@ type Orders struct {
 	locker Locker
 	marks  SoldOutMarks
 	skus   *skuDirectory
+	group  *groupCommit // the rounds that batches under a lock share
 	cfg    OrdersConfig
 	log    *slog.Logger
 	obs    Observer
@@ -94,6 +95,7 @@ func NewOrders(store Store, locker Locker, marks SoldOutMarks, cfg OrdersConfig,
 	return &Orders{
 		store: store, locker: locker, marks: marks, cfg: cfg, log: log, obs: obs,
 		skus:   newSKUDirectory(store, cfg.UnknownSKUTTL, cfg.TxTimeout),
+		group:  newGroupCommit(store, cfg.Linger),
 		queues: map[int64]*skuQueue{},
 		quit:   make(chan struct{}),
 	}

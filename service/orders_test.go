@@ -141,6 +141,10 @@ func gate(s service.Store) *gatedStore {
 	return &gatedStore{Store: s, entered: make(chan struct{}), release: make(chan struct{})}
 }
 
+func (g *gatedStore) CommitRound(ctx context.Context, bs []service.Batch) ([]service.RoundResult, error) {
+	return testenv.OneByOne(ctx, bs, g.CommitBatch)
+}
+
 func (g *gatedStore) CommitBatch(ctx context.Context, b service.Batch) (service.BatchResult, error) {
 	g.commits.Add(1)
 	g.once.Do(func() {
@@ -605,19 +609,35 @@ func TestPlace_LockBusyWithLiveHoldersIsWaitedFor(t *testing.T) {
 	}
 }
 
-// sharingStore records, per batch, whether it was offered for a shared
-// round and under which fence.
+// sharingStore records, per batch, whether it was committed in a round
+// and under which fence.
 type sharingStore struct {
 	service.Store
 	mu      sync.Mutex
-	batches []service.Batch
+	batches []sharedBatch
+}
+
+type sharedBatch struct {
+	sku, fence int64
+	inRound    bool
+}
+
+func (s *sharingStore) record(b service.Batch, inRound bool) {
+	s.mu.Lock()
+	s.batches = append(s.batches, sharedBatch{sku: b.SKUID, fence: b.Fence, inRound: inRound})
+	s.mu.Unlock()
 }
 
 func (s *sharingStore) CommitBatch(ctx context.Context, b service.Batch) (service.BatchResult, error) {
-	s.mu.Lock()
-	s.batches = append(s.batches, service.Batch{SKUID: b.SKUID, Fence: b.Fence, Shared: b.Shared})
-	s.mu.Unlock()
+	s.record(b, false)
 	return s.Store.CommitBatch(ctx, b)
+}
+
+func (s *sharingStore) CommitRound(ctx context.Context, bs []service.Batch) ([]service.RoundResult, error) {
+	for _, b := range bs {
+		s.record(b, true)
+	}
+	return s.Store.CommitRound(ctx, bs)
 }
 
 // flakyLocker refuses every other Obtain as if Redis were unreachable.
@@ -633,7 +653,7 @@ func (l *flakyLocker) Obtain(ctx context.Context, key string) (service.Lease, er
 	return l.Locker.Obtain(ctx, key)
 }
 
-// A batch sold without the lock is never offered for a shared round
+// A batch sold without the lock is never committed in a shared round
 // (where waiting on another holder's row would hold up other SKUs), and
 // one sold under it is; either way the sale is exact.
 func TestPlace_UnlockedBatchCommitsAlone(t *testing.T) {
@@ -664,12 +684,12 @@ func TestPlace_UnlockedBatchCommitsAlone(t *testing.T) {
 	defer st.mu.Unlock()
 	for _, b := range st.batches {
 		switch {
-		case b.Fence == 0 && b.Shared:
-			t.Errorf("batch of sku %d sold without the lock was offered for a shared round", b.SKUID)
-		case b.Fence == 0:
+		case b.fence == 0 && b.inRound:
+			t.Errorf("batch of sku %d sold without the lock was committed in a shared round", b.sku)
+		case b.fence == 0:
 			unlocked++
-		case !b.Shared:
-			t.Errorf("batch of sku %d under fence %d was not offered for a shared round", b.SKUID, b.Fence)
+		case !b.inRound:
+			t.Errorf("batch of sku %d under fence %d was not committed in a shared round", b.sku, b.fence)
 		default:
 			locked++
 		}

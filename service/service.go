@@ -42,6 +42,10 @@ var (
 	// have taken effect and the Store could not find out which: buyers are
 	// told so (503), never "uncharged".
 	ErrOutcomeUnknown = errors.New("order outcome unknown")
+	// ErrNoTransaction is returned (wrapped) by Store.CommitRound when no
+	// transaction could be begun, for a reason other than its context:
+	// committing the round's batches alone would fail the same way.
+	ErrNoTransaction = errors.New("no transaction could be begun")
 	// ErrLockUnavailable is returned by a Locker when Redis cannot be
 	// reached (not when the lock is merely held): the order path then sells
 	// without the lock, guarded by the version column alone.
@@ -162,9 +166,6 @@ type Batch struct {
 	Requests []OrderRequest
 	Fence    int64 // lock fencing token; 0 when there is none
 	Now      time.Time
-	// Shared lets the Store commit this batch in one transaction with
-	// other SKUs' batches that are ready at the same moment.
-	Shared bool
 	// PaymentTimeout is how long the batch's new orders stay pending,
 	// awaiting payment; 0: they are paid at creation (see Allocation.Hold).
 	PaymentTimeout time.Duration
@@ -193,6 +194,13 @@ type BatchResult struct {
 	ReadsSkipped bool
 }
 
+// RoundResult is one batch's answer in a round (Store.CommitRound): what
+// it did, or its own error.
+type RoundResult struct {
+	BatchResult
+	Err error
+}
+
 // Units are the units of a SKU's pending and of its paid orders.
 type Units struct{ Pending, Paid int64 }
 
@@ -201,6 +209,11 @@ type Units struct{ Pending, Paid int64 }
 // no row, so that a retry re-reads.
 type Store interface {
 	CommitBatch(ctx context.Context, b Batch) (BatchResult, error)
+	// CommitRound commits batches of distinct SKUs in one transaction
+	// whose statements wait at most a second for a row lock, and answers
+	// each: its result, or its own error (ErrSKUNotFound, ErrStaleFence,
+	// ErrOutcomeUnknown). An error means nothing was committed.
+	CommitRound(ctx context.Context, bs []Batch) ([]RoundResult, error)
 	Order(ctx context.Context, id int64) (Order, error)
 	// OrderByKey returns the order userID placed under the idempotency
 	// key, or ErrNotFound: keys are the buyer's own.

@@ -26,6 +26,10 @@ type pausedAfterCommit struct {
 	first              bool
 }
 
+func (p *pausedAfterCommit) CommitRound(ctx context.Context, bs []service.Batch) ([]service.RoundResult, error) {
+	return testenv.OneByOne(ctx, bs, p.CommitBatch)
+}
+
 func (p *pausedAfterCommit) CommitBatch(ctx context.Context, b service.Batch) (service.BatchResult, error) {
 	res, err := p.Store.CommitBatch(ctx, b)
 	if !p.first { // one worker per SKU: no two calls at once

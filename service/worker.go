@@ -159,8 +159,7 @@ func (o *Orders) refuseAll(skuID int64, live []*pending) bool {
 }
 
 func (o *Orders) batchOf(skuID int64, live []*pending) Batch {
-	b := Batch{SKUID: skuID, Requests: make([]OrderRequest, len(live)), Shared: true,
-		PaymentTimeout: o.cfg.PaymentTimeout}
+	b := Batch{SKUID: skuID, Requests: make([]OrderRequest, len(live)), PaymentTimeout: o.cfg.PaymentTimeout}
 	for i, p := range live {
 		b.Requests[i] = p.req
 	}
@@ -210,8 +209,9 @@ func (o *Orders) commitUnder(ctx context.Context, b Batch, lease Lease) (BatchRe
 	// it is the one likely to meet another instance's holder on its row (a
 	// row-lock wait, a version conflict), which in a shared round would
 	// hold up or fail the other SKUs' batches with it.
-	b.Shared = b.Shared && lease != nil
+	commit := o.store.CommitBatch
 	if lease != nil {
+		commit = o.group.commit
 		b.Fence = lease.Fence()
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithCancel(ctx)
@@ -227,7 +227,7 @@ func (o *Orders) commitUnder(ctx context.Context, b Batch, lease Lease) (BatchRe
 	)
 	for {
 		b.Now = time.Now().UTC().Truncate(time.Microsecond) // what the database keeps
-		res, err = o.store.CommitBatch(ctx, b)
+		res, err = commit(ctx, b)
 		if !errors.Is(err, ErrConflict) || retries >= o.cfg.MaxRetries || ctx.Err() != nil {
 			break
 		}

@@ -77,7 +77,7 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 	if err != nil {
 		return err
 	}
-	store := repository.New(db, repository.GroupLinger(cfg.Order.Linger))
+	store := repository.New(db)
 	rs, err := openRedis(cfg, &cl)
 	if err != nil {
 		return err

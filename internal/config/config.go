@@ -139,7 +139,7 @@ type Order struct {
 	// transaction instead of paying one per order. An idle or a saturated
 	// SKU commits at once. A group-commit round waits as long for other
 	// SKUs' batches, only when those expected would at least double it
-	// (repository.GroupLinger). The latency traded is at most Linger per
+	// (service/rounds.go). The latency traded is at most Linger per
 	// order at each step (docs/performance.md); it is bounded because
 	// every lingering buyer pays it.
 	Linger time.Duration `yaml:"linger" default:"5ms" valid:"0s..100ms" help:"longest wait for more orders, or other SKUs' batches, before a small commit; 0 off"`

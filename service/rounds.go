@@ -1,4 +1,4 @@
-package repository
+package service
 
 import (
 	"context"
@@ -7,55 +7,35 @@ import (
 	"slices"
 	"sync"
 	"time"
-
-	"github.com/seckill/seckill/service"
 )
 
-// maxGroup bounds the SKUs that share one transaction. One round is under
-// way at a time: batches that become ready meanwhile wait for it and go
-// together in the next, so rounds grow with the load and the database runs
-// fewer, larger transactions (docs/performance.md). A round still under
-// way after roundStall lets the batches waiting behind it lead rounds of
-// their own, up to maxRounds at once: one SKU's held row (a wait of up to
-// sharedLockWait) or a slow COMMIT then delays the other SKUs by
-// roundStall, not by the whole wait.
+// A group commit merges the batches of different SKUs that are ready at
+// the same moment into one transaction (a round), so that many SKUs on
+// sale cost the database one transaction per round, not one per SKU. One
+// round runs at a time: batches that become ready meanwhile wait and go
+// together in the next, so rounds grow with the load. A round still under
+// way after roundStall lets the batches behind it lead rounds of their
+// own, up to maxRounds at once: one SKU's held row or a slow COMMIT then
+// delays the other SKUs by roundStall, not by the whole lock wait.
 const (
 	maxGroup   = 64
 	maxRounds  = 4
 	roundStall = 50 * time.Millisecond
 )
 
-// Option configures a Stock.
-type Option func(*Stock)
-
-// GroupLinger lets the leader of a group-commit round wait up to d, once,
-// before it takes the round, when the batches of other SKUs expected
-// within d would at least double the round (groupCommit.worthLingering).
-// At a moderate rate spread over many SKUs, each SKU's batch holds about
-// one order and finds few others ready, so without it nearly every batch
-// pays a transaction of its own. One SKU alone never waits: its worker
-// has no other batch to wait for. Default 0: a round commits at once. The
-// service sets it to order.linger, the latency it already trades per SKU.
-func GroupLinger(d time.Duration) Option {
-	return func(s *Stock) { s.group.linger = max(d, 0) }
-}
-
-// groupCommit merges the batches of different SKUs that are ready at the
-// same moment into one transaction: with many SKUs on sale, the database
-// then runs one transaction per round instead of one per SKU. There is no
-// background goroutine: a caller that finds no round under way leads one,
-// and hands the lead to the first caller still waiting when its round
-// ends, unless another round is still under way (that one's leader hands
-// it on); a caller left waiting for roundStall leads a round of its own
-// (a failed round's batches are retried alone on goroutines that end with
-// the round).
+// groupCommit schedules rounds; the Store executes them (CommitRound).
+// There is no background goroutine: a caller that finds no round under
+// way leads one, and hands the lead to the first caller still waiting
+// when its round ends, unless another round is still under way.
 type groupCommit struct {
+	store  Store
+	linger time.Duration // lingerBefore's longest wait; 0: a round commits at once
+
 	mu      sync.Mutex
 	pending []*groupCall
 	leaders int
 
-	linger time.Duration     // GroupLinger; 0: never wait
-	recent [maxGroup]arrival // the latest batches, a ring; guarded by mu
+	recent [maxGroup]arrival // the latest batches, a ring
 	filled int               // slots of recent in use
 	next   int               // the slot the next batch takes
 	counts map[int64]int     // worthLingering's scratch
@@ -65,20 +45,25 @@ type groupCommit struct {
 	wakeAt int
 }
 
-// arrival is one batch given to commitShared: its SKU and when (unix nanos).
+// arrival is one batch given to commit: its SKU and when (unix nanos).
 type arrival struct{ sku, at int64 }
 
 type groupCall struct {
 	ctx  context.Context
-	m    member
-	done chan struct{} // closed when m.res/m.err are final
+	b    Batch
+	res  BatchResult
+	err  error
+	done chan struct{} // closed when res and err are final
 	lead chan struct{} // closed when this call must lead the next round
 }
 
-// commitShared commits b, possibly in one transaction with other SKUs'.
-func (s *Stock) commitShared(ctx context.Context, b service.Batch) (service.BatchResult, error) {
-	c := &groupCall{ctx: ctx, m: member{b: b}, done: make(chan struct{}), lead: make(chan struct{})}
-	g := &s.group
+func newGroupCommit(store Store, linger time.Duration) *groupCommit {
+	return &groupCommit{store: store, linger: max(linger, 0)}
+}
+
+// commit commits b, possibly in one transaction with other SKUs' batches.
+func (g *groupCommit) commit(ctx context.Context, b Batch) (BatchResult, error) {
+	c := &groupCall{ctx: ctx, b: b, done: make(chan struct{}), lead: make(chan struct{})}
 	g.mu.Lock()
 	g.arrived(b.SKUID)
 	g.pending = append(g.pending, c)
@@ -89,7 +74,7 @@ func (s *Stock) commitShared(ctx context.Context, b service.Batch) (service.Batc
 	if g.leaders > 0 { // join the next round
 		g.mu.Unlock()
 		if !g.wait(c) {
-			return c.m.res, c.m.err
+			return c.res, c.err
 		}
 		g.mu.Lock() // handed the lead, and taken out of pending
 	} else {
@@ -98,7 +83,7 @@ func (s *Stock) commitShared(ctx context.Context, b service.Batch) (service.Batc
 	g.lingerBefore(c)
 	round := g.take(c)
 	g.mu.Unlock()
-	s.runRound(round)
+	g.run(round)
 	g.mu.Lock()
 	if len(g.pending) > 0 && g.leaders == 1 {
 		next := g.pending[0]
@@ -110,16 +95,15 @@ func (s *Stock) commitShared(ctx context.Context, b service.Batch) (service.Batc
 	}
 	g.mu.Unlock()
 	<-c.done // the leader's own call is always in its round
-	return c.m.res, c.m.err
+	return c.res, c.err
 }
 
 // wait blocks until c is answered or handed the lead, and reports whether
 // it leads: handed the lead, or still pending after roundStall with fewer
 // than maxRounds rounds under way. A caller whose context ends while its
-// batch is still pending leaves, answered with that error: nothing was
-// written for it. Once its batch is in a round it waits for the round,
-// since answering before the round ends could tell a buyer "uncharged"
-// about an order that commits.
+// batch is pending leaves, uncharged. Once its batch is in a round it
+// waits for the round: answering before could say "uncharged" about an
+// order that commits.
 func (g *groupCommit) wait(c *groupCall) (lead bool) {
 	stall := time.NewTimer(roundStall)
 	defer stall.Stop()
@@ -142,7 +126,7 @@ func (g *groupCommit) wait(c *groupCall) (lead bool) {
 	left := g.remove(c)
 	g.mu.Unlock()
 	if left {
-		c.m.res, c.m.err = service.BatchResult{}, callerGone(c.ctx)
+		c.res, c.err = BatchResult{}, callerGone(c.ctx)
 		return false
 	}
 	select {
@@ -153,8 +137,7 @@ func (g *groupCommit) wait(c *groupCall) (lead bool) {
 	}
 }
 
-// arrived records a batch of sku given to commitShared. Called with g.mu
-// held.
+// arrived records a batch of sku. Called with g.mu held.
 func (g *groupCommit) arrived(sku int64) {
 	if g.linger > 0 {
 		g.arrivedAt(sku, time.Now().UnixNano())
@@ -168,7 +151,7 @@ func (g *groupCommit) arrivedAt(sku, at int64) {
 }
 
 // lingerBefore waits, once, up to g.linger before leader takes its round
-// when worthLingering says so; the batches that arrive meanwhile join the
+// when worthLingering says so; batches that arrive meanwhile join the
 // round. The wait ends early once the batches expected have come, or
 // when the leader's caller leaves. One leader lingers at a time. Called
 // and returns with g.mu held; releases it while waiting.
@@ -197,13 +180,11 @@ func (g *groupCommit) lingerBefore(leader *groupCall) {
 }
 
 // worthLingering reports whether the batches of SKUs not yet in leader's
-// round that are expected within g.linger of now would at least double
-// the round, and how many are expected (whole ones). Each SKU seen among
-// the latest batches is expected at the rate it came at since the oldest
-// of them (so a stream that stopped counts less the longer it has
-// stopped), at most once: a SKU's worker gives one batch at a time, so
-// the SKUs already in the round, and a single SKU on its own, bring
-// nobody to wait for. Called with g.mu held.
+// round expected within g.linger of now would at least double the round,
+// and how many are expected. Each SKU among the latest batches is
+// expected at the rate it came at since the oldest of them, at most once:
+// a SKU's worker gives one batch at a time, so SKUs already in the round,
+// and one SKU on its own, bring nobody to wait for. Called with g.mu held.
 func (g *groupCommit) worthLingering(leader *groupCall, now int64) (joiners int, ok bool) {
 	round := len(g.pending)
 	if !slices.Contains(g.pending, leader) {
@@ -224,9 +205,9 @@ func (g *groupCommit) worthLingering(leader *groupCall, now int64) (joiners int,
 	for _, a := range g.recent[:g.filled] {
 		g.counts[a.sku]++
 	}
-	delete(g.counts, leader.m.b.SKUID)
+	delete(g.counts, leader.b.SKUID)
 	for _, c := range g.pending {
-		delete(g.counts, c.m.b.SKUID)
+		delete(g.counts, c.b.SKUID)
 	}
 	expected := 0.0
 	for _, n := range g.counts {
@@ -265,13 +246,13 @@ func (g *groupCommit) remove(c *groupCall) bool {
 func (g *groupCommit) take(leader *groupCall) []*groupCall {
 	round := []*groupCall{leader}
 	var rest []*groupCall
-	seen := map[int64]bool{leader.m.b.SKUID: true}
+	seen := map[int64]bool{leader.b.SKUID: true}
 	for _, c := range g.pending {
 		if c == leader {
 			continue
 		}
-		if len(round) < maxGroup && !seen[c.m.b.SKUID] {
-			seen[c.m.b.SKUID] = true
+		if len(round) < maxGroup && !seen[c.b.SKUID] {
+			seen[c.b.SKUID] = true
 			round = append(round, c)
 		} else {
 			rest = append(rest, c)
@@ -281,14 +262,13 @@ func (g *groupCommit) take(leader *groupCall) []*groupCall {
 	return round
 }
 
-// runRound commits a round and answers every call of it. A call whose
-// caller has already gone is left out, uncharged. The others share one
-// transaction under roundContext, waiting at most sharedLockWait for any
-// row. When it fails for any reason but an unreachable database, nothing
-// of it was committed, and each batch is committed alone, all at once,
+// run commits a round and answers every call of it. A call whose caller
+// has gone is left out, uncharged. The others share one transaction under
+// roundContext. When it fails, nothing of it was committed, and unless no
+// transaction could be begun each batch is committed alone, all at once,
 // under its own caller's context: one SKU's held row, deadline, deadlock
 // or conflict never fails another SKU's buyers.
-func (s *Stock) runRound(round []*groupCall) {
+func (g *groupCommit) run(round []*groupCall) {
 	defer func() {
 		for _, c := range round {
 			close(c.done)
@@ -296,62 +276,66 @@ func (s *Stock) runRound(round []*groupCall) {
 	}()
 	var (
 		live []*groupCall
-		ms   []*member
+		bs   []Batch
 	)
 	for _, c := range round {
 		if c.ctx.Err() != nil {
-			c.m.res, c.m.err = service.BatchResult{}, callerGone(c.ctx)
+			c.res, c.err = BatchResult{}, callerGone(c.ctx)
 			continue
 		}
 		live = append(live, c)
-		ms = append(ms, &c.m)
+		bs = append(bs, c.b)
 	}
 	if len(live) == 0 {
 		return
 	}
 	ctx, cancel := roundContext(live)
-	err := s.commitMySQL(ctx, ms, sharedLockWait)
+	answers, err := g.store.CommitRound(ctx, bs)
 	cancel()
 	switch {
 	case err == nil:
+		for i, c := range live {
+			c.res, c.err = answers[i].BatchResult, answers[i].Err
+		}
 		return
-	case errors.Is(err, errUnreachable):
+	case errors.Is(err, ErrNoTransaction):
 		for _, c := range live {
-			c.m.res, c.m.err = service.BatchResult{}, translateBatch(err, c.m.b)
+			c.res, c.err = BatchResult{}, err
 		}
 		return
 	}
 	var wg sync.WaitGroup
 	for _, c := range live {
-		wg.Go(func() { c.m.res, c.m.err = s.commitAlone(c.ctx, c.m.b) })
+		wg.Go(func() { c.res, c.err = g.alone(c.ctx, c.b) })
 	}
 	wg.Wait()
 }
 
-// commitAlone commits b in a transaction of its own, bounded by ctx.
-func (s *Stock) commitAlone(ctx context.Context, b service.Batch) (service.BatchResult, error) {
+// alone commits b in a transaction of its own, bounded by ctx.
+func (g *groupCommit) alone(ctx context.Context, b Batch) (BatchResult, error) {
 	if ctx.Err() != nil {
-		return service.BatchResult{}, callerGone(ctx)
+		return BatchResult{}, callerGone(ctx)
 	}
-	m := &member{b: b}
-	if err := s.commitMySQL(ctx, []*member{m}, lockWaitUntil(ctx)); err != nil {
-		return service.BatchResult{}, translateBatch(err, b)
-	}
-	return m.res, m.err
+	return g.store.CommitBatch(ctx, b)
 }
 
 // callerGone answers a batch whose caller's context ended before anything
 // was written for it.
 func callerGone(ctx context.Context) error {
-	return fmt.Errorf("%w: nothing written, the caller left: %w", service.ErrUnavailable, ctx.Err())
+	return fmt.Errorf("%w: nothing written, the caller left: %w", ErrUnavailable, ctx.Err())
 }
 
-// roundContext gives a shared round half the time that its most hurried
-// caller has left, so that if the round fails every batch still has half
-// its time to commit alone. It derives from no caller's context: one
-// caller's cancellation does not stop the others' orders (a caller whose
-// lease was lost is stopped by its fence and version).
+// roundContext gives a round half the time its most hurried caller has
+// left, so that if the round fails every batch still has half its time to
+// commit alone. A round of several SKUs derives from no caller's context:
+// one caller's cancellation (a lost lease) does not stop the others'
+// orders, and its own batch is stopped by its fence and version. A round
+// of one derives from its caller's.
 func roundContext(round []*groupCall) (context.Context, context.CancelFunc) {
+	parent := context.Background()
+	if len(round) == 1 {
+		parent = round[0].ctx
+	}
 	now := time.Now()
 	budget := time.Duration(-1)
 	for _, c := range round {
@@ -360,7 +344,7 @@ func roundContext(round []*groupCall) (context.Context, context.CancelFunc) {
 		}
 	}
 	if budget < 0 {
-		return context.WithCancel(context.Background())
+		return context.WithCancel(parent)
 	}
-	return context.WithTimeout(context.Background(), budget/2)
+	return context.WithTimeout(parent, budget/2)
 }
