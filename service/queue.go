@@ -126,14 +126,35 @@ func (o *Orders) take(q *skuQueue, batch []*pending) []*pending {
 	if n > 0 {
 		o.obs.QueueDepth(q.id, q.len())
 	}
-	if len(batch) == 0 && q.idle == nil && o.queues[q.id] == q { // the worker is about to wait
-		i := 0
-		if q.sold {
-			i = 1
-		}
-		o.idle[i].push(q)
+	if len(batch) == 0 { // the worker is about to wait
+		o.goIdle(q)
 	}
 	return batch
+}
+
+// idleIfEmpty reports whether q is empty, and lists it as idle when it is:
+// its worker is about to wait, holding its lease or not.
+func (o *Orders) idleIfEmpty(q *skuQueue) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if q.len() > 0 {
+		return false
+	}
+	o.goIdle(q)
+	return true
+}
+
+// goIdle lists q, empty, as idle unless it is already or was evicted.
+// Called with o.mu held.
+func (o *Orders) goIdle(q *skuQueue) {
+	if q.idle != nil || o.queues[q.id] != q {
+		return
+	}
+	i := 0
+	if q.sold {
+		i = 1
+	}
+	o.idle[i].push(q)
 }
 
 // evictIdle makes room in a full table: it removes the longest idle

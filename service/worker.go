@@ -49,11 +49,12 @@ func (o *Orders) work(q *skuQueue) {
 // awaitHolding reports whether q has orders for the worker, waiting up to
 // LockHoldIdle for the next one while it holds its lease, so that a
 // moderately busy SKU keeps its lease, fence and known row between
-// batches. Someone else wanting the lease, Shutdown and a lost lease end
+// batches. The queue is idle meanwhile, so a full table may evict it.
+// Someone else wanting the lease, eviction, Shutdown and a lost lease end
 // the wait; a lease that cannot say it is wanted is kept past each
 // LockHold only if Keep finds nobody waiting.
 func (o *Orders) awaitHolding(q *skuQueue, hold *leaseHold, t *time.Timer) bool {
-	if !o.queueEmpty(q) {
+	if !o.idleIfEmpty(q) {
 		return true
 	}
 	if hold.lease == nil || o.cfg.LockHoldIdle <= 0 || hold.max <= 0 { // max 0: one hold per batch
@@ -83,6 +84,8 @@ func (o *Orders) awaitHolding(q *skuQueue, hold *leaseHold, t *time.Timer) bool 
 		case <-wanting: // nil (never ready) when the lease cannot say
 			return false
 		case <-o.quit:
+			return false
+		case <-q.stop: // evicted while it waited: a full table needed its slot
 			return false
 		case <-hold.lease.Lost():
 			return false
