@@ -18,13 +18,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	goredis "github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
 	"github.com/seckill/seckill/handler"
 	"github.com/seckill/seckill/internal/app"
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/internal/database"
+	"github.com/seckill/seckill/internal/redis"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/lock"
 	"github.com/seckill/seckill/repository"
@@ -62,7 +63,7 @@ type stack struct {
 	db     *gorm.DB // a pool of the test's own, to look behind the API
 	ready  *fakeReady
 	spec   *apiSpec
-	rdb    *redis.Client
+	rdb    *goredis.Client
 	prefix string // the test's Redis key prefix
 	orders *service.Orders
 	// sweeper expires due orders when a test calls SweepOnce.
@@ -101,10 +102,10 @@ func newStack(t *testing.T, opts ...func(*stackOptions)) *stack {
 	cfg.Order.QueueMax = o.queueMax
 	lc := lock.New(rdb, app.OrderLockOptions(cfg)...)
 	t.Cleanup(func() { lc.Close() })
-	locker := app.NewLocker(lc)
+	var locker service.Locker = redis.NewLocker(lc)
 	orders := service.NewOrders(store,
 		locker,
-		app.NewSoldOutMarks(rdb, prefix+"soldout:", cfg.SoldOut.SharedTTL),
+		redis.NewMarks(rdb, prefix+"soldout:", cfg.SoldOut.SharedTTL),
 		app.OrdersConfig(cfg), log, nil)
 	s.orders = orders
 	catalog := service.NewCatalog(store, orders, log)

@@ -2,36 +2,33 @@ package service
 
 import "time"
 
-// Allocation is the plan for one Batch, decided from what its transaction
-// read: who gets stock (first come, first served), who is refused and why,
-// and who is an idempotent replay.
+// Allocation is one Batch's plan, decided from what its transaction read:
+// who gets stock (first come, first served), who is refused, who replays.
 type Allocation struct {
-	// Outcomes has one entry per request. Entries listed in New or Alias
-	// carry an Order whose ID the Store fills in after inserting.
+	// Outcomes has one entry per request; the Store fills in the order ID
+	// of those in New or Alias after inserting.
 	Outcomes []Outcome
 	// New lists the requests that become new orders, in arrival order.
 	New []int
-	// Alias maps a request to the earlier request of the same batch that
-	// used the same idempotency key: it is answered with that order.
+	// Alias maps a request to the earlier one of the batch with the same
+	// idempotency key, whose order answers it.
 	Alias map[int]int
 	// Units is the stock the batch takes.
 	Units int64
-	// Bought is what each user holds of the SKU after the batch, for the
-	// users whose holding changed.
+	// Bought is what each user whose holding changed holds after the batch.
 	Bought map[string]int64
 }
 
-// BuyerKey names an idempotency key as the store keeps it: keys are the
-// buyer's own, so the same key of two buyers names two orders.
+// BuyerKey is an idempotency key scoped to its buyer: the same key of two
+// buyers names two orders.
 type BuyerKey struct{ UserID, Key string }
 
 // KeyOf is r's idempotency key, scoped to its buyer.
 func KeyOf(r OrderRequest) BuyerKey { return BuyerKey{r.UserID, r.IdempotencyKey} }
 
-// Allocate decides a batch. existing holds the orders already committed
-// under the batch's idempotency keys; bought holds what each of the batch's
-// users already holds of the SKU. It is pure: the Store runs it between
-// its reads and its conditional writes, inside one transaction.
+// Allocate decides a batch, given the orders committed under its
+// idempotency keys and what its users already hold. It is pure: the Store
+// runs it between its reads and its conditional writes.
 func Allocate(sku SKU, reqs []OrderRequest, existing map[BuyerKey]Order, bought map[string]int64, now time.Time) Allocation {
 	a := Allocation{
 		Outcomes: make([]Outcome, len(reqs)),
@@ -104,10 +101,8 @@ func (a *Allocation) Resolve() {
 	}
 }
 
-// Hold sets the status of the new orders: pending until their CreatedAt
-// plus timeout, or paid at once when timeout is 0 (order.payment_timeout
-// 0: an order is final at creation). The Store calls it after Allocate,
-// before inserting.
+// Hold makes the new orders pending until CreatedAt plus timeout, or paid
+// at once when timeout is 0. The Store calls it before inserting.
 func (a *Allocation) Hold(timeout time.Duration) {
 	for _, i := range a.New {
 		o := &a.Outcomes[i].Placed.Order

@@ -7,9 +7,8 @@ import (
 	"unicode/utf8"
 )
 
-// SKUChange is what an admin asks to change on a SKU; a nil field is left
-// as it is. A sale-window bound whose Set is true is replaced by its Time,
-// nil clearing it.
+// SKUChange is what an admin asks to change on a SKU: a nil field or an
+// unset window bound is left as it is; a set bound with a nil Time clears it.
 type SKUChange struct {
 	Name         *string
 	PerUserLimit *int64
@@ -29,8 +28,7 @@ func (c SKUChange) Empty() bool {
 }
 
 // Validate reports ErrInvalid, wrapped with the reason, for a change that
-// is invalid whatever the SKU. The window's order is checked against the
-// SKU by Apply.
+// is invalid whatever the SKU; Apply checks the resulting window.
 func (c SKUChange) Validate() error {
 	switch {
 	case c.Empty():
@@ -66,11 +64,9 @@ func (c SKUChange) Apply(s SKU) (SKU, error) {
 	return s, nil
 }
 
-// Update changes a SKU's name, per-user limit or sale window in one
-// transaction and bumps its version, so that a batch that read the SKU
-// before the change retries and decides under the new values. A new limit
-// applies to every later order; what users already hold stays theirs,
-// even above a lowered limit (see Store.UpdateSKU).
+// Update changes a SKU's name, per-user limit or sale window and bumps its
+// version, so a batch that read the old row retries. A lowered limit takes
+// nothing back from users already above it.
 func (c *Catalog) Update(ctx context.Context, id int64, ch SKUChange) (SKU, error) {
 	if err := ch.Validate(); err != nil {
 		return SKU{}, err

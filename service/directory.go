@@ -12,29 +12,24 @@ import (
 	"golang.org/x/sync/singleflight"
 )
 
-// Sizes of the SKU directory. An entry is about 100 bytes, so each table
+// Sizes of the SKU directory: at about 100 bytes an entry, each table
 // stays under 7 MB whatever ids clients send.
 const (
 	maxKnownSKUs   = 1 << 16
 	maxUnknownSKUs = 1 << 16
 )
 
-// skuDirectory knows which SKU ids exist, so that nothing (a queue, a
-// worker, a sold-out mark, a Redis key) is allocated for an id a client
-// invented. Known SKUs stay until evicted (SKUs are never deleted; a
-// database recreated under us shows up as ErrSKUNotFound from a batch, or
-// as a new created_at, and the entry is replaced). An unknown id is
-// remembered for UnknownSKUTTL: a SKU created through another instance is
-// sellable here within that bound, one created through this one at once.
-// Concurrent lookups of one id share one database read.
+// skuDirectory knows which SKU ids exist, so nothing (a queue, a worker, a
+// Redis key) is allocated for an invented id. An unknown id is remembered
+// for UnknownSKUTTL: a SKU created through another instance is sellable
+// here within that bound. Concurrent lookups of an id share one read.
 type skuDirectory struct {
 	store   Store
 	timeout time.Duration // one lookup's database read
 	ttl     time.Duration // of a negative entry
 	known   *lru.Cache[int64, *skuEntry]
-	// unknown holds the unix nanos until which an id is known not to
-	// exist. A plain LRU with the expiry in the value: expirable.LRU runs
-	// a janitor goroutine per cache that never exits.
+	// unknown maps an id to the unix nanos until which it is known not to
+	// exist; not expirable.LRU, whose janitor goroutine never exits.
 	unknown *lru.Cache[int64, int64]
 	flight  singleflight.Group
 }
@@ -59,14 +54,12 @@ type skuEntry struct {
 	// mark is this process's belief: +version "sold out at version",
 	// -version "in stock at version", 0 "not known". See soldout.go.
 	mark atomic.Int64
-	// confirmed is when (unix nanos) a sold-out mark last agreed with
-	// the database (a commit or a read of the row), or was adopted from
-	// the shared mark.
+	// confirmed is when (unix nanos) the sold-out mark last agreed with
+	// the database or was adopted from the shared mark.
 	confirmed atomic.Int64
 	// shared is when (unix nanos) the shared mark was last read.
 	shared atomic.Int64
-	// refreshing single-flights the shared mark's reads: concurrent
-	// callers go to the queue meanwhile.
+	// refreshing single-flights reads of the shared mark.
 	refreshing atomic.Bool
 	// window is the sale window as last read (window.go); nil: not known.
 	window atomic.Pointer[saleWindow]
@@ -74,8 +67,8 @@ type skuEntry struct {
 	reading atomic.Pointer[rowRead]
 }
 
-// RefOf returns the identity of s: its id and created_at in microseconds
-// (what the database keeps).
+// RefOf returns the identity of s: its id and created_at in microseconds,
+// the database's precision.
 func RefOf(s SKU) SKURef {
 	return SKURef{ID: s.ID, Incarnation: s.CreatedAt.UnixMicro()}
 }
@@ -134,9 +127,8 @@ func (d *skuDirectory) knownMissing(id int64) bool {
 	return false
 }
 
-// learn records s as read from the database by a read begun at (unix
-// nanos) and returns its entry, replacing one of an earlier SKU of the
-// same id.
+// learn records s as read by a read begun at (unix nanos) and returns its
+// entry, replacing that of an earlier SKU of the same id.
 func (d *skuDirectory) learn(s SKU, at int64) *skuEntry {
 	d.unknown.Remove(s.ID)
 	fresh := &skuEntry{ref: RefOf(s)}
@@ -149,8 +141,8 @@ func (d *skuDirectory) learn(s SKU, at int64) *skuEntry {
 	return e
 }
 
-// forget drops what is known of id, after the database said it has no
-// such SKU (it was recreated or restored under us).
+// forget drops id after the database said it has no such SKU (recreated
+// or restored under us).
 func (d *skuDirectory) forget(id int64) {
 	d.known.Remove(id)
 }

@@ -7,15 +7,11 @@ import (
 	"math"
 )
 
-// ZooKeeperFences is where the ZooKeeper lock's fences start (1<<62 plus the
-// lock node's creation zxid); the Redis lock's are below it
-// (microsecond-seeded, about 2^51 today). Fences of different backends do
-// not compare, so a Store accepts a batch whose fence is no older than the
-// stored one, or whose stored fence was issued by the other backend: a
-// switch of lock backend resets the comparison instead of leaving every
-// write refused as stale (docs/design.md, invariant 12). While both backends are
-// in use (a rolling switch) a holder of one excludes nobody of the other,
-// and the version column alone guards the stock, as in fallback mode.
+// ZooKeeperFences is where the ZooKeeper lock's fences start (1<<62 plus
+// the node's creation zxid); the Redis lock's are below. Fences of two
+// backends do not compare: a switch resets the comparison rather than
+// refusing every write as stale (docs/design.md, invariant 12), and while
+// both run only the version column guards the stock.
 const ZooKeeperFences int64 = 1 << 62
 
 // FenceCeiling returns the highest fence issued by the backend that issued
@@ -48,11 +44,10 @@ func (e *StaleFenceError) Error() string {
 
 func (e *StaleFenceError) Unwrap() error { return ErrStaleFence }
 
-// adoptForeignFence recovers from a fence the lease's backend never
-// issued: a stored fence above the backend's horizon came from an earlier
-// incarnation (a ZooKeeper ensemble recreated empty), not a newer holder,
-// and would refuse every write until the zxids caught up. The Store swaps
-// exactly that value for ours (compare-and-set); it reports whether it did.
+// adoptForeignFence recovers from a stored fence above anything the
+// lease's backend issued: left by an earlier incarnation (a ZooKeeper
+// ensemble recreated empty), it would refuse every write. The Store swaps
+// exactly that value for ours; it reports whether it did.
 func (o *Orders) adoptForeignFence(ctx context.Context, lease Lease, err error) bool {
 	var stale *StaleFenceError
 	h, ok := lease.(FenceHorizonLease)

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill/seckill/internal/app"
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/internal/procstat"
+	"github.com/seckill/seckill/internal/redis"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/service"
 )
@@ -351,5 +351,5 @@ func TestPlace_MarkOfAnEarlierSKUDoesNotBlock(t *testing.T) {
 }
 
 func appMarks(r *rig) service.SoldOutMarks {
-	return app.NewSoldOutMarks(r.rdb, r.prefix+"soldout:", time.Minute)
+	return redis.NewMarks(r.rdb, r.prefix+"soldout:", time.Minute)
 }

@@ -5,12 +5,10 @@ import (
 	"time"
 )
 
-// leaseHold is a SKU's lock as its worker holds it across batches, until
-// someone else wants it, sparing each batch the obtain and release round
-// trips. The database accepts a fence equal to the last one it saw, so the
-// fence stays valid across the hold. No other holder writes the SKU meanwhile,
-// so the row as the last batch left it (known) lets the next one skip its
-// reads.
+// leaseHold is a SKU's lock held by its worker across batches until
+// someone else wants it, saving each batch an obtain and a release. The
+// database accepts a repeated fence, and nobody else writes the SKU
+// meanwhile, so known lets the next batch skip its reads.
 type leaseHold struct {
 	o     *Orders
 	sku   int64
@@ -66,10 +64,9 @@ func (h *leaseHold) unwanted() bool {
 	}
 }
 
-// keep starts another LockHold with the held lease if no other holder
-// waits for it, and else lets it go; it reports whether it is still held.
-// A lease that cannot be kept this way (ZooKeeper), and every lease when
-// max is 0 (one hold per batch), is let go.
+// keep holds the lease another LockHold if nobody waits for it, else lets
+// it go; it reports whether it is still held. A lease that cannot be kept
+// (ZooKeeper's), or any when max is 0, is let go.
 func (h *leaseHold) keep() bool {
 	k, ok := h.lease.(KeepableLease)
 	if !ok || h.max <= 0 {

@@ -8,22 +8,17 @@ import (
 	"time"
 )
 
-// The order lifecycle. An order is created pending: its units
-// are taken from stock (skus.sold counts them) until it is paid, or until
-// it is cancelled by its buyer or expires unpaid, which returns them:
+// The order lifecycle. A pending order's units are taken from stock
+// (skus.sold counts them); a cancel or an expiry returns them:
 //
 //	pending ──pay──────────────→ paid
 //	   ├─────cancel (buyer)────→ cancelled   units return to stock
 //	   └─────expires_at passed─→ expired     units return to stock (the sweeper)
 //
-// Every transition is one conditional UPDATE of the order's status
-// (WHERE status = 'pending'), in the same transaction as the stock it
-// returns, so the database itself refuses a second transition: a unit is
-// returned once whoever tries twice (two sweepers, a cancel racing the
-// sweep, a payment racing the expiry). A returned unit is published as a
-// restock (Orders.Restocked): the sold-out marks of every instance clear
-// as for an admin's restock, and the unit is sold again through the
-// normal order path, to the first buyer whose batch finds it.
+// Each transition is one UPDATE ... WHERE status = 'pending' in the
+// transaction that returns the stock, so a unit is returned once however
+// many try (two sweepers, a cancel racing the expiry). A returned unit is
+// published as a restock (Orders.Restocked) and sold again as usual.
 
 // OrderStatus is where an order is in its lifecycle.
 type OrderStatus string
@@ -36,17 +31,15 @@ const (
 	OrderExpired   OrderStatus = "expired"
 )
 
-// Lifecycle errors: the order is not pending, so the transition asked
-// for is refused and nothing changed. The handler answers each 409 with
-// its own stable code.
+// Lifecycle errors refuse a transition of an order no longer pending;
+// nothing changed. Each is a 409 with its own code.
 var (
 	ErrOrderPaid      = errors.New("order already paid")
 	ErrOrderCancelled = errors.New("order cancelled")
 	ErrOrderExpired   = errors.New("order expired unpaid")
 )
 
-// ErrOfStatus is the error that refuses changing an order in a final
-// status other than the one asked for.
+// ErrOfStatus is the error that refuses changing an order in final status s.
 func ErrOfStatus(s OrderStatus) error {
 	switch s {
 	case OrderPaid:
@@ -59,18 +52,16 @@ func ErrOfStatus(s OrderStatus) error {
 	return nil
 }
 
-// Settlement is what a transition did: the order as it now stands,
-// whether this call changed it (false for an idempotent repeat) and, when
-// its units went back to stock, the SKU's row after the return.
+// Settlement is what a transition did: the order now, whether this call
+// changed it, and the SKU's row when units went back to stock.
 type Settlement struct {
 	Order    Order
 	Changed  bool
 	Returned *SKU
 }
 
-// ExpiryRun is one sweep transaction: expire up to Limit pending orders
-// whose expires_at is at or before Now, under the sweeper's lease Fence
-// (0 when the lock backend has none: the status guard alone then holds).
+// ExpiryRun is one sweep transaction: expire up to Limit orders due by
+// Now under the sweeper's lease Fence (0: the status guard alone).
 type ExpiryRun struct {
 	Fence int64
 	Now   time.Time
@@ -85,33 +76,29 @@ type Expiry struct {
 	Oldest time.Time // the earliest expires_at among the orders expired; zero if none
 }
 
-// LifecycleStore is what the lifecycle needs of the database. Each method
-// is one transaction whose status change is conditional on the order
-// still being pending.
+// LifecycleStore is what the lifecycle needs of the database: each method
+// is one transaction that changes only a pending order.
 type LifecycleStore interface {
-	// PayOrder marks a pending order paid when now is before its
-	// expires_at. An order already paid is returned as it is (an
-	// idempotent confirmation); one cancelled or expired, or pending past
-	// its expires_at, is refused with ErrOfStatus and left as it is.
+	// PayOrder marks a pending order paid if now is before its expires_at.
+	// A paid order is returned as is; a cancelled, expired or overdue one
+	// is refused with ErrOfStatus.
 	PayOrder(ctx context.Context, id int64, now time.Time) (Settlement, error)
-	// CancelOrder cancels buyer's pending order and returns its units in
-	// the same transaction (buyer "" is anyone, for auth.shopper none).
-	// An order already cancelled is returned as it is; paid or expired,
-	// refused with ErrOfStatus; someone else's is ErrNotFound.
+	// CancelOrder cancels buyer's pending order and returns its units
+	// (buyer "" is anyone). A cancelled order is returned as is; a paid or
+	// expired one is ErrOfStatus; someone else's is ErrNotFound.
 	CancelOrder(ctx context.Context, id int64, buyer string, now time.Time) (Settlement, error)
-	// ExpireDue expires due pending orders and returns their units, in ONE
-	// transaction that first advances the leader fence: ErrStaleFence,
-	// with nothing written, when a newer lease already wrote.
+	// ExpireDue expires due orders and returns their units in one
+	// transaction that first advances the fence: ErrStaleFence, with
+	// nothing written, when a newer lease already wrote.
 	ExpireDue(ctx context.Context, run ExpiryRun) (Expiry, error)
 }
 
 // LifecycleObserver receives what the lifecycle does, for metrics.
 type LifecycleObserver interface {
 	// OrderSettled counts orders that left pending for status and the
-	// units they returned to stock (0 for payments).
+	// units they returned (0 for payments).
 	OrderSettled(status OrderStatus, orders int, units int64)
-	// Swept records one sweep transaction: how long it took and how late
-	// its oldest order was.
+	// Swept records one sweep: its duration and its oldest order's lateness.
 	Swept(took, lag time.Duration, err error)
 	// SweeperLeader reports whether this process holds the sweeper's lease.
 	SweeperLeader(on bool)
@@ -132,7 +119,7 @@ type Lifecycle struct {
 }
 
 // NewLifecycle returns the payment and cancellation of orders; returned
-// units are published through orders as restocks. obs may be nil.
+// units are restocked through orders. obs may be nil.
 func NewLifecycle(store LifecycleStore, orders *Orders, log *slog.Logger, obs LifecycleObserver) *Lifecycle {
 	if obs == nil {
 		obs = nopLifecycleObserver{}
@@ -140,9 +127,8 @@ func NewLifecycle(store LifecycleStore, orders *Orders, log *slog.Logger, obs Li
 	return &Lifecycle{store: store, orders: orders, log: log, obs: obs}
 }
 
-// Pay records the payment system's confirmation for order id. It is
-// idempotent; a cancelled or expired order is refused with
-// ErrOrderCancelled or ErrOrderExpired and stays as it is.
+// Pay records the payment of order id. It is idempotent; a cancelled or
+// expired order is refused with ErrOrderCancelled or ErrOrderExpired.
 func (l *Lifecycle) Pay(ctx context.Context, id int64) (Order, error) {
 	st, err := retryConflicts(ctx, func() (Settlement, error) { return l.store.PayOrder(ctx, id, now()) })
 	if err != nil {
@@ -154,10 +140,10 @@ func (l *Lifecycle) Pay(ctx context.Context, id int64) (Order, error) {
 	return st.Order, nil
 }
 
-// Cancel cancels buyer's pending order (buyer "" when shoppers are not
-// verified: the opaque id is then the capability) and returns its units
-// to stock, sellable again on every instance. It is idempotent; a paid or
-// expired order is refused with ErrOrderPaid or ErrOrderExpired.
+// Cancel cancels buyer's pending order and returns its units to stock;
+// buyer is "" when shoppers are not verified (the id is the capability).
+// Idempotent; a paid or expired order is refused with ErrOrderPaid or
+// ErrOrderExpired.
 func (l *Lifecycle) Cancel(ctx context.Context, id int64, buyer string) (Order, error) {
 	st, err := retryConflicts(ctx, func() (Settlement, error) { return l.store.CancelOrder(ctx, id, buyer, now()) })
 	if err != nil {
@@ -170,14 +156,13 @@ func (l *Lifecycle) Cancel(ctx context.Context, id int64, buyer string) (Order, 
 	return st.Order, nil
 }
 
-// settleAttempts bounds the transactions of one payment or cancel whose
-// row locks met a deadlock or a lock wait that timed out.
+// settleAttempts bounds the tries of a payment or cancel that met a
+// deadlock or a lock wait timeout.
 const settleAttempts = 3
 
-// retryConflicts runs a transition again when the database rolled it back
-// for a conflict (nothing was written), a bounded number of times; then
-// the caller hears ErrUnavailable (503, retry: the transitions are
-// idempotent).
+// retryConflicts retries a transition the database rolled back for a
+// conflict, then gives up with ErrUnavailable: the client may retry, as
+// transitions are idempotent.
 func retryConflicts(ctx context.Context, settle func() (Settlement, error)) (Settlement, error) {
 	var err error
 	for attempt := range settleAttempts {
@@ -195,8 +180,8 @@ func retryConflicts(ctx context.Context, settle func() (Settlement, error)) (Set
 // now is the lifecycle's clock, at the database's precision.
 func now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
 
-// OrderUnits returns the units of the SKU's pending and paid orders: the
-// admin view of what sold (sold = pending + paid).
+// OrderUnits returns the units of the SKU's pending and paid orders
+// (sold = pending + paid).
 func (c *Catalog) OrderUnits(ctx context.Context, skuID int64) (pending, paid int64, err error) {
 	return c.store.OrderUnits(ctx, skuID)
 }

@@ -9,11 +9,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/internal/app"
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/internal/procstat"
+	"github.com/seckill/seckill/internal/redis"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/lock"
 	"github.com/seckill/seckill/repository"
@@ -40,7 +41,7 @@ func BenchmarkPlace_Paced(b *testing.B) {
 func placePaced(b *testing.B, linger time.Duration, rate int) {
 	dsn := testenv.Database(b)
 	store := repository.New(testenv.DB(b, dsn))
-	rdb := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr()})
+	rdb := goredis.NewClient(&goredis.Options{Addr: testenv.RedisAddr()})
 	b.Cleanup(func() { rdb.Close() })
 	pc := config.Default()
 	pc.Lock.Prefix = testenv.Name("bench:paced:") + ":"
@@ -48,8 +49,8 @@ func placePaced(b *testing.B, linger time.Duration, rate int) {
 	cfg.Linger = linger
 	lc := lock.New(rdb, app.OrderLockOptions(pc)...)
 	b.Cleanup(func() { lc.Close() })
-	orders := service.NewOrders(store, app.NewLocker(lc),
-		app.NewSoldOutMarks(rdb, pc.Lock.Prefix+"soldout:", pc.SoldOut.SharedTTL), cfg, testenv.Logger(), nil)
+	orders := service.NewOrders(store, redis.NewLocker(lc),
+		redis.NewMarks(rdb, pc.Lock.Prefix+"soldout:", pc.SoldOut.SharedTTL), cfg, testenv.Logger(), nil)
 	b.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()

@@ -16,12 +16,10 @@ const redisProbeInterval = time.Second
 func (o *Orders) Degraded() bool { return o.degraded.Load() }
 
 // obtain takes the SKU's lock, or returns nil to sell on the version
-// column alone: when the lock store is unreachable (degraded mode), when a
-// holder showed no sign of life for a whole LockWait (likely dead: skipped
-// until its lease has surely run out), or when live holders kept it busy
-// for half the batch's time. A busy lock is waited for, not bypassed:
-// selling beside live holders only makes transactions conflict
-// (docs/locking.md, "Busy is not dead").
+// column alone: when the lock store is unreachable, when a holder looked
+// dead for a whole LockWait, or when live holders kept it for half the
+// batch's time. Live holders are waited for, since selling beside them
+// only makes transactions conflict (docs/locking.md, "Busy is not dead").
 func (o *Orders) obtain(ctx context.Context, skuID int64) Lease {
 	now := time.Now().UnixNano()
 	if now < o.lockDownTill.Load() {
@@ -62,9 +60,8 @@ func (o *Orders) obtain(ctx context.Context, skuID int64) Lease {
 			o.log.Warn("lock busy with live holders for half the batch's time; selling this batch on the database guard alone", "sku", skuID, "err", err)
 			return nil
 		default:
-			// Held for all of LockWait with no sign of life: its holder is
-			// likely dead or stuck. Do not wait for it again until its
-			// lease has surely run out.
+			// No sign of life for a whole LockWait: the holder is likely
+			// dead or stuck. Skip it until its lease has surely run out.
 			o.lockSkip.Store(skuID, time.Now().Add(o.cfg.LockTTL).UnixNano())
 			o.log.Warn("lock held too long; selling on the database guard alone until its lease runs out", "sku", skuID, "err", err)
 			return nil

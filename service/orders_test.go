@@ -9,11 +9,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	goredis "github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
 	"github.com/seckill/seckill/internal/app"
 	"github.com/seckill/seckill/internal/config"
+	"github.com/seckill/seckill/internal/redis"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/lock"
 	"github.com/seckill/seckill/repository"
@@ -27,7 +28,7 @@ type rig struct {
 	orders  *service.Orders
 	catalog *service.Catalog
 	obs     *observer
-	rdb     *redis.Client
+	rdb     *goredis.Client
 	prefix  string // lock and mark keys
 }
 
@@ -50,7 +51,7 @@ func newRig(t *testing.T, dsn string, o rigOptions) *rig {
 	if addr == "" {
 		addr = testenv.RedisAddr()
 	}
-	rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond, DialerRetries: 1})
+	rdb := goredis.NewClient(&goredis.Options{Addr: addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond, DialerRetries: 1})
 	t.Cleanup(func() { rdb.Close() })
 	prefix := o.prefix
 	if prefix == "" {
@@ -67,11 +68,11 @@ func newRig(t *testing.T, dsn string, o rigOptions) *rig {
 	obs := &observer{depth: make(chan int, 100000)}
 	lc := lock.New(rdb, app.OrderLockOptions(pc)...)
 	t.Cleanup(func() { lc.Close() })
-	var locker service.Locker = app.NewLocker(lc)
+	var locker service.Locker = redis.NewLocker(lc)
 	if o.locker != nil {
 		locker = o.locker(locker)
 	}
-	orders := service.NewOrders(store, locker, app.NewSoldOutMarks(rdb, prefix+"soldout:", pc.SoldOut.SharedTTL), cfg, testenv.Logger(), obs)
+	orders := service.NewOrders(store, locker, redis.NewMarks(rdb, prefix+"soldout:", pc.SoldOut.SharedTTL), cfg, testenv.Logger(), obs)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
@@ -431,7 +432,7 @@ func TestPlace_LockHeldByADeadHolderIsNotAwaitedTwice(t *testing.T) {
 	// A holder that died without releasing: its lease outlives the test.
 	rdb, _ := testenv.Redis(t)
 	// Through the service's own adapter, so it takes the service's key.
-	dead, err := app.NewLocker(lock.New(rdb, lock.WithPrefix(prefix), lock.WithTTL(time.Minute))).Obtain(context.Background(), fmt.Sprintf("sku:%d", sku.ID))
+	dead, err := redis.NewLocker(lock.New(rdb, lock.WithPrefix(prefix), lock.WithTTL(time.Minute))).Obtain(context.Background(), fmt.Sprintf("sku:%d", sku.ID))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -80,10 +80,8 @@ func (c *Catalog) SKU(ctx context.Context, id int64) (SKU, error) {
 	return c.store.SKU(ctx, id)
 }
 
-// SetStock sets the remaining stock of a SKU (what is sold stays sold)
-// and clears its sold-out mark when stock is added: at once here, in the
-// shared mark for the other instances (which also re-read the database
-// within their sold_out.recheck bound, whatever the shared mark says).
+// SetStock sets a SKU's remaining stock (what is sold stays sold) and,
+// when stock is added, clears its sold-out mark here and in the shared mark.
 func (c *Catalog) SetStock(ctx context.Context, id, stock int64) (SKU, error) {
 	if stock < 0 || stock > MaxStock {
 		return SKU{}, invalid("stock must be between 0 and 2^40")

@@ -8,23 +8,19 @@ import (
 	"time"
 )
 
-// The sold-out fast path. The database is the truth; a SKU's local mark
-// (on its skuEntry) answers "sold out" without I/O, and the shared mark
-// only spreads a sell-out faster. Bounds:
+// The sold-out fast path. The database is the truth; the local mark
+// answers "sold out" without I/O, and the shared mark spreads a sell-out.
 //
-//   - A local "sold out" is trusted for SoldOutRecheck from when its truth
-//     was established (the start of the commit or read that found no
-//     stock, so a paused process cannot stretch it), then re-read from the
-//     database, single-flighted. A restock through another instance is so
-//     seen here within sold_out.local_ttl + sold_out.recheck, whatever
-//     Redis does.
-//   - A shared "sold out" is checked against the database before it
-//     refuses anyone: its age is unknown.
+//   - A local "sold out" is trusted for SoldOutRecheck from the start of
+//     the commit or read that found no stock (a pause cannot stretch it),
+//     then re-read, so another instance's restock shows here within
+//     sold_out.local_ttl + sold_out.recheck whatever Redis does.
+//   - A shared "sold out" is checked against the database: its age is
+//     unknown.
 //   - A "not sold out" goes to the queue, where the transaction decides.
 
-// observe sets the mark and the sale window from the SKU row as read from
-// the database by a read that started at (unix nanos): the truth at the
-// time of the read, so it replaces whatever was held.
+// observe sets the mark and window from s as read by a read begun at
+// (unix nanos), replacing whatever was held.
 func (e *skuEntry) observe(s SKU, at int64) {
 	e.window.Store(windowOf(s, at))
 	if s.Stock > 0 {
@@ -52,12 +48,9 @@ func abs(v int64) int64 {
 	return v
 }
 
-// isSoldOut answers from the local mark while it is fresh (no I/O). A
-// stale "sold out" never answers: the caller waits for a re-read of the
-// row (one per SKU in flight, shared by every caller that finds the mark
-// stale meanwhile) and answers from it. A "not sold out" asks the shared
-// mark once per SoldOutTTL; the others meanwhile go to the queue, where
-// the transaction decides.
+// isSoldOut answers from the local mark while it is fresh. A stale "sold
+// out" waits for a shared re-read of the row; a "not sold out" asks the
+// shared mark at most once per SoldOutTTL.
 func (o *Orders) isSoldOut(ctx context.Context, e *skuEntry) (bool, error) {
 	now := time.Now().UnixNano()
 	if e.mark.Load() > 0 {
@@ -73,8 +66,7 @@ func (o *Orders) isSoldOut(ctx context.Context, e *skuEntry) (bool, error) {
 	defer e.refreshing.Store(false)
 	e.shared.Store(now)
 	if m, err := o.marks.Mark(ctx, e.ref); err == nil && m > abs(e.mark.Load()) {
-		// Another instance says it sold out after what we know. Look:
-		// one read per sell-out per process.
+		// Another instance sold out after what we know: check the row.
 		r, err := o.reread(ctx, e)
 		return r.soldOut, err
 	}
@@ -82,7 +74,7 @@ func (o *Orders) isSoldOut(ctx context.Context, e *skuEntry) (bool, error) {
 }
 
 // rowRead is one re-read of a SKU's row, shared by the callers that need
-// it while it runs: done is closed once the result is set.
+// it; done is closed once the result is set.
 type rowRead struct {
 	done    chan struct{}
 	soldOut bool
@@ -91,10 +83,9 @@ type rowRead struct {
 	waiters atomic.Int32 // callers that joined it (for tests)
 }
 
-// reread returns a read of e's row: the one in flight, else a new one
-// (at most one per SKU at a time). The read runs detached from
-// ctx, so that the caller that started it leaving does not fail the
-// others; each caller waits until its own ctx ends at most.
+// reread returns the read of e's row in flight, else starts one. The read
+// ignores ctx's cancellation, so the caller that started it leaving does
+// not fail the others; each waits at most until its own ctx ends.
 func (o *Orders) reread(ctx context.Context, e *skuEntry) (*rowRead, error) {
 	r := e.reading.Load()
 	if r == nil {
@@ -119,9 +110,8 @@ func (o *Orders) reread(ctx context.Context, e *skuEntry) (*rowRead, error) {
 	}
 }
 
-// recheck reads the SKU's row: the database says whether it is still
-// sold out. A restock whose shared mark never got written is published
-// again from here.
+// recheck reads whether the SKU is still sold out, and publishes again a
+// restock whose shared mark was never written.
 func (o *Orders) recheck(ctx context.Context, e *skuEntry) (bool, SKU, error) {
 	ctx, cancel := context.WithTimeout(ctx, o.cfg.TxTimeout)
 	defer cancel()
@@ -153,12 +143,10 @@ func (o *Orders) localSoldOut(skuID int64) bool {
 		time.Now().UnixNano()-e.confirmed.Load() < int64(o.cfg.SoldOutRecheck)
 }
 
-// markSoldOut records that a commit begun at (unix nanos) left the SKU
-// without stock at version, locally and in the shared mark for the other
-// instances. The shared mark is read back: a newer one (a restock that
-// came while this process was paused after its commit) replaces ours
-// here too. A failed shared write only slows the others' fast path: they
-// find out from their own transactions.
+// markSoldOut records, locally and in the shared mark, that a commit begun
+// at (unix nanos) left the SKU without stock at version. A newer shared
+// mark (a restock during a pause) wins; a failed write only slows the
+// others' fast path.
 func (o *Orders) markSoldOut(skuID, version, at int64) {
 	e := o.skus.peek(skuID)
 	if e == nil {
@@ -179,11 +167,10 @@ func (o *Orders) markSoldOut(skuID, version, at int64) {
 	}
 }
 
-// Restocked records that s was restocked (or created) through this
-// instance: it is sellable here at once, and the shared mark says so to
-// the others. A failed shared write is retried a few times, then logged
-// and counted: the other instances still see the restock within
-// SoldOutTTL + SoldOutRecheck, from the database.
+// Restocked makes s, restocked or created here, sellable at once and tells
+// the other instances through the shared mark. A write that keeps failing
+// is logged and counted; they then see the restock from the database
+// within SoldOutTTL + SoldOutRecheck.
 func (o *Orders) Restocked(ctx context.Context, s SKU) {
 	e := o.skus.learn(s, time.Now().UnixNano())
 	if s.Stock > 0 {

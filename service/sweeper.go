@@ -12,22 +12,18 @@ const SweeperLeaseKey = "sweeper:order-expiry"
 
 // SweeperConfig tunes the expiry sweeper; see internal/config for the defaults.
 type SweeperConfig struct {
-	Interval  time.Duration // how often the leader looks for due orders; followers try the lease as often
+	Interval  time.Duration // how often the leader sweeps and followers try the lease
 	Batch     int           // orders expired per transaction
 	TxTimeout time.Duration // one sweep transaction
 }
 
-// electWait bounds one attempt at the lease: a follower tries it once per
-// Interval, and waits no longer than this for a holder that is going away.
+// electWait bounds a follower's wait for the lease, tried once per Interval.
 const electWait = 100 * time.Millisecond
 
 // Sweeper expires unpaid orders past their expires_at and returns their
-// units to stock. Every instance runs one; the project's own lock elects
-// the one that sweeps (a leader lease on SweeperLeaseKey, renewed by the
-// lock's watchdog), and the lease's fence guards every sweep transaction:
-// the database refuses the writes of a sweeper whose lease was superseded
-// (a process paused past its lease and resumed), and refuses a second
-// expiry of the same order by itself (WHERE status = 'pending').
+// units. Every instance runs one; a lease on SweeperLeaseKey elects the
+// one that sweeps, and its fence makes the database refuse a sweeper whose
+// lease was superseded (say, paused and resumed).
 type Sweeper struct {
 	store  LifecycleStore
 	locker Locker
@@ -55,9 +51,8 @@ func (s *Sweeper) Run(ctx context.Context) {
 		case lease != nil:
 			s.lead(ctx, lease)
 		case errors.Is(err, ErrLockUnavailable):
-			// The lock backend is unreachable: sweep without a fence, as
-			// the order path sells without the lock. Every instance may
-			// then sweep; the status guard still returns each unit once.
+			// The lock backend is unreachable: sweep unfenced, as orders
+			// sell unlocked. The status guard still returns each unit once.
 			s.sweepDue(ctx, 0)
 		}
 		if !sleep(ctx, s.cfg.Interval) {
@@ -124,9 +119,8 @@ func (s *Sweeper) sweepDue(ctx context.Context, fence int64) (more bool, err err
 }
 
 // SweepOnce expires up to Batch due orders in one transaction fenced with
-// fence, and publishes their returned units as restocks so that every
-// instance's sold-out mark clears. It returns ErrStaleFence, having
-// written nothing, when a newer lease already swept.
+// fence and restocks their units. It returns ErrStaleFence, having written
+// nothing, when a newer lease already swept.
 func (s *Sweeper) SweepOnce(ctx context.Context, fence int64) (Expiry, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.TxTimeout)
 	defer cancel()

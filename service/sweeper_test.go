@@ -11,6 +11,7 @@ import (
 
 	"github.com/seckill/seckill/internal/app"
 	"github.com/seckill/seckill/internal/config"
+	"github.com/seckill/seckill/internal/redis"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/lock"
 	"github.com/seckill/seckill/repository"
@@ -67,7 +68,7 @@ func sweeperOf(t *testing.T, r *rig, store service.LifecycleStore, obs service.L
 	t.Helper()
 	pc := config.Default()
 	pc.Lock.Prefix = r.prefix
-	return service.NewSweeper(store, app.NewLocker(lock.New(r.rdb, app.LockOptions(pc)...)), r.orders, app.SweeperConfig(pc), testenv.Logger(), obs)
+	return service.NewSweeper(store, redis.NewLocker(lock.New(r.rdb, app.LockOptions(pc)...)), r.orders, app.SweeperConfig(pc), testenv.Logger(), obs)
 }
 
 // run runs s until the test ends; the returned func stops it and waits.

@@ -6,7 +6,7 @@ import (
 )
 
 // saleWindow is a SKU's sale window in unix nanos (0: no bound), as read
-// from the database by a read begun at read.
+// by a read begun at read.
 type saleWindow struct{ starts, ends, read int64 }
 
 // unbounded is the window of every SKU sold without one.
@@ -31,13 +31,9 @@ func (w *saleWindow) open(now int64) bool {
 	return (w.starts == 0 || now >= w.starts) && (w.ends == 0 || now < w.ends)
 }
 
-// saleClosed reports whether e's sale is known not to be on, so that the
-// buyer is refused without a queue, a worker or a transaction: from the
-// window as last read while that read is younger than SoldOutRecheck,
-// else from a re-read of the row shared with concurrent callers (as for
-// a stale sold-out mark). A window changed through another instance is
-// thus seen here within SoldOutRecheck. An open window goes to the queue,
-// whose transaction decides.
+// saleClosed reports whether e's sale is known to be off, refusing the
+// buyer before the queue. The window is trusted for SoldOutRecheck after
+// its read, then re-read, so another instance's change shows within that.
 func (o *Orders) saleClosed(ctx context.Context, e *skuEntry) (bool, error) {
 	w := e.window.Load()
 	now := time.Now().UnixNano()

@@ -5,9 +5,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/internal/config"
+	"github.com/seckill/seckill/internal/redis"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/lock"
 )
@@ -25,10 +26,10 @@ func TestCluster_FollowsAFailoverWithoutWaitingForTheReloadInterval(t *testing.T
 	cfg.Redis.Mode = config.RedisCluster
 	cfg.Redis.Addrs = cl.Addrs()
 	rs := openTestRedis(t, cfg)
-	cc := rs.clients[0].(*redis.ClusterClient)
+	cc := rs.clients[0].(*goredis.ClusterClient)
 	ctx := context.Background()
 	const prefix = "seckill:lock:"
-	locker := NewLocker(rs.lockClient(lock.WithPrefix(prefix)))
+	locker := redis.NewLocker(rs.lockClient(lock.WithPrefix(prefix)))
 
 	before, err := locker.Obtain(ctx, "sku:7")
 	if err != nil {

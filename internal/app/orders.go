@@ -3,10 +3,7 @@ package app
 import (
 	"time"
 
-	goredis "github.com/redis/go-redis/v9"
-
 	"github.com/seckill/seckill/internal/config"
-	"github.com/seckill/seckill/internal/redis"
 	"github.com/seckill/seckill/lock"
 	"github.com/seckill/seckill/service"
 )
@@ -52,14 +49,4 @@ func LockOptions(cfg config.Config) []lock.Option {
 // (lock.wanted_notices). Its client must be closed.
 func OrderLockOptions(cfg config.Config) []lock.Option {
 	return append(LockOptions(cfg), lock.WithWantedNotices(cfg.Lock.WantedNotices))
-}
-
-// NewLocker is redis.NewLocker, for the tests of other packages that build
-// the order path as Serve does.
-func NewLocker(c *lock.Client) service.Locker { return redis.NewLocker(c) }
-
-// NewSoldOutMarks is redis.NewMarks, for the tests of other packages that
-// build the order path as Serve does.
-func NewSoldOutMarks(rdb goredis.UniversalClient, prefix string, ttl time.Duration) service.SoldOutMarks {
-	return redis.NewMarks(rdb, prefix, ttl)
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/internal/config"
+	"github.com/seckill/seckill/internal/redis"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/lock"
 	"github.com/seckill/seckill/service"
@@ -54,7 +55,7 @@ func TestRedisTLS_RefusedClearly(t *testing.T) {
 			cfg := base()
 			tt.edit(&cfg)
 			rs := openTestRedis(t, cfg)
-			locker := NewLocker(rs.lockClient(lock.WithPrefix(testenv.Name("test:tls:") + ":")))
+			locker := redis.NewLocker(rs.lockClient(lock.WithPrefix(testenv.Name("test:tls:") + ":")))
 			var err error
 			if tt.ok {
 				// The right settings: a TLS handshake on a loaded machine

@@ -7,9 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/internal/config"
+	"github.com/seckill/seckill/internal/redis"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/lock"
 	"github.com/seckill/seckill/repository"
@@ -44,14 +45,14 @@ func TestCluster_LocksFencesAndMarksPerSKU(t *testing.T) {
 	// by many CPU-bound jobs a replica can be starved that long.
 	cfg.Lock.ReplicaTimeout, cfg.Redis.IOTimeout = time.Second, 2*time.Second
 	rs := openTestRedis(t, cfg)
-	cc := rs.clients[0].(*redis.ClusterClient)
+	cc := rs.clients[0].(*goredis.ClusterClient)
 	ctx := context.Background()
 	const prefix = "seckill:lock:"
 
 	opts := append([]lock.Option{lock.WithPrefix(prefix), lock.WithRetry(time.Millisecond, time.Millisecond, 1)},
 		lockReplicaOptions(cfg)...)
-	a, b := NewLocker(rs.lockClient(opts...)), NewLocker(rs.lockClient(opts...))
-	marks := NewSoldOutMarks(rs.marks(), prefix+"soldout:", time.Minute)
+	a, b := redis.NewLocker(rs.lockClient(opts...)), redis.NewLocker(rs.lockClient(opts...))
+	marks := redis.NewMarks(rs.marks(), prefix+"soldout:", time.Minute)
 	masters := map[string]bool{}
 	for id := int64(1); id <= 100; id++ {
 		key := "sku:" + strconv.FormatInt(id, 10)
@@ -129,11 +130,11 @@ func TestSentinel_FailoverLosesTheLockButNotTheData(t *testing.T) {
 	replicated := cfg
 	replicated.Lock.MinReplicas = 1
 	replicated.Lock.ReplicaTimeout, replicated.Redis.IOTimeout = time.Second, 2*time.Second // see TestCluster_
-	aSafe := NewLocker(openTestRedis(t, replicated).lockClient(append(lockOpts, lockReplicaOptions(replicated)...)...))
+	aSafe := redis.NewLocker(openTestRedis(t, replicated).lockClient(append(lockOpts, lockReplicaOptions(replicated)...)...))
 	rsA := openTestRedis(t, cfg)
-	a := NewLocker(rsA.lockClient(lockOpts...))
+	a := redis.NewLocker(rsA.lockClient(lockOpts...))
 	rsB := openTestRedis(t, cfg)
-	b := NewLocker(rsB.lockClient(lock.WithPrefix(prefix), lock.WithTTL(time.Minute)))
+	b := redis.NewLocker(rsB.lockClient(lock.WithPrefix(prefix), lock.WithTTL(time.Minute)))
 
 	probe := readiness{mode: rsB.mode, watch: rsB.watch} // what /readyz and /metrics ask
 	if tr := probe.RedisTopology(ctx); tr.Master != g.Master.Addr || tr.Failovers != 0 {
@@ -151,7 +152,7 @@ func TestSentinel_FailoverLosesTheLockButNotTheData(t *testing.T) {
 
 	// Let the release reach the replica before freezing: a write, then
 	// WAIT on the same connection (PoolSize 1), covers every earlier one.
-	sync := redis.NewClient(&redis.Options{Addr: g.Master.Addr, PoolSize: 1})
+	sync := goredis.NewClient(&goredis.Options{Addr: g.Master.Addr, PoolSize: 1})
 	defer sync.Close()
 	if err := sync.Set(ctx, "sync", 1, 0).Err(); err != nil {
 		t.Fatal(err)
