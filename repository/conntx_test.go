@@ -79,7 +79,7 @@ func TestCommitMySQL_FailedRoundLeavesNoTransactionOpen(t *testing.T) {
 		t.Fatal("the failed round's transaction is still open on the pooled connection")
 	}
 	for _, sku := range []service.SKU{a, b} {
-		if sold, stock, orders := soldAndOrders(t, db, sku.ID); sold != 0 || stock != 10 || orders != 0 {
+		if sold, stock, orders := testenv.SoldAndOrders(t, db, sku.ID); sold != 0 || stock != 10 || orders != 0 {
 			t.Errorf("sku %d after the failed round: sold %d, stock %d, %d orders; want 0, 10, 0", sku.ID, sold, stock, orders)
 		}
 	}
@@ -88,7 +88,7 @@ func TestCommitMySQL_FailedRoundLeavesNoTransactionOpen(t *testing.T) {
 	if err := s.commitMySQL(ctx, ms, 30); err != nil || ms[0].err != nil {
 		t.Fatalf("next round = %v, %v; want committed", err, ms[0].err)
 	}
-	if sold, stock, orders := soldAndOrders(t, db, a.ID); sold != 1 || stock != 9 || orders != 1 {
+	if sold, stock, orders := testenv.SoldAndOrders(t, db, a.ID); sold != 1 || stock != 9 || orders != 1 {
 		t.Errorf("sku %d after the next round: sold %d, stock %d, %d orders; want 1, 9, 1", a.ID, sold, stock, orders)
 	}
 }

@@ -2,12 +2,9 @@ package repository
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"testing"
 	"time"
-
-	"gorm.io/gorm"
 
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/service"
@@ -31,33 +28,6 @@ func newMember(skuID int64, users ...string) *member {
 		b.Requests = append(b.Requests, service.OrderRequest{SKUID: skuID, UserID: u, Quantity: 1})
 	}
 	return &member{b: b}
-}
-
-// holdRow locks a SKU's row in a transaction of its own until the test
-// rolls it back (or ends).
-func holdRow(t *testing.T, s *Stock, skuID int64) *sql.Tx {
-	t.Helper()
-	tx, err := s.sql.BeginTx(context.Background(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { tx.Rollback() })
-	if _, err := tx.ExecContext(context.Background(), "SELECT id FROM skus WHERE id = ? FOR UPDATE", skuID); err != nil {
-		t.Fatal(err)
-	}
-	return tx
-}
-
-// soldAndOrders reads what the database holds for a SKU.
-func soldAndOrders(t *testing.T, db *gorm.DB, skuID int64) (sold, stock, orders int64) {
-	t.Helper()
-	if err := db.Raw("SELECT sold, stock FROM skus WHERE id = ?", skuID).Row().Scan(&sold, &stock); err != nil {
-		t.Fatal(err)
-	}
-	if err := db.Raw("SELECT COUNT(*) FROM orders WHERE sku_id = ?", skuID).Row().Scan(&orders); err != nil {
-		t.Fatal(err)
-	}
-	return sold, stock, orders
 }
 
 // A round commits its batches in one transaction and answers each; a
@@ -85,12 +55,12 @@ func TestCommitRound(t *testing.T) {
 		if res[i].Err != nil || len(res[i].Outcomes) != int(n) || res[i].SKU.Sold != n {
 			t.Errorf("sku %d = %+v; want %d orders", bs[i].SKUID, res[i], n)
 		}
-		if sold, stock, orders := soldAndOrders(t, db, bs[i].SKUID); sold != n || stock != 10-n || orders != n {
+		if sold, stock, orders := testenv.SoldAndOrders(t, db, bs[i].SKUID); sold != n || stock != 10-n || orders != n {
 			t.Errorf("sku %d: sold %d stock %d orders %d; want %d, %d, %d", bs[i].SKUID, sold, stock, orders, n, 10-n, n)
 		}
 	}
 
-	blocker := holdRow(t, s, b.ID)
+	blocker := testenv.HoldRow(t, db, b.ID)
 	res, err = s.CommitRound(ctx, []service.Batch{newMember(a.ID, "a3").b, newMember(b.ID, "b2").b})
 	if err == nil || errors.Is(err, service.ErrNoTransaction) || res != nil {
 		t.Errorf("CommitRound with a held row = %+v, %v; want no answers and an error other than ErrNoTransaction", res, err)
@@ -99,7 +69,7 @@ func TestCommitRound(t *testing.T) {
 		t.Fatal(err)
 	}
 	for id, want := range map[int64]int64{a.ID: 2, b.ID: 1} {
-		if sold, _, orders := soldAndOrders(t, db, id); sold != want || orders != want {
+		if sold, _, orders := testenv.SoldAndOrders(t, db, id); sold != want || orders != want {
 			t.Errorf("sku %d after a failed round: sold %d, %d orders; want %d", id, sold, orders, want)
 		}
 	}

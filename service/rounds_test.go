@@ -2,7 +2,6 @@ package service_test
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"sync"
@@ -25,37 +24,6 @@ func roundBatch(skuID int64, users ...string) service.Batch {
 	return b
 }
 
-// holdRow locks a SKU's row in a transaction of its own until the test
-// rolls it back (or ends).
-func holdRow(t *testing.T, db *gorm.DB, skuID int64) *sql.Tx {
-	t.Helper()
-	sqlDB, err := db.DB()
-	if err != nil {
-		t.Fatal(err)
-	}
-	tx, err := sqlDB.BeginTx(context.Background(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { tx.Rollback() })
-	if _, err := tx.ExecContext(context.Background(), "SELECT id FROM skus WHERE id = ? FOR UPDATE", skuID); err != nil {
-		t.Fatal(err)
-	}
-	return tx
-}
-
-// soldAndOrders reads what the database holds for a SKU.
-func soldAndOrders(t *testing.T, db *gorm.DB, skuID int64) (sold, stock, orders int64) {
-	t.Helper()
-	if err := db.Raw("SELECT sold, stock FROM skus WHERE id = ?", skuID).Row().Scan(&sold, &stock); err != nil {
-		t.Fatal(err)
-	}
-	if err := db.Raw("SELECT COUNT(*) FROM orders WHERE sku_id = ?", skuID).Row().Scan(&orders); err != nil {
-		t.Fatal(err)
-	}
-	return sold, stock, orders
-}
-
 // A round of four SKUs: one's row is locked by another transaction for the
 // whole round, one's caller has already gone. The two others must commit
 // exactly; the held SKU's buyers must be told the truth (an error means no
@@ -69,7 +37,7 @@ func TestGroupCommit_OneSKUsHeldRowFailsOnlyItsOwnBuyers(t *testing.T) {
 	a, b, gone := createSKU(t, s, 10, 1), createSKU(t, s, 10, 1), createSKU(t, s, 10, 1)
 	held := createSKU(t, s, 10, 1) // the highest id: the round's UPDATE locks the others' rows before it waits for this one
 
-	blocker := holdRow(t, db, held.ID)
+	blocker := testenv.HoldRow(t, db, held.ID)
 
 	long, cancelLong := context.WithTimeout(ctx, time.Minute)
 	defer cancelLong()
@@ -98,20 +66,20 @@ func TestGroupCommit_OneSKUsHeldRowFailsOnlyItsOwnBuyers(t *testing.T) {
 				t.Errorf("sku %d request %d = %+v; want a new order", bs[i].SKUID, j, out)
 			}
 		}
-		if sold, stock, orders := soldAndOrders(t, db, bs[i].SKUID); sold != n || stock != 10-n || orders != n {
+		if sold, stock, orders := testenv.SoldAndOrders(t, db, bs[i].SKUID); sold != n || stock != 10-n || orders != n {
 			t.Errorf("sku %d: sold %d stock %d orders %d; want %d, %d, %d", bs[i].SKUID, sold, stock, orders, n, 10-n, n)
 		}
 	}
 	if err := errs[0]; err == nil || errors.Is(err, service.ErrOutcomeUnknown) {
 		t.Errorf("held sku = %v; want an error that says uncharged (its row was locked throughout)", err)
 	}
-	if sold, _, orders := soldAndOrders(t, db, held.ID); sold != 0 || orders != 0 {
+	if sold, _, orders := testenv.SoldAndOrders(t, db, held.ID); sold != 0 || orders != 0 {
 		t.Errorf("held sku: sold %d, %d orders after answering uncharged; want 0, 0", sold, orders)
 	}
 	if err := errs[2]; !errors.Is(err, context.Canceled) || !errors.Is(err, service.ErrUnavailable) {
 		t.Errorf("gone caller = %v; want ErrUnavailable wrapping context.Canceled", err)
 	}
-	if sold, _, orders := soldAndOrders(t, db, gone.ID); sold != 0 || orders != 0 {
+	if sold, _, orders := testenv.SoldAndOrders(t, db, gone.ID); sold != 0 || orders != 0 {
 		t.Errorf("gone caller's sku: sold %d, %d orders; want 0, 0", sold, orders)
 	}
 }
@@ -135,7 +103,7 @@ func TestGroupCommit_PendingCallerLeaves(t *testing.T) {
 	if pending := free(); pending != 0 {
 		t.Errorf("%d calls still pending after their caller left; want 0", pending)
 	}
-	if sold, _, orders := soldAndOrders(t, db, sku.ID); sold != 0 || orders != 0 {
+	if sold, _, orders := testenv.SoldAndOrders(t, db, sku.ID); sold != 0 || orders != 0 {
 		t.Errorf("sold %d, %d orders for a caller that left; want 0, 0", sold, orders)
 	}
 }
@@ -153,7 +121,7 @@ func TestGroupCommit_StuckRoundDoesNotHoldOtherSKUs(t *testing.T) {
 	ctx := context.Background()
 	held, other := createSKU(t, s, 10, 1), createSKU(t, s, 10, 1)
 
-	blocker := holdRow(t, db, held.ID)
+	blocker := testenv.HoldRow(t, db, held.ID)
 
 	heldCtx, cancelHeld := context.WithTimeout(ctx, time.Minute)
 	defer cancelHeld()
@@ -182,7 +150,7 @@ func TestGroupCommit_StuckRoundDoesNotHoldOtherSKUs(t *testing.T) {
 		t.Errorf("held sku after its row was let go = %v; want committed", err)
 	}
 	for _, id := range []int64{held.ID, other.ID} {
-		if sold, stock, orders := soldAndOrders(t, db, id); sold != 1 || stock != 9 || orders != 1 {
+		if sold, stock, orders := testenv.SoldAndOrders(t, db, id); sold != 1 || stock != 9 || orders != 1 {
 			t.Errorf("sku %d: sold %d stock %d orders %d; want 1, 9, 1", id, sold, stock, orders)
 		}
 	}
@@ -261,7 +229,7 @@ func TestGroupCommit_RoundLinger(t *testing.T) {
 		}
 	}
 	for _, id := range ids {
-		sold, left, orders := soldAndOrders(t, db, id)
+		sold, left, orders := testenv.SoldAndOrders(t, db, id)
 		if sold != stock || left != 0 || orders != stock || created[id] != stock {
 			t.Errorf("sku %d: sold %d, stock %d, %d orders, %d answered created; want %d, 0, %d, %d",
 				id, sold, left, orders, created[id], stock, stock, stock)
