@@ -1,0 +1,145 @@
+package repository
+
+import (
+	"context"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+
+	"github.com/seckill/seckill/service"
+)
+
+// commitGORM commits b through GORM, a statement at a time: the quick
+// start's SQLite, in-process, where a round trip costs nothing and a
+// failed COMMIT did not commit. It decides as commitMySQL does
+// (member.decide); only the reads and writes differ.
+func (s *Stock) commitGORM(ctx context.Context, b service.Batch) (service.BatchResult, error) {
+	m := &member{b: b}
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := tx.Take(&m.sku, b.SKUID).Error; err != nil {
+			return err
+		}
+		if service.FenceStale(m.sku.Fence, b.Fence) {
+			return staleFence(b, m.sku)
+		}
+		existing, err := s.ordersByKey(tx, b.Requests)
+		if err != nil {
+			return err
+		}
+		if m.held, err = s.holdings(tx, b.SKUID, b.Requests); err != nil {
+			return err
+		}
+		m.decide(existing)
+		if m.alloc.Units == 0 {
+			return nil
+		}
+		if err := s.decrement(tx, b, m.sku, m.alloc.Units); err != nil {
+			return err
+		}
+		if err := s.insertOrders(tx, &m.alloc); err != nil {
+			return err
+		}
+		return s.addHoldings(tx, m.sku, &m.alloc, m.held)
+	})
+	if err != nil {
+		return service.BatchResult{}, translateBatch(err, b)
+	}
+	resolve([]*member{m})
+	return m.res, nil
+}
+
+func (s *Stock) decrement(tx *gorm.DB, b service.Batch, sku skuRow, units int64) error {
+	set := map[string]any{
+		"stock":      gorm.Expr("stock - ?", units),
+		"sold":       gorm.Expr("sold + ?", units),
+		"version":    gorm.Expr("version + 1"),
+		"updated_at": b.Now,
+	}
+	q := tx.Model(&skuRow{}).Where("id = ? AND stock >= ? AND version = ?", sku.ID, units, sku.Version)
+	if b.Fence > 0 {
+		q = q.Where(fenceGuard, b.Fence, service.FenceCeiling(b.Fence))
+		set["fence"] = b.Fence
+	}
+	r := q.Updates(set)
+	if r.Error != nil {
+		return r.Error
+	}
+	if r.RowsAffected != 1 {
+		return service.ErrConflict
+	}
+	return nil
+}
+
+func (s *Stock) insertOrders(tx *gorm.DB, a *service.Allocation) error {
+	rows := make([]orderRow, len(a.New))
+	for k, i := range a.New {
+		o := a.Outcomes[i].Placed.Order
+		rows[k] = orderRow{SKUID: o.SKUID, UserID: o.UserID, Quantity: o.Quantity, CreatedAt: o.CreatedAt,
+			Status: string(o.Status), ExpiresAt: o.ExpiresAt}
+		if o.IdempotencyKey != "" {
+			key := o.IdempotencyKey
+			rows[k].IdempotencyKey = &key
+		}
+	}
+	if err := tx.Create(&rows).Error; err != nil {
+		return err
+	}
+	for k, i := range a.New {
+		a.Outcomes[i].Placed.Order.ID = rows[k].ID
+	}
+	return nil
+}
+
+// addHoldings adds each buyer's new units to user_purchases. It adds
+// deltas rather than writing totals, so that the CHECK constraint sees
+// the true holding whatever the transaction read.
+func (s *Stock) addHoldings(tx *gorm.DB, sku skuRow, a *service.Allocation, before map[string]int64) error {
+	rows := make([]purchaseRow, 0, len(a.Bought))
+	for _, i := range a.New { // arrival order: deterministic lock order
+		u := a.Outcomes[i].Placed.Order.UserID
+		if n, ok := a.Bought[u]; ok {
+			rows = append(rows, purchaseRow{SKUID: sku.ID, UserID: u, Quantity: n - before[u], PerUserLimit: sku.PerUserLimit})
+			delete(a.Bought, u)
+		}
+	}
+	add := gorm.Expr("quantity + VALUES(quantity)")
+	if s.sqlite {
+		add = gorm.Expr("user_purchases.quantity + excluded.quantity")
+	}
+	return tx.Clauses(clause.OnConflict{
+		Columns:   []clause.Column{{Name: "sku_id"}, {Name: "user_id"}},
+		DoUpdates: clause.Assignments(map[string]any{"quantity": add}),
+	}).Create(&rows).Error
+}
+
+func (s *Stock) ordersByKey(tx *gorm.DB, reqs []service.OrderRequest) (map[service.BuyerKey]service.Order, error) {
+	keys := idempotencyKeys(reqs)
+	if len(keys) == 0 {
+		return nil, nil
+	}
+	pairs := make([][]any, len(keys))
+	for i, k := range keys {
+		pairs[i] = []any{k.UserID, k.Key}
+	}
+	var rows []orderRow
+	if err := tx.Where("(user_id, idempotency_key) IN ?", pairs).Find(&rows).Error; err != nil {
+		return nil, err
+	}
+	m := make(map[service.BuyerKey]service.Order, len(rows))
+	for _, r := range rows {
+		m[service.BuyerKey{UserID: r.UserID, Key: *r.IdempotencyKey}] = r.domain()
+	}
+	return m, nil
+}
+
+func (s *Stock) holdings(tx *gorm.DB, skuID int64, reqs []service.OrderRequest) (map[string]int64, error) {
+	var rows []purchaseRow
+	if err := tx.Where("sku_id = ? AND user_id IN ?", skuID, distinctUsers(reqs)).Find(&rows).Error; err != nil {
+		return nil, err
+	}
+	m := make(map[string]int64, len(rows))
+	for _, r := range rows {
+		m[r.UserID] = r.Quantity
+	}
+	return m, nil
+}

@@ -1,0 +1,33 @@
+package repository
+
+import "github.com/seckill/seckill/service"
+
+// member is one batch (one SKU) of a transaction: what was read (or
+// known) for it, what was decided, and its answer.
+type member struct {
+	b     service.Batch
+	sku   skuRow           // the SKU's row, read or known
+	held  map[string]int64 // each buyer's holding of the SKU before this batch
+	alloc service.Allocation
+	res   service.BatchResult
+	err   error // this member's own outcome, e.g. ErrSKUNotFound
+}
+
+// resolve gives each member without an error of its own the outcomes of
+// its allocation.
+func resolve(ms []*member) {
+	for _, m := range ms {
+		if m.err == nil {
+			m.alloc.Resolve()
+			m.res.Outcomes = m.alloc.Outcomes
+		}
+	}
+}
+
+// decide allocates m's batch on the SKU row and holdings read (or known)
+// and the orders found under its idempotency keys.
+func (m *member) decide(existing map[service.BuyerKey]service.Order) {
+	m.alloc = service.Allocate(m.sku.domain(), m.b.Requests, existing, m.held, m.b.Now)
+	m.alloc.Hold(m.b.PaymentTimeout)
+	m.res = service.BatchResult{SKU: m.sku.after(m.b, m.alloc.Units)}
+}
