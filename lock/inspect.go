@@ -41,8 +41,9 @@ type State struct {
 	// the store cannot tell (Redlock).
 	Since time.Time
 	// Renewed reports whether the holder set or extended its lease within
-	// the last watchdog period (TTL/3 plus the attempt timeout). Always true
-	// with ZooKeeper, whose node lives as long as its session.
+	// the last watchdog period (TTL/3 plus the attempt timeout), judged by this
+	// Client's TTL. Always true with ZooKeeper, whose node lives as long as its
+	// session.
 	Renewed bool
 	// Wanted reports that another client was refused the key lately (not
 	// known with Redlock).

@@ -2,17 +2,14 @@
 // contention, not to guarantee correctness on its own.
 //
 // New keeps leases in one Redis and issues fencing tokens; NewRedlock
-// spreads them over independent masters (go-redsync), without fencing.
-// Obtain takes a lease with SET NX PX under a random token, and Release and
-// Refresh check that token in Lua, so a holder whose lease expired cannot
-// touch the next holder's. Goroutines of one Client queue locally: at most
-// one per key competes in Redis.
+// spreads them over independent masters, without fences. Each lease carries
+// a random token that Release and Refresh check in Lua, so an expired
+// holder cannot touch the next holder's lease. Goroutines of one Client
+// queue locally, so that one per key competes in Redis.
 //
-// Obtain returns ErrUnavailable when Redis cannot be reached and
-// ErrNotObtained when someone else holds the key. A lease can be lost behind
-// its holder's back (GC pause, network delay, failover), so keep the
-// invariant in the resource, checked against the fence or a version. See
-// docs/locking.md.
+// A lease can be lost behind its holder's back (GC pause, network delay,
+// failover): keep the invariant in the resource, checked against the fence
+// or a version. See docs/locking.md.
 package lock
 
 import (
@@ -198,13 +195,10 @@ func (c *Client) noticeWanted(rkey string) {
 }
 
 // Obtain takes the lock for key, queueing behind this Client's goroutines
-// that want it (WithQueueMax) and retrying while someone else holds it
-// (WithRetry).
-//
-// It returns ErrQueueFull at once when the queue is full, ErrNotObtained
-// when attempts run out (joined with ctx.Err() when ctx ends first), and
-// ErrUnavailable after two attempts that cannot reach Redis. Release every
-// returned Lock, even a lost one: that frees the local slot.
+// for it (WithQueueMax) and retrying while someone else holds it (WithRetry).
+// It returns ErrQueueFull when the queue is full, ErrNotObtained when
+// attempts or ctx run out, and ErrUnavailable when two attempts cannot reach
+// Redis. Release every returned Lock, even a lost one, to free its slot.
 func (c *Client) Obtain(ctx context.Context, key string) (*Lock, error) {
 	start := time.Now()
 	l, attempts, err := c.obtain(ctx, key)
@@ -382,11 +376,10 @@ func (l *Lock) Key() string { return l.key }
 // a colon, then 130 random bits.
 func (l *Lock) Token() string { return l.token }
 
-// Fence returns the lease's fencing token: per key, greater than every
-// fence issued before, so a resource refuses lower ones (an equal one is
-// this lease again). A failover keeps the order unless the new master's
-// clock lags the old one's by more than the failover took (docs/locking.md).
-// It is 0 with Redlock.
+// Fence returns the lease's fencing token: per key, above every fence issued
+// before, so a resource refuses lower ones (an equal one is this lease
+// again). A failover keeps the order unless the new master's clock lags by
+// more than the failover took. It is 0 with Redlock.
 func (l *Lock) Fence() int64 { return l.fence }
 
 // Wanted reports whether another Client was refused the key shortly before
@@ -424,12 +417,11 @@ func (l *Lock) forget() {
 func (l *Lock) Lost() <-chan struct{} { return l.lost }
 
 // Release deletes the lease if it is still ours, stops the watchdog and
-// hands the key to the next local waiter. If another Client was refused
-// the key (Wanted), this Client's next Obtain of it first waits 1.25
-// back-off caps: else the releaser would nearly always win against waiters
-// asleep in back-off. It returns ErrNotHeld if the lease had expired or was
-// released, and an error wrapping ErrUnavailable if Redis was unreachable
-// (the lease then expires after its TTL).
+// hands the key to the next local waiter. If the key was Wanted, this
+// Client's next Obtain of it waits 1.25 back-off caps, to let the waiter in.
+// It returns ErrNotHeld if the lease had expired or was released, and an
+// error wrapping ErrUnavailable if Redis was unreachable (the lease then
+// expires after its TTL).
 func (l *Lock) Release(ctx context.Context) error {
 	if !l.released.CompareAndSwap(false, true) {
 		return ErrNotHeld
@@ -450,11 +442,10 @@ func (l *Lock) Release(ctx context.Context) error {
 	return err
 }
 
-// Keep extends the lease to the Client's TTL, keeping its fence, in one
-// round trip where a release and an Obtain take two. If someone else wants
-// the key (Wanted, or a local waiter), and always with Redlock, which cannot
-// tell, it releases as Release does instead. It reports whether the lease is
-// still held; the error says why a lease not kept could not be released.
+// Keep extends the lease to the Client's TTL in one round trip, keeping its
+// fence, and reports whether it is still held (ErrNotHeld if it was lost).
+// If someone else wants the key (Wanted, or a local waiter), or with
+// Redlock, it releases instead; the error says why that release failed.
 func (l *Lock) Keep(ctx context.Context) (bool, error) {
 	if l.released.Load() {
 		return false, ErrNotHeld

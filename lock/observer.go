@@ -3,9 +3,9 @@ package lock
 import "time"
 
 // Observer receives events to turn into metrics. Its methods run in the
-// goroutine that caused the event, so they must be safe for concurrent use
-// and quick. QueueDepth runs under the Client's lock, so that a key's depths
-// arrive in order; it must not call back into the Client.
+// goroutine that caused the event: they must be concurrency-safe and quick.
+// QueueDepth runs under the Client's lock, so depths arrive in order; it
+// must not call back into the Client.
 type Observer interface {
 	// Obtained reports every Obtain outcome: the Redis attempts (0 if none,
 	// as with ErrQueueFull), the wait including local queueing, and the error.

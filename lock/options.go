@@ -122,14 +122,12 @@ func WithObserver(obs Observer) Option {
 	}
 }
 
-// WithMinReplicas makes Obtain wait up to timeout (Redis WAIT) for n
-// replicas to acknowledge a granted lease, extending each attempt's
-// deadline by timeout. The default is n = 0, no waiting; timeout <= 0 means
-// 100ms. If fewer acknowledge, the lease is released and the attempt fails
-// with ErrNotReplicated in ErrUnavailable. No effect with Redlock.
+// WithMinReplicas makes Obtain wait up to timeout (Redis WAIT, added to each
+// attempt's deadline) for n replicas to acknowledge the lease. The default is
+// n = 0; timeout <= 0 means 100ms. Too few acknowledgements release the lease
+// and fail the attempt with ErrNotReplicated. No effect with Redlock.
 //
-// WAIT only narrows the failover window in which two clients hold a lease:
-// the fence, not WAIT, protects the data.
+// WAIT narrows the failover window; the fence is what protects the data.
 func WithMinReplicas(n int, timeout time.Duration) Option {
 	return func(o *options) {
 		if timeout <= 0 {
@@ -144,11 +142,10 @@ func WithMinReplicas(n int, timeout time.Duration) Option {
 }
 
 // WithWantedNotices makes a refused Obtain publish the key on prefix+"wanted",
-// which the Client subscribes to from its first lease until Close, so holders
-// hear at once through Lock.Wanting. Give it to every Client sharing the keys.
-// The default is off, and Wanting nil. An ACL user without the channel skips
-// the publish, and holders hear only from the watchdog. No effect with
-// Redlock.
+// which the Client subscribes to until Close, so holders hear at once through
+// Lock.Wanting. Give it to every Client sharing the keys. The default is off
+// (Wanting is nil). Without the ACL channel permission, holders hear only
+// from the watchdog. No effect with Redlock.
 func WithWantedNotices(on bool) Option {
 	return func(o *options) { o.notices = on }
 }

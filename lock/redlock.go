@@ -13,12 +13,11 @@ import (
 )
 
 // NewRedlock returns a Client that holds each lease on a majority of
-// independent Redis masters (Redlock, via go-redsync). Its Locks have no
-// fence (0). Obtain returns ErrUnavailable when too many nodes are
-// unreachable for a quorum, ErrNotObtained when the others hold the key.
+// independent Redis masters (Redlock, via go-redsync), without fences.
+// Obtain returns ErrUnavailable when too few nodes answer for a quorum.
 //
-// Redlock is safe only with bounded clock drift, pauses shorter than the
-// lease, and nodes that keep leases across restarts (docs/locking.md).
+// Redlock assumes bounded clock drift, pauses shorter than the lease, and
+// nodes that keep leases across restarts (docs/locking.md).
 func NewRedlock(rdbs []redis.UniversalClient, opts ...Option) *Client {
 	pools := make([]redsyncredis.Pool, len(rdbs))
 	for i, rdb := range rdbs {

@@ -73,12 +73,11 @@ func New(conn *zk.Conn, o Options) *Client {
 	return &Client{conn: conn, o: o, waiting: map[string]int{}}
 }
 
-// Obtain takes the lock for key, waiting in ZooKeeper's FIFO order behind
-// earlier callers of every client until ctx is done.
-//
-// It returns lock.ErrNotObtained joined with ctx.Err() when ctx ends first,
-// and an error wrapping lock.ErrUnavailable, without waiting, when the
-// session is down or a request times out. A failed Obtain's node is deleted.
+// Obtain takes the lock for key, waiting in FIFO order behind earlier
+// callers of every client until ctx is done. It returns lock.ErrNotObtained
+// when ctx ends first, and an error wrapping lock.ErrUnavailable at once when
+// the session is down or a request times out. A failed Obtain's node is
+// deleted.
 func (z *Client) Obtain(ctx context.Context, key string) (*Lock, error) {
 	start := time.Now()
 	z.wait(key, 1)
@@ -308,11 +307,11 @@ func (l *Lock) Node() string { return l.node }
 // across leader changes and restarts.
 func (l *Lock) Fence() int64 { return l.fence }
 
-// Horizon returns FenceBase plus the zxid of a write to the lock's node, at
-// least every fence this ensemble has issued: a higher fence came from an
-// earlier, recreated ensemble or another one. The write empties the node's
-// data (its Owner). It returns lock.ErrNotHeld when the node is gone and an
-// error wrapping lock.ErrUnavailable when ZooKeeper does not answer.
+// Horizon returns FenceBase plus the zxid of a write to the lock's node: at
+// least every fence this ensemble issued, so a higher one came from another
+// or a recreated ensemble. The write empties the node's data (Owner). It
+// returns lock.ErrNotHeld when the node is gone, or an error wrapping
+// lock.ErrUnavailable.
 func (l *Lock) Horizon(ctx context.Context) (int64, error) {
 	if l.released.Load() {
 		return 0, lock.ErrNotHeld
