@@ -18,8 +18,7 @@ var (
 )
 
 // TokenPrefixLen is how many characters of a holder's random token State
-// shows: enough to tell holders apart in logs, far too few to release or
-// extend a lease that is not one's own.
+// shows: enough to tell holders apart, far too few to act on their lease.
 const TokenPrefixLen = 6
 
 // State is a lock as its store knows it, read without taking or extending
@@ -41,10 +40,10 @@ type State struct {
 	// Since is when the lease was granted, by the store's clock; zero when
 	// the store cannot tell (Redlock).
 	Since time.Time
-	// Renewed reports whether the holder was seen alive lately: its lease
-	// was set or extended within the last watchdog period (TTL/3, plus the
-	// attempt timeout), judged against this Client's TTL. A ZooKeeper
-	// holder's node lives exactly as long as its session: always true.
+	// Renewed reports whether the holder set or extended its lease within
+	// the last watchdog period (TTL/3 plus the attempt timeout), judged by this
+	// Client's TTL. Always true with ZooKeeper, whose node lives as long as its
+	// session.
 	Renewed bool
 	// Wanted reports that another client was refused the key lately (not
 	// known with Redlock).
@@ -60,10 +59,10 @@ type State struct {
 	Nodes []State
 }
 
-// Inspect returns the state of key's lock as the store knows it, with one
-// round trip (one per master, in parallel, with Redlock). It never takes or
-// extends a lease. It returns an error wrapping ErrUnavailable when the
-// store (a quorum of masters) cannot be reached.
+// Inspect returns key's lock as the store knows it, in one round trip (per
+// master, in parallel, with Redlock), never taking or extending a lease. It
+// returns an error wrapping ErrUnavailable when the store or a quorum of
+// masters cannot be reached.
 func (c *Client) Inspect(ctx context.Context, key string) (State, error) {
 	actx, cancel := context.WithTimeout(ctx, c.opts.attemptTO)
 	defer cancel()
@@ -104,10 +103,10 @@ func SplitToken(v string) (owner, prefix string) {
 	return owner, v[:min(len(v), TokenPrefixLen)]
 }
 
-// sinceFence reads the time a fence was issued: obtain.lua issues
-// max(counter, server time in µs) + 1, which is the server's time unless
-// fences were issued faster than one per microsecond. Zero for a fence that
-// does not read as a time within a day of now.
+// sinceFence reads when a fence was issued: obtain.lua issues max(counter,
+// server time in µs) + 1, the server's time unless fences came faster than
+// one per µs. Zero for a fence that reads as no time between a year ago and
+// a day ahead.
 func sinceFence(fence int64) time.Time {
 	t := time.UnixMicro(fence - 1)
 	if d := time.Since(t); d < -24*time.Hour || d > 24*time.Hour*365 {

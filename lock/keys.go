@@ -9,10 +9,8 @@ import (
 )
 
 // HeldKeys returns up to limit keys matching the glob match (without the
-// Client's prefix) whose lease exists now: on every master of a Cluster,
-// and on any master of a Redlock. It SCANs, so it costs the store a few
-// round trips per thousand keys under the prefix and blocks nothing, and a
-// key taken or released during the scan may or may not be listed.
+// prefix) that have a lease on any master now. It SCANs, blocking nothing,
+// so a key taken or released meanwhile may or may not be listed.
 func (c *Client) HeldKeys(ctx context.Context, match string, limit int) ([]string, error) {
 	var (
 		mu   sync.Mutex

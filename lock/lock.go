@@ -1,27 +1,15 @@
-// Package lock implements a distributed lock (a lease) on Redis, for
-// cutting contention, not for guaranteeing correctness on its own.
+// Package lock is a distributed lock (a lease) on Redis, meant to cut
+// contention, not to guarantee correctness on its own.
 //
-// A Client obtains a lease with one atomic SET NX PX, identified by a random
-// 130-bit token, and releases or refreshes it with a Lua script that first
-// checks the token, so a holder whose lease expired cannot free or extend the
-// next holder's. With a single Redis (New) every successful Obtain also
-// returns a fencing token, strictly increasing per key, that a resource can
-// use to reject writes from a stale holder. NewRedlock spreads the lease over
-// independent Redis masters with the Redlock algorithm (go-redsync), which
-// has no fencing.
+// New keeps leases in one Redis and issues fencing tokens; NewRedlock
+// spreads them over independent masters, without fences. Each lease carries
+// a random token that Release and Refresh check in Lua, so an expired
+// holder cannot touch the next holder's lease. Goroutines of one Client
+// queue locally, so that one per key competes in Redis.
 //
-// Within one Client (one process), at most one goroutine per key competes in
-// Redis at a time; the others wait in a bounded FIFO queue and are handed the
-// key when it is released. Obtain fails fast with ErrUnavailable when Redis
-// cannot be reached, so a caller can tell "Redis is down" from "someone else
-// has the lock" (ErrNotObtained), and joins ErrContended when that someone
-// was seen alive (the lease renewed or passed on) during the wait. A Client
-// that releases a key another Client was refused lets that one go first.
-//
-// A lease can always be lost behind its holder's back (GC pause, network
-// delay, clock jump, failover). Keep the real invariant in the resource: a
-// conditional write checked against a version or the fencing token. See
-// docs/locking.md.
+// A lease can be lost behind its holder's back (GC pause, network delay,
+// failover): keep the invariant in the resource, checked against the fence
+// or a version. See docs/locking.md.
 package lock
 
 import (
@@ -40,31 +28,26 @@ import (
 // Errors returned by this package. Check them with errors.Is: they are often
 // wrapped with a cause, and context errors are joined to them.
 var (
-	// ErrNotObtained means the lock is held by someone else and Obtain ran
-	// out of attempts or of context before it was free.
+	// ErrNotObtained means someone else holds the lock and Obtain ran out of
+	// attempts or of context.
 	ErrNotObtained = errors.New("lock: not obtained")
-	// ErrContended is joined with ErrNotObtained when, during the failed
-	// Obtain, the lease was seen renewed or passed to a new holder: the key
-	// is busy with live holders, not held by a dead one that its lease
-	// will free (only a single-Redis Client can tell; Redlock never says
-	// so).
+	// ErrContended is joined with ErrNotObtained when the lease was seen
+	// renewed or passed on during Obtain: its holders are alive, not dead and
+	// about to expire. Redlock never reports it.
 	ErrContended = errors.New("lock: contended by live holders")
-	// ErrQueueFull means too many goroutines of this Client already wait for
-	// the key (see WithQueueMax). No Redis round trip was made.
+	// ErrQueueFull means WithQueueMax goroutines of this Client already wait
+	// for the key. No Redis round trip was made.
 	ErrQueueFull = errors.New("lock: wait queue full")
 	// ErrNotHeld means the lease is no longer ours: it expired (and may have
 	// been taken by someone else) or the Lock was already released.
 	ErrNotHeld = errors.New("lock: not held")
-	// ErrUnavailable means the lock's store could not be reached: Redis
-	// (or, in Redlock mode, too many of its nodes to reach a quorum), or
-	// the ZooKeeper ensemble. The wrapped cause names which. It never
-	// means contention; a caller may fall back to a path that does not
-	// need the lock.
+	// ErrUnavailable means the store (Redis, a Redlock quorum or ZooKeeper)
+	// could not be reached; the wrapped cause says which. It never means
+	// contention, so a caller may fall back to a path without the lock.
 	ErrUnavailable = errors.New("lock: store unavailable")
-	// ErrNotReplicated means the master granted the lease but fewer replicas
-	// than WithMinReplicas asked for acknowledged it in time. It is always
-	// wrapped in ErrUnavailable: the lease was released (best effort) and
-	// not obtained, because a failover now could hand it to someone else.
+	// ErrNotReplicated, always wrapped in ErrUnavailable, means fewer replicas
+	// than WithMinReplicas acknowledged the lease in time. The lease was
+	// released, since a failover could hand it to someone else.
 	ErrNotReplicated = errors.New("lock: not acknowledged by enough replicas")
 )
 
@@ -78,11 +61,9 @@ type takenError struct{ ttl time.Duration }
 func (e *takenError) Error() string        { return errTaken.Error() }
 func (e *takenError) Is(target error) bool { return target == errTaken }
 
-// liveness tells, from the remaining TTLs of the lease a contender finds in
-// its way, whether that lease was renewed or replaced meanwhile: without
-// either it can only shrink by the time between the server's two readings,
-// which is at least the time from the end of the first attempt to the start
-// of the second.
+// liveness tells whether the lease in a contender's way was renewed or
+// replaced between attempts: untouched, its TTL shrinks by at least the gap
+// between them.
 type liveness struct {
 	ttl  time.Duration // at the previous attempt; < 0 before the first
 	end  time.Time     // when the previous attempt's answer arrived
@@ -128,9 +109,9 @@ type backend interface {
 	// release deletes the lease if it is still ours, else ErrNotHeld;
 	// wanted reports that another client was refused the key meanwhile.
 	release(ctx context.Context, key, token string) (wanted bool, err error)
-	// keep extends the lease to ttl if it is still ours (else ErrNotHeld)
-	// and no other client was refused it lately; when one was (wanted),
-	// it deletes the lease instead. A backend that cannot tell releases.
+	// keep extends the lease to ttl if it is still ours (else ErrNotHeld),
+	// unless another client was refused it lately (wanted): then it deletes
+	// the lease. A backend that cannot tell releases.
 	keep(ctx context.Context, key, token string, ttl time.Duration) (kept, wanted bool, err error)
 	// refresh extends the lease to ttl if it is still ours, else
 	// ErrNotHeld; wanted reports that another client was refused it lately.
@@ -160,8 +141,8 @@ type Client struct {
 }
 
 // New returns a Client that keeps its leases in one Redis (standalone,
-// Sentinel-managed or Cluster) and issues fencing tokens. The Client does not
-// own rdb: closing it is the caller's job.
+// Sentinel or Cluster) and issues fencing tokens. It does not own rdb: the
+// caller closes it.
 func New(rdb redis.UniversalClient, opts ...Option) *Client {
 	o := newOptions(opts)
 	s := &single{rdb: rdb, fenceTTL: o.fenceTTL, wantedTTL: wantedTTL(o),
@@ -177,9 +158,9 @@ func newClient(be backend, o options) *Client {
 		held: make(map[string]*Lock)}
 }
 
-// Close ends the Client's subscription to wanted notices (WithWantedNotices),
-// if it has one. Locks still held stay held; their holders no longer hear
-// that they are wanted except through the watchdog.
+// Close ends the Client's subscription to wanted notices, if any. Held locks
+// stay held; their holders then hear that another Client wants the key only
+// through the watchdog.
 func (c *Client) Close() error {
 	var stop func() error
 	c.listening.Do(func() {}) // no subscription starts after Close
@@ -213,15 +194,11 @@ func (c *Client) noticeWanted(rkey string) {
 	}
 }
 
-// Obtain takes the lock for key, retrying with back-off while someone else
-// holds it (see WithRetry), after waiting its turn behind other goroutines of
-// this Client that want the same key (see WithQueueMax).
-//
-// It returns ErrQueueFull at once when the local queue is full;
-// ErrNotObtained when attempts run out; ErrNotObtained joined with ctx.Err()
-// when ctx is done first; and ErrUnavailable, after at most two attempts,
-// when Redis cannot be reached (see WithAttemptTimeout). Every returned Lock
-// must be released, even after it was lost, to free the local slot.
+// Obtain takes the lock for key, queueing behind this Client's goroutines
+// for it (WithQueueMax) and retrying while someone else holds it (WithRetry).
+// It returns ErrQueueFull when the queue is full, ErrNotObtained when
+// attempts or ctx run out, and ErrUnavailable when two attempts cannot reach
+// Redis. Release every returned Lock, even a lost one, to free its slot.
 func (c *Client) Obtain(ctx context.Context, key string) (*Lock, error) {
 	start := time.Now()
 	l, attempts, err := c.obtain(ctx, key)
@@ -252,10 +229,8 @@ func (c *Client) obtain(ctx context.Context, key string) (*Lock, int, error) {
 }
 
 // compete runs the Redis side of Obtain while this goroutine owns the slot.
-// When it fails after an attempt whose outcome it never heard (a timeout,
-// a lost reply, replicas that did not acknowledge), it releases the lease
-// by token, best effort: that attempt's SET may have landed, and an orphan
-// would block every other contender for a whole TTL.
+// If it fails after an unanswered attempt it releases by token: that SET
+// may have landed, and would block every contender for a TTL.
 func (c *Client) compete(ctx context.Context, key string) (*Lock, int, error) {
 	rkey := c.opts.prefix + key
 	token := ownerToken(c.opts.owner) // 130 random bits, after the owner's name
@@ -397,33 +372,25 @@ type Lock struct {
 // Key returns the key the Lock was obtained for, without the Client's prefix.
 func (l *Lock) Key() string { return l.key }
 
-// Token returns the value that identifies this lease in Redis: the Client's
-// owner name (WithOwner) and a colon, then 130 random bits from crypto/rand.
+// Token returns the lease's value in Redis: the owner name (WithOwner) and
+// a colon, then 130 random bits.
 func (l *Lock) Token() string { return l.token }
 
-// Fence returns the fencing token issued with this lease: per key, strictly
-// greater than every fence issued before it, so no two leases share one. A
-// resource may therefore accept a fence equal to the highest it has seen:
-// that is the same lease writing again. After a Sentinel or Cluster
-// failover that lost the counter's last increments the order still holds
-// as long as the new master's clock is not behind the old one's by more
-// than the failover took (see docs/locking.md). It is 0 in Redlock mode,
-// where independent masters cannot agree on an order.
+// Fence returns the lease's fencing token: per key, above every fence issued
+// before, so a resource refuses lower ones (an equal one is this lease
+// again). A failover keeps the order unless the new master's clock lags by
+// more than the failover took. It is 0 with Redlock.
 func (l *Lock) Fence() int64 { return l.fence }
 
-// Wanted reports whether, when the Lock was released, another Client had
-// been refused the key shortly before (within twice the back-off cap): then
-// this Client's next Obtain of the key yields to it first (see Release).
-// It is false before the release and in Redlock mode.
+// Wanted reports whether another Client was refused the key shortly before
+// this Lock was released; this Client's next Obtain of it then yields (see
+// Release). It is false before the release and with Redlock.
 func (l *Lock) Wanted() bool { return l.wanted.Load() }
 
-// Wanting returns a channel closed once someone else is found to want the
-// key while this Lock holds it: another Client was refused it (heard at once
-// through the Client's wanted notices, and at the watchdog's next renewal),
-// or a goroutine of this Client started waiting for it. A holder may then
-// let the key go sooner than it planned, and keep it while the channel stays
-// open. It is nil, never closed, for a Client without WithWantedNotices and
-// in Redlock mode: then nothing says that nobody wants the key.
+// Wanting returns a channel closed once someone else wants the key: another
+// Client was refused it (heard through notices or the watchdog), or a
+// goroutine of this Client waits. Until then the holder may keep the key.
+// It is nil without WithWantedNotices and with Redlock.
 func (l *Lock) Wanting() <-chan struct{} { return l.wanting }
 
 func (l *Lock) markWanting() {
@@ -444,21 +411,17 @@ func (l *Lock) forget() {
 	l.c.mu.Unlock()
 }
 
-// Lost returns a channel the watchdog closes when it finds the lease gone,
-// or cannot renew it before it would expire. Without WithWatchdog it is never
-// closed, which does not mean the lease is still held.
+// Lost returns a channel the watchdog closes when the lease is gone or
+// cannot be renewed before it expires. Without WithWatchdog it never
+// closes, which proves nothing.
 func (l *Lock) Lost() <-chan struct{} { return l.lost }
 
-// Release deletes the lease if it is still ours, stops the watchdog and hands
-// the key to the next local waiter. When another Client was refused the key
-// meanwhile (Wanted), this Client's next Obtain of it waits 1.25 times the
-// back-off cap (at most the TTL) before its first attempt, so that the waiter, which retries
-// within that cap, finds the key free; otherwise a holder that releases and
-// obtains again at once would nearly always win against waiters asleep in
-// their back-off. It returns ErrNotHeld if the lease had
-// expired (leaving any new holder's lease untouched) or was already released,
-// and an error wrapping ErrUnavailable if Redis could not be reached, in which
-// case the lease expires after its TTL. The local slot is freed in every case.
+// Release deletes the lease if it is still ours, stops the watchdog and
+// hands the key to the next local waiter. If the key was Wanted, this
+// Client's next Obtain of it waits 1.25 back-off caps, to let the waiter in.
+// It returns ErrNotHeld if the lease had expired or was released, and an
+// error wrapping ErrUnavailable if Redis was unreachable (the lease then
+// expires after its TTL).
 func (l *Lock) Release(ctx context.Context) error {
 	if !l.released.CompareAndSwap(false, true) {
 		return ErrNotHeld
@@ -479,15 +442,10 @@ func (l *Lock) Release(ctx context.Context) error {
 	return err
 }
 
-// Keep extends the lease to the Client's TTL from now, keeping its fence,
-// unless someone else wants the key: another Client was refused it within
-// twice the back-off cap (Wanted), or a goroutine of this Client waits
-// for it. It reports whether the lease is still held. If not, the Lock is
-// released as Release does (and yields to the waiter), also in Redlock
-// mode, which cannot tell whether the key is wanted; the error says why a
-// lease that was not kept could not be released. One round trip: a holder
-// that would release and obtain again (two, and a new fence) when nobody
-// waits keeps its lease instead.
+// Keep extends the lease to the Client's TTL in one round trip, keeping its
+// fence, and reports whether it is still held (ErrNotHeld if it was lost).
+// If someone else wants the key (Wanted, or a local waiter), or with
+// Redlock, it releases instead; the error says why that release failed.
 func (l *Lock) Keep(ctx context.Context) (bool, error) {
 	if l.released.Load() {
 		return false, ErrNotHeld
@@ -517,9 +475,9 @@ func (l *Lock) Keep(ctx context.Context) (bool, error) {
 }
 
 // Refresh extends the lease to ttl from now if it is still ours. It returns
-// ErrNotHeld if the lease expired or the Lock was released, and an error
-// wrapping ErrUnavailable if Redis could not be reached. The watchdog, if on,
-// keeps renewing with the Client's TTL.
+// ErrNotHeld if the lease expired or was released, and an error wrapping
+// ErrUnavailable if Redis was unreachable. The watchdog, if on, keeps
+// renewing with the Client's TTL.
 func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	if l.released.Load() {
 		return ErrNotHeld
@@ -547,9 +505,8 @@ func (l *Lock) stop() {
 	<-l.watchdogDone
 }
 
-// watch renews the lease every ttl/3 until ctx is cancelled. It closes lost
-// when a renewal finds the lease gone, or when renewals have failed for so
-// long that the lease may have expired before the next one.
+// watch renews the lease every ttl/3 until ctx is cancelled, closing lost
+// when the lease is gone or renewals failed until it may have expired.
 func (l *Lock) watch(ctx context.Context, ttl time.Duration, validUntil time.Time) {
 	defer close(l.watchdogDone)
 	period := max(ttl/3, time.Millisecond)

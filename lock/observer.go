@@ -2,16 +2,13 @@ package lock
 
 import "time"
 
-// Observer receives events a service may turn into metrics. Its methods are
-// called synchronously from the goroutine that caused the event (the caller
-// of Obtain, Refresh, or the watchdog), so they must be safe for concurrent
-// use and return quickly. QueueDepth is called under the Client's internal
-// lock, so that the depths of one key arrive in order (a gauge fed from them
-// ends at the true depth); it must not call back into the Client.
+// Observer receives events to turn into metrics. Its methods run in the
+// goroutine that caused the event: they must be concurrency-safe and quick.
+// QueueDepth runs under the Client's lock, so depths arrive in order; it
+// must not call back into the Client.
 type Observer interface {
-	// Obtained reports every Obtain outcome: the Redis attempts made (0 when
-	// the call never reached Redis, e.g. ErrQueueFull), the time from the call
-	// to the outcome including local queueing, and the error (nil on success).
+	// Obtained reports every Obtain outcome: the Redis attempts (0 if none,
+	// as with ErrQueueFull), the wait including local queueing, and the error.
 	Obtained(key string, attempts int, wait time.Duration, err error)
 	// QueueDepth reports the number of goroutines of this Client waiting
 	// locally for key, each time it changes, in order.

@@ -44,20 +44,17 @@ func newOptions(opts []Option) options {
 	return o
 }
 
-// WithTTL sets the lease time-to-live. The default is 10s. A lease that is
-// neither released nor refreshed expires after ttl, whatever its holder
-// believes; values below 1ms are raised to 1ms (Redis PX resolution).
+// WithTTL sets the lease time-to-live. The default is 10s; values below 1ms
+// (Redis PX resolution) become 1ms. A lease neither released nor refreshed
+// expires after ttl, whatever its holder believes.
 func WithTTL(d time.Duration) Option {
 	return func(o *options) { o.ttl = max(d, time.Millisecond) }
 }
 
-// WithAttemptTimeout bounds each Redis attempt made by Obtain, Release and
-// Refresh (in Redlock mode: each round over all nodes). The default is
-// 250ms, far above a healthy round trip (well under 1ms) and short enough
-// that two attempts against an unreachable Redis fail fast with
-// ErrUnavailable even when the go-redis client retries its dials. An attempt
-// that runs out of time counts as Redis (or that node) being unreachable.
-// Non-positive values restore the default.
+// WithAttemptTimeout bounds each Redis attempt of Obtain, Release and
+// Refresh (with Redlock, each round over all nodes); an attempt that times
+// out counts as unreachable. The default is 250ms, short enough that two
+// attempts against a dead Redis fail fast; non-positive values restore it.
 func WithAttemptTimeout(d time.Duration) Option {
 	return func(o *options) {
 		if d <= 0 {
@@ -67,20 +64,18 @@ func WithAttemptTimeout(d time.Duration) Option {
 	}
 }
 
-// WithPrefix sets the prefix prepended to every key in Redis. The default is
-// "lock:". The fence counter lives at prefix+key+":fence". With Redis Cluster,
-// put a hash tag in the key ("{sku:1}") so both land in the same slot, and
-// keep braces out of the prefix, or every key shares the prefix's slot.
+// WithPrefix sets the prefix of every key in Redis. The default is "lock:".
+// The fence counter is prefix+key+":fence". With Redis Cluster, hash-tag the
+// key ("{sku:1}") so both share a slot, and keep braces out of the prefix,
+// or every key lands in the prefix's slot.
 func WithPrefix(p string) Option {
 	return func(o *options) { o.prefix = p }
 }
 
-// WithRetry sets how Obtain retries while the lock is held by someone else:
-// exponential back-off starting at minBackoff, capped at maxBackoff, with full
-// jitter (each delay is uniform in [0, cap]), for at most maxAttempts Redis
-// attempts. The defaults are 1ms, 64ms and 0; maxAttempts <= 0 means retry
-// until the context is done. Non-positive back-offs fall back to the
-// defaults, and maxBackoff is raised to minBackoff if smaller.
+// WithRetry sets how Obtain retries while someone else holds the lock:
+// back-off doubling from minBackoff up to maxBackoff, with full jitter, for
+// at most maxAttempts attempts. The defaults are 1ms, 64ms and 0 (until ctx
+// is done); non-positive back-offs restore the defaults.
 func WithRetry(minBackoff, maxBackoff time.Duration, maxAttempts int) Option {
 	return func(o *options) {
 		if minBackoff <= 0 {
@@ -95,27 +90,23 @@ func WithRetry(minBackoff, maxBackoff time.Duration, maxAttempts int) Option {
 	}
 }
 
-// WithQueueMax bounds how many goroutines of this Client may wait locally for
-// the same key while another of its goroutines competes for or holds it. The
-// default is 1024. When the queue is full Obtain fails at once with
-// ErrQueueFull, without a Redis round trip; n <= 0 means no waiting at all.
+// WithQueueMax bounds how many goroutines of this Client may wait locally
+// for a key held or sought by another. The default is 1024; n <= 0 means no
+// waiting. Past it Obtain fails at once with ErrQueueFull.
 func WithQueueMax(n int) Option {
 	return func(o *options) { o.queueMax = max(n, 0) }
 }
 
-// WithWatchdog turns on automatic lease renewal. The default is off. While a
-// Lock is held a goroutine refreshes it every TTL/3 and closes Lock.Lost as
-// soon as a renewal finds the lease gone (or cannot reach Redis before the
-// lease would have run out), so the holder can abort its critical section.
+// WithWatchdog turns on renewal of held leases every TTL/3. The default is
+// off. Lock.Lost closes when a renewal finds the lease gone, or Redis stays
+// unreachable until it may have expired, so the holder can abort.
 func WithWatchdog(on bool) Option {
 	return func(o *options) { o.watchdog = on }
 }
 
-// WithFenceTTL sets the idle expiry of the per-key fence counter, refreshed on
-// every successful Obtain. The default is 24h; values below 1ms are raised to
-// 1ms. When the counter has expired it is re-seeded from the Redis clock in
-// microseconds, so fencing tokens keep increasing (see docs/locking.md).
-// It has no effect in Redlock mode, which has no fencing.
+// WithFenceTTL sets the idle expiry of each key's fence counter. The default
+// is 24h; values below 1ms become 1ms. An expired counter restarts from the
+// Redis clock in µs, so fences still increase. No effect with Redlock.
 func WithFenceTTL(d time.Duration) Option {
 	return func(o *options) { o.fenceTTL = max(d, time.Millisecond) }
 }
@@ -131,18 +122,12 @@ func WithObserver(obs Observer) Option {
 	}
 }
 
-// WithMinReplicas makes Obtain wait, after the master granted the lease,
-// until n replicas acknowledged the write (Redis WAIT), for at most timeout.
-// The default is n = 0: no waiting. When fewer acknowledge in time the
-// attempt fails with an error wrapping ErrUnavailable and ErrNotReplicated,
-// and a failed Obtain releases the lease (best effort). Non-positive timeouts
-// become 100ms; each attempt's deadline (WithAttemptTimeout) is extended by
-// timeout. It has no effect in Redlock mode.
+// WithMinReplicas makes Obtain wait up to timeout (Redis WAIT, added to each
+// attempt's deadline) for n replicas to acknowledge the lease. The default is
+// n = 0; timeout <= 0 means 100ms. Too few acknowledgements release the lease
+// and fail the attempt with ErrNotReplicated. No effect with Redlock.
 //
-// This narrows the window in which a failover can hand a held lease to a
-// second client to writes lost after a replica acknowledged them (WAIT does
-// not make Redis strongly consistent: a replica that acknowledged may still
-// not be the one promoted). The fence, not WAIT, is what protects the data.
+// WAIT narrows the failover window; the fence is what protects the data.
 func WithMinReplicas(n int, timeout time.Duration) Option {
 	return func(o *options) {
 		if timeout <= 0 {
@@ -156,23 +141,18 @@ func WithMinReplicas(n int, timeout time.Duration) Option {
 	}
 }
 
-// WithWantedNotices makes holders hear at once when someone else wants their
-// key (Lock.Wanting): a refused Obtain publishes the key on the channel
-// prefix+"wanted", and the Client subscribes to it from its first lease on,
-// on a connection of its own until Close. Every Client that competes for
-// the same keys should have it. The default is off: Lock.Wanting is then
-// nil. An ACL user needs the channel (&prefix+"wanted"); without it the
-// publish is skipped and the holders learn that they are wanted only from
-// the watchdog's renewals. It has no effect in Redlock mode, which
-// publishes nothing.
+// WithWantedNotices makes a refused Obtain publish the key on prefix+"wanted",
+// which the Client subscribes to until Close, so holders hear at once through
+// Lock.Wanting. Give it to every Client sharing the keys. The default is off
+// (Wanting is nil). Without the ACL channel permission, holders hear only
+// from the watchdog. No effect with Redlock.
 func WithWantedNotices(on bool) Option {
 	return func(o *options) { o.notices = on }
 }
 
-// WithOwner names this Client's leases: the name goes into each lease's
-// value, before its random token, so that Inspect can say who holds a key
-// at no cost to Obtain. The default is "" (unnamed). The name should not be
-// a secret; an instance name or host name is what it is for.
+// WithOwner names this Client's leases in their value, so that Inspect can
+// say who holds a key at no cost to Obtain. The default is "" (unnamed). Use
+// an instance or host name, not a secret.
 func WithOwner(name string) Option {
 	return func(o *options) { o.owner = name }
 }

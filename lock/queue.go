@@ -5,18 +5,17 @@ import (
 	"slices"
 )
 
-// slot is the per-key, per-Client right to compete for a key in Redis and,
-// once obtained, to hold it. Exactly one goroutine owns a busy slot; the
-// others wait in FIFO order on their own channel, which the owner closes to
-// hand the slot over. Nobody polls Redis while waiting locally.
+// slot is a Client's per-key right to compete for the key in Redis and hold
+// it. One goroutine owns a busy slot; the others wait in FIFO order, each on
+// a channel the owner closes to hand it over, without polling Redis.
 type slot struct {
 	busy    bool
 	waiters []chan struct{}
 }
 
-// enter takes the slot for key, waiting in line behind at most queueMax other
-// goroutines. It fails at once with ErrQueueFull when the line is full, and
-// with ctx's error when ctx is done first.
+// enter takes the slot for key, queueing behind at most queueMax others. It
+// fails at once with ErrQueueFull when the queue is full, and with ctx's
+// error when ctx is done first.
 func (c *Client) enter(ctx context.Context, key string) error {
 	c.mu.Lock()
 	s := c.slots[key]

@@ -39,10 +39,9 @@ const (
 // publishes the lock's key on (WithWantedNotices).
 const noticeChannel = "wanted"
 
-// single is the backend for one Redis (standalone, Sentinel-managed master
-// or Cluster): atomic SET NX PX plus a fence counter in the same script.
-// Each call is one round trip (EVALSHA) once Redis has cached the script;
-// with minReplicas the obtain script and WAIT share one pipelined round trip.
+// single is the backend for one Redis (standalone, Sentinel or Cluster):
+// SET NX PX and the fence counter in one script, one round trip per call;
+// with minReplicas, the script and WAIT share a pipeline.
 type single struct {
 	rdb         redis.UniversalClient
 	fenceTTL    time.Duration
@@ -79,10 +78,9 @@ func fenceOrTaken(fence int64, err error) (int64, error) {
 	return fence, nil
 }
 
-// obtainReplicated runs the obtain script and WAIT on one connection of the
-// key's master: WAIT counts the replicas that acknowledged the writes of its
-// own connection, so a pipeline (one connection) is what makes it cover the
-// script's SET and INCR.
+// obtainReplicated pipelines the obtain script and WAIT on the key's master:
+// WAIT counts acknowledgements of its own connection's writes, so only one
+// connection makes it cover the script's SET and INCR.
 func (s *single) obtainReplicated(ctx context.Context, key, token string, ttl time.Duration) (int64, error) {
 	node, err := s.master(ctx, key)
 	if err != nil {
@@ -173,9 +171,8 @@ func (s *single) refresh(ctx context.Context, key, token string, ttl time.Durati
 // wanted with each key; the returned function ends the subscription.
 func (s *single) listen(wanted func(key string)) (stop func() error) {
 	ps := s.rdb.Subscribe(context.Background(), s.notices)
-	// Wait (briefly) for the subscription to be confirmed, so that a key
-	// refused after the first Obtain returned is heard. If Redis does not
-	// answer now, the subscription is made when it does.
+	// Wait briefly for the subscription, so that a key refused after the first
+	// Obtain returned is heard; go-redis subscribes later if Redis is silent.
 	ctx, cancel := context.WithTimeout(context.Background(), s.listenTO)
 	_, _ = ps.Receive(ctx)
 	cancel()
@@ -202,12 +199,10 @@ func redisErr(op string, err error) error {
 	return fmt.Errorf("lock: %s: %w", op, err)
 }
 
-// unreachable reports whether err means the server could not be reached,
-// is not ready to serve, or will not serve these credentials (a wrong
-// password or a user without the rights: nothing this client retries can
-// fix), as opposed to a reply error such as a script bug. Callers check
-// their own context first: a context error here is a dial or I/O timeout
-// of the client.
+// unreachable reports whether err means the server is unreachable, not
+// ready, or refuses these credentials (no retry fixes that), rather than a
+// reply error such as a script bug. Callers check their own ctx first: a
+// context error here is the client's dial or I/O timeout.
 func unreachable(err error) bool {
 	var reply redis.Error
 	if !errors.As(err, &reply) {

@@ -12,17 +12,12 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// NewRedlock returns a Client that holds each lease on a majority of the
-// given independent Redis masters (the Redlock algorithm, via go-redsync):
-// an attempt succeeds when len(rdbs)/2+1 nodes accepted it within the lease
-// time minus 1% clock drift, and release deletes the lease on every node.
+// NewRedlock returns a Client that holds each lease on a majority of
+// independent Redis masters (Redlock, via go-redsync), without fences.
+// Obtain returns ErrUnavailable when too few nodes answer for a quorum.
 //
-// Locks from this Client have Fence() == 0: independent masters cannot issue
-// one increasing sequence. Redlock's safety assumes bounded clock drift, no
-// process pause longer than the lease, and nodes that do not forget a lease
-// when they restart (persistence with fsync, or a restart delayed by one
-// TTL); see docs/locking.md. Obtain returns ErrUnavailable when too many
-// nodes are unreachable for a quorum, ErrNotObtained when the others hold it.
+// Redlock assumes bounded clock drift, pauses shorter than the lease, and
+// nodes that keep leases across restarts (docs/locking.md).
 func NewRedlock(rdbs []redis.UniversalClient, opts ...Option) *Client {
 	pools := make([]redsyncredis.Pool, len(rdbs))
 	for i, rdb := range rdbs {

@@ -9,14 +9,13 @@ import (
 // expired ones are forgotten first.
 const maxYields = 1024
 
-// wantedTTL is the lifetime of the mark a refused Obtain leaves on the key:
-// a waiter retries within the back-off cap (plus a round trip), so twice
-// the cap keeps the mark up between its attempts; never longer than a lease.
+// wantedTTL is the lifetime of a refused Obtain's mark on the key: twice the
+// back-off cap, so it lasts between a waiter's attempts; at most a lease.
 func wantedTTL(o options) time.Duration { return min(2*o.maxBackoff, o.ttl) }
 
-// yieldFor is how long a Client that released a wanted key waits before it
-// tries that key again: longer than a waiter's longest back-off, so that
-// the waiter's next attempt comes first; never longer than a lease.
+// yieldFor is how long a Client that released a wanted key waits before
+// trying it again: past a waiter's back-off cap, so the waiter goes first;
+// at most a lease.
 func yieldFor(o options) time.Duration { return min(o.maxBackoff+o.maxBackoff/4, o.ttl) }
 
 // yield makes this Client's next Obtain of key wait its turn.

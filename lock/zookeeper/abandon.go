@@ -10,8 +10,8 @@ import (
 )
 
 // Bounds of the background deletion of a failed Obtain's or Release's
-// nodes. An orphan node in a live session blocks its key for as long as
-// the session lives; one past these bounds is left to the session's end.
+// nodes. An orphan blocks its key while its session lives; past these
+// bounds it is left to the session's end.
 const (
 	abandonFor   = time.Minute            // each node is retried this long after its failure
 	abandonPause = 100 * time.Millisecond // between rounds while ZooKeeper does not answer
@@ -31,9 +31,8 @@ type abandonJob struct {
 	until      time.Time
 }
 
-// abandon queues the deletion of the nodes of token under dir, to be
-// retried for abandonFor while ZooKeeper does not answer, by one goroutine
-// per client whatever the number of failures.
+// abandon queues the deletion of token's nodes under dir, retried for
+// abandonFor by one goroutine per client, however many fail.
 func (z *Client) abandon(dir, token string) {
 	z.ab.mu.Lock()
 	defer z.ab.mu.Unlock()
@@ -47,10 +46,9 @@ func (z *Client) abandon(dir, token string) {
 	}
 }
 
-// abandonAll deletes the queued nodes, oldest first, and returns once none
-// is left: deleted, gone with their session, or past their time. While
-// the session is not connected it sends nothing (a request would only
-// wait in the client for the connection), and it pauses between rounds.
+// abandonAll deletes the queued nodes, oldest first, until none is left.
+// It sends nothing while the session is disconnected (a request would only
+// wait for the connection) and pauses between rounds.
 func (z *Client) abandonAll() {
 	for {
 		job, ok := z.nextAbandoned()

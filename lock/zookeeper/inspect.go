@@ -25,14 +25,11 @@ func (z *Client) wait(key string, d int) {
 	}
 }
 
-// Inspect returns the state of key's lock as the ensemble knows it: the
-// lowest node under the key's path is the holder (its data the owner, its
-// creation zxid the fence, its creation time Since). It takes two requests,
-// the children then the lowest one (the client has no multi-read), and
-// never creates or deletes a node. Waiters counts this client's Obtains of
-// key not yet answered, one of which may be the holder's; Queued the nodes
-// of every client behind the holder. It returns an error wrapping
-// lock.ErrUnavailable when ZooKeeper does not answer within OpTimeout.
+// Inspect returns key's lock as the ensemble knows it, its lowest node the
+// holder, in two requests, never creating or deleting a node. Waiters
+// counts this client's unanswered Obtains of key, the holder's among them.
+// It returns an error wrapping lock.ErrUnavailable when ZooKeeper does not
+// answer within OpTimeout.
 func (z *Client) Inspect(ctx context.Context, key string) (lock.State, error) {
 	var st lock.State
 	z.mu.Lock()

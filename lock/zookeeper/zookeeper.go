@@ -22,36 +22,30 @@ import (
 // Options configures a ZooKeeper lock client. The zero value gives
 // the defaults.
 type Options struct {
-	// Root is the path under which each key gets its lock node; every
-	// missing component is created as a container node, which the server
-	// deletes once it is empty. The default is "/seckill/locks".
+	// Root is the path under which each key gets its lock node. The default
+	// is "/seckill/locks". Missing parts are created as container nodes,
+	// which the server deletes once empty.
 	Root string
-	// OpTimeout bounds each ZooKeeper request made by Obtain and Release
-	// (not the wait for a predecessor, which only ctx bounds). The default
-	// is 1s. A request that runs out of time counts as ZooKeeper being
-	// unreachable (lock.ErrUnavailable).
+	// OpTimeout bounds each ZooKeeper request of Obtain and Release, not the
+	// wait for a predecessor (only ctx bounds that). The default is 1s. A
+	// request that times out counts as lock.ErrUnavailable.
 	OpTimeout time.Duration
-	// Observer receives Obtained and LeaseLost events (no QueueDepth: the
-	// queue is in ZooKeeper; no Refreshed: the session is the lease). The
-	// default is lock.NopObserver.
+	// Observer receives Obtained and LeaseLost events; the queue lives in
+	// ZooKeeper and the session is the lease, so there is no QueueDepth or
+	// Refreshed. The default is lock.NopObserver.
 	Observer lock.Observer
 	// FenceBase is added to every fence and horizon, so that a resource
-	// fenced by several lock backends can tell whose fence it holds (the
-	// service puts ZooKeeper's above Redis's). The default is 0: the fence is
-	// the lock node's creation zxid (epoch<<32 | counter, increasing across
-	// the ensemble, its leader changes and restarts).
+	// fenced by several lock backends can tell whose fence it holds. The
+	// default is 0: the fence is the lock node's creation zxid.
 	FenceBase int64
 	// Owner names this client's lock nodes (their data), so that Inspect
 	// can say who holds a key. The default is "" (unnamed).
 	Owner string
 }
 
-// Client obtains locks kept in ZooKeeper with the ephemeral sequential
-// node recipe: each Obtain creates a node under the key's path and holds
-// the lock when its node is the lowest; a waiter watches only the node just
-// before its own, so a release wakes exactly one waiter (no herd). The lease
-// is the session: the nodes of a client whose session expires (crash, pause,
-// partition past the session timeout) are deleted by the ensemble.
+// Client obtains locks with ZooKeeper's ephemeral sequential node recipe:
+// the lowest node under a key holds it, and each waiter watches only its
+// predecessor, so a release wakes one waiter. The session is the lease.
 //
 // It is safe for concurrent use. It does not own conn.
 type Client struct {
@@ -79,14 +73,11 @@ func New(conn *zk.Conn, o Options) *Client {
 	return &Client{conn: conn, o: o, waiting: map[string]int{}}
 }
 
-// Obtain takes the lock for key, waiting in ZooKeeper's FIFO order behind
-// earlier callers (of every client) until ctx is done.
-//
-// It returns lock.ErrNotObtained joined with ctx.Err() when ctx ends first, and
-// an error wrapping lock.ErrUnavailable, without waiting, when the session is not
-// connected or a request gets no answer within OpTimeout. Its node is
-// deleted on every failure (in the background when ZooKeeper does not
-// answer, else with the session).
+// Obtain takes the lock for key, waiting in FIFO order behind earlier
+// callers of every client until ctx is done. It returns lock.ErrNotObtained
+// when ctx ends first, and an error wrapping lock.ErrUnavailable at once when
+// the session is down or a request times out. A failed Obtain's node is
+// deleted.
 func (z *Client) Obtain(ctx context.Context, key string) (*Lock, error) {
 	start := time.Now()
 	z.wait(key, 1)
@@ -311,18 +302,16 @@ func (l *Lock) Key() string { return l.key }
 // Node returns the path of the lock's ephemeral sequential node.
 func (l *Lock) Node() string { return l.node }
 
-// Fence returns FenceBase plus the creation zxid of the lock's
-// node: greater than the fence of every earlier holder of any key on the
-// same ensemble, across leader changes and restarts.
+// Fence returns FenceBase plus the creation zxid of the lock's node:
+// greater than every earlier holder's fence on this ensemble, for any key,
+// across leader changes and restarts.
 func (l *Lock) Fence() int64 { return l.fence }
 
-// Horizon returns FenceBase plus the ensemble's latest zxid, the
-// zxid of a write made now (to the lock's own node, which it leaves as it
-// was): no lower than any fence this ensemble has issued so far, on any
-// key. A fence above it was not issued by this ensemble but by an earlier
-// one, since recreated from empty (zxids restart low), or by another.
-// It returns lock.ErrNotHeld when the node is gone and an error wrapping
-// lock.ErrUnavailable when ZooKeeper does not answer within OpTimeout.
+// Horizon returns FenceBase plus the zxid of a write to the lock's node: at
+// least every fence this ensemble issued, so a higher one came from another
+// or a recreated ensemble. The write empties the node's data (Owner). It
+// returns lock.ErrNotHeld when the node is gone, or an error wrapping
+// lock.ErrUnavailable.
 func (l *Lock) Horizon(ctx context.Context) (int64, error) {
 	if l.released.Load() {
 		return 0, lock.ErrNotHeld
@@ -338,9 +327,8 @@ func (l *Lock) Horizon(ctx context.Context) (int64, error) {
 }
 
 // Lost returns a channel closed when the lock's node is found gone while
-// held: deleted, or its session expired. A client cut off from the ensemble
-// learns of the expiry only when it reconnects: until then only the fence
-// protects the resource.
+// held. A client cut off from the ensemble learns of its session's expiry
+// only on reconnecting: until then only the fence protects the resource.
 func (l *Lock) Lost() <-chan struct{} { return l.lost }
 
 // watch closes lost when the node's watch reports it deleted or the watch
@@ -371,10 +359,9 @@ func (l *Lock) watch(ch <-chan zk.Event) {
 }
 
 // Release deletes the lock's node, waking the next waiter. It returns
-// lock.ErrNotHeld if the node was already gone (session expired) or the lock was
-// already released, and an error wrapping lock.ErrUnavailable if ZooKeeper did
-// not answer: the node is then deleted in the background, or goes with the
-// session.
+// lock.ErrNotHeld if the node was already gone or released, and an error
+// wrapping lock.ErrUnavailable if ZooKeeper did not answer: the node is then
+// deleted in the background, or goes with the session.
 func (l *Lock) Release(ctx context.Context) error {
 	if !l.released.CompareAndSwap(false, true) {
 		return lock.ErrNotHeld
