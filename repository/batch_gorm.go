@@ -9,10 +9,9 @@ import (
 	"github.com/seckill/seckill/service"
 )
 
-// commitGORM commits b through GORM, a statement at a time: the quick
-// start's SQLite, in-process, where a round trip costs nothing and a
-// failed COMMIT did not commit. It decides as commitMySQL does
-// (member.decide); only the reads and writes differ.
+// commitGORM commits b through GORM a statement at a time: SQLite,
+// in-process, where round trips are free and a failed COMMIT did not
+// commit. It decides as commitMySQL does (member.decide).
 func (s *Stock) commitGORM(ctx context.Context, b service.Batch) (service.BatchResult, error) {
 	m := &member{b: b}
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
@@ -90,9 +89,8 @@ func (s *Stock) insertOrders(tx *gorm.DB, a *service.Allocation) error {
 	return nil
 }
 
-// addHoldings adds each buyer's new units to user_purchases. It adds
-// deltas rather than writing totals, so that the CHECK constraint sees
-// the true holding whatever the transaction read.
+// addHoldings adds each buyer's new units to user_purchases as deltas,
+// not totals, so the CHECK sees the true holding whatever was read.
 func (s *Stock) addHoldings(tx *gorm.DB, sku skuRow, a *service.Allocation, before map[string]int64) error {
 	rows := make([]purchaseRow, 0, len(a.Bought))
 	for _, i := range a.New { // arrival order: deterministic lock order

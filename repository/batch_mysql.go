@@ -17,18 +17,12 @@ import (
 )
 
 // commitMySQL commits one batch per SKU in one transaction of three round
-// trips, whatever the batch sizes: START TRANSACTION with the reads, the
-// writes, COMMIT. Round trips, not rows, set a small batch's cost. A round
-// whose every batch brings its SKU row as its worker left it
-// (service.Batch.Known) first tries two, without the reads (commitKnown).
+// trips (reads, writes, COMMIT): round trips, not rows, set a small
+// batch's cost. A round of known rows tries two first (commitKnown).
 //
-// It returns nil when every member's res and err are its answer: its
-// outcomes, or its own error (service.ErrSKUNotFound; service.ErrStaleFence,
-// written nothing; service.ErrOutcomeUnknown when a COMMIT that may have
-// landed could not be read back). Any other error means nothing was
-// committed: service.ErrNoTransaction when no connection could be had,
-// service.ErrConflict when a conditional UPDATE matched fewer rows than
-// SKUs, or what the driver said.
+// A nil error means each member holds its answer, maybe its own error
+// (service.ErrOutcomeUnknown: a COMMIT that could not be read back). Any
+// other error means nothing was committed.
 func (s *Stock) commitMySQL(ctx context.Context, ms []*member, wait lockWait) error {
 	if decideKnown(ms) {
 		err := s.commitKnown(ctx, ms, wait)
@@ -39,10 +33,9 @@ func (s *Stock) commitMySQL(ctx context.Context, ms []*member, wait lockWait) er
 	return s.commitRead(ctx, ms, wait)
 }
 
-// commitKnown commits the members decideKnown decided in two round trips:
-// START TRANSACTION with the writes, then COMMIT. It returns
-// errKnownChanged, committing nothing, when a write finds an assumption
-// of decideKnown false.
+// commitKnown commits what decideKnown decided in two round trips. It
+// returns errKnownChanged, committing nothing, when a write proves an
+// assumption false.
 func (s *Stock) commitKnown(ctx context.Context, ms []*member, wait lockWait) error {
 	tx, err := s.newConnTx(ctx, wait)
 	if err != nil {
@@ -138,9 +131,9 @@ func (s *Stock) newConnTx(ctx context.Context, wait lockWait) (*connTx, error) {
 	return tx, nil
 }
 
-// commitWrites commits tx. When COMMIT failed in a way that may have
-// committed, the first order is read back: if it landed, the round stands;
-// if that cannot be told, the writers' answer is service.ErrOutcomeUnknown.
+// commitWrites commits tx. A failed COMMIT that may have landed is
+// settled by reading the first order back; when that fails too, the
+// writers' answer is service.ErrOutcomeUnknown.
 func (s *Stock) commitWrites(ctx context.Context, tx *connTx, writers []*member) error {
 	err := tx.commit(ctx)
 	if err == nil || len(writers) == 0 {
@@ -162,17 +155,11 @@ func (s *Stock) commitWrites(ctx context.Context, tx *connTx, writers []*member)
 	return nil
 }
 
-// decideKnown decides every member on the SKU row its worker's previous
-// commit left (b.Known), as if none of its buyers held any of the SKU and
-// none of its idempotency keys had been used, and reports whether the
-// round can be committed so. It cannot when a member has no known row, or
-// would write nothing: its refusals, decided on a row nobody checked,
-// would stand unchecked. The writes check each assumption: the UPDATE's
-// version (and fence) guard that the row is still the one known, the
-// holdings upsert's row count that every holding is new, the unique index
-// that every key is unused. That index sees only the keys of new orders:
-// a keyed request refused here (sold out behind another buyer, say) may
-// replay an order placed earlier, which only the reads can find.
+// decideKnown decides every member on its known row (b.Known), taking
+// every holding as new and every key as unused, and reports whether the
+// round may commit so. Every member must write: the writes' guards
+// (version, fence, upsert count, unique key) are what check those
+// assumptions.
 func decideKnown(ms []*member) bool {
 	for _, m := range ms {
 		if m.b.Known == nil || m.b.Known.ID != m.b.SKUID {
@@ -192,8 +179,8 @@ func decideKnown(ms []*member) bool {
 	return true
 }
 
-// refusesAKey reports whether m's allocation refuses a request that
-// carries an idempotency key.
+// refusesAKey reports whether m refuses a request with an idempotency
+// key: it may replay an earlier order, which only the reads can find.
 func refusesAKey(m *member) bool {
 	for i, out := range m.alloc.Outcomes {
 		if out.Err != nil && m.b.Requests[i].IdempotencyKey != "" {
@@ -214,10 +201,9 @@ type lockWait int
 // sharedLockWait bounds a round's row-lock waits (CommitRound).
 const sharedLockWait lockWait = 1
 
-// lockWaitUntil is the lock wait of a transaction bounded by ctx: a
-// statement never waits on the server after its caller has gone (the
-// driver closes the connection on cancellation, but the server notices
-// only when the wait ends, holding the rows it locked until then).
+// lockWaitUntil bounds a transaction's row-lock waits by ctx's deadline:
+// the driver drops a cancelled caller's connection, but the server keeps
+// its rows locked until the wait ends.
 func lockWaitUntil(ctx context.Context) lockWait {
 	d, ok := ctx.Deadline()
 	if !ok {
@@ -238,9 +224,8 @@ func staleFence(b service.Batch, sku skuRow) error {
 }
 
 // commitMayHaveLanded reports whether a failed COMMIT may still have
-// committed: the server's own error, or database/sql refusing a
-// transaction whose context ended (it rolls it back), says it did not;
-// a connection lost while COMMIT was under way cannot say.
+// committed. A server error, or database/sql refusing an ended context,
+// says it did not; a lost connection cannot say.
 func commitMayHaveLanded(err error) bool {
 	if errors.Is(err, errCommitTimedOut) {
 		return true // sent, and cut at its deadline: the reply was lost
@@ -250,16 +235,14 @@ func commitMayHaveLanded(err error) bool {
 		!errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
 }
 
-// resolveTimeout bounds reading back a COMMIT whose answer was lost. It
-// comes on top of the batch's own deadline, which a COMMIT that got no
-// reply used up: together they stay within a buyer's order.request_timeout.
+// resolveTimeout bounds reading back a COMMIT whose reply was lost. Added
+// to the batch's own deadline, already spent, it stays within
+// order.request_timeout.
 const resolveTimeout = 2 * time.Second
 
 // landed reports whether the transaction that inserted o committed, on a
-// fresh context and connection. The read locks the row, so it waits for a
-// COMMIT (or the rollback of a dropped connection) still under way on the
-// server instead of reading around it; ids are not reused, and the row
-// must be o's.
+// fresh context and connection. The read locks the row, so it waits out a
+// COMMIT or rollback still under way instead of reading around it.
 func (s *Stock) landed(o service.Order) (bool, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), resolveTimeout)
 	defer cancel()
@@ -395,9 +378,9 @@ func (w *writes) add(ws []*member) {
 	w.upsertHoldings(ws)
 }
 
-// updateSKUs decrements every SKU in one conditional UPDATE: each SKU's
-// guard (stock, version, and fence when it has one) is one disjunct of the
-// WHERE clause, so its rows affected tell whether every guard held.
+// updateSKUs decrements every SKU in one conditional UPDATE, each SKU's
+// guard (stock, version, fence) one disjunct of the WHERE, so rows
+// affected tell whether every guard held.
 func (w *writes) updateSKUs(ws []*member) {
 	caseOf := func(col string, val func(*member) any) {
 		w.q.WriteString(col + " CASE id")
@@ -462,9 +445,9 @@ func (w *writes) insertOrders(ws []*member) {
 	}
 }
 
-// upsertHoldings adds to each new buyer's holding what it bought, in
-// arrival order: a deterministic lock order. Deltas, not totals: the
-// CHECK constraint sees the true holding whatever the reads saw.
+// upsertHoldings adds each new buyer's units in arrival order, a
+// deterministic lock order. Deltas, not totals: the CHECK sees the true
+// holding whatever was read.
 func (w *writes) upsertHoldings(ws []*member) {
 	w.q.WriteString("; INSERT INTO user_purchases (sku_id, user_id, quantity, per_user_limit) VALUES ")
 	for _, m := range ws {
@@ -494,9 +477,9 @@ type writeAnswers struct {
 	step     int64 // auto_increment_increment: the step between order ids
 }
 
-// send runs w with exec (tx.exec, or tx.beginExec when w begins the
-// transaction) and returns the server's answers to its statements, which
-// spare the SELECTs of rows affected and the first id.
+// send runs w with exec (tx.beginExec when w begins the transaction) and
+// returns each statement's answer, sparing SELECTs of rows affected and
+// ids.
 func (w *writes) send(ctx context.Context, tx *connTx, exec func(context.Context, string, ...any) (mysql.Result, error)) (writeAnswers, error) {
 	ans := writeAnswers{step: 1}
 	if w.orders > 1 {
@@ -519,9 +502,9 @@ func (w *writes) send(ctx context.Context, tx *connTx, exec func(context.Context
 	return ans, nil
 }
 
-// numberOrders gives the new orders of ws their ids. One multi-row INSERT
-// is a "simple insert": InnoDB gives it consecutive ids (steps of
-// auto_increment_increment) from the first, as GORM also assumes.
+// numberOrders gives the new orders of ws their ids: InnoDB gives one
+// multi-row INSERT consecutive ids, auto_increment_increment apart, as
+// GORM also assumes.
 func (ans writeAnswers) numberOrders(ws []*member) {
 	id := ans.firstID
 	for _, m := range ws {
@@ -532,10 +515,9 @@ func (ans writeAnswers) numberOrders(ws []*member) {
 	}
 }
 
-// knownChanged is errKnownChanged for the server's refusal of a write
-// decided on known rows because one of them changed: an idempotency key
-// already used (a duplicate entry), a holding over the limit (a CHECK
-// constraint). Any other error stands.
+// knownChanged wraps as errKnownChanged a refusal showing a known row
+// changed: a used idempotency key (duplicate entry) or a holding over the
+// limit (CHECK). Other errors stand.
 func knownChanged(err error) error {
 	var myErr *mysql.MySQLError
 	if errors.As(err, &myErr) {

@@ -15,12 +15,10 @@ import (
 // rollbackTimeout bounds the ROLLBACK of a transaction that did not commit.
 const rollbackTimeout = time.Second
 
-// connTx is a transaction on one pooled connection whose START TRANSACTION
-// travels with its first statements, sparing the round trip of
-// database/sql's BeginTx (and its goroutine). It keeps database/sql's
-// promise that a connection goes back to the pool with no transaction
-// open: end rolls back whatever did not commit, and discards a
-// connection on which even that failed.
+// connTx is a transaction on one pooled connection whose START
+// TRANSACTION rides with its first statements, sparing BeginTx's round
+// trip. As with database/sql, no connection returns to the pool with a
+// transaction open (end).
 type connTx struct {
 	conn *sql.Conn
 	sess *session // what the connection's session holds of ours
@@ -28,9 +26,9 @@ type connTx struct {
 	open bool     // START TRANSACTION may have run, and neither COMMIT nor ROLLBACK has
 }
 
-// beginning is the statements that start the transaction, to be sent
-// with its first ones (begin, beginExec): START TRANSACTION, and the
-// lock wait when the session does not hold it already.
+// beginning is the statements that start the transaction, sent with its
+// first ones: START TRANSACTION, and the lock wait unless the session
+// holds it.
 func (t *connTx) beginning() string {
 	if t.sess.waitSet && t.sess.wait == t.wait {
 		return "START TRANSACTION; "
@@ -45,8 +43,8 @@ func (t *connTx) begun(err error) {
 }
 
 // begin sends query, which must start with beginning(), as one
-// multi-statement of reads; the caller reports to begun once it has read
-// them all.
+// multi-statement of reads; the caller calls begun once it has read them
+// all.
 func (t *connTx) begin(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
 	t.open = true // even a failed query may have started the transaction
 	return t.conn.QueryContext(ctx, query, args...)
@@ -61,12 +59,10 @@ func (t *connTx) beginExec(ctx context.Context, query string, args ...any) (mysq
 	return res, err
 }
 
-// exec runs a multi-statement of writes and returns every statement's
-// rows affected and last insert id, from the server's answers to each
-// (database/sql keeps only the last statement's): no SELECT ROW_COUNT()
-// or LAST_INSERT_ID() is needed, each of which costs the server a packet
-// sent and the service a read. The first statement that fails ends the
-// multi-statement, and its error is returned.
+// exec runs a multi-statement of writes and returns each statement's rows
+// affected and last insert id (database/sql keeps only the last's),
+// sparing SELECT ROW_COUNT() and LAST_INSERT_ID(). The first failing
+// statement ends it with its error.
 func (t *connTx) exec(ctx context.Context, query string, args ...any) (mysql.Result, error) {
 	var res mysql.Result
 	err := t.conn.Raw(func(dc any) error {
@@ -97,13 +93,11 @@ func (t *connTx) exec(ctx context.Context, query string, args ...any) (mysql.Res
 	return res, err
 }
 
-// commit commits, as database/sql's Tx.Commit does: not at all once ctx
-// has ended (the rollback follows in end). Once sent, COMMIT is bounded by
-// ctx's deadline (commitTimeout when it has none) but not by its
-// cancellation, so that a buyer's leaving never cuts a COMMIT in half
-// while a reply that never comes still ends it: the driver closes the
-// connection at the deadline, and the error is errCommitTimedOut, whose
-// outcome is read back as a lost reply's is (commitMayHaveLanded).
+// commit commits unless ctx has ended (end rolls back), as Tx.Commit
+// does. Once sent, COMMIT ignores ctx's cancellation, so a leaving buyer
+// never cuts it in half, but keeps its deadline (else commitTimeout); a
+// COMMIT cut there returns errCommitTimedOut and is read back as a lost
+// reply is.
 func (t *connTx) commit(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -132,8 +126,8 @@ const commitTimeout = 5 * time.Second
 var errCommitTimedOut = errors.New("repository: no reply to COMMIT by its deadline")
 
 // end rolls back a transaction that did not commit and returns the
-// connection to the pool; a connection that could not be rolled back is
-// closed instead, so that no one else finds the transaction open.
+// connection to the pool, or closes it when the rollback failed, so no
+// one finds the transaction open.
 func (t *connTx) end() {
 	if t.open {
 		ctx, cancel := context.WithTimeout(context.Background(), rollbackTimeout)
@@ -147,25 +141,20 @@ func (t *connTx) end() {
 	_ = t.conn.Close()
 }
 
-// session is what one pooled connection's server session holds that a
-// round needs: the lock wait the last round on it set (so that the next
-// one with the same wait sends no SET, a packet each way), and the
-// server's auto_increment_increment, which a session keeps from its
-// start (so that it is read once per connection, not per round). It
-// relies on the driver never resetting a session (go-sql-driver/mysql
-// sends no COM_RESET_CONNECTION): were it to, a round would run under the
-// server's default lock wait until its connection closes. Only the
-// goroutine holding the connection uses it.
+// session is what a pooled connection's server session holds for us: the
+// lock wait last set, so an equal one sends no SET, and
+// auto_increment_increment, read once. It relies on the driver never
+// resetting a session (go-sql-driver/mysql sends no
+// COM_RESET_CONNECTION). Only the connection's holder uses it.
 type session struct {
 	wait    lockWait
 	waitSet bool
 	step    int64 // auto_increment_increment; 0 until read
 }
 
-// The sessions remembered hold their driver connections, closed or not,
-// until they are forgotten: all at once, when twice as many as the pool
-// may open (maxSessions when it is unbounded) are remembered. Each is
-// then asked again, once.
+// maxSessions caps the sessions remembered when the pool is unbounded
+// (else twice its size). Remembered sessions pin their driver
+// connections, so at the cap all are forgotten and asked again.
 const maxSessions = 1024
 
 // sessions remembers the session of each pooled connection of db, by its

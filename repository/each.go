@@ -8,11 +8,10 @@ import (
 	"github.com/seckill/seckill/service"
 )
 
-// refusesARow reports whether err is the database refusing a row that a
-// batch's writes derived from one of its requests: a unique key or CHECK
-// constraint (the request's key or holding taken for another's where the
-// decision saw none), or a value the column cannot hold. Retrying the
-// whole batch would meet it again.
+// refusesARow reports whether err is the database refusing a row one
+// request's writes derived: a unique key or CHECK the decision did not
+// foresee, or an unstorable value. Retrying the whole batch would meet it
+// again.
 func refusesARow(err error) bool {
 	switch violationOf(err) {
 	case violationUnique, violationCheck, violationData:
@@ -25,15 +24,11 @@ func refusesARow(err error) bool {
 // key inserted by a concurrent writer is found by the second's reads.
 const eachAttempts = 2
 
-// commitEach commits b's requests one at a time, in arrival order, each in
-// a transaction of its own that reads afresh: the way out of a batch whose
-// writes the database refused for one request's row. Each request then
-// gets its own answer: a row refused for itself is answered for itself
-// (refusedRow), and the others are sold as if it had not come. An error
-// that is no request's own (the database unavailable, the fence or
-// version moved) fails the batch while nothing of it is written; after
-// that, the orders committed stand and the rest are answered unavailable,
-// nothing written for them.
+// commitEach commits b's requests one at a time, in arrival order, each
+// in its own transaction that reads afresh, so a refused row is answered
+// to its request alone (refusedRow). An error that is no request's own
+// fails the batch while nothing is written; after that, committed orders
+// stand and the rest are answered unavailable.
 func (s *Stock) commitEach(ctx context.Context, b service.Batch) (service.BatchResult, error) {
 	res := service.BatchResult{Outcomes: make([]service.Outcome, len(b.Requests))}
 	wrote, read := false, false
@@ -70,10 +65,9 @@ func (s *Stock) commitEach(ctx context.Context, b service.Batch) (service.BatchR
 	return res, nil
 }
 
-// commitOne commits a batch of one request. It returns the batch's result
-// and the request's outcome; or, when the database refused the request's
-// row, no result and the outcome that says so; or an error that is no
-// request's own.
+// commitOne commits a batch of one request and returns its result and
+// outcome; only the outcome when the database refused its row; or an
+// error that is no request's own.
 func (s *Stock) commitOne(ctx context.Context, one service.Batch) (*service.BatchResult, service.Outcome, error) {
 	for attempt := 1; ; attempt++ {
 		res, err := s.commitOnce(ctx, one)
@@ -90,9 +84,8 @@ func (s *Stock) commitOne(ctx context.Context, one service.Batch) (*service.Batc
 }
 
 // refusedRow is the answer to a request whose row the database refused
-// although the decision on what it read allowed it: the database tells
-// its id or key apart from others differently than the service does, or
-// cannot store it.
+// though the decision allowed it: the database compares its id or key
+// differently, or cannot store it.
 func refusedRow(err error) error {
 	switch violationOf(err) {
 	case violationUnique:

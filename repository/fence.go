@@ -6,14 +6,14 @@ import (
 	"github.com/seckill/seckill/service"
 )
 
-// fenceGuard admits a batch fenced with f (first argument) when the stored
-// fence is no newer, or lies above f's backend's ceiling (second argument,
-// service.FenceCeiling(f)): it was issued by the other lock backend.
+// fenceGuard admits a batch fenced with f (first argument) when the
+// stored fence is no newer, or above service.FenceCeiling(f) (second):
+// the other lock backend issued it.
 const fenceGuard = "(fence <= ? OR fence > ?)"
 
-// AdoptFence sets the SKU's fence to to if it still holds from, in one
-// conditional UPDATE: a fence written meanwhile by a holder's batch stays.
-// It changes neither the stock nor the version.
+// AdoptFence sets the SKU's fence from from to to in one conditional
+// UPDATE, so a fence a holder's batch wrote meanwhile stays. Stock and
+// version are untouched.
 func (s *Stock) AdoptFence(ctx context.Context, id, from, to int64) (bool, error) {
 	r := s.db.WithContext(ctx).Exec("UPDATE skus SET fence = ? WHERE id = ? AND fence = ?", to, id, from)
 	if r.Error != nil {

@@ -20,10 +20,9 @@ var _ service.LifecycleStore = (*Stock)(nil)
 // expiryFence names the sweeper's row in leader_fences (migration 00003).
 const expiryFence = "order-expiry"
 
-// PayOrder marks a pending order paid, conditionally on it still being
-// pending and not yet due: one UPDATE, which a concurrent expiry or
-// cancellation of the same order either precedes (and this one matches
-// no row) or follows (and finds it paid).
+// PayOrder marks a pending order paid if not yet due, in one conditional
+// UPDATE: a concurrent expiry or cancellation either precedes it (no row
+// matches) or finds it paid.
 func (s *Stock) PayOrder(ctx context.Context, id int64, now time.Time) (service.Settlement, error) {
 	db := s.db.WithContext(ctx)
 	r := db.Model(&orderRow{}).
@@ -49,10 +48,9 @@ func (s *Stock) PayOrder(ctx context.Context, id int64, now time.Time) (service.
 	return service.Settlement{}, service.ErrOfStatus(o.Status)
 }
 
-// CancelOrder cancels buyer's pending order and returns its units in ONE
-// transaction: the conditional status change first (WHERE status =
-// 'pending'), then the stock, so a second cancel, an expiry or a payment
-// of the same order finds it settled and returns nothing.
+// CancelOrder cancels buyer's pending order and returns its units in one
+// transaction, status first (WHERE status = 'pending'), so a second
+// cancel, an expiry or a payment returns nothing.
 func (s *Stock) CancelOrder(ctx context.Context, id int64, buyer string, now time.Time) (service.Settlement, error) {
 	var st service.Settlement
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
@@ -91,12 +89,11 @@ func (s *Stock) CancelOrder(ctx context.Context, id int64, buyer string, now tim
 	return st, nil
 }
 
-// ExpireDue expires up to run.Limit due pending orders in ONE
-// transaction. The due orders are found by a plain read that locks
-// nothing (a paused sweeper holds no row); then the leader fence is
-// advanced to run.Fence, refused when a newer lease already wrote; then
-// each order's status changes only if it is still pending and due, and
-// the units of those that changed go back to stock.
+// ExpireDue expires up to run.Limit due pending orders in one
+// transaction. It finds them with a read that locks nothing, so a paused
+// sweeper holds no row; advances the leader fence, refused when a newer
+// lease wrote; then expires each order still pending and due and returns
+// its units.
 func (s *Stock) ExpireDue(ctx context.Context, run service.ExpiryRun) (service.Expiry, error) {
 	var ex service.Expiry
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
@@ -148,9 +145,9 @@ func (s *Stock) ExpireDue(ctx context.Context, run service.ExpiryRun) (service.E
 }
 
 // advanceFence records fence as the newest that wrote under name, or
-// returns ErrStaleFence when a newer one of the same lock backend already
-// did (fenceGuard: a fence of the other backend resets the comparison). A
-// fence of 0 (a backend without fencing) is not recorded.
+// returns service.ErrStaleFence when a newer fence of the same backend
+// did (fenceGuard). Fence 0, from a backend without fencing, is not
+// recorded.
 func advanceFence(tx *gorm.DB, name string, fence int64) error {
 	if fence <= 0 {
 		return nil
@@ -167,9 +164,9 @@ func advanceFence(tx *gorm.DB, name string, fence int64) error {
 }
 
 // returnUnits gives the units of orders that just left pending back to
-// their SKUs (stock up, sold down, version bumped so that a batch that
-// read the SKU before re-reads) and to their buyers' quotas, and returns
-// the SKU rows after, by id. Rows are locked in id order.
+// their SKUs and buyers' quotas, locking rows in id order, and returns
+// the SKUs after. The version bump makes a batch that read the old row
+// re-read.
 func (s *Stock) returnUnits(tx *gorm.DB, orders []orderRow, now time.Time) ([]service.SKU, error) {
 	type holding struct {
 		sku  int64
@@ -287,10 +284,9 @@ func (s *Stock) OrderUnitsOf(ctx context.Context, skuIDs []int64) (map[int64]ser
 	return out, nil
 }
 
-// translateSettle is translate for the lifecycle's transitions: their
-// domain answers pass through; a deadlock or a lock wait that timed out
-// is a conflict (service.ErrConflict) the caller may retry: the
-// transaction was rolled back and wrote nothing.
+// translateSettle is translate for the lifecycle: domain answers pass
+// through; a deadlock or lock-wait timeout is service.ErrConflict, which
+// the caller may retry, nothing written.
 func translateSettle(err error) error {
 	for _, known := range []error{service.ErrOrderPaid, service.ErrOrderCancelled, service.ErrOrderExpired} {
 		if errors.Is(err, known) {

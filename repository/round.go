@@ -6,14 +6,10 @@ import (
 	"github.com/seckill/seckill/service"
 )
 
-// CommitRound commits one batch per SKU in one transaction whose
-// statements wait at most sharedLockWait for a row lock: a SKU whose row
-// is held elsewhere fails the round after a second, instead of the round
-// holding the other SKUs' rows for as long as that row stays locked. When
-// it returns an error, nothing was committed; it wraps
-// service.ErrNoTransaction when no transaction could be begun. The
-// service decides which batches share a round, and what to do when one
-// fails.
+// CommitRound commits one batch per SKU in one transaction whose row-lock
+// waits are bounded (sharedLockWait): a row held elsewhere fails the
+// round in a second instead of stalling the other SKUs' rows. On error
+// nothing was committed; service.ErrNoTransaction means none began.
 func (s *Stock) CommitRound(ctx context.Context, bs []service.Batch) ([]service.RoundResult, error) {
 	out := make([]service.RoundResult, len(bs))
 	if s.sql == nil {

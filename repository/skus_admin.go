@@ -24,16 +24,13 @@ func (s *Stock) SKUs(ctx context.Context, after int64, limit int) ([]service.SKU
 	return out, nil
 }
 
-// UpdateSKU changes a SKU in ONE transaction: it locks the row, applies
-// ch, writes it with version+1 (an order batch that read the old row
-// fails its version guard and re-reads) and, when the per-user limit
-// changed, rewrites the copy of it in every holding of the SKU, which the
-// user_purchases CHECK (quantity <= per_user_limit) enforces.
+// UpdateSKU changes a SKU in one transaction: it locks the row, applies
+// ch and writes it with version+1, so a batch that read the old row
+// re-reads.
 //
-// A holding above a lowered limit stays valid: its copy becomes its own
-// quantity (GREATEST(quantity, new limit)), so the CHECK accepts the row
-// as it is and refuses any further unit for that user; every other holding
-// gets the new limit. Raising the limit raises every copy to it.
+// The user_purchases CHECK reads each holding's copy of the per-user
+// limit, so a change rewrites them; a holding above a lowered limit keeps
+// its quantity as its limit, valid but unable to grow.
 func (s *Stock) UpdateSKU(ctx context.Context, id int64, ch service.SKUChange, now time.Time) (service.SKU, error) {
 	var out service.SKU
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {

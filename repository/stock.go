@@ -1,7 +1,7 @@
-// Package repository implements service.Store with GORM over MySQL (or
-// MariaDB) and, for the quick start, SQLite. Correctness lives here: every
-// stock decrement is one conditional UPDATE whose rows-affected is checked,
-// and the schema refuses what the application must never write.
+// Package repository implements service.Store over MySQL (or MariaDB)
+// and, for the quick start, SQLite. Every stock decrement is a
+// conditional UPDATE with its rows affected checked, and the schema
+// refuses what must never be written.
 package repository
 
 import (
@@ -30,8 +30,8 @@ type Stock struct {
 }
 
 // New returns a Stock over db, which must have the schema of migrations/.
-// On MySQL the connections must allow multiStatements (database.OpenMySQL's
-// do): batches then commit in three round trips instead of eight.
+// MySQL connections must allow multiStatements (database.OpenMySQL's do):
+// a batch commits in three round trips.
 func New(db *gorm.DB) *Stock {
 	s := &Stock{db: db, sqlite: db.Dialector.Name() == "sqlite"}
 	if !s.sqlite {
@@ -123,17 +123,12 @@ type purchaseRow struct {
 
 func (purchaseRow) TableName() string { return "user_purchases" }
 
-// CommitBatch runs one batch in ONE transaction: read the SKU, the orders
-// already under the batch's idempotency keys and the buyers' holdings;
-// decide with service.Allocate; then one conditional UPDATE (version, and
-// fence when b.Fence > 0), one multi-row INSERT of orders and one upsert
-// of holdings. A conditional UPDATE that matches no row returns
-// service.ErrConflict; a SKU whose fence is newer than b.Fence returns
-// service.ErrStaleFence, written nothing; a COMMIT that may or may not
-// have landed is read back, and returns service.ErrOutcomeUnknown when
-// that fails. When the database refuses a row of the batch, its requests
-// are committed one by one (commitEach): one request's trouble never
-// fails the others.
+// CommitBatch commits b in one transaction: reads, service.Allocate, then
+// conditional writes. It returns service.ErrConflict when a guard fails,
+// service.ErrStaleFence when a newer fence wrote, and
+// service.ErrOutcomeUnknown when a COMMIT cannot be read back. When the
+// database refuses one request's row, the requests commit one by one
+// (commitEach) so the others do not fail.
 func (s *Stock) CommitBatch(ctx context.Context, b service.Batch) (service.BatchResult, error) {
 	res, err := s.commitOnce(ctx, b)
 	if err != nil && len(b.Requests) > 1 && refusesARow(err) {
@@ -195,9 +190,9 @@ func (s *Stock) CreateSKU(ctx context.Context, sku service.SKU) (service.SKU, er
 	return r.domain(), nil
 }
 
-// SetStock sets the remaining stock; total_stock follows so that
-// stock + sold == total_stock keeps holding. It bumps the version, so an
-// order batch that read the old stock retries.
+// SetStock sets the remaining stock (total_stock follows, keeping stock +
+// sold == total_stock) and bumps the version, so a batch that read the
+// old stock retries.
 func (s *Stock) SetStock(ctx context.Context, id, stock int64) (service.SKU, error) {
 	var out skuRow
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
@@ -286,9 +281,9 @@ func violationOf(err error) violation {
 }
 
 // translate maps a driver error to the service's sentinels: a missing row
-// becomes notFound; a unique or check violation, or a deadlock, means a
-// concurrent writer got there first, a conflict that a retry re-reads;
-// anything else is the database being unavailable.
+// to notFound; a unique or CHECK violation or a deadlock to
+// service.ErrConflict, which a retry re-reads; anything else to
+// service.ErrUnavailable.
 func translate(err, notFound error) error {
 	switch {
 	case err == nil:
@@ -306,9 +301,8 @@ func translate(err, notFound error) error {
 	return fmt.Errorf("%w: %w", service.ErrUnavailable, err)
 }
 
-// translateBatch is translate for a batch of orders of one SKU. A batch of
-// one request whose CHECK failed can only have met the per-user limit:
-// that is its answer.
+// translateBatch is translate for a batch of one SKU. A one-request batch
+// whose CHECK failed can only have met the per-user limit.
 func translateBatch(err error, b service.Batch) error {
 	if len(b.Requests) == 1 && violationOf(err) == violationCheck {
 		return fmt.Errorf("%w: %w", service.ErrLimitExceeded, err)
@@ -316,10 +310,10 @@ func translateBatch(err error, b service.Batch) error {
 	return translate(err, service.ErrSKUNotFound)
 }
 
-// columnTime is t as a DATETIME(6) column keeps it. Servers disagree on
-// the nanoseconds below it (MySQL 8 rounds, MariaDB truncates), and a
-// SKU's created_at in microseconds is its identity across instances
-// (service.SKURef): the value written must be the value every reader gets.
+// columnTime is t as a DATETIME(6) column keeps it (MySQL 8 rounds below
+// a microsecond, MariaDB truncates): created_at is a SKU's identity
+// across instances (service.SKURef), so every reader must get what was
+// written.
 func columnTime(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
 
 func columnTimePtr(t *time.Time) *time.Time {

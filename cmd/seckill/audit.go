@@ -59,9 +59,8 @@ func usageError(err error) error { return &exitError{code: 2, err: err} }
 // named in the output above it.
 const maxNamed = 20
 
-// runAudit audits the SKUs of cfg's database and writes the table, or
-// the JSON document, to stdout. A failed invariant is an error of exit
-// status 1; anything that stops the audit, of status 2.
+// runAudit audits the SKUs of cfg's database, writing a table or JSON to
+// stdout. A failed invariant exits 1; anything that stops the audit, 2.
 func runAudit(ctx context.Context, cfg config.Config, f auditFlags, stdout io.Writer) error {
 	if cfg.Embedded() {
 		return usageError(errors.New("audit: SECKILL_MYSQL_DSN (mysql.dsn) is required: the audit reads MySQL/MariaDB"))

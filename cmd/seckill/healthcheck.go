@@ -8,10 +8,10 @@ import (
 	"time"
 )
 
-// healthcheck asks the server listening on addr (http.addr) for GET /readyz
-// and fails unless it answers 200 within two seconds. It is the container
-// healthcheck: the distroless image has no shell, curl or wget. A wildcard
-// listen address (0.0.0.0, ::, or no host) is asked on 127.0.0.1.
+// healthcheck fails unless the server on addr (http.addr) answers GET
+// /readyz with 200 within two seconds: the container healthcheck, as the
+// distroless image has no shell or curl. A wildcard address is asked on
+// 127.0.0.1.
 func healthcheck(ctx context.Context, addr string) error {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {

@@ -83,10 +83,9 @@ type command struct {
 
 const migrateUsage = "usage: seckill migrate up|down|status"
 
-// parseArgs reads flags wherever they stand, before or after the command,
-// and checks the command before anything is loaded, so that a typo is
-// reported as such rather than as a missing setting. The flag package
-// prints nothing: the one error line is the caller's.
+// parseArgs reads flags wherever they stand and checks the command before
+// anything loads, so a typo reads as a typo, not a missing setting. The
+// caller prints the one error line.
 func parseArgs(args []string, getenv func(string) string) (command, string, error) {
 	fs := flag.NewFlagSet("seckill", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)

@@ -8,8 +8,8 @@ import (
 )
 
 // printVersion writes the module version and the VCS revision, time and
-// modified flag the go command stamped into the binary ("unknown" when it
-// did not: go run, or a build outside a checkout).
+// modified flag stamped into the binary ("unknown" without them: go run,
+// or a build outside a checkout).
 func printVersion(w io.Writer) error {
 	version, revision, when, modified := "unknown", "unknown", "unknown", "unknown"
 	if bi, ok := debug.ReadBuildInfo(); ok {

@@ -1,6 +1,6 @@
-// Package app wires the service together: it opens the stores, builds
-// the lock, the order flow and the HTTP API, and runs them until the
-// context ends, then shuts down in order.
+// Package app wires the service together: it opens the stores, builds the
+// lock, the order flow and the HTTP API, and runs them until the context
+// ends.
 package app
 
 import (
@@ -56,9 +56,9 @@ func dbOptions(cfg config.Config) database.Options {
 		IOTimeout: cfg.MySQL.IOTimeout}
 }
 
-// Serve runs the service until ctx ends. In embedded mode (no DSN) it
-// starts in-process Redis and SQLite, seeds a demo SKU and prints how to
-// use it on stdout. ready, if not nil, receives the listening address.
+// Serve runs the service until ctx ends, then shuts it down. With no DSN
+// it runs embedded: in-process Redis and SQLite, and a demo SKU. ready,
+// if not nil, gets the listening address.
 func Serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.Writer, ready func(addr string)) error {
 	var cl closers
 	defer cl.close(log)
@@ -306,10 +306,9 @@ func newHTTPServer(cfg config.Config, api http.Handler, conns *connWatch, log *s
 	}
 }
 
-// announce says where the service runs. In embedded mode it seeds the
-// demo SKU and prints the quick start; a generated admin token is printed
-// (on stdout, never in the log), and so is a generated HS256 secret: it
-// exists only in the quick start and dies with the process.
+// announce says where the service runs; in embedded mode it seeds the
+// demo SKU and prints the quick start. A generated admin token or HS256
+// secret goes to stdout, never to the log.
 func announce(ctx context.Context, cfg config.Config, catalog *service.Catalog, redisSetup string, url string, generatedToken, generatedSecret bool, stdout io.Writer, log *slog.Logger) error {
 	mode := "mysql+redis:" + redisSetup
 	if cfg.Lock.Backend == config.BackendZooKeeper {
@@ -347,10 +346,9 @@ func announce(ctx context.Context, cfg config.Config, catalog *service.Catalog, 
 	return nil
 }
 
-// serveUntilDone serves the API (and the admin listener, if any) until
-// ctx ends, then drains: /readyz answers 503 for http.drain_delay, then
-// the listeners and the order queues shut down together within
-// http.shutdown_timeout.
+// serveUntilDone serves the API and admin listeners until ctx ends, then
+// drains: /readyz answers 503 for http.drain_delay, then listeners and
+// order queues shut down within http.shutdown_timeout.
 func serveUntilDone(ctx context.Context, cfg config.Config, api, admin *listening, orders *service.Orders, draining *atomic.Bool, ready func(addr string), log *slog.Logger) error {
 	servers := []*listening{api}
 	if admin != nil {
@@ -421,9 +419,9 @@ type quickStart struct {
 	demo            service.SKU
 }
 
-// mintCommand is the seckill token command line that mints tokens this
-// instance accepts: its generated secret, and its issuer and audience
-// where they are not the defaults.
+// mintCommand is the `seckill token` command line that mints tokens this
+// instance accepts: its generated secret, and any issuer or audience that
+// is not the default.
 func mintCommand(j config.JWT) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "SECKILL_AUTH_JWT_SECRET=%s", j.Secret) // hex: nothing to quote

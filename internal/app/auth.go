@@ -15,9 +15,9 @@ import (
 )
 
 // shopperAuth builds the shopper verifier and the order id codec. The
-// quick start (no DSN) generates what is missing: an HS256 secret and an
-// order id key, both gone with the process. With auth.shopper none it
-// warns: any client can then buy as any user_id.
+// quick start generates a missing HS256 secret and order id key, gone
+// with the process. auth.shopper none warns: anyone can buy as any
+// user_id.
 func shopperAuth(ctx context.Context, cfg *config.Config, log *slog.Logger) (handler.ShopperAuth, error) {
 	a := &cfg.Auth
 	if cfg.Embedded() {

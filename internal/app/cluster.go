@@ -7,18 +7,10 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// newClusterClient returns go-redis's Cluster client with one addition:
-// it re-reads the slot map as soon as a node fails to answer.
-//
-// go-redis reloads the slot map on MOVED and ASK, and otherwise every
-// ClusterStateReloadInterval (60s by default). A master that dies answers
-// nothing, so no MOVED ever comes: after the cluster has promoted its
-// replica, the client would go on dialling the dead address for the
-// slots it served until the interval ran out, and every SKU there would
-// sell on the database's guard alone (slower, and with the lock's
-// fallback) for up to a minute instead of the seconds of the election.
-// Reloading on a failed answer follows the promotion within one reload
-// (go-redis coalesces them, at most one per 200ms).
+// newClusterClient returns go-redis's Cluster client, reloading the slot
+// map as soon as a node fails to answer. A dead master sends no MOVED:
+// the client would otherwise dial it until ClusterStateReloadInterval ran
+// out, its SKUs selling degraded meanwhile (docs/locking.md).
 func newClusterClient(opts *redis.ClusterOptions) *redis.ClusterClient {
 	cc := redis.NewClusterClient(opts)
 	reload := reloadOnFailure{cc: cc}
@@ -56,11 +48,9 @@ func (h reloadOnFailure) ProcessPipelineHook(next redis.ProcessPipelineHook) red
 	}
 }
 
-// nodeFailed reports whether err says the node did not serve the command:
-// no answer at all (refused, reset, timed out) or a cluster that is not
-// serving the slot (CLUSTERDOWN, TRYAGAIN). A reply such as a script error
-// or redis.Nil is an answer; the caller's own cancelled context is not the
-// node's fault.
+// nodeFailed reports whether the node did not serve the command: no
+// answer, CLUSTERDOWN or TRYAGAIN. A reply (a script error, redis.Nil) or
+// the caller's own cancellation is not a failure.
 func nodeFailed(ctx context.Context, err error) bool {
 	if err == nil || ctx.Err() != nil {
 		return false

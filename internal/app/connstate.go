@@ -10,23 +10,11 @@ import (
 )
 
 // connWatch counts the connections the HTTP server closes, by the state
-// each was in, because net/http closes two kinds silently (nothing reaches
-// http.Server.ErrorLog):
-//
-//   - "new": the connection sent no complete request header within
-//     http.read_header_timeout, counted from when the server starts reading
-//     it, or the client left before asking anything. A client pool that
-//     dials a connection and leaves it unused for longer than that finds it
-//     closed: Go's Transport reports EOF for the first request on such a
-//     connection and does not retry it (it retries only reused ones).
-//   - "active": closed during or right after a request: "Connection:
-//     close", a handler past http.write_timeout, or a panic net/http caught.
-//
-// "idle" is a kept-alive connection closed by the client, by
-// http.idle_timeout or by shutdown. The series is
-// seckill_http_connections_closed_total{state}; closes before a first
-// request are also logged at debug level (remote addresses only, no
-// request data).
+// each was in (seckill_http_connections_closed_total), because net/http
+// closes some silently: "new" ones that sent no header within
+// http.read_header_timeout (a pooling client then gets an unretried EOF)
+// and "active" ones cut mid-request. Closes before a first request are
+// also logged at debug level.
 type connWatch struct {
 	closed *prometheus.CounterVec
 	log    *slog.Logger

@@ -7,9 +7,9 @@ import (
 	"github.com/seckill/seckill/service"
 )
 
-// hintFirstSKU logs how to create a SKU when the database has none, so
-// that an operator starting the service against an empty MySQL knows what
-// to do next. The token is named, never printed.
+// hintFirstSKU logs how to create a SKU when the database has none, for
+// an operator starting against an empty MySQL. The token is named, never
+// printed.
 func hintFirstSKU(ctx context.Context, catalog *service.Catalog, log *slog.Logger, url string) {
 	list, err := catalog.List(ctx, 0, 1)
 	if err != nil || len(list) > 0 {

@@ -16,10 +16,9 @@ func SweeperConfig(cfg config.Config) service.SweeperConfig {
 	return service.SweeperConfig{Interval: cfg.Order.SweepInterval, Batch: cfg.Order.SweepBatch, TxTimeout: cfg.Order.TxTimeout}
 }
 
-// sweeperLock is the lock the expiry sweeper is elected with: with Redis,
-// a client of its own, without the per-SKU lock's observer, so that the
-// lock metrics count the order path's acquisitions only (the leadership
-// is seckill_sweeper_leader); with ZooKeeper, the configured lock (lk).
+// sweeperLock is the lock that elects the expiry sweeper: on Redis a
+// client of its own without the lock observer, so that lock metrics count
+// the order path only; on ZooKeeper, lk.
 func sweeperLock(cfg config.Config, rs *redisSetup, lk service.Locker) service.Locker {
 	if cfg.Lock.Backend == config.BackendZooKeeper || len(rs.clients) == 0 {
 		return lk
@@ -28,9 +27,8 @@ func sweeperLock(cfg config.Config, rs *redisSetup, lk service.Locker) service.L
 }
 
 // startLifecycle returns the payment and cancellation of orders and
-// starts this instance's expiry sweeper, which sweeps while it holds the
-// leader lease on the configured lock (lk). The sweeper stops, and is
-// waited for, before the stores close (cl runs in reverse order).
+// starts the expiry sweeper, which sweeps while it holds the leader lease
+// on lk. cl stops it, and waits, before the stores close.
 func startLifecycle(ctx context.Context, cfg config.Config, store *repository.Stock, lk service.Locker, orders *service.Orders,
 	mx *metrics.Metrics, log *slog.Logger, cl *closers) (*service.Lifecycle, error) {
 	obs, err := metrics.NewLifecycle(mx)

@@ -33,10 +33,9 @@ type SKULock struct {
 	State service.LockState
 }
 
-// HeldLocks returns the state of the SKU locks that have a holder now,
-// read from the lock backend cfg names (serve's): at most limit keys are
-// looked at, found by SCAN under lock.prefix on Redis (every master) and
-// as the children of the locks' root on ZooKeeper.
+// HeldLocks returns the SKU locks held now in the lock backend cfg names,
+// looking at no more than limit keys: a SCAN under lock.prefix on every
+// Redis master, or the children of the locks' root on ZooKeeper.
 func HeldLocks(ctx context.Context, cfg config.Config, log *slog.Logger, limit int) ([]SKULock, error) {
 	var (
 		keys    []string

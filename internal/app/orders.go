@@ -44,9 +44,9 @@ func LockOptions(cfg config.Config) []lock.Option {
 	}
 }
 
-// OrderLockOptions are the options of the per-SKU lock of the order path:
-// LockOptions, and its holders hear when another instance wants their SKU
-// (lock.wanted_notices). Its client must be closed.
+// OrderLockOptions are the order path's per-SKU lock options:
+// LockOptions, and wanted notices so holders hear when another instance
+// wants their SKU. Its client must be closed.
 func OrderLockOptions(cfg config.Config) []lock.Option {
 	return append(LockOptions(cfg), lock.WithWantedNotices(cfg.Lock.WantedNotices))
 }

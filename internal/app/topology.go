@@ -20,10 +20,8 @@ import (
 )
 
 // redisSetup is the Redis the service runs on, as redis.mode says: one
-// client (standalone, a Sentinel-managed master, or a Cluster) or one per
-// independent Redlock master. Failover is go-redis's own: NewFailoverClient
-// asks the sentinels for the master and follows +switch-master;
-// NewClusterClient follows MOVED and the cluster's slot map.
+// client (standalone, Sentinel-managed master, or Cluster) or one per
+// Redlock master. go-redis follows failovers.
 type redisSetup struct {
 	mode    string
 	clients []redis.UniversalClient
@@ -136,10 +134,9 @@ func lockReplicaOptions(cfg config.Config) []lock.Option {
 	return []lock.Option{lock.WithMinReplicas(cfg.Lock.MinReplicas, cfg.Lock.ReplicaTimeout)}
 }
 
-// sentinelWatch asks the sentinels which node is the master and counts the
-// changes it sees. It is asked at every /readyz and /metrics scrape, so a
-// failover is seen at the next probe; two failovers between probes that
-// end on the first master are not seen.
+// sentinelWatch asks the sentinels which node is master and counts the
+// changes, at every /readyz and /metrics scrape; two failovers between
+// probes that end on the same master go unseen.
 type sentinelWatch struct {
 	name      string
 	sentinels []*redis.SentinelClient
@@ -234,8 +231,8 @@ func (c *topologyCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // RedisLogger sends go-redis's own messages (a failed dial, a pool
-// problem) to log instead of plain stderr. go-redis keeps one logger per
-// process: main sets it with redis.SetLogger, once.
+// problem) to log instead of stderr. go-redis has one logger per process:
+// main sets it once.
 func RedisLogger(log *slog.Logger) interface {
 	Printf(ctx context.Context, format string, v ...any)
 } {

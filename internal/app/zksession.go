@@ -22,9 +22,9 @@ type zooKeeper struct {
 	marks  *zookeeper.Marks
 }
 
-// openZooKeeper connects to the ensemble. It does not wait for a session:
-// until there is one, Obtain reports the lock unavailable and the order path
-// sells on the database's guard alone (degraded), as without Redis.
+// openZooKeeper connects to the ensemble without waiting for a session:
+// until one exists, Obtain reports the lock unavailable and orders sell
+// on the database's guard alone, as without Redis.
 func openZooKeeper(cfg config.Config, log *slog.Logger, obs lock.Observer) (*zooKeeper, error) {
 	conn, _, err := zk.Connect(cfg.ZooKeeper.Addrs, cfg.ZooKeeper.SessionTimeout,
 		zk.WithLogger(zkLogger{log}), zk.WithLogInfo(false))

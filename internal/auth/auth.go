@@ -1,9 +1,7 @@
-// Package auth verifies shoppers' bearer tokens (JWTs) with
-// github.com/golang-jwt/jwt/v5, against an HS256 secret, a PEM public key
-// or a JWK Set (a file or a URL, cached and refreshed by
-// github.com/MicahParks/keyfunc/v3), and mints HS256 tokens for tests and
-// the quick start. The algorithms a token may use are fixed by
-// configuration, never taken from the token.
+// Package auth verifies shoppers' bearer tokens (JWTs) against an HS256
+// secret, a PEM public key or a JWK Set, and mints HS256 tokens for tests
+// and the quick start. The allowed algorithms come from configuration,
+// never from the token.
 package auth
 
 import (
@@ -50,9 +48,9 @@ type Config struct {
 	Algorithms    []string
 	Secret        []byte // HS* secret, at least 32 bytes
 	PublicKeyFile string // PEM: PUBLIC KEY or CERTIFICATE (RSA, ECDSA, Ed25519)
-	// JWKS is a JWK Set's http(s) URL or file path. It is fetched at start
-	// (failing start if it cannot be), then every JWKSRefresh, and when a
-	// token names an unknown kid, at most once per JWKSUnknownKIDInterval.
+	// JWKS is a JWK Set's http(s) URL or file path, fetched at start
+	// (failing start if it cannot be), every JWKSRefresh, and at most
+	// once per JWKSUnknownKIDInterval for an unknown kid.
 	JWKS                   string
 	JWKSRefresh            time.Duration
 	JWKSUnknownKIDInterval time.Duration
@@ -61,10 +59,9 @@ type Config struct {
 	Audience               string        // required aud when set
 	Leeway                 time.Duration // clock skew allowed on exp, nbf, iat
 	MaxTokenBytes          int           // longer tokens are refused unparsed
-	// CacheEntries tokens verified in the last CacheTTL are answered
-	// again without verifying them, while their exp, nbf and iat still
-	// hold and (with a JWKS) their key is still in the set; 0 for either
-	// verifies every token (see tokenCache).
+	// CacheEntries tokens verified within CacheTTL are answered
+	// unverified while still valid and, with a JWKS, while their key
+	// stays in the set; 0 for either turns the cache off (tokenCache).
 	CacheEntries int
 	CacheTTL     time.Duration
 }

@@ -10,19 +10,12 @@ import (
 	"github.com/MicahParks/keyfunc/v3"
 )
 
-// tokenCache remembers the tokens verified recently, so that a shopper
-// who sends the same token again (a retry, the next order, a look at the
-// order) is not verified again: a public-key signature check dominates an
-// order request. Only successes are kept; a refused token is verified,
-// and refused, every time.
-//
-// An entry is keyed by the SHA-256 of the token, so it costs the same
-// few hundred bytes whatever the token's length, and is answered only
-// while every time rule the verification applied still holds now (exp,
-// nbf, iat, with the leeway), for at most ttl after it was verified, and,
-// with a JWK Set, while the set still holds the same key under the
-// token's kid with the same alg and use. When full, one arbitrary entry
-// makes room: a flood of good tokens only costs verifications.
+// tokenCache remembers recently verified tokens, since a public-key check
+// dominates an order request; refusals are never kept. An entry, keyed by
+// the token's SHA-256, answers only while its exp, nbf and iat still
+// hold, within ttl, and while a JWK Set keeps its key. When full, an
+// arbitrary entry makes room: a flood of good tokens costs only
+// verifications.
 type tokenCache struct {
 	mu      sync.Mutex
 	entries map[[sha256.Size]byte]verified
@@ -82,9 +75,9 @@ func (c *tokenCache) sameKey(ctx context.Context, e verified) bool {
 	return m.ALG.String() == e.alg && string(m.USE) == e.use && equalKey(publicKey(jwk.Key()), e.key)
 }
 
-// keyOf completes e with the alg and use of the set's key under e.kid,
-// reporting false when the token named no kid or the set's key is not
-// the one that verified it (a refresh in between).
+// keyOf completes e with the alg and use of the set's key under e.kid;
+// false when the token named no kid or that key did not verify it (a
+// refresh in between).
 func (c *tokenCache) keyOf(ctx context.Context, e *verified) bool {
 	if e.kid == "" {
 		return false

@@ -10,15 +10,11 @@ import (
 	"github.com/seckill/seckill/internal/plainjson"
 )
 
-// claims is jwt.RegisteredClaims with a decoder of its own for the shape
-// identity providers write: a flat object whose registered claims are
-// plain strings (aud may be one) and integer times, each once, in their
-// lower-case names. It reads that shape without reflection or a pointer
-// per time, which would cost more than an HS256 signature. Anything else
-// (escapes, nulls, arrays, fractions, duplicates, names that only fold to
-// a claim's) is decoded by encoding/json into RegisteredClaims, so both
-// accept and refuse the same tokens: golang-jwt has already checked the
-// bytes are valid JSON before it calls UnmarshalJSON.
+// claims is jwt.RegisteredClaims with its own decoder for the flat shape
+// identity providers write (plain strings, integer times, each claim
+// once, lower-case): reflection would cost more than the HS256 check.
+// Anything else (escapes, nulls, fractions, duplicates, folded names)
+// goes to encoding/json, so both accept and refuse the same tokens.
 type claims struct {
 	jwt.RegisteredClaims
 	times [3]jwt.NumericDate // exp, nbf, iat of the plain shape

@@ -13,19 +13,13 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 )
 
-// hs256 verifies the shape of token that an HS256 secret is almost always
-// met with, without golang-jwt's general parser: a header that is, byte
-// for byte, one of a few known encodings of {"alg":"HS256"} (with
-// "typ":"JWT"), and a 32-byte signature, so that a sale of new tokens does
-// not decode a header map and key a new HMAC per token (docs/performance.md).
+// hs256 verifies the usual HS256 token without golang-jwt's general
+// parser: a header byte for byte one of a few known encodings and a
+// 32-byte signature, so no header map or keyed HMAC is built per token
+// (docs/performance.md).
 //
-// It decides only what golang-jwt would decide the same way: a known
-// header leaves nothing to interpret, the HMAC is the same, the claims
-// are checked as valid JSON and decoded by the same claims type, and
-// their times, issuer and audience by golang-jwt's own Validator with the
-// parser's options. Every other token (another header, a signature that
-// is not 43 characters of base64url, a payload that does not decode)
-// goes to golang-jwt.
+// It decides only as golang-jwt would: the same HMAC, claims type and
+// Validator. Any other token goes to golang-jwt.
 type hs256 struct {
 	headers   [len(hs256Headers)]string // the known headers, base64url
 	validator *jwt.Validator

@@ -1,14 +1,10 @@
 // Package orderid turns the database's sequential order ids into the
-// opaque ids clients see, and back.
+// opaque ids clients see, and back: the id beside eight zero bytes, one
+// AES block under a configured key, as 22 base64url characters.
 //
-// An id is the internal int64 in the first half of one AES block whose
-// second half is zero, encrypted under a key from configuration and
-// written as 22 base64url characters. AES is a keyed permutation: without
-// the key, consecutive orders' ids look unrelated and reveal neither the
-// sequence nor how many orders exist; with it, decoding costs one block
-// decryption and no database column, index or write on the order path.
-// The zero half authenticates: a made-up id decodes (with probability
-// 2^-64) to nothing, so it is refused without a database read.
+// Without the key, ids reveal neither the sequence nor the order count,
+// and decoding needs no database column. The zero half authenticates: a
+// made-up id is refused without a database read.
 package orderid
 
 import (

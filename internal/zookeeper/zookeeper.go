@@ -59,18 +59,13 @@ func Up(conn *zk.Conn) error {
 
 var _ service.SoldOutMarks = (*Marks)(nil)
 
-// Marks keeps the shared sold-out marks in ZooKeeper: one persistent
-// znode per SKU under dir holding "incarnation:mark" (the SKU's created_at
-// in µs, then its signed version mark; a mark of another incarnation reads
-// as no mark). A mark older than ttl (by the znode's mtime, the leader's
-// clock) reads as no mark and is deleted, as the Redis mark expires. Only
-// SKUs that exist get a mark (marks are set after a commit or a restock),
-// so their number is bounded by the catalogue.
+// Marks keeps the shared sold-out marks in ZooKeeper: a persistent znode
+// per existing SKU under dir, holding "incarnation:mark" (created_at in
+// µs, the signed version mark). A mark of another incarnation, or older
+// than ttl by its mtime, reads as none, and an old one is deleted.
 //
-// Why a shared mark beside the local marks re-checked against the
-// database (sold_out.recheck): it spreads the news of a sell-out at once,
-// keeping a sold-out SKU's buyers off the database on every instance; the
-// re-check bounds how long any mark can outlive a restock.
+// It spreads a sell-out to every instance at once; the local re-check
+// (sold_out.recheck) bounds how long a mark outlives a restock.
 type Marks struct {
 	conn *zk.Conn
 	dir  string
@@ -175,9 +170,9 @@ func abs(v int64) int64 {
 // with Redis: the order path never waits long for a hint.
 const markTimeout = 500 * time.Millisecond
 
-// do runs a blocking ZooKeeper request for at most markTimeout and until
-// ctx is done (the request itself finishes in the background), and fails at
-// once without a session.
+// do runs a blocking ZooKeeper request for at most markTimeout or until
+// ctx is done (the request finishes in the background), failing at once
+// without a session.
 func (m *Marks) do(ctx context.Context, req func() error) error {
 	if err := Up(m.conn); err != nil {
 		return err
