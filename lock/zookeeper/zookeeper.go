@@ -309,14 +309,14 @@ func (l *Lock) Fence() int64 { return l.fence }
 
 // Horizon returns FenceBase plus the zxid of a write to the lock's node: at
 // least every fence this ensemble issued, so a higher one came from another
-// or a recreated ensemble. The write empties the node's data (Owner). It
+// or a recreated ensemble. The write keeps the node's data (Owner). It
 // returns lock.ErrNotHeld when the node is gone, or an error wrapping
 // lock.ErrUnavailable.
 func (l *Lock) Horizon(ctx context.Context) (int64, error) {
 	if l.released.Load() {
 		return 0, lock.ErrNotHeld
 	}
-	st, err := call(ctx, l.z, func() (*zk.Stat, error) { return l.z.conn.Set(l.node, nil, -1) })
+	st, err := call(ctx, l.z, func() (*zk.Stat, error) { return l.z.conn.Set(l.node, []byte(l.z.o.Owner), -1) })
 	switch {
 	case errors.Is(err, zk.ErrNoNode):
 		return 0, lock.ErrNotHeld

@@ -278,11 +278,11 @@ func TestZooKeeper_UnavailableFailsFast(t *testing.T) {
 
 // TestZooKeeper_HorizonCoversEveryFenceIssued: a holder's Horizon is no
 // lower than any fence the ensemble issued before it was asked, on any key
-// and to any client; asking it is no loss of the lock; a released lock
-// has none.
+// and to any client; asking it is no loss of the lock, nor of the name
+// of its owner; a released lock has none.
 func TestZooKeeper_HorizonCoversEveryFenceIssued(t *testing.T) {
 	z, root := startZK(t)
-	a := zookeeper.New(testenv.ZKConn(t, z.Addrs(), zkSession, nil), zookeeper.Options{Root: root})
+	a := zookeeper.New(testenv.ZKConn(t, z.Addrs(), zkSession, nil), zookeeper.Options{Root: root, Owner: "instance-a"})
 	b := zookeeper.New(testenv.ZKConn(t, z.Addrs(), zkSession, nil), zookeeper.Options{Root: root})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -300,6 +300,9 @@ func TestZooKeeper_HorizonCoversEveryFenceIssued(t *testing.T) {
 	}
 	if h < la.Fence() || h < lb.Fence() {
 		t.Errorf("Horizon() = %d; want at least the fences issued before it: %d and %d", h, la.Fence(), lb.Fence())
+	}
+	if st, err := a.Inspect(ctx, "k1"); err != nil || st.Owner != "instance-a" {
+		t.Errorf("Inspect after Horizon = %+v, %v; want the holder's owner kept", st, err)
 	}
 	if lc, err := b.Obtain(ctx, "k3"); err != nil {
 		t.Fatal(err)
