@@ -33,6 +33,9 @@ type Options struct {
 	ConnMaxLife  time.Duration
 	IOTimeout    time.Duration // each read and write of a connection, unless the DSN sets its own; 0: none
 	Observer     Observer      // nil: nobody hears of refused connections
+	// Guard retires the pool's connections when a server refuses a write
+	// as read-only; nil: one of its own.
+	Guard *PrimaryGuard
 }
 
 // Observer hears of the connections the server refused.
@@ -91,7 +94,12 @@ func OpenMySQL(dsn string, opt Options) (*gorm.DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("database: invalid mysql dsn: %w", err)
 	}
-	sqlDB := sql.OpenDB(refusalCounter{Connector: connector, obs: opt.Observer})
+	guard := opt.Guard
+	if guard == nil {
+		guard = NewPrimaryGuard()
+	}
+	guard.Connector = refusalCounter{Connector: connector, obs: opt.Observer}
+	sqlDB := sql.OpenDB(guard)
 	db, err := gorm.Open(gormmysql.New(gormmysql.Config{Conn: sqlDB, DSNConfig: mc, DSN: mc.FormatDSN()}), gormConfig())
 	if err != nil {
 		sqlDB.Close()

@@ -8,6 +8,7 @@ const (
 	TooManyConnections     = 1040 // ER_CON_COUNT_ERROR: max_connections reached
 	DuplicateEntry         = 1062 // ER_DUP_ENTRY: a unique key already holds the value
 	TooManyUserConnections = 1203 // ER_TOO_MANY_USER_CONNECTIONS: max_user_connections reached
+	ReadOnly               = 1290 // ER_OPTION_PREVENTS_STATEMENT: --read-only refused a write (a demoted primary)
 	LockWaitTimeout        = 1205 // ER_LOCK_WAIT_TIMEOUT: the statement gave up waiting for a row lock
 	Deadlock               = 1213 // ER_LOCK_DEADLOCK: the server rolled the transaction back
 	IncorrectString        = 1366 // ER_TRUNCATED_WRONG_VALUE_FOR_FIELD: bytes not in the column's character set
