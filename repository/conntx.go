@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/seckill/seckill/service"
 )
 
 // rollbackTimeout bounds the ROLLBACK of a transaction that did not commit.
@@ -24,6 +26,8 @@ type connTx struct {
 	sess *session // what the connection's session holds of ours
 	wait lockWait // the lock wait this transaction's begin sets
 	open bool     // START TRANSACTION may have run, and neither COMMIT nor ROLLBACK has
+
+	at *service.Commit // set: COMMIT reads where it committed into it (sendCommit)
 }
 
 // beginning is the statements that start the transaction, sent with its
@@ -108,7 +112,7 @@ func (t *connTx) commit(ctx context.Context) error {
 	}
 	cctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
 	defer cancel()
-	if _, err := t.conn.ExecContext(cctx, "COMMIT"); err != nil {
+	if err := t.sendCommit(cctx); err != nil {
 		if cctx.Err() != nil {
 			return fmt.Errorf("%w: %w", errCommitTimedOut, err)
 		}

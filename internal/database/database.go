@@ -224,3 +224,37 @@ func wrap(err error) error {
 	}
 	return nil
 }
+
+// OpenReplica opens a small pool to one of the primary's replicas, for
+// the confirmation of commits (repository.Replicas): two connections,
+// one wait and one probe, each read bounded by wait plus a margin. It
+// returns the replica's address, which names it in logs and readiness
+// without the DSN's credentials.
+func OpenReplica(dsn string, wait time.Duration) (*sql.DB, string, error) {
+	mc, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return nil, "", errors.New("database: a replica DSN does not parse") // the DSN may hold a password
+	}
+	mc.ParseTime = true
+	mc.Loc = time.UTC
+	mc.InterpolateParams = true
+	mc.MultiStatements = true // the wait and the replica's state in one round trip
+	if mc.Timeout == 0 {
+		mc.Timeout = min(2*time.Second, max(wait, 100*time.Millisecond))
+	}
+	if mc.ReadTimeout == 0 {
+		mc.ReadTimeout = wait + 2*time.Second
+	}
+	if mc.WriteTimeout == 0 {
+		mc.WriteTimeout = wait + 2*time.Second
+	}
+	connector, err := mysql.NewConnector(mc)
+	if err != nil {
+		return nil, "", errors.New("database: a replica DSN is not usable")
+	}
+	db := sql.OpenDB(connector)
+	db.SetMaxOpenConns(2)
+	db.SetMaxIdleConns(2)
+	db.SetConnMaxLifetime(5 * time.Minute)
+	return db, mc.Addr, nil
+}
