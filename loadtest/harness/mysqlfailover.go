@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/internal/testenv/mariadb"
+	"github.com/seckill/seckill/loadtest/verify"
 )
 
 // FaultMySQLFailover loses the MariaDB primary's machine mid-sale: the
@@ -122,7 +123,10 @@ func (r *run) injectMySQLFailover(ctx context.Context) error {
 // failoverLoss counts, on the survivor, the acknowledged orders that are
 // not there (lost) and the units acknowledged beyond the stock
 // (oversold): what the fault costs without mysql.min_replicas.
-func (r *run) failoverLoss(ctx context.Context, acks map[int64]string) (lost int, oversold int64, err error) {
+// An order id of a lost order may be given again by the survivor to
+// another buyer: acks is a list, and an id counts as there only for its
+// own buyer.
+func (r *run) failoverLoss(ctx context.Context, acks []verify.Ack) (lost int, oversold int64, err error) {
 	rows, err := r.db.QueryContext(ctx, "SELECT id, user_id FROM orders")
 	if err != nil {
 		return 0, 0, err
@@ -140,8 +144,8 @@ func (r *run) failoverLoss(ctx context.Context, acks map[int64]string) (lost int
 	if err := rows.Err(); err != nil {
 		return 0, 0, err
 	}
-	for id, u := range acks {
-		if have[id] != u {
+	for _, a := range acks {
+		if have[a.OrderID] != a.UserID {
 			lost++
 		}
 	}

@@ -190,11 +190,7 @@ func (r *run) verify(ctx context.Context, k6Start time.Time, k6res k6Result) (Su
 		return s, err
 	}
 	if r.myfail != nil {
-		acks := make(map[int64]string, len(cons.Clients.Acknowledged))
-		for _, a := range cons.Clients.Acknowledged {
-			acks[a.OrderID] = a.UserID
-		}
-		if s.FailoverLost, s.FailoverOversold, err = r.failoverLoss(ctx, acks); err != nil {
+		if s.FailoverLost, s.FailoverOversold, err = r.failoverLoss(ctx, cons.Clients.Acknowledged); err != nil {
 			return s, err
 		}
 		min := cfg.MySQLMinReplicas
