@@ -23,7 +23,8 @@ keys, each SKU in one read-only snapshot; it only reads, so a user granted
 SELECT suffices. Prints one row per SKU, or with -json one JSON document.
 
 With -replica DSN it compares instead that replica's books with the primary's
-(every SKU's stock, sold, version, order count, units and last order id), after
+(every SKU's stock, sold, version, order count, units, last order id and a
+digest of its orders' ids, buyers, quantities, keys and statuses), after
 waiting up to 10s for the replica to apply the primary's position, and names
 the SKUs that differ: after a failover, the orders the promoted server lacks.
 
@@ -247,5 +248,5 @@ func booksText(b *audit.Books) string {
 	if b == nil {
 		return "absent"
 	}
-	return fmt.Sprintf("stock %d sold %d version %d, %d orders of %d units, last order %d", b.Stock, b.Sold, b.Version, b.Orders, b.Units, b.LastOrder)
+	return fmt.Sprintf("stock %d sold %d version %d, %d orders of %d units, last order %d, digest %08x", b.Stock, b.Sold, b.Version, b.Orders, b.Units, b.LastOrder, b.Digest)
 }

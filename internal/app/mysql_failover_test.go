@@ -95,6 +95,7 @@ func failoverSale(t *testing.T, minReplicas int) (lost, acked int) {
 		}
 	}
 	stalled := b.buy(t, "stalled", 24)
+	noticed(t, urls, minReplicas)
 	set.Primary.Kill()
 	promoted, others := mostAdvanced(t, set.Replicas)
 	if err := promoted.Promote(ctx); err != nil {
@@ -170,6 +171,47 @@ func auditAfterFailover(t *testing.T, survivor, follower, old *mariadb.Server, s
 	}
 	if len(diffs) != 1 || diffs[0].SKU != skuID {
 		t.Errorf("audit -replica of the old primary: %+v; want sku %d named", diffs, skuID)
+	}
+}
+
+// noticed checks what an operator sees of the stall: /admin/v1/readyz
+// reports semi-sync fallen back to asynchronous (the watch reads it
+// every 2s: asked up to 50 times, 200ms apart) and, when orders wait for
+// the replicas, a lagging replica and the unconfirmed orders counted.
+func noticed(t *testing.T, urls []string, minReplicas int) {
+	t.Helper()
+	var repl map[string]any
+	for range 50 {
+		status, body := call(t, http.MethodGet, urls[0]+"/admin/v1/readyz", "", "Authorization", "Bearer "+token)
+		repl, _ = body["mysql_replication"].(map[string]any)
+		if status == http.StatusOK && repl != nil && repl["semi_sync"] == "off" {
+			break
+		}
+		time.Sleep(200 * time.Millisecond) // the watch's next probe
+	}
+	if repl == nil || repl["semi_sync"] != "off" {
+		t.Errorf("readyz mysql_replication = %v; want semi_sync off", repl)
+	}
+	if strings.Contains(fmt.Sprint(repl), "@tcp(") {
+		t.Errorf("readyz mysql_replication shows a DSN: %v", repl)
+	}
+	if minReplicas == 0 {
+		return
+	}
+	lagging := false
+	replicas, _ := repl["replicas"].([]any)
+	for _, r := range replicas {
+		lagging = lagging || r.(map[string]any)["state"] == "lagging"
+	}
+	if !lagging {
+		t.Errorf("readyz replicas = %v; want one lagging", replicas)
+	}
+	unconfirmed := 0.0
+	for _, u := range urls {
+		unconfirmed += scrape(t, u).value("seckill_orders_unconfirmed_total")
+	}
+	if unconfirmed == 0 {
+		t.Error("seckill_orders_unconfirmed_total = 0 on every instance; want the stalled orders counted")
 	}
 }
 

@@ -13,6 +13,9 @@ type Books struct {
 	Stock, Sold, Version int64
 	Orders, Units        int64 // every order row of the SKU and their quantity
 	LastOrder            int64 // the highest order id
+	// Digest folds every order's id, buyer, quantity, key and status
+	// (BIT_XOR of CRC32s): the same counts with other orders differ here.
+	Digest int64
 }
 
 // Difference is a SKU whose books differ between the primary and a
@@ -99,18 +102,19 @@ func books(ctx context.Context, db *sql.DB) (map[int64]Books, error) {
 	if err := rows.Close(); err != nil {
 		return nil, err
 	}
-	rows, err = tx.QueryContext(ctx, "SELECT sku_id, COUNT(*), COALESCE(SUM(quantity), 0), COALESCE(MAX(id), 0) FROM orders GROUP BY sku_id")
+	rows, err = tx.QueryContext(ctx, "SELECT sku_id, COUNT(*), COALESCE(SUM(quantity), 0), COALESCE(MAX(id), 0), "+
+		"BIT_XOR(CRC32(CONCAT_WS(',', id, user_id, quantity, idempotency_key, status))) FROM orders GROUP BY sku_id")
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var id, n, units, last int64
-		if err := rows.Scan(&id, &n, &units, &last); err != nil {
+		var id, n, units, last, digest int64
+		if err := rows.Scan(&id, &n, &units, &last, &digest); err != nil {
 			return nil, err
 		}
 		b := out[id]
-		b.Orders, b.Units, b.LastOrder = n, units, last
+		b.Orders, b.Units, b.LastOrder, b.Digest = n, units, last, digest
 		out[id] = b
 	}
 	return out, rows.Err()
