@@ -42,6 +42,7 @@ type Replicas struct {
 	changed      chan struct{} // closed and replaced whenever a replica's state moves
 	wanted       gtids         // what callers wait for, on wantedServer
 	wantedServer int64
+	waiting      int // Confirm calls under way: no replica is asked without one
 	semiSync     string // the primary's semi-sync replication, as the watch saw it
 	readOnly     bool   // the primary's address reached a read-only server
 	primaryID    int64
@@ -137,7 +138,13 @@ func (r *Replicas) Confirm(ctx context.Context, c service.Commit) error {
 		r.wanted, r.wantedServer = gtids{}, c.Server
 	}
 	r.wanted.merge(want)
+	r.waiting++
 	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		r.waiting--
+		r.mu.Unlock()
+	}()
 	for _, n := range r.nodes {
 		select {
 		case n.kick <- struct{}{}:
@@ -198,7 +205,7 @@ func (r *Replicas) follow(n *replica) {
 			r.mu.Lock()
 			server, want := r.wantedServer, gtids{}
 			want.merge(r.wanted)
-			need := len(want) > 0 && n.serverID != server && !n.has.covers(want)
+			need := r.waiting > 0 && len(want) > 0 && n.serverID != server && !n.has.covers(want)
 			r.mu.Unlock()
 			if !need {
 				break
@@ -259,12 +266,12 @@ func (r *Replicas) waitOn(n *replica, server int64, want gtids) bool {
 	switch {
 	case err != nil:
 		n.state, n.err = replicaDown, err.Error()
+	case waited.Valid && waited.Int64 == -2: // what it has is its own
+		n.serverID, n.err, n.state = id, "", replicaPrimary
 	default:
 		n.serverID, n.err = id, ""
 		n.has.merge(has)
 		switch {
-		case waited.Valid && waited.Int64 == -2:
-			n.state = replicaPrimary
 		case n.has.covers(want):
 			n.state, n.lastWait = replicaInSync, time.Since(start)
 		case waited.Valid && waited.Int64 == 0:
