@@ -42,7 +42,7 @@ type Replicas struct {
 	changed      chan struct{} // closed and replaced whenever a replica's state moves
 	wanted       gtids         // what callers wait for, on wantedServer
 	wantedServer int64
-	waiting      int // Confirm calls under way: no replica is asked without one
+	waiting      int    // Confirm calls under way: no replica is asked without one
 	semiSync     string // the primary's semi-sync replication, as the watch saw it
 	readOnly     bool   // the primary's address reached a read-only server
 	primaryID    int64
