@@ -57,7 +57,10 @@ func (o *Orders) enqueue(p *pending) error {
 		if len(o.queues) >= o.cfg.MaxLiveSKUs && !o.evictIdle() {
 			return ErrTooManySKUs
 		}
-		q = &skuQueue{id: p.req.SKUID, wake: make(chan struct{}, 1), stop: make(chan struct{}), unconfirmed: make(chan struct{}, maxUnconfirmed)}
+		q = &skuQueue{id: p.req.SKUID, wake: make(chan struct{}, 1), stop: make(chan struct{})}
+		if o.cfg.Replicas != nil {
+			q.unconfirmed = make(chan struct{}, maxUnconfirmed)
+		}
 		o.queues[q.id] = q
 		o.workers.Add(1)
 		go o.work(q)
