@@ -420,8 +420,11 @@ func msec(v float64) string {
 
 // faultVerb is what the fault did to its victims.
 func faultVerb(fault string) string {
-	if fault == FaultPause {
+	switch fault {
+	case FaultPause:
 		return "SIGSTOPped"
+	case FaultMySQLFailover:
+		return "lost (its replicas stalled first)"
 	}
 	return "SIGKILLed"
 }
