@@ -310,7 +310,6 @@ func (s *Stock) readMembers(ctx context.Context, tx *connTx, ms []*member) (exis
 	}
 
 	rows, err := tx.begin(ctx, q.String(), args...)
-	defer func() { tx.begun(err) }()
 	if err != nil {
 		return nil, err
 	}
