@@ -323,7 +323,6 @@ func (s *Stock) readMembers(ctx context.Context, tx *connTx, ms []*member) (exis
 	}
 
 	rows, err := tx.begin(ctx, q.String(), args...)
-	defer func() { tx.begun(err) }()
 	if err != nil {
 		return nil, err
 	}
@@ -538,12 +537,12 @@ func (ans writeAnswers) numberOrders(ws []*member) {
 
 // knownChanged wraps as errKnownChanged a refusal showing a known row
 // changed: a used idempotency key (duplicate entry) or a holding over the
-// limit (CHECK). Other errors stand.
+// limit (CHECK, or past its column's range). Other errors stand.
 func knownChanged(err error) error {
 	var myErr *mysql.MySQLError
 	if errors.As(err, &myErr) {
 		switch myErr.Number {
-		case mysqlerr.DuplicateEntry, mysqlerr.ConstraintFailed, mysqlerr.CheckViolated:
+		case mysqlerr.DuplicateEntry, mysqlerr.ConstraintFailed, mysqlerr.CheckViolated, mysqlerr.OutOfRange:
 			return fmt.Errorf("%w: %w", errKnownChanged, err)
 		}
 	}

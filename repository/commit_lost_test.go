@@ -123,7 +123,7 @@ func (p *commitCutter) serve(client net.Conn, wg *sync.WaitGroup) {
 			closeBoth()
 			return
 		}
-		if string(pkt[4:]) == "\x03COMMIT" {
+		if testenv.IsCommit(pkt) {
 			switch mode := p.next.Swap(passCommit); mode {
 			case dropCommit:
 				closeBoth()

@@ -21,34 +21,47 @@ const rollbackTimeout = time.Second
 // TRANSACTION rides with its first statements, sparing BeginTx's round
 // trip. As with database/sql, no connection returns to the pool with a
 // transaction open (end).
+//
+// Its row-lock wait is its own: set in the round trip that begins it and
+// put back to the server's default in the one that ends it (COMMIT or
+// ROLLBACK), so the statements that later draw the connection (GORM's:
+// restock, edits, pay, cancel, expiry, the COMMIT read-back) wait as the
+// server's default says, bounded by their own context, and no round trip
+// is added.
 type connTx struct {
-	conn *sql.Conn
-	sess *session // what the connection's session holds of ours
-	wait lockWait // the lock wait this transaction's begin sets
-	open bool     // START TRANSACTION may have run, and neither COMMIT nor ROLLBACK has
+	conn    *sql.Conn
+	sess    *session // what the connection's session holds of ours
+	wait    lockWait // the lock wait this transaction's begin sets
+	open    bool     // START TRANSACTION may have run, and neither COMMIT nor ROLLBACK has
+	waitSet bool     // the begin may have set wait on the session: the end puts the default back
 
 	at *service.Commit // set: COMMIT reads where it committed into it (sendCommit)
 }
 
 // beginning is the statements that start the transaction, sent with its
-// first ones: START TRANSACTION, and the lock wait unless the session
-// holds it.
+// first ones: START TRANSACTION, and its lock wait unless that is the
+// server's default.
 func (t *connTx) beginning() string {
-	if t.sess.waitSet && t.sess.wait == t.wait {
+	if t.wait <= 0 {
 		return "START TRANSACTION; "
 	}
+	t.waitSet = true
 	return "START TRANSACTION; SET SESSION innodb_lock_wait_timeout = " + t.wait.String() + "; "
 }
 
-// begun records what the statements of beginning left in the session:
-// its lock wait once they ran without error; nothing known otherwise.
-func (t *connTx) begun(err error) {
-	t.sess.wait, t.sess.waitSet = t.wait, err == nil
+// ending is s (COMMIT or ROLLBACK), after the statement that puts the
+// session's lock wait back to the server's default when the begin set
+// one: in that order, a failed SET leaves the transaction open, never
+// committed unreported.
+func (t *connTx) ending(s string) string {
+	if !t.waitSet {
+		return s
+	}
+	return "SET SESSION innodb_lock_wait_timeout = DEFAULT; " + s
 }
 
 // begin sends query, which must start with beginning(), as one
-// multi-statement of reads; the caller calls begun once it has read them
-// all.
+// multi-statement of reads.
 func (t *connTx) begin(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
 	t.open = true // even a failed query may have started the transaction
 	return t.conn.QueryContext(ctx, query, args...)
@@ -58,9 +71,7 @@ func (t *connTx) begin(ctx context.Context, query string, args ...any) (*sql.Row
 // multi-statement of writes (see exec).
 func (t *connTx) beginExec(ctx context.Context, query string, args ...any) (mysql.Result, error) {
 	t.open = true
-	res, err := t.exec(ctx, query, args...)
-	t.begun(err)
-	return res, err
+	return t.exec(ctx, query, args...)
 }
 
 // exec runs a multi-statement of writes and returns each statement's rows
@@ -118,7 +129,7 @@ func (t *connTx) commit(ctx context.Context) error {
 		}
 		return err
 	}
-	t.open = false
+	t.open, t.waitSet = false, false
 	return nil
 }
 
@@ -131,29 +142,26 @@ var errCommitTimedOut = errors.New("repository: no reply to COMMIT by its deadli
 
 // end rolls back a transaction that did not commit and returns the
 // connection to the pool, or closes it when the rollback failed, so no
-// one finds the transaction open.
+// one finds the transaction open or its lock wait set.
 func (t *connTx) end() {
-	if t.open {
+	if t.open || t.waitSet {
 		ctx, cancel := context.WithTimeout(context.Background(), rollbackTimeout)
-		_, err := t.conn.ExecContext(ctx, "ROLLBACK")
+		_, err := t.conn.ExecContext(ctx, t.ending("ROLLBACK"))
 		cancel()
 		if err != nil {
 			_ = t.conn.Raw(func(any) error { return driver.ErrBadConn }) // closes it
 		}
-		t.open = false
+		t.open, t.waitSet = false, false
 	}
 	_ = t.conn.Close()
 }
 
-// session is what a pooled connection's server session holds for us: the
-// lock wait last set, so an equal one sends no SET, and
+// session is what a pooled connection's server session holds for us:
 // auto_increment_increment, read once. It relies on the driver never
 // resetting a session (go-sql-driver/mysql sends no
 // COM_RESET_CONNECTION). Only the connection's holder uses it.
 type session struct {
-	wait    lockWait
-	waitSet bool
-	step    int64 // auto_increment_increment; 0 until read
+	step int64 // auto_increment_increment; 0 until read
 }
 
 // maxSessions caps the sessions remembered when the pool is unbounded

@@ -2,7 +2,6 @@ package repository
 
 import (
 	"context"
-	"database/sql/driver"
 	"errors"
 	"fmt"
 	"testing"
@@ -136,68 +135,71 @@ func TestCommitMySQL_OrderIDsStepByTheSessionsIncrement(t *testing.T) {
 	}
 }
 
-// A round sets its lock wait on its connection's session only when the
-// session holds another: the wait in force is always the round's, and a
-// run of rounds with one wait sends one SET.
-func TestCommitMySQL_SetsTheLockWaitOnlyWhenItChanges(t *testing.T) {
+// A transaction's lock wait rides in the round trips it makes anyway:
+// set with START TRANSACTION, put back to the server's default with
+// COMMIT or ROLLBACK. A batch decided on its reads costs 3 round trips, on
+// its known row 2, as without a lock wait; the session is at the default
+// after each, committed or rolled back.
+func TestCommitMySQL_LockWaitRidesInTheTransactionsRoundTrips(t *testing.T) {
 	t.Parallel()
-	db := testenv.DB(t, testenv.Database(t))
+	dsn, proxy := testenv.ThroughMySQLProxy(t, testenv.Database(t))
+	db := testenv.DB(t, dsn)
+	t.Cleanup(proxy.Cut)
 	s := New(db)
-	s.sql.SetMaxOpenConns(1) // every round, and every check, on one session
+	s.sql.SetMaxOpenConns(1) // every transaction, and every check, on one session
 	ctx := context.Background()
-	sku := newSKU(t, s, 10)
-
-	sets := func() (n int64) {
-		t.Helper()
-		var name string
-		if err := s.sql.QueryRowContext(ctx, "SHOW SESSION STATUS LIKE 'Com_set_option'").Scan(&name, &n); err != nil {
-			t.Fatal(err)
-		}
-		return n
+	sku, held := newSKU(t, s, 10), newSKU(t, s, 10)
+	var global lockWait
+	if err := s.sql.QueryRowContext(ctx, "SELECT @@GLOBAL.innodb_lock_wait_timeout").Scan(&global); err != nil {
+		t.Fatal(err)
 	}
-	before := sets()
+	var known *service.SKU
 	for i, c := range []struct {
-		wait     lockWait
-		wantSets int64 // SET statements so far
-	}{{7, 1}, {7, 1}, {7, 1}, {3, 2}, {7, 3}} {
-		ms := []*member{newMember(sku.ID, fmt.Sprintf("u%d", i))}
-		if err := s.commitMySQL(ctx, ms, c.wait); err != nil || ms[0].err != nil {
-			t.Fatalf("round %d = %v, %v", i, err, ms[0].err)
+		name       string
+		wait       lockWait
+		known      bool
+		held       bool
+		roundTrips int64
+	}{
+		{"read, wait 7", 7, false, false, 3},
+		{"known, wait 7", 7, true, false, 2},
+		{"known, wait 3", 3, true, false, 2},
+		{"read, the default wait", 0, false, false, 3},
+		{"known, the default wait", 0, true, false, 2},
+		{"rolled back: its row held, wait 1", 1, false, true, 3}, // reads, the UPDATE that times out, ROLLBACK
+	} {
+		m := newMember(sku.ID, fmt.Sprintf("u%d", i))
+		if c.known {
+			m.b.Known = known
+		}
+		if c.held {
+			m = newMember(held.ID, "h")
+			tx := testenv.HoldRow(t, testenv.DB(t, dsn), held.ID)
+			defer tx.Rollback()
+		}
+		before := proxy.Commands()
+		err := s.commitMySQL(ctx, []*member{m}, c.wait)
+		trips := proxy.Commands() - before
+		switch {
+		case c.held && err == nil:
+			t.Fatalf("%s: committed", c.name)
+		case !c.held && (err != nil || m.err != nil):
+			t.Fatalf("%s = %v, %v", c.name, err, m.err)
+		case !c.held:
+			known = &m.res.SKU
+			if m.res.ReadsSkipped != c.known {
+				t.Fatalf("%s: decided on the known row %v; want %v", c.name, m.res.ReadsSkipped, c.known)
+			}
+		}
+		if trips != c.roundTrips {
+			t.Errorf("%s: %d round trips; want %d", c.name, trips, c.roundTrips)
 		}
 		var wait lockWait
 		if err := s.sql.QueryRowContext(ctx, "SELECT @@SESSION.innodb_lock_wait_timeout").Scan(&wait); err != nil {
 			t.Fatal(err)
 		}
-		if wait != c.wait {
-			t.Errorf("round %d with wait %d left the session's wait at %d", i, c.wait, wait)
-		}
-		if got := sets() - before; got != c.wantSets {
-			t.Errorf("after round %d: %d SET statements; want %d", i, got, c.wantSets)
-		}
-	}
-
-	// A new connection is a new session: its first round sets its wait.
-	// The sessions of the connections gone are not kept for ever.
-	for i := range 5 {
-		conn, err := s.sql.Conn(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_ = conn.Raw(func(any) error { return driver.ErrBadConn }) // the pool closes it
-		conn.Close()
-		ms := []*member{newMember(sku.ID, fmt.Sprintf("n%d", i))}
-		if err := s.commitMySQL(ctx, ms, 5); err != nil || ms[0].err != nil {
-			t.Fatalf("round on new connection %d = %v, %v", i, err, ms[0].err)
-		}
-		var wait lockWait
-		if err := s.sql.QueryRowContext(ctx, "SELECT @@SESSION.innodb_lock_wait_timeout").Scan(&wait); err != nil {
-			t.Fatal(err)
-		}
-		if wait != 5 {
-			t.Errorf("new connection %d: the round with wait 5 left the session's wait at %d", i, wait)
-		}
-		if n := len(s.sessions.m); n > 2 {
-			t.Errorf("%d sessions remembered for a pool of one connection; want at most 2", n)
+		if wait != global {
+			t.Errorf("%s left the session's lock wait at %d; want the server's default %d", c.name, wait, global)
 		}
 	}
 }

@@ -16,14 +16,14 @@ import (
 // that served it, whatever the address points at by then.
 const positionQuery = "SELECT @@server_id, @@gtid_binlog_pos"
 
-// sendCommit sends COMMIT; when t.at is set, with positionQuery in the
-// same round trip, read into t.at.
+// sendCommit sends COMMIT (with the lock wait put back, ending); when
+// t.at is set, with positionQuery in the same round trip, read into t.at.
 func (t *connTx) sendCommit(ctx context.Context) error {
 	if t.at == nil {
-		_, err := t.conn.ExecContext(ctx, "COMMIT")
+		_, err := t.conn.ExecContext(ctx, t.ending("COMMIT"))
 		return err
 	}
-	rows, err := t.conn.QueryContext(ctx, "COMMIT; "+positionQuery)
+	rows, err := t.conn.QueryContext(ctx, t.ending("COMMIT")+"; "+positionQuery)
 	if err != nil {
 		return err
 	}

@@ -290,6 +290,10 @@ func violationOf(err error) violation {
 			return violationUnique
 		case mysqlerr.CheckViolated, mysqlerr.ConstraintFailed:
 			return violationCheck
+		case mysqlerr.OutOfRange:
+			// Only a holding can leave its INT: past 2^31-1 it is over
+			// every per-user limit (at most 2^30), the CHECK's refusal.
+			return violationCheck
 		case mysqlerr.Deadlock:
 			return violationRetry
 		case mysqlerr.DataTooLong, mysqlerr.IncorrectString:

@@ -77,3 +77,18 @@ func (g *groupCommit) TakeEveryRound() (free func() (pending int)) {
 		return len(g.pending)
 	}
 }
+
+// Arrived records a batch of sku given to g ago, as if it had come then:
+// the arrivals worthLingering weighs.
+func (g *groupCommit) Arrived(sku int64, ago time.Duration) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.arrivedAt(sku, time.Now().Add(-ago).UnixNano())
+}
+
+// Lingering reports whether a leader of g lingers before taking its round.
+func (g *groupCommit) Lingering() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.wake != nil
+}

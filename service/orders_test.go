@@ -29,7 +29,8 @@ type rig struct {
 	catalog *service.Catalog
 	obs     *observer
 	rdb     *goredis.Client
-	prefix  string // lock and mark keys
+	prefix  string        // lock and mark keys
+	pc      config.Config // the settings it runs
 }
 
 type rigOptions struct {
@@ -38,6 +39,7 @@ type rigOptions struct {
 	cfg       func(*service.OrdersConfig)
 	prefix    string // lock key prefix; default: the test's own
 	locker    func(service.Locker) service.Locker
+	settings  *config.Config // default: config.Default(), production's
 }
 
 func newRig(t *testing.T, dsn string, o rigOptions) *rig {
@@ -60,6 +62,9 @@ func newRig(t *testing.T, dsn string, o rigOptions) *rig {
 	// Production defaults (config.Default): the lease, the watchdog, the
 	// hold, the lock wait and the retries are what production runs.
 	pc := config.Default()
+	if o.settings != nil {
+		pc = *o.settings
+	}
 	pc.Lock.Prefix = prefix
 	cfg := app.OrdersConfig(pc)
 	if o.cfg != nil {
@@ -80,7 +85,7 @@ func newRig(t *testing.T, dsn string, o rigOptions) *rig {
 			t.Errorf("Shutdown: %v", err)
 		}
 	})
-	return &rig{db: db, store: store, orders: orders, obs: obs, rdb: rdb, prefix: prefix,
+	return &rig{db: db, store: store, orders: orders, obs: obs, rdb: rdb, prefix: prefix, pc: pc,
 		catalog: service.NewCatalog(store, orders, testenv.Logger())}
 }
 

@@ -7,7 +7,7 @@ package service
 var OrderResults = append([]string{
 	"created", "replayed", "sold_out", "insufficient_stock", "limit_exceeded",
 	"sale_not_active", "idempotency_conflict", "sku_not_found", "busy",
-	"unavailable", "invalid", "error",
+	"unavailable", "outcome_unknown", "invalid", "error",
 }, RefusedResults...)
 
 // RefusedResults are the results of order requests the API answers without

@@ -27,6 +27,12 @@ const (
 // There is no background goroutine: a caller that finds no round under
 // way leads one, and hands the lead to the first caller still waiting
 // when its round ends, unless another round is still under way.
+//
+// A call is in pending, or in exactly one round: it leaves pending once,
+// under mu (taken into a round, handed the lead, leading after a stall,
+// or left by its caller), and a leader is never in pending, so the round
+// it takes cannot hold its own call twice nor another leader's. Each call
+// is therefore answered, and its done closed, by one run.
 type groupCommit struct {
 	store  Store
 	linger time.Duration // lingerBefore's longest wait; 0: a round commits at once
@@ -66,19 +72,19 @@ func (g *groupCommit) commit(ctx context.Context, b Batch) (BatchResult, error) 
 	c := &groupCall{ctx: ctx, b: b, done: make(chan struct{}), lead: make(chan struct{})}
 	g.mu.Lock()
 	g.arrived(b.SKUID)
-	g.pending = append(g.pending, c)
-	if g.wake != nil && len(g.pending) >= g.wakeAt {
-		close(g.wake)
-		g.wake = nil
-	}
 	if g.leaders > 0 { // join the next round
+		g.pending = append(g.pending, c)
+		if g.wake != nil && len(g.pending) >= g.wakeAt {
+			close(g.wake)
+			g.wake = nil
+		}
 		g.mu.Unlock()
 		if !g.wait(c) {
 			return c.res, c.err
 		}
-		g.mu.Lock() // handed the lead, and taken out of pending
+		g.mu.Lock() // leading: taken out of pending
 	} else {
-		g.leaders++
+		g.leaders++ // leading, never in pending
 	}
 	g.lingerBefore(c)
 	round := g.take(c)
@@ -186,10 +192,7 @@ func (g *groupCommit) lingerBefore(leader *groupCall) {
 // a SKU's worker gives one batch at a time, so SKUs already in the round,
 // and one SKU on its own, bring nobody to wait for. Called with g.mu held.
 func (g *groupCommit) worthLingering(leader *groupCall, now int64) (joiners int, ok bool) {
-	round := len(g.pending)
-	if !slices.Contains(g.pending, leader) {
-		round++
-	}
+	round := len(g.pending) + 1 // the leader is not in pending
 	if g.linger <= 0 || round >= maxGroup || g.filled < 2 {
 		return 0, false
 	}
@@ -240,17 +243,14 @@ func (g *groupCommit) remove(c *groupCall) bool {
 	return false
 }
 
-// take removes from pending the round that leader leads: leader first,
-// then at most maxGroup-1 more calls, one per SKU, first come first
-// served. Called with g.mu held.
+// take removes from pending the round that leader (not in pending) leads:
+// leader first, then at most maxGroup-1 more calls, one per SKU, first
+// come first served. Called with g.mu held.
 func (g *groupCommit) take(leader *groupCall) []*groupCall {
 	round := []*groupCall{leader}
 	var rest []*groupCall
 	seen := map[int64]bool{leader.b.SKUID: true}
 	for _, c := range g.pending {
-		if c == leader {
-			continue
-		}
 		if len(round) < maxGroup && !seen[c.b.SKUID] {
 			seen[c.b.SKUID] = true
 			round = append(round, c)

@@ -69,8 +69,7 @@ func TestWorthLingering(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			g := &groupCommit{linger: tt.linger}
 			now := tt.arrivals(g)
-			leader := leaderOf(tt.leader)
-			g.pending = append(g.pending, leader)
+			leader := leaderOf(tt.leader) // a leader is never in pending
 			for _, sku := range tt.pending {
 				g.pending = append(g.pending, leaderOf(sku))
 			}

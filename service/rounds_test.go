@@ -10,6 +10,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/repository"
 	"github.com/seckill/seckill/service"
@@ -244,6 +245,121 @@ func TestGroupCommit_RoundLinger(t *testing.T) {
 		cancel()
 		if err != nil || !res.Outcomes[0].Placed.Created {
 			t.Fatalf("batch %d of a SKU alone under an hour's linger = %+v, %v; want committed at once", u, res, err)
+		}
+	}
+}
+
+// A round's linger may be longer than the round stall (order.linger
+// accepts up to 100ms): a batch that stalls behind the lingering leader
+// leads a round of its own, and must take only the batches still waiting,
+// never the lingering leader's, which its leader commits when the linger
+// ends. Each batch is committed once, each call answered once.
+func TestGroupCommit_LingerPastTheStallCommitsEachBatchOnce(t *testing.T) {
+	t.Parallel()
+	db := testenv.DB(t, testenv.Database(t))
+	s := repository.New(db)
+	for _, linger := range []time.Duration{60 * time.Millisecond, 100 * time.Millisecond} {
+		t.Run(linger.String(), func(t *testing.T) {
+			g := service.NewGroupCommit(s, linger)
+			lingerer, staller := createSKU(t, s, 10, 10), createSKU(t, s, 10, 10)
+			// Batches of 64 other SKUs came over the last 6.4ms: each is
+			// expected again within the linger, so the leader lingers its
+			// whole linger for them (they never come).
+			for i := range 64 {
+				g.Arrived(1<<40+int64(i), time.Duration(64-i)*100*time.Microsecond)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			type answer struct {
+				res service.BatchResult
+				err error
+			}
+			led := make(chan answer, 1)
+			go func() {
+				res, err := g.Commit(ctx, roundBatch(lingerer.ID, "l1", "l2"))
+				led <- answer{res, err}
+			}()
+			for deadline := time.Now().Add(10 * time.Second); !g.Lingering(); {
+				if time.Now().After(deadline) {
+					t.Fatal("the first caller never lingered")
+				}
+				time.Sleep(100 * time.Microsecond) // polling a state, bounded above
+			}
+			// The second call waits behind the lingering leader; after
+			// the round stall it leads a round of its own.
+			res, err := g.Commit(ctx, roundBatch(staller.ID, "s1"))
+			if err != nil || len(res.Outcomes) != 1 || !res.Outcomes[0].Placed.Created {
+				t.Fatalf("stalled caller = %+v, %v; want its order", res, err)
+			}
+			a := <-led
+			if a.err != nil || len(a.res.Outcomes) != 2 {
+				t.Fatalf("lingering leader = %+v, %v; want its two orders", a.res, a.err)
+			}
+			for _, c := range []struct {
+				id    int64
+				units int64
+			}{{lingerer.ID, 2}, {staller.ID, 1}} {
+				if sold, stock, orders := testenv.SoldAndOrders(t, db, c.id); sold != c.units || stock != 10-c.units || orders != c.units {
+					t.Errorf("sku %d: sold %d, stock %d, %d orders; want %d, %d, %d (each batch committed once)",
+						c.id, sold, stock, orders, c.units, 10-c.units, c.units)
+				}
+			}
+		})
+	}
+}
+
+// lingerMax is the longest order.linger the configuration accepts.
+func lingerMax(t *testing.T) time.Duration {
+	t.Helper()
+	for _, s := range config.Settings() {
+		if _, hi, ok := s.Bounds(); ok && s.Key == "order.linger" {
+			return time.Duration(hi)
+		}
+	}
+	t.Fatal("order.linger has no upper bound")
+	return 0
+}
+
+// End to end at the longest order.linger: buyers trickle into 8 SKUs on
+// one instance (real lock and MariaDB), two per SKU, each sending its next
+// order once answered, so workers and rounds linger and batches stall
+// behind lingering leaders. Every SKU sells exactly its
+// stock, once per order answered created.
+func TestPlace_LongestLingerSellsEachOrderOnce(t *testing.T) {
+	t.Parallel()
+	linger := lingerMax(t)
+	r := newRig(t, testenv.Database(t), rigOptions{cfg: func(c *service.OrdersConfig) { c.Linger = linger }})
+	const skus, stock, buyers, each = 8, 20, 2, 15
+	ids := make([]int64, skus)
+	for i := range ids {
+		ids[i] = createSKU(t, r.store, stock, 1).ID
+	}
+	var (
+		mu      sync.Mutex
+		created = map[int64]int64{}
+		wg      sync.WaitGroup
+	)
+	for _, id := range ids {
+		for b := range buyers {
+			wg.Go(func() {
+				for i := range each {
+					p, err := r.orders.Place(context.Background(), service.OrderRequest{SKUID: id, UserID: fmt.Sprintf("u-%d-%d", b, i), Quantity: 1})
+					switch {
+					case err == nil && p.Created:
+						mu.Lock()
+						created[id]++
+						mu.Unlock()
+					case !errors.Is(err, service.ErrSoldOut):
+						t.Errorf("sku %d: Place = %+v, %v; want an order or sold out", id, p, err)
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	for _, id := range ids {
+		if sold, left, orders := testenv.SoldAndOrders(t, r.db, id); sold != stock || left != 0 || orders != stock || created[id] != stock {
+			t.Errorf("sku %d: sold %d, stock %d, %d orders, %d answered created; want %d, 0, %d, %d", id, sold, left, orders, created[id], stock, stock, stock)
 		}
 	}
 }

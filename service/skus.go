@@ -135,8 +135,10 @@ func ResultOf(err error, created bool) string {
 		return "idempotency_conflict"
 	case errors.Is(err, ErrSKUNotFound):
 		return "sku_not_found"
-	case errors.Is(err, ErrBusy):
+	case errors.Is(err, ErrBusy), errors.Is(err, ErrTooManySKUs):
 		return "busy"
+	case errors.Is(err, ErrOutcomeUnknown): // before ErrUnavailable, which may wrap it
+		return "outcome_unknown"
 	case errors.Is(err, ErrUnavailable):
 		return "unavailable"
 	case errors.Is(err, ErrInvalid):

@@ -20,14 +20,26 @@ import (
 //   - A "not sold out" goes to the queue, where the transaction decides.
 
 // observe sets the mark and window from s as read by a read begun at
-// (unix nanos), replacing whatever was held.
+// (unix nanos), unless the entry holds a newer version learned after that
+// read began (a restock or an edit made here meanwhile): a read never
+// takes back what happened after it began. A newer version learned before
+// the read (a database restored from a backup) is replaced: the database
+// is the truth.
 func (e *skuEntry) observe(s SKU, at int64) {
-	e.window.Store(windowOf(s, at))
+	m := s.Version
 	if s.Stock > 0 {
-		e.mark.Store(-s.Version)
-	} else {
-		e.mark.Store(s.Version)
+		m = -s.Version
 	}
+	for {
+		cur := e.mark.Load()
+		if abs(cur) > s.Version && e.confirmed.Load() > at {
+			return
+		}
+		if e.mark.CompareAndSwap(cur, m) {
+			break
+		}
+	}
+	e.window.Store(windowOf(s, at))
 	e.confirmed.Store(at)
 }
 

@@ -184,8 +184,14 @@ func (o *Orders) commitLocked(ctx context.Context, b Batch, hold *leaseHold) (Ba
 		lease := hold.acquire(ctx)
 		b.Known, b.KnownOn = hold.known, hold.knownOn
 		res, err := o.commitUnder(ctx, b, lease)
-		if lease != nil && o.adoptForeignFence(ctx, lease, err) {
-			res, err = o.commitUnder(ctx, b, lease)
+		if lease != nil {
+			switch adopted, aerr := o.adoptForeignFence(ctx, lease, err); {
+			case aerr != nil:
+				o.log.Warn("stale fence not checked against the lock backend; the batch fails", "sku", b.SKUID, "err", aerr)
+				err = aerr // not ErrStaleFence: nothing says the lock moved
+			case adopted:
+				res, err = o.commitUnder(ctx, b, lease)
+			}
 		}
 		if err != nil {
 			// A lease that failed a batch (lost, stale, expired) never

@@ -10,9 +10,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
+
 	"github.com/seckill/seckill/internal/audit"
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/internal/database"
+	"github.com/seckill/seckill/internal/mysqlerr"
 )
 
 const auditUsage = `Usage: seckill audit [-sku N] [-json] [-replica DSN] [-config file.yaml]
@@ -29,7 +32,8 @@ waiting up to 10s for the replica to apply the primary's position, and names
 the SKUs that differ: after a failover, the orders the promoted server lacks.
 
 Exit status: 0 every invariant holds (with -replica: the books agree); 1 a SKU
-fails one or differs (each is named); 2 a usage, configuration or database error.
+fails one or differs (each is named); 2 a usage, configuration or database
+error, or nothing to audit (no seckill schema, no SKU).
 `
 
 // auditFlags are the audit command's own flags.
@@ -90,6 +94,9 @@ func runAudit(ctx context.Context, cfg config.Config, f auditFlags, stdout io.Wr
 	if f.replica != "" {
 		return compareReplica(ctx, sqlDB, f.replica, f.json, stdout)
 	}
+	if err := auditable(ctx, sqlDB, f.sku); err != nil {
+		return usageError(err)
+	}
 	out := newAuditWriter(stdout, f.json)
 	if err := out.begin(); err != nil {
 		return usageError(err)
@@ -117,6 +124,24 @@ func runAudit(ctx context.Context, cfg config.Config, f auditFlags, stdout io.Wr
 	}
 	return &exitError{code: 1, err: fmt.Errorf("audit: %d of %d SKUs fail an invariant: %s%s",
 		out.failed, out.audited, strings.Join(out.named, "; "), more)}
+}
+
+// auditable refuses a database with nothing to audit: no seckill schema,
+// or, for a whole audit, no SKU. Either is a wrong mysql.dsn far more
+// often than a sale, and an audit of nothing must not pass for a clean one.
+func auditable(ctx context.Context, db *sql.DB, sku int64) error {
+	var n int64
+	if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM skus").Scan(&n); err != nil {
+		var myErr *mysql.MySQLError
+		if errors.As(err, &myErr) && myErr.Number == mysqlerr.NoSuchTable {
+			return fmt.Errorf("audit: the database has no seckill schema (is mysql.dsn the sale's? seckill migrate up creates it): %w", err)
+		}
+		return fmt.Errorf("audit: %w", err)
+	}
+	if n == 0 && sku == 0 {
+		return errors.New("audit: the database has no SKU to audit (is mysql.dsn the sale's?)")
+	}
+	return nil
 }
 
 // auditWriter streams the reports: a row (or a JSON element) per SKU as it

@@ -155,10 +155,13 @@ func tableRow(out string, id int64) string {
 }
 
 // TestAuditCommand_UsageAndConnection: help exits 0; bad flags, a missing
-// or unreachable database and an unknown SKU exit 2.
+// or unreachable database, an unknown SKU, and a database with nothing to
+// audit (no schema, no SKU: a wrong DSN must not pass for a clean sale)
+// exit 2.
 func TestAuditCommand_UsageAndConnection(t *testing.T) {
 	t.Parallel()
 	dsn := testenv.Database(t)
+	empty, _ := emptyDatabase(t)
 	code, out, err := auditRun(t, "", "audit", "-h")
 	if code != 0 || !strings.Contains(out, "seckill audit [-sku N] [-json]") {
 		t.Errorf("audit -h = exit %d, %v:\n%s", code, err, out)
@@ -176,6 +179,9 @@ func TestAuditCommand_UsageAndConnection(t *testing.T) {
 		{"no dsn", "", []string{"audit"}, "SECKILL_MYSQL_DSN"},
 		{"unreachable", "root@tcp(127.0.0.1:1)/nowhere", []string{"audit"}, "audit: database: open mysql"},
 		{"unknown sku", dsn, []string{"audit", "-sku", "404"}, "sku not found: 404"},
+		{"no sku at all", dsn, []string{"audit"}, "no SKU to audit"},
+		{"no schema", empty, []string{"audit"}, "no seckill schema"},
+		{"no schema, one sku", empty, []string{"audit", "-sku", "1"}, "no seckill schema"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, _, err := auditRun(t, tc.dsn, tc.args...)

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"math"
 	"net"
 	"reflect"
 	"slices"
@@ -216,6 +217,42 @@ func (s Setting) Allowed() string {
 		return strings.Join(slices.DeleteFunc(strings.Split(r, "|"), func(s string) bool { return s == "" }), ", ")
 	}
 	return strings.Replace(r, "..", " to ", 1)
+}
+
+// Type is the setting's Go type: time.Duration, int, int64, float64,
+// bool, string or []string.
+func (s Setting) Type() reflect.Type {
+	return reflect.TypeOf(Config{}).FieldByIndex(s.index).Type
+}
+
+// Bounds returns the least and the greatest value the valid tag accepts
+// for a number or a duration (in nanoseconds): ">0" accepts from 1 (1ns)
+// for an integer type, and a tag with no upper bound gives hi +Inf. ok is
+// false when the tag bounds no number.
+func (s Setting) Bounds() (lo, hi float64, ok bool) {
+	r, t := s.valid, s.Type()
+	if t.Kind() == reflect.String || t.Kind() == reflect.Slice || t.Kind() == reflect.Bool {
+		return 0, 0, false
+	}
+	bound := func(text string) float64 {
+		b := reflect.New(t).Elem()
+		if err := parseInto(b, text); err != nil {
+			panic(fmt.Sprintf("config: %s: valid:%q: %v", s.Key, r, err))
+		}
+		return number(b)
+	}
+	switch {
+	case r == ">0" && t.Kind() != reflect.Float64:
+		return 1, math.Inf(1), true
+	case r == ">=0":
+		return 0, math.Inf(1), true
+	case strings.HasPrefix(r, ">=") && r != ">=0":
+		return bound(r[2:]), math.Inf(1), true
+	case strings.Contains(r, ".."):
+		a, b, _ := strings.Cut(r, "..")
+		return bound(a), bound(b), true
+	}
+	return 0, 0, false
 }
 
 func number(v reflect.Value) float64 {

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -193,5 +194,43 @@ func TestSettings_DocTableCurrent(t *testing.T) {
 	}
 	if want != string(raw) {
 		t.Errorf("docs/configuration.md's settings table differs from the Config tags: run go generate ./internal/config")
+	}
+}
+
+// TestSettings_BoundsAreWhatValidationAccepts: the bounds a setting
+// reports (what the randomized tests draw from) are those its check
+// enforces: both ends pass, one step beyond either fails.
+func TestSettings_BoundsAreWhatValidationAccepts(t *testing.T) {
+	n := 0
+	for _, s := range Settings() {
+		lo, hi, ok := s.Bounds()
+		if !ok {
+			continue
+		}
+		n++
+		at := func(x float64) reflect.Value {
+			v := reflect.New(s.Type()).Elem()
+			if v.Kind() == reflect.Float64 {
+				v.SetFloat(x)
+			} else {
+				v.SetInt(int64(x))
+			}
+			return v
+		}
+		step := 1.0
+		for _, c := range []struct {
+			x    float64
+			pass bool
+		}{{lo, true}, {lo - step, false}, {hi, true}, {hi + step, false}} {
+			if math.IsInf(c.x, 0) {
+				continue
+			}
+			if err := check(at(c.x), s.valid); (err == nil) != c.pass {
+				t.Errorf("%s (valid %q, bounds %v..%v): check(%v) = %v; want pass %v", s.Key, s.valid, lo, hi, c.x, err, c.pass)
+			}
+		}
+	}
+	if n < 30 {
+		t.Errorf("%d settings report bounds; want every numeric one with a valid tag", n)
 	}
 }

@@ -1,12 +1,14 @@
 package testenv
 
 import (
-	"github.com/go-sql-driver/mysql"
 	"io"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/go-sql-driver/mysql"
 )
 
 // Proxy forwards TCP connections from a loopback port to a target, and can
@@ -25,7 +27,9 @@ type Proxy struct {
 	armed  chan struct{} // closed when the armed COMMIT has been forwarded; nil when not armed
 	alone  bool          // the armed COMMIT silences its own connection only
 	silent bool          // replies are swallowed
-	wg     sync.WaitGroup
+
+	commands atomic.Int64 // commands clients sent (MySQL only)
+	wg       sync.WaitGroup
 }
 
 // StartProxy listens on a free loopback port and forwards to target until
@@ -167,8 +171,11 @@ func (p *Proxy) packets(dst, src net.Conn, mute *atomic.Bool) {
 		if err != nil {
 			return
 		}
+		if pkt[3] == 0 { // sequence 0: a command starts
+			p.commands.Add(1)
+		}
 		var forwarded chan struct{}
-		if string(pkt[4:]) == "\x03COMMIT" {
+		if IsCommit(pkt) {
 			p.mu.Lock()
 			if p.armed != nil {
 				forwarded, p.armed = p.armed, nil
@@ -189,6 +196,18 @@ func (p *Proxy) packets(dst, src net.Conn, mute *atomic.Bool) {
 		}
 	}
 }
+
+// IsCommit reports whether pkt, a MySQL client packet with its header,
+// is a query that ends with COMMIT: alone, or as the last statement of a
+// multi-statement (the store resets its lock wait with it).
+func IsCommit(pkt []byte) bool {
+	q := pkt[4:]
+	return len(q) > 0 && q[0] == 0x03 && (string(q[1:]) == "COMMIT" || strings.HasSuffix(string(q[1:]), "; COMMIT"))
+}
+
+// Commands returns how many commands (round trips) clients have sent
+// through p, every connection counted; a proxy from StartMySQLProxy only.
+func (p *Proxy) Commands() int64 { return p.commands.Load() }
 
 // replies forwards a MySQL server's bytes to its client unless the proxy
 // has gone silent, when they are read and dropped.
