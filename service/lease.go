@@ -16,6 +16,9 @@ type leaseHold struct {
 	lease Lease
 	since time.Time
 	known *SKU // the SKU after this lease's last batch; nil before its first
+	// knownOn is the server that committed known (Commit.Server), 0 when
+	// not tracked: after a failover the row there is another one.
+	knownOn int64
 }
 
 // acquire returns the held lease, or obtains one (nil: sell unlocked).
@@ -37,7 +40,7 @@ func (h *leaseHold) acquire(ctx context.Context) Lease {
 	if h.lease == nil {
 		h.lease = h.o.obtain(ctx, h.sku)
 		h.since = time.Now()
-		h.known = nil
+		h.known, h.knownOn = nil, 0
 	}
 	return h.lease
 }

@@ -28,6 +28,9 @@ type OrdersConfig struct {
 	SoldOutTTL     time.Duration // how often a SKU's shared sold-out mark is read
 	SoldOutRecheck time.Duration // a local sold-out mark older than this is re-read from the database
 	PaymentTimeout time.Duration // a new order awaits payment this long; 0: paid at creation
+	// Replicas, when set, confirms every batch's commit before its buyers
+	// are answered (mysql.min_replicas); nil: answered at COMMIT.
+	Replicas Replicas
 }
 
 // Observer receives what the order path does, for metrics. Methods must
@@ -47,6 +50,9 @@ type Observer interface {
 	// (used), or read again because something had changed (a restock,
 	// another writer, a repeat buyer, a replay).
 	KnownRow(used bool)
+	// Unconfirmed counts orders committed but not confirmed by the
+	// replicas in time: their buyers were answered outcome_unknown.
+	Unconfirmed(orders int)
 }
 
 type nopObserver struct{}
@@ -59,6 +65,7 @@ func (nopObserver) Degraded(bool)                        {}
 func (nopObserver) SoldOutFastPath()                     {}
 func (nopObserver) MarkUnpublished()                     {}
 func (nopObserver) KnownRow(bool)                        {}
+func (nopObserver) Unconfirmed(int)                      {}
 
 // Orders is the order flow. It is safe for concurrent use; Shutdown stops it.
 type Orders struct {

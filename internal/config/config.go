@@ -83,6 +83,11 @@ type MySQL struct {
 	// that a lock wait ends with the server's own error. Migrations run
 	// without it.
 	IOTimeout time.Duration `yaml:"io_timeout" default:"60s" valid:">0" help:"bounds each read and write of a database connection"`
+	// MinReplicas > 0: an order is acknowledged only once that many of
+	// Replicas have its commit (docs/locking.md, the MariaDB failover).
+	MinReplicas    int           `yaml:"min_replicas" default:"0" valid:">=0" help:"acknowledge orders only once this many of mysql.replicas have their commit (MASTER_GTID_WAIT); fewer in time: 503 outcome_unknown; 0: at COMMIT"`
+	Replicas       []string      `yaml:"replicas" help:"DSNs of the primary's replicas (GTID replication, log_slave_updates), comma-separated; never logged"`
+	ReplicaTimeout time.Duration `yaml:"replica_timeout" default:"1s" valid:"1ms..1m" help:"longest wait for mysql.min_replicas replicas to confirm a commit; also bounds a replica that is down"`
 }
 
 // Redis configures the lock and the shared sold-out marks. No address
@@ -265,6 +270,9 @@ func (c Config) Validate() error {
 		return err
 	}
 	if err := c.validateLifecycle(); err != nil {
+		return err
+	}
+	if err := c.validateReplicas(); err != nil {
 		return err
 	}
 	if err := c.validateRedis(); err != nil {
