@@ -9,6 +9,8 @@
 //
 // With nothing configured it runs the embedded quick start: in-process
 // Redis and SQLite, a demo SKU, and a printed curl line. See README.md.
+//
+// Licensed under the MIT License (LICENSE at the repository's root).
 package main
 
 import (
