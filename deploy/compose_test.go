@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -683,6 +684,17 @@ func TestDockerfile(t *testing.T) {
 			t.Errorf("Dockerfile build stages: no %s", want)
 		}
 	}
+	// go mod download needs the go.mod and go.sum of every module the root
+	// replaces with a directory of the repository (the lock's).
+	download := strings.Index(build, "go mod download")
+	for _, dir := range replacedDirs(t) {
+		for _, f := range []string{"go.mod", "go.sum"} {
+			at := strings.Index(build, path.Join(dir, f))
+			if at < 0 || download < 0 || at > download {
+				t.Errorf("Dockerfile build stage: no COPY of %s before go mod download", path.Join(dir, f))
+			}
+		}
+	}
 	from := strings.Fields(runtime[0])
 	image := from[len(from)-1]
 	if len(from) >= 4 && strings.EqualFold(from[len(from)-2], "AS") {
@@ -716,6 +728,36 @@ func TestDockerfile(t *testing.T) {
 			t.Errorf("Dockerfile runtime stage: no %s; have %q", want, instr)
 		}
 	}
+}
+
+// replacedDirs returns the directories of the repository that go.mod's
+// replace directives name (./lock, ./lock/zookeeper), without "./".
+func replacedDirs(t *testing.T) []string {
+	t.Helper()
+	cmd := exec.CommandContext(t.Context(), "go", "mod", "edit", "-json")
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go mod edit -json: %v", err)
+	}
+	var mod struct {
+		Replace []struct {
+			New struct{ Path, Version string }
+		}
+	}
+	if err := json.Unmarshal(out, &mod); err != nil {
+		t.Fatal(err)
+	}
+	var dirs []string
+	for _, r := range mod.Replace {
+		if r.New.Version == "" && strings.HasPrefix(r.New.Path, "./") {
+			dirs = append(dirs, path.Clean(r.New.Path))
+		}
+	}
+	if len(dirs) == 0 {
+		t.Fatal("go.mod replaces no module with a directory: has the lock stopped being a module of its own?")
+	}
+	return dirs
 }
 
 // TestDockerignore: the build context keeps what the binary is built from.
