@@ -40,7 +40,8 @@ test-only:
 deps:
 	./scripts/deps.sh
 
-## lint: go vet and staticcheck (the root and the lock's modules), Redocly's recommended rules on handler/openapi.yaml, and the contract run:
+## lint: go vet and staticcheck (the root and the lock's modules), promtool on the alert rules
+##       (check config, check rules, test rules; scripts/deps.sh fetches promtool), Redocly's recommended rules on handler/openapi.yaml, and the contract run:
 ##       the quick start behind Prism's validating proxy, every answer checked against the document
 ##       (scripts/contract.sh; npm fetches Redocly and Prism)
 lint:
@@ -48,6 +49,10 @@ lint:
 	for m in $(LOCK_MODULES); do $(GO) -C $$m vet ./... || exit 1; done
 	$(GO) run $(STATICCHECK) ./...
 	for m in $(LOCK_MODULES); do $(GO) -C $$m run $(STATICCHECK) ./... || exit 1; done
+	./scripts/deps.sh promtool
+	promtool check config deploy/prometheus/prometheus.yml
+	promtool check rules deploy/prometheus/alerts.yml
+	promtool test rules deploy/prometheus/alerts_test.yml
 	npx --yes @redocly/cli@2.77.0 lint --config redocly.yaml handler/openapi.yaml
 	GO=$(GO) ./scripts/contract.sh
 

@@ -616,14 +616,20 @@ func TestGrafanaDashboard(t *testing.T) {
 	}
 }
 
-// definedMetrics returns the metric names internal/metrics declares.
+// definedMetrics returns the metric names the service's code declares
+// (internal/metrics, and the collectors of internal/app), by their exact
+// names in the source.
 func definedMetrics(t *testing.T) map[string]bool {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join(root, "internal/metrics/*.go"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("internal/metrics: %v (%d files)", err, len(files))
+	var files []string
+	for _, dir := range []string{"internal/metrics", "internal/app"} {
+		fs, err := filepath.Glob(filepath.Join(root, dir, "*.go"))
+		if err != nil || len(fs) == 0 {
+			t.Fatalf("%s: %v (%d files)", dir, err, len(fs))
+		}
+		files = append(files, fs...)
 	}
-	re := regexp.MustCompile(`Name:\s*"(seckill_[a-z0-9_]+)"`)
+	re := regexp.MustCompile(`(?:Name:\s*|NewDesc\(\s*)"(seckill_[a-z0-9_]+)"`)
 	out := map[string]bool{}
 	for _, f := range files {
 		if strings.HasSuffix(f, "_test.go") {
@@ -641,6 +647,104 @@ func definedMetrics(t *testing.T) map[string]bool {
 		t.Fatal("internal/metrics declares no seckill_ metric: has the naming moved?")
 	}
 	return out
+}
+
+// TestPrometheusLoadsTheAlertRules: the compose stack's Prometheus loads
+// the alert rules: its config file names deploy/prometheus/alerts.yml in
+// rule_files (relative to the config file, as Prometheus resolves it) and
+// the service mounts it there; the file holds the alerts
+// docs/operations.md lists, no more, no fewer; and every series they use
+// is one the service exports under that name.
+func TestPrometheusLoadsTheAlertRules(t *testing.T) {
+	s := service(t, loadProject(t), "prometheus")
+	config := ""
+	for _, arg := range s.Command {
+		if v, ok := strings.CutPrefix(arg, "--config.file="); ok {
+			config = v
+		}
+	}
+	if config == "" {
+		t.Fatalf("prometheus: no --config.file in %q", s.Command)
+	}
+	mounted := func(target string) string { // the host file mounted at target, "" if none
+		for _, v := range s.Volumes {
+			if v.Type == types.VolumeTypeBind && v.Target == target {
+				return v.Source
+			}
+		}
+		return ""
+	}
+	host := mounted(config)
+	if host == "" {
+		t.Fatalf("prometheus: nothing mounted at its --config.file %s", config)
+	}
+	var cfg struct {
+		RuleFiles []string `yaml:"rule_files"`
+	}
+	b, err := os.ReadFile(host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(b, &cfg); err != nil {
+		t.Fatalf("%s: %v", host, err)
+	}
+	wantRules := mustAbs(t, filepath.Join(root, "deploy/prometheus/alerts.yml"))
+	loaded := false
+	for _, rf := range cfg.RuleFiles {
+		inContainer := rf
+		if !path.IsAbs(rf) {
+			inContainer = path.Join(path.Dir(config), rf)
+		}
+		src := mounted(inContainer)
+		if src == "" {
+			t.Errorf("prometheus.yml: rule_files %q is %s in the container, where nothing is mounted", rf, inContainer)
+			continue
+		}
+		loaded = loaded || src == wantRules
+	}
+	if !loaded {
+		t.Fatalf("prometheus: deploy/prometheus/alerts.yml is not among the rule files it loads (rule_files %q)", cfg.RuleFiles)
+	}
+
+	var rules struct {
+		Groups []struct {
+			Rules []struct {
+				Alert string `yaml:"alert"`
+				Expr  string `yaml:"expr"`
+			} `yaml:"rules"`
+		} `yaml:"groups"`
+	}
+	if err := yaml.Unmarshal([]byte(readFile(t, "deploy/prometheus/alerts.yml")), &rules); err != nil {
+		t.Fatalf("alerts.yml: %v", err)
+	}
+	defined := definedMetrics(t)
+	series := regexp.MustCompile(`\bseckill_[a-z0-9_]+`)
+	var alerts []string
+	for _, g := range rules.Groups {
+		for _, r := range g.Rules {
+			alerts = append(alerts, r.Alert)
+			for _, m := range series.FindAllString(r.Expr, -1) {
+				base := m
+				for _, suffix := range []string{"_bucket", "_count", "_sum"} {
+					if b, ok := strings.CutSuffix(m, suffix); ok && defined[b] && !defined[m] {
+						base = b
+					}
+				}
+				if !defined[base] {
+					t.Errorf("alerts.yml: %s uses %s, which the service does not export", r.Alert, m)
+				}
+			}
+		}
+	}
+	var documented []string
+	for _, m := range regexp.MustCompile(`(?m)^\| (Seckill[A-Za-z]+) \|`).FindAllStringSubmatch(readFile(t, "docs/operations.md"), -1) {
+		documented = append(documented, m[1])
+	}
+	sort.Strings(alerts)
+	sort.Strings(documented)
+	if len(alerts) == 0 || !slices.Equal(alerts, documented) {
+		t.Errorf("alerts.yml has %v; docs/operations.md lists %v; want the same", alerts, documented)
+	}
 }
 
 // dockerfile returns the Dockerfile's instructions, continuation lines
