@@ -78,6 +78,9 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 	if err != nil {
 		return err
 	}
+	if err := registerPool(mx, db); err != nil {
+		return err
+	}
 	repl, err := openReplicas(cfg, db, guard, mx, log, &cl)
 	if err != nil {
 		return err
@@ -254,6 +257,15 @@ func openReplicas(cfg config.Config, db *gorm.DB, guard *database.PrimaryGuard, 
 		return nil, err
 	}
 	return repl, nil
+}
+
+// registerPool exports db's pool statistics.
+func registerPool(mx *metrics.Metrics, db *gorm.DB) error {
+	sqlDB, err := db.DB()
+	if err != nil {
+		return err
+	}
+	return mx.Pool(sqlDB)
 }
 
 // openRedis opens the Redis setup redis.mode names, or in embedded mode
