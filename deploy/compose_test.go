@@ -3,7 +3,10 @@ package deploy
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path"
@@ -16,6 +19,7 @@ import (
 
 	"github.com/compose-spec/compose-go/v2/cli"
 	"github.com/compose-spec/compose-go/v2/types"
+	"github.com/gin-gonic/gin"
 	"github.com/go-sql-driver/mysql"
 	"gopkg.in/yaml.v3"
 
@@ -932,4 +936,78 @@ func TestHAProxyConfig(t *testing.T) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Errorf("haproxy -c: %v\n%s", err, out)
 	}
+}
+
+// TestComposeReplicasSeeTheShopper: behind the shipped balancer, a replica
+// sees the shopper, not HAProxy: HAProxy sets X-Forwarded-For, and the
+// replicas trust it (limits.trusted_proxies names each balancer's fixed
+// address) and no one else; and the payment system can confirm orders
+// (auth.payment_tokens set), as a deployment would.
+func TestComposeReplicasSeeTheShopper(t *testing.T) {
+	cfgText := readFile(t, "deploy/haproxy/haproxy.cfg")
+	if !regexp.MustCompile(`(?m)^\s*option forwardfor\b`).MatchString(cfgText) {
+		t.Error("haproxy.cfg: no `option forwardfor`: the replicas would see HAProxy's address as the client's")
+	}
+	const shopper, other = "203.0.113.7", "198.51.100.9"
+	for _, tc := range profileCases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := loadProject(t, tc.profiles...)
+			balancers := 0
+			for lbName, lb := range p.Services {
+				if !strings.HasPrefix(lb.Image, "haproxy:") {
+					continue
+				}
+				balancers++
+				upstream := env(lb)["UPSTREAM"]
+				var lbIP string
+				for _, n := range lb.Networks {
+					if n != nil && n.Ipv4Address != "" {
+						lbIP = n.Ipv4Address
+					}
+				}
+				if lbIP == "" {
+					t.Errorf("%s: no fixed ipv4_address: the replicas cannot name it in limits.trusted_proxies", lbName)
+					continue
+				}
+				for i := 1; i <= 3; i++ {
+					name := fmt.Sprintf("%s-%d", upstream, i)
+					s := service(t, p, name)
+					e := env(s)
+					cfg, err := config.Load("", func(k string) string { return e[k] })
+					if err != nil {
+						t.Fatalf("%s: %v", name, err)
+					}
+					if got := clientIP(t, cfg.Limits.TrustedProxies, lbIP, shopper); got != shopper {
+						t.Errorf("%s behind %s (%s): client IP %s; want the shopper's %s (limits.trusted_proxies %q)", name, lbName, lbIP, got, shopper, cfg.Limits.TrustedProxies)
+					}
+					if got := clientIP(t, cfg.Limits.TrustedProxies, other, shopper); got != other {
+						t.Errorf("%s: a request from %s claiming X-Forwarded-For %s is seen from %s; want its own address", name, other, shopper, got)
+					}
+					if cfg.Auth.PaymentTokens == "" {
+						t.Errorf("%s: no auth.payment_tokens: POST /internal/v1/orders/{id}/paid answers 401 to everyone", name)
+					}
+				}
+			}
+			if balancers == 0 {
+				t.Fatal("no HAProxy service")
+			}
+		})
+	}
+}
+
+// clientIP is the address Gin, trusting trusted, gives a request from
+// remote that carries the X-Forwarded-For HAProxy adds for xff.
+func clientIP(t *testing.T, trusted []string, remote, xff string) string {
+	t.Helper()
+	r := gin.New()
+	if err := r.SetTrustedProxies(trusted); err != nil {
+		t.Fatalf("limits.trusted_proxies %q: %v", trusted, err)
+	}
+	var got string
+	r.GET("/", func(c *gin.Context) { got = c.ClientIP() })
+	req := httptest.NewRequest(http.MethodGet, "/", nil)
+	req.RemoteAddr = net.JoinHostPort(remote, "40000")
+	req.Header.Set("X-Forwarded-For", xff)
+	r.ServeHTTP(httptest.NewRecorder(), req)
+	return got
 }
