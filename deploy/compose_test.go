@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -1010,4 +1011,45 @@ func clientIP(t *testing.T, trusted []string, remote, xff string) string {
 	req.Header.Set("X-Forwarded-For", xff)
 	r.ServeHTTP(httptest.NewRecorder(), req)
 	return got
+}
+
+// TestComposeOperatorRoutesThroughTheBalancer: the replicas serve /admin,
+// /internal and /metrics on their admin listener alone (http.admin_addr),
+// so the balancer has a frontend of its own for them, on that port,
+// published on 127.0.0.1, and the k6 service creates its SKU there.
+func TestComposeOperatorRoutesThroughTheBalancer(t *testing.T) {
+	p := loadProject(t, "loadtest")
+	e := env(service(t, p, "seckill-1"))
+	cfg, err := config.Load("", func(k string) string { return e[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, port, err := net.SplitHostPort(cfg.HTTP.AdminAddr)
+	if err != nil {
+		t.Fatalf("seckill-1: http.admin_addr %q: %v", cfg.HTTP.AdminAddr, err)
+	}
+	cfgText := readFile(t, "deploy/haproxy/haproxy.cfg")
+	if !regexp.MustCompile(`(?m)^\s*bind :` + port + `\s*$`).MatchString(cfgText) {
+		t.Errorf("haproxy.cfg: no frontend binds :%s, the replicas' admin port", port)
+	}
+	re := regexp.MustCompile(`(?m)^\s*server\s+\S+\s+"\$\{UPSTREAM\}(-\d+):` + port + `"`)
+	var suffixes []string
+	for _, m := range re.FindAllStringSubmatch(cfgText, -1) {
+		suffixes = append(suffixes, m[1])
+	}
+	if !slices.Equal(suffixes, []string{"-1", "-2", "-3"}) {
+		t.Errorf("haproxy.cfg: admin servers %q; want ${UPSTREAM}-1..3:%s", suffixes, port)
+	}
+	lb := service(t, p, "lb")
+	if !slices.ContainsFunc(lb.Ports, func(pc types.ServicePortConfig) bool {
+		return strconv.Itoa(int(pc.Target)) == port && pc.HostIP == "127.0.0.1"
+	}) {
+		t.Errorf("lb: port %s not published on 127.0.0.1; have %+v", port, lb.Ports)
+	}
+	if got, want := env(service(t, p, "k6"))["ADMIN_URL"], "http://lb:"+port; got != want {
+		t.Errorf("k6: ADMIN_URL %q; want %q (the replicas' API listener answers /admin 404)", got, want)
+	}
+	if !strings.Contains(readFile(t, "deploy/k6/sale.sh"), "$ADMIN_URL/admin/v1/skus") {
+		t.Error("deploy/k6/sale.sh: does not create its SKU at $ADMIN_URL")
+	}
 }
