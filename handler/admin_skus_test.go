@@ -18,26 +18,39 @@ func TestAdminListSKUs(t *testing.T) {
 	}
 	type page struct {
 		SKUs      []adminSKU `json:"skus"`
-		NextAfter *int64     `json:"next_after"`
+		NextAfter *string    `json:"next_after"`
 	}
+	// cursor is the next_after of the first page of limit SKUs.
+	cursor := func(limit int) string {
+		var p page
+		s.get(t, "/admin/v1/skus?limit="+strconv.Itoa(limit), bearer...).json(t, &p)
+		if p.NextAfter == nil {
+			t.Fatalf("GET /admin/v1/skus?limit=%d: next_after null; want a cursor", limit)
+		}
+		return *p.NextAfter
+	}
+	after1, after2 := cursor(2), cursor(3) // after ids[1], after ids[2]
 	tests := []struct {
 		name, query string
 		status      int
 		want        []int64
-		next        *int64
+		next        string // "" for null
 	}{
-		{"default page", "", 200, ids, nil},
-		{"first page of two", "?limit=2", 200, ids[:2], &ids[1]},
-		{"after the first page", "?limit=2&after=" + strconv.FormatInt(ids[1], 10), 200, ids[2:], nil},
-		{"a full last page still names next_after", "?limit=1&after=" + strconv.FormatInt(ids[1], 10), 200, ids[2:], &ids[2]},
-		{"past the end", "?after=" + strconv.FormatInt(ids[2], 10), 200, nil, nil},
-		{"limit 1000", "?limit=1000", 200, ids, nil},
-		{"limit 0", "?limit=0", 400, nil, nil},
-		{"limit 1001", "?limit=1001", 400, nil, nil},
-		{"limit not a number", "?limit=ten", 400, nil, nil},
-		{"limit empty", "?limit=", 400, nil, nil},
-		{"after negative", "?after=-1", 400, nil, nil},
-		{"limit given twice", "?limit=1&limit=2", 400, nil, nil},
+		{"default page", "", 200, ids, ""},
+		{"first page of two", "?limit=2", 200, ids[:2], after1},
+		{"after the first page", "?limit=2&after=" + after1, 200, ids[2:], ""},
+		{"a full last page still names next_after", "?limit=1&after=" + after1, 200, ids[2:], after2},
+		{"past the end", "?after=" + after2, 200, nil, ""},
+		{"limit 1000", "?limit=1000", 200, ids, ""},
+		{"limit 0", "?limit=0", 400, nil, ""},
+		{"limit 1001", "?limit=1001", 400, nil, ""},
+		{"limit not a number", "?limit=ten", 400, nil, ""},
+		{"limit empty", "?limit=", 400, nil, ""},
+		{"after negative", "?after=-1", 400, nil, ""},
+		{"after a bare id", "?after=" + strconv.FormatInt(ids[1], 10), 400, nil, ""},
+		{"after empty", "?after=", 400, nil, ""},
+		{"after altered", "?after=" + after1[:len(after1)-1] + "A", 400, nil, ""},
+		{"limit given twice", "?limit=1&limit=2", 400, nil, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -55,8 +68,12 @@ func TestAdminListSKUs(t *testing.T) {
 			for _, sku := range p.SKUs {
 				got = append(got, sku.ID)
 			}
-			if fmt.Sprint(got) != fmt.Sprint(tc.want) || (p.NextAfter == nil) != (tc.next == nil) || (p.NextAfter != nil && *p.NextAfter != *tc.next) {
-				t.Errorf("GET /admin/v1/skus%s = ids %v next_after %v; want %v next_after %v", tc.query, got, p.NextAfter, tc.want, tc.next)
+			next := ""
+			if p.NextAfter != nil {
+				next = *p.NextAfter
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tc.want) || next != tc.next {
+				t.Errorf("GET /admin/v1/skus%s = ids %v next_after %q; want %v next_after %q", tc.query, got, next, tc.want, tc.next)
 			}
 		})
 	}
