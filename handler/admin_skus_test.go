@@ -295,3 +295,27 @@ func TestAdminLimitChangeAppliesToLaterOrders(t *testing.T) {
 		t.Errorf("state %+v; want sold 8, all of it held", st)
 	}
 }
+
+// TestSKUNamesRefuseControlCharacters: a name with control characters (a
+// NUL, an ANSI escape, a tab, DEL, a C1 control) is refused on create and
+// on rename, 400 and nothing changed, so the public list never shows one.
+func TestSKUNamesRefuseControlCharacters(t *testing.T) {
+	t.Parallel()
+	s := newStack(t)
+	id := s.createSKU(t, `{"name":"plain","stock":1}`)
+	for _, name := range []string{`a\u0000b\u001b[31m`, `tab\there`, `line\nbreak`, `del\u007f`, `c1\u0085`} {
+		if r := s.call(t, http.MethodPost, "/admin/v1/skus", `{"name":"`+name+`","stock":1}`, bearer...); r.status != http.StatusBadRequest || r.code != "invalid_request" {
+			t.Errorf("create a SKU named %s = %d %q; want 400 invalid_request", name, r.status, r.code)
+		}
+		if r := s.call(t, http.MethodPatch, "/admin/v1/skus/"+strconv.FormatInt(id, 10), `{"name":"`+name+`"}`, bearer...); r.status != http.StatusBadRequest || r.code != "invalid_request" {
+			t.Errorf("rename a SKU to %s = %d %q; want 400 invalid_request", name, r.status, r.code)
+		}
+	}
+	r := s.get(t, "/api/v1/skus")
+	if r.status != http.StatusOK || strings.Count(string(r.body), `"name"`) != 1 || !strings.Contains(string(r.body), `"name":"plain"`) {
+		t.Errorf("GET /api/v1/skus = %d %s; want the one SKU, still named plain", r.status, r.body)
+	}
+	if r := s.call(t, http.MethodPatch, "/admin/v1/skus/"+strconv.FormatInt(id, 10), `{"name":"Ünïcode name, with spaces"}`, bearer...); r.status != http.StatusOK {
+		t.Errorf("rename to a printable name = %d %s; want 200", r.status, r.body)
+	}
+}
