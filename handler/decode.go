@@ -125,7 +125,7 @@ func duplicateKey(data []byte) (string, bool) {
 		keys      map[string]bool
 		expectKey bool
 	}
-	var stack []*object // the objects open around the next token; nil for an array
+	var stack []*object       // the objects open around the next token; nil for an array
 	for range len(data) + 1 { // bounded: every token takes at least a byte
 		tok, err := dec.Token()
 		if err != nil {
