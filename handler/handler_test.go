@@ -212,14 +212,18 @@ func (s *stack) call(t *testing.T, method, path, body string, headers ...string)
 	if r.status >= 400 && path != "/readyz" && method != http.MethodHead {
 		var e struct {
 			Error struct {
-				Code    string `json:"code"`
-				Message string `json:"message"`
+				Code      string `json:"code"`
+				Message   string `json:"message"`
+				RequestID string `json:"request_id"`
 			} `json:"error"`
 		}
 		dec := json.NewDecoder(bytes.NewReader(raw))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&e); err != nil || e.Error.Code == "" || e.Error.Message == "" {
-			t.Errorf(`%s = %d %s; want {"error":{"code","message"}} (%v)`, where, r.status, raw, err)
+			t.Errorf(`%s = %d %s; want {"error":{"code","message","request_id"}} (%v)`, where, r.status, raw, err)
+		}
+		if id := r.header.Get("X-Request-ID"); e.Error.RequestID != id || id == "" {
+			t.Errorf("%s: the error body's request_id %q; want the X-Request-ID answered, %q", where, e.Error.RequestID, id)
 		}
 		r.code, r.msg = e.Error.Code, e.Error.Message
 		if s.spec != nil && !s.spec.codes[r.code] {
