@@ -41,7 +41,8 @@ deps:
 	./scripts/deps.sh
 
 ## lint: go vet and staticcheck (the root and the lock's modules), promtool on the alert rules
-##       (check config, check rules, test rules; scripts/deps.sh fetches promtool), Redocly's recommended rules on handler/openapi.yaml, and the contract run:
+##       (check config, check rules, test rules; scripts/deps.sh fetches promtool), Spectral's spectral:oas
+##       rules (no warning) and Redocly's recommended rules on handler/openapi.yaml, and the contract run:
 ##       the quick start behind Prism's validating proxy, every answer checked against the document
 ##       (scripts/contract.sh; npm fetches Redocly and Prism)
 lint:
@@ -54,6 +55,7 @@ lint:
 	promtool check rules deploy/prometheus/alerts.yml
 	promtool test rules deploy/prometheus/alerts_test.yml
 	npx --yes @redocly/cli@2.77.0 lint --config redocly.yaml handler/openapi.yaml
+	npx --yes @stoplight/spectral-cli@6.16.3 lint --ruleset .spectral.yaml --fail-severity warn handler/openapi.yaml
 	GO=$(GO) ./scripts/contract.sh
 
 ## bench: the service and the comparison designs (loadtest/compare) through HTTP with k6 next to the HTTP ceiling (and locked on a private ZooKeeper), one table of ratios;
