@@ -5,8 +5,8 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
-	"unicode"
 	"time"
+	"unicode"
 	"unicode/utf8"
 )
 
