@@ -12,12 +12,12 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/seckill/seckill/app"
 	"github.com/seckill/seckill/handler"
-	"github.com/seckill/seckill/internal/app"
 	"github.com/seckill/seckill/internal/auth"
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/internal/logging"
-	"github.com/seckill/seckill/internal/metrics"
+	"github.com/seckill/seckill/metrics"
 	"github.com/seckill/seckill/service"
 )
 

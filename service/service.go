@@ -208,6 +208,17 @@ type RoundResult struct {
 	Err error
 }
 
+// OneByOne answers a round by giving its batches to commit one after
+// another, each in its own transaction: for a Store that runs one
+// transaction at a time, or a test's that must see every batch.
+func OneByOne(ctx context.Context, bs []Batch, commit func(context.Context, Batch) (BatchResult, error)) ([]RoundResult, error) {
+	out := make([]RoundResult, len(bs))
+	for i, b := range bs {
+		out[i].BatchResult, out[i].Err = commit(ctx, b)
+	}
+	return out, nil
+}
+
 // Units are the units of a SKU's pending and of its paid orders.
 type Units struct{ Pending, Paid int64 }
 
