@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
-	"github.com/gin-gonic/gin"
 
 	"github.com/seckill/seckill/handler"
 	"github.com/seckill/seckill/internal/config"
@@ -169,7 +168,7 @@ func newAPI(cfg config.Config, orders handler.Orders, catalog *service.Catalog, 
 		AdminToken:   cfg.Admin.Token,
 		MaxBodyBytes: cfg.HTTP.MaxBodyBytes,
 		Log:          log,
-		Middleware:   []gin.HandlerFunc{mx.Middleware()},
+		Observer:     mx,
 		Extra:        map[string]http.Handler{"/metrics": mx.Handler()},
 		Bench:        cfg.HTTP.BenchEndpoints,
 		Limits: handler.Limits{

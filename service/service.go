@@ -11,8 +11,8 @@ import (
 	"time"
 )
 
-// Domain errors. Adapters wrap driver errors with these (using %w); the
-// handler maps each to one HTTP status and one stable code.
+// Domain errors. Adapters wrap driver errors with these (using %w);
+// Results gives each its kind, stable code and metric label.
 var (
 	ErrNotFound    = errors.New("not found")
 	ErrSKUNotFound = errors.New("sku not found")
