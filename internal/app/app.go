@@ -86,12 +86,10 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 		return err
 	}
 	var confirm service.Replicas
-	var storeOpts []repository.Option
 	if repl != nil && cfg.MySQL.MinReplicas > 0 {
 		confirm = repl
-		storeOpts = append(storeOpts, repository.WithReplicas(repl))
 	}
-	store := repository.New(db, storeOpts...)
+	store := newStore(cfg, db, confirm)
 	rs, err := openRedis(cfg, &cl)
 	if err != nil {
 		return err
