@@ -25,7 +25,6 @@ import (
 	"github.com/seckill/seckill/lock"
 	"github.com/seckill/seckill/metrics"
 	"github.com/seckill/seckill/redis"
-	"github.com/seckill/seckill/repository"
 	"github.com/seckill/seckill/service"
 )
 
@@ -59,12 +58,10 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 		return err
 	}
 	var confirm service.Replicas
-	var storeOpts []repository.Option
 	if repl != nil && cfg.MySQL.MinReplicas > 0 {
 		confirm = repl
-		storeOpts = append(storeOpts, repository.WithReplicas(repl))
 	}
-	store := repository.New(db, storeOpts...)
+	store := newStore(cfg, db, confirm)
 	rs, err := openRedis(cfg, &cl)
 	if err != nil {
 		return err

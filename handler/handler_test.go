@@ -91,7 +91,7 @@ func newStack(t *testing.T, opts ...func(*stackOptions)) *stack {
 	s := &stack{appDB: testenv.DB(t, dsn), db: testenv.DB(t, dsn), ready: &fakeReady{}}
 	rdb, prefix := testenv.Redis(t)
 	s.rdb, s.prefix = rdb, prefix
-	var store service.Store = repository.New(s.appDB)
+	var store service.Store = repository.NewMySQL(s.appDB)
 	if o.wrap != nil {
 		store = o.wrap(store)
 	}
@@ -109,7 +109,7 @@ func newStack(t *testing.T, opts ...func(*stackOptions)) *stack {
 		app.OrdersConfig(cfg), log, nil)
 	s.orders = orders
 	catalog := service.NewCatalog(store, orders, log)
-	settle := repository.New(s.appDB)
+	settle := repository.NewMySQL(s.appDB)
 	s.sweeper = service.NewSweeper(settle, nil, orders, app.SweeperConfig(cfg), log, nil)
 	apiLog := log
 	if o.log != nil {

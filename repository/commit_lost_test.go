@@ -202,7 +202,7 @@ func TestCommitBatch_LostCommitIsAnsweredTruthfully(t *testing.T) {
 			}
 			p := newCommitCutter(t, mc.Addr)
 			mc.Addr = p.ln.Addr().String()
-			s := repository.New(testenv.DB(t, mc.FormatDSN()))
+			s := repository.NewMySQL(testenv.DB(t, mc.FormatDSN()))
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			now := time.Now().UTC()
@@ -283,7 +283,7 @@ func TestCommitBatch_CommitWithoutReplyEndsAtTheDeadline(t *testing.T) {
 			dsn := testenv.Database(t)
 			direct := testenv.DB(t, dsn)
 			proxied, proxy := testenv.ThroughMySQLProxy(t, dsn)
-			s := repository.New(testenv.DB(t, proxied))
+			s := repository.NewMySQL(testenv.DB(t, proxied))
 			t.Cleanup(proxy.Cut) // first: a stuck COMMIT must not hang the cleanup
 			now := time.Now().UTC()
 			sku, err := s.CreateSKU(context.Background(), service.SKU{Name: "c", TotalStock: 5, Stock: 5, PerUserLimit: 1, CreatedAt: now, UpdatedAt: now})

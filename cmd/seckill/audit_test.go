@@ -27,7 +27,7 @@ func auditRun(t *testing.T, dsn string, args ...string) (int, string, error) {
 
 // sellSKU sells 3 of 5 units through the repository, one pending order
 // per buyer and one more cancelled, and returns the SKU's id.
-func sellSKU(t *testing.T, s *repository.Stock, name string) int64 {
+func sellSKU(t *testing.T, s *repository.MySQL, name string) int64 {
 	t.Helper()
 	ctx := context.Background()
 	now := time.Now().UTC()
@@ -65,7 +65,7 @@ func TestAuditCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := repository.New(db)
+	s := repository.NewMySQL(db)
 	first, second := sellSKU(t, s, "first"), sellSKU(t, s, "second")
 
 	code, out, err := auditRun(t, dsn, "audit")
