@@ -32,7 +32,6 @@ const (
 	codeNotFound         = "not_found"
 	codeUnsupportedMedia = "unsupported_media_type"
 	codeRateLimited      = "rate_limited"
-	codeInternal         = "internal"
 	codeMethodNotAllowed = "method_not_allowed"
 )
 

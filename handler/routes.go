@@ -284,7 +284,7 @@ func saneID(id string) bool {
 func recovery(log *slog.Logger) gin.HandlerFunc {
 	return gin.CustomRecoveryWithWriter(io.Discard, func(c *gin.Context, v any) {
 		log.ErrorContext(c.Request.Context(), "panic", "path", c.FullPath(), "panic", v)
-		abort(c, http.StatusInternalServerError, codeInternal, "internal error")
+		abort(c, statusOf[service.KindInternal], service.Internal.Code, service.Internal.Message)
 	})
 }
 
