@@ -126,7 +126,7 @@ func RunFair(ctx context.Context, cfg FairConfig) (res FairResult, err error) {
 		return res, err
 	}
 	r, err := startScenario(ctx, base, "fair", &http.Client{Timeout: 30 * time.Second,
-		Transport: &http.Transport{MaxIdleConnsPerHost: 4096, MaxConnsPerHost: 0}})
+		Transport: &http.Transport{MaxIdleConnsPerHost: fairConnsPerInstance}})
 	defer r.tearDown()
 	res.Dir = r.dir
 	if err != nil {
@@ -140,6 +140,7 @@ func RunFair(ctx context.Context, cfg FairConfig) (res FairResult, err error) {
 	}
 	r.skuID, r.skuIDs = sku.ID, []int64{sku.ID}
 	fr := &fairRun{run: r, history: newGoHistory(), buyers: make([]fairBuyer, cfg.Buyers)}
+	fr.warm(ctx, min(cfg.Buyers/cfg.Instances+1, fairConnsPerInstance))
 	r.event("fair: %d buyers over %s", cfg.Buyers, cfg.Over)
 	start := time.Now()
 	fr.send(ctx, cfg.Over)
@@ -170,6 +171,35 @@ type fairRun struct {
 	*run
 	history *goHistory
 	buyers  []fairBuyer
+}
+
+// fairConnsPerInstance bounds the connections the client keeps open to
+// each instance.
+const fairConnsPerInstance = 4096
+
+// warm opens n connections to every instance before the sale, so that
+// buyers do not each dial one: a dial on a busy box can take longer than
+// the tolerance, and would reorder the arrivals before the service sees
+// them.
+func (fr *fairRun) warm(ctx context.Context, n int) {
+	var wg sync.WaitGroup
+	for _, url := range fr.baseURLs {
+		for range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"/healthz", nil)
+				if err != nil {
+					return
+				}
+				if resp, err := fr.client.Do(req); err == nil {
+					_, _ = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+			}()
+		}
+	}
+	wg.Wait()
 }
 
 // send starts buyer k at k·over/len(buyers) after the first, at instance
