@@ -138,11 +138,10 @@ type Client struct {
 	opts options
 	id   string // names this Client among a key's ranked contenders
 
-
 	mu     sync.Mutex
 	slots  map[string]*slot
-	yields map[string]time.Time // key → until when its next Obtain waits (yield.go)
-	held   map[string]*Lock     // Redis key → its Lock, while held (with notices)
+	yields map[string]time.Time     // key → until when its next Obtain waits (yield.go)
+	held   map[string]*Lock         // Redis key → its Lock, while held (with notices)
 	asleep map[string]chan struct{} // Redis key → its contender's wake-up, while it backs off (with notices)
 
 	listening  sync.Once
@@ -403,7 +402,7 @@ type Lock struct {
 
 	released     atomic.Bool
 	wanted       atomic.Bool
-	others       atomic.Int64 // the lowest rank another contender announced; noRank for none
+	others       atomic.Int64  // the lowest rank another contender announced; noRank for none
 	wanting      chan struct{} // closed once someone else wants the key; nil without notices
 	wantingOnce  sync.Once
 	stopWatchdog context.CancelFunc // nil without watchdog
