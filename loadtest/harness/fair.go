@@ -126,7 +126,7 @@ func RunFair(ctx context.Context, cfg FairConfig) (res FairResult, err error) {
 		return res, err
 	}
 	r, err := startScenario(ctx, base, "fair", &http.Client{Timeout: 30 * time.Second,
-		Transport: &http.Transport{MaxIdleConnsPerHost: fairConnsPerInstance}})
+		Transport: &http.Transport{MaxIdleConnsPerHost: fairConnsPerInstance}}) // every buyer may wait at once
 	defer r.tearDown()
 	res.Dir = r.dir
 	if err != nil {
@@ -175,7 +175,7 @@ type fairRun struct {
 
 // fairConnsPerInstance bounds the connections the client keeps open to
 // each instance.
-const fairConnsPerInstance = 4096
+const fairConnsPerInstance = 12000
 
 // warm opens n connections to every instance before the sale, so that
 // buyers do not each dial one: a dial on a busy box can take longer than
