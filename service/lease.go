@@ -16,10 +16,20 @@ type leaseHold struct {
 	lease Lease
 	since time.Time
 	known *SKU // the SKU after this lease's last batch; nil before its first
+	// rank is the arrival (unix µs) of the oldest buyer the lock is
+	// wanted for, under fair selling (fair.go); 0: obtained unranked.
+	rank int64
+	// unlocked says that fair selling's turn found no lease for the
+	// batch: it sells on the database guard without trying again.
+	unlocked bool
 }
 
 // acquire returns the held lease, or obtains one (nil: sell unlocked).
 func (h *leaseHold) acquire(ctx context.Context) Lease {
+	if h.unlocked {
+		h.unlocked = false
+		return nil
+	}
 	if h.lease != nil {
 		lost := false
 		select {
@@ -30,16 +40,21 @@ func (h *leaseHold) acquire(ctx context.Context) Lease {
 		switch {
 		case lost:
 			h.release()
-		case time.Since(h.since) >= h.max && !h.unwanted():
-			h.keep()
+		case h.rank == 0 && time.Since(h.since) >= h.max && !h.unwanted():
+			h.keep() // fair selling hands over by age instead (fair.go)
 		}
 	}
 	if h.lease == nil {
-		h.lease = h.o.obtain(ctx, h.sku)
-		h.since = time.Now()
-		h.known = nil
+		h.obtain(ctx)
 	}
 	return h.lease
+}
+
+// obtain takes the lock, ranked when h.rank is set; nil: sell unlocked.
+func (h *leaseHold) obtain(ctx context.Context) {
+	h.lease = h.o.obtain(ctx, h.sku, h.rank)
+	h.since = time.Now()
+	h.known = nil
 }
 
 func (h *leaseHold) wanting() <-chan struct{} {

@@ -45,8 +45,9 @@ func (a arrivals) expectedWithin(now int64, d time.Duration) int64 {
 // linger returns batch with the requests that arrived while the worker
 // waited for them: once, for Linger, and only when more orders than the
 // batch holds are expected within that time. Shutdown ends the wait at
-// once. t is the worker's own stopped timer.
-func (o *Orders) linger(q *skuQueue, batch []*pending, t *time.Timer) []*pending {
+// once. Only requests that arrived by until (unix µs) join. t is the
+// worker's own stopped timer.
+func (o *Orders) linger(q *skuQueue, batch []*pending, until int64, t *time.Timer) []*pending {
 	if o.cfg.Linger <= 0 || len(batch) >= o.cfg.BatchMax {
 		return batch
 	}
@@ -60,7 +61,7 @@ func (o *Orders) linger(q *skuQueue, batch []*pending, t *time.Timer) []*pending
 		t.Stop()
 		return batch
 	}
-	return o.take(q, batch)
+	return o.take(q, batch, until)
 }
 
 func (o *Orders) expected(q *skuQueue, d time.Duration) int64 {
