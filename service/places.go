@@ -80,7 +80,7 @@ type places struct {
 	n     atomic.Int64 // entries, read without mu by the order path
 	mu    sync.Mutex
 	byKey map[placeKey]placeAt
-	fifo  []placeKey // insertion order, which is expiry order; may hold keys since replaced
+	fifo  []placeKey         // insertion order, which is expiry order; may hold keys since replaced
 	line  map[int64][]inLine // sku → places by arrival; may hold places since back, lapsed or replaced
 
 	out       chan Place    // to the board; nil without one; never closed

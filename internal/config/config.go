@@ -152,7 +152,7 @@ type Order struct {
 	// then hands the lock to that instance (service/fair.go). Smaller is
 	// fairer and hands over more often; 0 hands over at every older
 	// buyer, one batch at a time when arrivals interleave finely.
-	FairWindow time.Duration `yaml:"fair_window" default:"20ms" valid:"0s..10s" help:"first come, first served across instances: a lock holder sells buyers up to this much younger than another instance's oldest, then hands over"`
+	FairWindow time.Duration `yaml:"fair_window" default:"50ms" valid:"0s..10s" help:"first come, first served across instances: a lock holder sells buyers up to this much younger than another instance's oldest, then hands over"`
 	PlaceGrace time.Duration `yaml:"place_grace" default:"5s" valid:"0s..1m" help:"a buyer told 429/503 who retries with the same Idempotency-Key within Retry-After plus this keeps its first arrival, on any instance"`
 	PlacesMax  int           `yaml:"places_max" default:"50000" valid:">=0" help:"places of buyers told to come back remembered per instance (about 300 bytes each); full: the soonest to lapse goes; 0: none kept"`
 }
