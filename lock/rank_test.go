@@ -3,6 +3,7 @@ package lock_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -42,19 +43,26 @@ func TestObtainRanked_LowestRankGoesFirst(t *testing.T) {
 	if r, ok := held.Contender(); ok {
 		t.Errorf("Contender() = %d, true with nobody waiting; want false", r)
 	}
-	got := make(chan string, 2)
+	var (
+		mu  sync.Mutex
+		got []string // in the order they obtained
+		wg  sync.WaitGroup
+	)
 	wait := func(c *lock.Client, name string, rank int64) {
+		defer wg.Done()
 		l, err := c.ObtainRanked(ctx, "k", rank)
+		mu.Lock()
+		got = append(got, name)
+		mu.Unlock()
 		if err != nil {
 			t.Errorf("%s: ObtainRanked = %v", name, err)
-			got <- name
 			return
 		}
-		got <- name
 		if err := l.Release(ctx); err != nil {
 			t.Errorf("%s: Release = %v", name, err)
 		}
 	}
+	wg.Add(2)
 	go wait(young, "young", 30)
 	waitContenders(t, rdb, prefix+"k", 1)
 	go wait(old, "old", 20)
@@ -71,8 +79,9 @@ func TestObtainRanked_LowestRankGoesFirst(t *testing.T) {
 	if err := held.Release(ctx); err != nil {
 		t.Fatalf("Release = %v", err)
 	}
-	if first, second := <-got, <-got; first != "old" || second != "young" {
-		t.Errorf("obtained in the order %s, %s; want old (rank 20), then young (rank 30)", first, second)
+	wg.Wait()
+	if len(got) != 2 || got[0] != "old" || got[1] != "young" {
+		t.Errorf("obtained in the order %v; want old (rank 20), then young (rank 30)", got)
 	}
 	if n := rdb.Exists(ctx, prefix+"k:ranks", prefix+"k:ranks-exp").Val(); n != 0 {
 		t.Errorf("%d rank keys left after every contender obtained; want none", n)
