@@ -30,6 +30,14 @@ type readiness struct {
 	MySQL    string    `json:"mysql"`  // up or down
 	Redis    string    `json:"redis"`  // up or down
 	Topology *Topology `json:"redis_topology,omitempty"`
+	// Replication is the MariaDB replication's state, admin view only.
+	Replication any `json:"mysql_replication,omitempty"`
+}
+
+// ReplicationReporter is a Readiness that also describes the MariaDB
+// replication (mysql.replicas), without I/O and without credentials.
+type ReplicationReporter interface {
+	MySQLReplication() any // nil: none configured
 }
 
 // Topology is what the admin readiness view says about the Redis setup.
@@ -63,6 +71,9 @@ func (h *health) adminReadiness(c *gin.Context) {
 		defer cancel()
 		t := tr.RedisTopology(ctx)
 		r.Topology = &t
+	}
+	if rr, ok := h.ready.(ReplicationReporter); ok {
+		r.Replication = rr.MySQLReplication()
 	}
 	c.JSON(http.StatusOK, r)
 }

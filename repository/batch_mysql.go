@@ -24,7 +24,7 @@ import (
 // (service.ErrOutcomeUnknown: a COMMIT that could not be read back). Any
 // other error means nothing was committed.
 func (s *Stock) commitMySQL(ctx context.Context, ms []*member, wait lockWait) error {
-	if decideKnown(ms) {
+	if s.knownUsable(ms) && decideKnown(ms) {
 		err := s.commitKnown(ctx, ms, wait)
 		if !errors.Is(err, errKnownChanged) {
 			return err
@@ -42,7 +42,7 @@ func (s *Stock) commitKnown(ctx context.Context, ms []*member, wait lockWait) er
 		return err
 	}
 	defer tx.end() // rolls back unless committed, then returns the connection
-	var w writes
+	w := writes{onServer: s.replicas != nil}
 	w.q.WriteString(tx.beginning())
 	w.add(ms)
 	ans, err := w.send(ctx, tx, tx.beginExec)
@@ -59,6 +59,7 @@ func (s *Stock) commitKnown(ctx context.Context, ms []*member, wait lockWait) er
 		return err
 	}
 	resolve(ms)
+	stampCommit(ms, tx.at)
 	for _, m := range ms {
 		if m.err == nil {
 			m.res.ReadsSkipped = true
@@ -110,6 +111,7 @@ func (s *Stock) commitRead(ctx context.Context, ms []*member, wait lockWait) err
 		return err
 	}
 	resolve(ms)
+	stampCommit(ms, tx.at)
 	return nil
 }
 
@@ -124,6 +126,9 @@ func (s *Stock) newConnTx(ctx context.Context, wait lockWait) (*connTx, error) {
 		return nil, err
 	}
 	tx := &connTx{conn: conn, wait: wait}
+	if s.replicas != nil {
+		tx.at = &service.Commit{}
+	}
 	if tx.sess, err = s.sessions.of(conn); err != nil {
 		tx.end()
 		return nil, err
@@ -142,7 +147,7 @@ func (s *Stock) commitWrites(ctx context.Context, tx *connTx, writers []*member)
 	if !commitMayHaveLanded(err) {
 		return err
 	}
-	landed, lerr := s.landed(firstOrder(writers))
+	landed, lerr := s.landed(firstOrder(writers), tx.at)
 	switch {
 	case lerr != nil:
 		unknown := fmt.Errorf("%w: COMMIT failed (%w) and reading the order back failed (%w)", service.ErrOutcomeUnknown, err, lerr)
@@ -243,14 +248,22 @@ const resolveTimeout = 2 * time.Second
 // landed reports whether the transaction that inserted o committed, on a
 // fresh context and connection. The read locks the row, so it waits out a
 // COMMIT or rollback still under way instead of reading around it.
-func (s *Stock) landed(o service.Order) (bool, error) {
+// With at set, it also reads the position of the server that has it
+// there: the COMMIT's own reply, which carried it, was lost.
+func (s *Stock) landed(o service.Order, at *service.Commit) (bool, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), resolveTimeout)
 	defer cancel()
 	var (
 		skuID int64
 		user  string
+		err   error
 	)
-	err := s.sql.QueryRowContext(ctx, "SELECT sku_id, user_id FROM orders WHERE id = ? LOCK IN SHARE MODE", o.ID).Scan(&skuID, &user)
+	if at != nil {
+		*at = service.Commit{}
+		err = s.sql.QueryRowContext(ctx, "SELECT sku_id, user_id, @@server_id, @@gtid_binlog_pos FROM orders WHERE id = ? LOCK IN SHARE MODE", o.ID).Scan(&skuID, &user, &at.Server, &at.GTIDs)
+	} else {
+		err = s.sql.QueryRowContext(ctx, "SELECT sku_id, user_id FROM orders WHERE id = ? LOCK IN SHARE MODE", o.ID).Scan(&skuID, &user)
+	}
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return false, nil
@@ -368,6 +381,10 @@ type writes struct {
 	args    []any
 	orders  int // rows of the orders' INSERT
 	holders int // rows of the holdings' upsert
+	// onServer guards each known row's UPDATE with the server that
+	// committed it (Batch.KnownOn): after a failover the promoted
+	// server's row may have the same version and other contents.
+	onServer bool
 }
 
 // add appends the writes of the decided members ws.
@@ -419,6 +436,10 @@ func (w *writes) updateSKUs(ws []*member) {
 		if m.b.Fence > 0 {
 			w.q.WriteString(" AND " + fenceGuard)
 			w.args = append(w.args, m.b.Fence, service.FenceCeiling(m.b.Fence))
+		}
+		if w.onServer {
+			w.q.WriteString(" AND @@server_id = ?")
+			w.args = append(w.args, m.b.KnownOn)
 		}
 		w.q.WriteString(")")
 	}

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/seckill/seckill/service"
 )
 
 // rollbackTimeout bounds the ROLLBACK of a transaction that did not commit.
@@ -32,6 +34,8 @@ type connTx struct {
 	wait    lockWait // the lock wait this transaction's begin sets
 	open    bool     // START TRANSACTION may have run, and neither COMMIT nor ROLLBACK has
 	waitSet bool     // the begin may have set wait on the session: the end puts the default back
+
+	at *service.Commit // set: COMMIT reads where it committed into it (sendCommit)
 }
 
 // beginning is the statements that start the transaction, sent with its
@@ -119,7 +123,7 @@ func (t *connTx) commit(ctx context.Context) error {
 	}
 	cctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
 	defer cancel()
-	if _, err := t.conn.ExecContext(cctx, t.ending("COMMIT")); err != nil {
+	if err := t.sendCommit(cctx); err != nil {
 		if cctx.Err() != nil {
 			return fmt.Errorf("%w: %w", errCommitTimedOut, err)
 		}

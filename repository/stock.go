@@ -27,16 +27,36 @@ type Stock struct {
 	sqlite bool
 	// sessions: what each MySQL connection's session holds of ours.
 	sessions sessions
+	// replicas, when set, confirms commits and reads: every COMMIT then
+	// reads its position, and replays and SKU reads are confirmed
+	// before they are returned (WithReplicas).
+	replicas service.Replicas
+}
+
+// Option configures a Stock.
+type Option func(*Stock)
+
+// WithReplicas makes the store track where each transaction committed
+// (BatchResult.Commit) and confirm the orders and SKUs it reads with r
+// (MySQL only).
+func WithReplicas(r service.Replicas) Option {
+	return func(s *Stock) { s.replicas = r }
 }
 
 // New returns a Stock over db, which must have the schema of migrations/.
 // MySQL connections must allow multiStatements (database.OpenMySQL's do):
 // a batch commits in three round trips.
-func New(db *gorm.DB) *Stock {
+func New(db *gorm.DB, opts ...Option) *Stock {
 	s := &Stock{db: db, sqlite: db.Dialector.Name() == "sqlite"}
 	if !s.sqlite {
 		s.sql, _ = db.DB() // nil when GORM runs on something other than *sql.DB: the GORM path then serves
 		s.sessions.db = s.sql
+	}
+	for _, o := range opts {
+		o(s)
+	}
+	if s.sql == nil {
+		s.replicas = nil // SQLite has no replicas
 	}
 	return s
 }
@@ -161,6 +181,9 @@ func (s *Stock) Order(ctx context.Context, id int64) (service.Order, error) {
 // OrderByKey returns the order userID placed under an idempotency key, or
 // service.ErrNotFound.
 func (s *Stock) OrderByKey(ctx context.Context, userID, key string) (service.Order, error) {
+	if s.replicas != nil {
+		return s.orderByKeyAt(ctx, userID, key)
+	}
 	var r orderRow
 	if err := s.db.WithContext(ctx).Where("user_id = ? AND idempotency_key = ?", userID, key).Take(&r).Error; err != nil {
 		return service.Order{}, translate(err, service.ErrNotFound)
@@ -170,6 +193,9 @@ func (s *Stock) OrderByKey(ctx context.Context, userID, key string) (service.Ord
 
 // SKU returns one SKU, or service.ErrSKUNotFound.
 func (s *Stock) SKU(ctx context.Context, id int64) (service.SKU, error) {
+	if s.replicas != nil {
+		return s.skuAt(ctx, id)
+	}
 	var r skuRow
 	if err := s.db.WithContext(ctx).Take(&r, id).Error; err != nil {
 		return service.SKU{}, translate(err, service.ErrSKUNotFound)

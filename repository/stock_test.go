@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -414,4 +415,58 @@ func TestCreateSKU_WritesWhatIsReadBack(t *testing.T) {
 	if want := at.Truncate(time.Microsecond); !stored.Equal(want) {
 		t.Errorf("created_at stored %v; want %v (the microseconds of the time given, not rounded)", stored, want)
 	}
+}
+
+// confirmAll confirms every commit: the store's position tracking without
+// replicas.
+type confirmAll struct{}
+
+func (confirmAll) Confirm(context.Context, service.Commit) error { return nil }
+
+// With replicas asked for, each commit carries where it committed, and a
+// known row is used only on the server that committed it: after a
+// failover the promoted server's row may have the known version with
+// other contents, so a batch whose known row names another server (or
+// none) reads the row.
+func TestCommitBatch_KnownRowOnlyOnItsServer(t *testing.T) {
+	t.Parallel()
+	db := testenv.DB(t, testenv.Database(t))
+	s := repository.New(db, repository.WithReplicas(confirmAll{}))
+	now := time.Now().UTC()
+	sku, err := s.CreateSKU(context.Background(), service.SKU{Name: "t", TotalStock: 10, Stock: 10, PerUserLimit: 1, CreatedAt: now, UpdatedAt: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	first, err := s.CommitBatch(ctx, batch(sku.ID, 0, "a", "b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.Commit.Server == 0 {
+		t.Fatalf("Commit = %+v; want the server id read with the COMMIT", first.Commit)
+	}
+	for _, tc := range []struct {
+		name   string
+		on     int64
+		reused bool
+	}{
+		{"another server", first.Commit.Server + 1, false},
+		{"no server", 0, false},
+		{"its server", first.Commit.Server, true},
+	} {
+		prev, err := s.SKU(ctx, sku.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := batch(sku.ID, 0, "u-"+strings.ReplaceAll(tc.name, " ", "-"))
+		b.Known, b.KnownOn = &prev, tc.on
+		res, err := s.CommitBatch(ctx, b)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if res.ReadsSkipped != tc.reused {
+			t.Errorf("%s: ReadsSkipped = %v; want %v", tc.name, res.ReadsSkipped, tc.reused)
+		}
+	}
+	assertBooks(t, db, sku.ID, 10, 5, 1)
 }

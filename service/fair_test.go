@@ -31,7 +31,7 @@ func holdSKULock(t *testing.T, r *rig, sku int64) (release func()) {
 	}
 }
 
-// Invariant 18: on three instances, production defaults, the units go to
+// Invariant 19: on three instances, production defaults, the units go to
 // the earliest arrivals across every instance: no buyer wins who arrived
 // more than order.fair_window after the last buyer who should have won,
 // and none loses who arrived more than that before it.
@@ -104,7 +104,7 @@ func TestPlace_ThreeInstancesSellInArrivalOrder(t *testing.T) {
 	testenv.CheckInvariants(t, rigs[0].db, sku.ID)
 }
 
-// Invariant 18: a buyer told 429 busy on one instance who retries with the
+// Invariant 19: a buyer told 429 busy on one instance who retries with the
 // same Idempotency-Key on another keeps its first arrival there: it
 // bumps the youngest buyer of a full queue and is sold before everyone
 // who arrived after it.

@@ -22,6 +22,9 @@ type leaseHold struct {
 	// unlocked says that fair selling's turn found no lease for the
 	// batch: it sells on the database guard without trying again.
 	unlocked bool
+	// knownOn is the server that committed known (Commit.Server), 0 when
+	// not tracked: after a failover the row there is another one.
+	knownOn int64
 }
 
 // acquire returns the held lease, or obtains one (nil: sell unlocked).
@@ -54,7 +57,7 @@ func (h *leaseHold) acquire(ctx context.Context) Lease {
 func (h *leaseHold) obtain(ctx context.Context) {
 	h.lease = h.o.obtain(ctx, h.sku, h.rank)
 	h.since = time.Now()
-	h.known = nil
+	h.known, h.knownOn = nil, 0
 }
 
 func (h *leaseHold) wanting() <-chan struct{} {

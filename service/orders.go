@@ -34,6 +34,9 @@ type OrdersConfig struct {
 	FairWindow time.Duration
 	PlaceGrace time.Duration // a buyer told to come back keeps its arrival this long past Retry-After (places.go)
 	PlacesMax  int           // places remembered per process; 0: none
+	// Replicas, when set, confirms every batch's commit before its buyers
+	// are answered (mysql.min_replicas); nil: answered at COMMIT.
+	Replicas Replicas
 }
 
 // Observer receives what the order path does, for metrics. Methods must
@@ -53,6 +56,9 @@ type Observer interface {
 	// (used), or read again because something had changed (a restock,
 	// another writer, a repeat buyer, a replay).
 	KnownRow(used bool)
+	// Unconfirmed counts orders committed but not confirmed by the
+	// replicas in time: their buyers were answered outcome_unknown.
+	Unconfirmed(orders int)
 }
 
 type nopObserver struct{}
@@ -65,6 +71,7 @@ func (nopObserver) Degraded(bool)                        {}
 func (nopObserver) SoldOutFastPath()                     {}
 func (nopObserver) MarkUnpublished()                     {}
 func (nopObserver) KnownRow(bool)                        {}
+func (nopObserver) Unconfirmed(int)                      {}
 
 // Orders is the order flow. It is safe for concurrent use; Shutdown stops it.
 type Orders struct {

@@ -118,6 +118,7 @@ func (o *observer) Degraded(bool)                        {}
 func (o *observer) SoldOutFastPath()                     {}
 func (o *observer) MarkUnpublished()                     { o.unpublished.Add(1) }
 func (o *observer) KnownRow(bool)                        {}
+func (o *observer) Unconfirmed(int)                      {}
 
 // waitDepth waits until the queue of the test's SKU reported depth >= n.
 func (o *observer) waitDepth(t *testing.T, n int) {

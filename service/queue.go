@@ -34,6 +34,9 @@ type skuQueue struct {
 	idle       *idleList // the list q is on, if any; guarded by Orders.mu
 	prev, next *skuQueue // on idle
 	sold       bool      // its last batch created an order; the worker's own
+	// unconfirmed holds a token per committed batch awaiting its
+	// replicas' confirmation (confirmThenAnswer).
+	unconfirmed chan struct{}
 }
 
 func (q *skuQueue) len() int { return len(q.waiting) - q.head }
@@ -56,6 +59,9 @@ func (o *Orders) enqueue(p *pending) error {
 			return ErrTooManySKUs
 		}
 		q = &skuQueue{id: p.req.SKUID, wake: make(chan struct{}, 1), stop: make(chan struct{})}
+		if o.cfg.Replicas != nil {
+			q.unconfirmed = make(chan struct{}, maxUnconfirmed)
+		}
 		o.queues[q.id] = q
 		o.workers.Add(1)
 		go o.work(q)

@@ -177,6 +177,11 @@ type Batch struct {
 	// fails: a change made elsewhere costs one round trip, never a wrong
 	// answer.
 	Known *SKU
+	// KnownOn is the server id that committed Known (Commit.Server), 0
+	// when not tracked. A Store that tracks it decides on Known only on
+	// that server: after a failover the promoted server's row may carry
+	// the same version with other contents.
+	KnownOn int64
 }
 
 // Outcome answers one request of a Batch: a placed order or a domain error.
@@ -192,6 +197,8 @@ type BatchResult struct {
 	// ReadsSkipped says the batch was decided on Batch.Known, without
 	// reading: its writes found the row, holdings and keys as known.
 	ReadsSkipped bool
+	// Commit is where the batch's transaction committed, for Replicas.
+	Commit Commit
 }
 
 // RoundResult is one batch's answer in a round (Store.CommitRound): what

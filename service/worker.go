@@ -43,7 +43,7 @@ func (o *Orders) work(q *skuQueue) {
 			continue
 		}
 		batch = o.linger(q, batch, until, lingering)
-		q.sold = o.commit(context.Background(), q.id, batch, hold)
+		q.sold = o.commit(context.Background(), q, batch, hold)
 		if !o.awaitHolding(q, hold, lingering) {
 			hold.release() // idle: the lock is for whoever needs it next
 		}
@@ -104,7 +104,8 @@ func (o *Orders) awaitHolding(q *skuQueue, hold *leaseHold, t *time.Timer) bool 
 // when the answer needs no transaction, commit under the SKU's lock,
 // answer, and publish a sell-out. It reports whether the batch created
 // an order.
-func (o *Orders) commit(parent context.Context, skuID int64, batch []*pending, hold *leaseHold) (sold bool) {
+func (o *Orders) commit(parent context.Context, q *skuQueue, batch []*pending, hold *leaseHold) (sold bool) {
+	skuID := q.id
 	live := o.admit(batch)
 	if len(live) == 0 || o.refuseAll(skuID, live) {
 		return false
@@ -117,12 +118,13 @@ func (o *Orders) commit(parent context.Context, skuID int64, batch []*pending, h
 		o.fail(skuID, live, err)
 		return false
 	}
-	for i, out := range res.Outcomes {
+	for _, out := range res.Outcomes {
 		sold = sold || out.Placed.Created
-		live[i].done <- out
 	}
-	if res.SKU.Stock == 0 {
-		o.markSoldOut(skuID, res.SKU.Version, begun)
+	if o.cfg.Replicas != nil {
+		o.confirmThenAnswer(q, live, res, begun)
+	} else {
+		o.answer(skuID, live, res, begun)
 	}
 	return sold
 }
@@ -186,7 +188,7 @@ const maxStaleFences = 3
 func (o *Orders) commitLocked(ctx context.Context, b Batch, hold *leaseHold) (BatchResult, error) {
 	for stale := 0; ; stale++ {
 		lease := hold.acquire(ctx)
-		b.Known = hold.known
+		b.Known, b.KnownOn = hold.known, hold.knownOn
 		res, err := o.commitUnder(ctx, b, lease)
 		if lease != nil {
 			switch adopted, aerr := o.adoptForeignFence(ctx, lease, err); {
@@ -202,7 +204,7 @@ func (o *Orders) commitLocked(ctx context.Context, b Batch, hold *leaseHold) (Ba
 			// serves another: the next attempt obtains afresh.
 			hold.release()
 		} else if lease != nil {
-			hold.known = &res.SKU
+			hold.known, hold.knownOn = &res.SKU, res.Commit.Server
 		}
 		if !errors.Is(err, ErrStaleFence) {
 			return res, err

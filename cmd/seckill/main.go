@@ -145,6 +145,7 @@ func parseAudit(args []string, path *string) (command, string, error) {
 	var f auditFlags
 	fs.Int64Var(&f.sku, "sku", 0, "audit this SKU only")
 	fs.BoolVar(&f.json, "json", false, "print one JSON document")
+	fs.StringVar(&f.replica, "replica", "", "compare this replica's books (a DSN) with the primary's, naming the SKUs that differ")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return command{name: "help", arg: "audit"}, "", nil

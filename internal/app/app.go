@@ -73,17 +73,28 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 		return err
 	}
 	mx := metrics.New()
-	db, err := openDatabase(ctx, cfg, mx, &cl)
+	guard := database.NewPrimaryGuard()
+	db, err := openDatabase(ctx, cfg, mx, guard, &cl)
 	if err != nil {
 		return err
 	}
-	store := repository.New(db)
+	repl, err := openReplicas(cfg, db, guard, mx, log, &cl)
+	if err != nil {
+		return err
+	}
+	var confirm service.Replicas
+	var storeOpts []repository.Option
+	if repl != nil && cfg.MySQL.MinReplicas > 0 {
+		confirm = repl
+		storeOpts = append(storeOpts, repository.WithReplicas(repl))
+	}
+	store := repository.New(db, storeOpts...)
 	rs, err := openRedis(cfg, &cl)
 	if err != nil {
 		return err
 	}
 	lk, marks := redisLocking(cfg, rs, mx, &cl)
-	var readyz handler.Readiness = readiness{store: store, redises: rs.clients, mode: rs.mode, watch: rs.watch}
+	var readyz handler.Readiness = readiness{store: store, redises: rs.clients, mode: rs.mode, watch: rs.watch, repl: repl}
 	if len(rs.clients) > 0 {
 		if err := mx.Register(newTopologyCollector(rs)); err != nil {
 			return err
@@ -97,7 +108,7 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 		cl.add(zkb.Close)
 		lk, marks, readyz = zkb.locker, zkb.marks, zkReadiness{store: store, zk: zkb}
 	}
-	orders := newOrders(cfg, store, lk, marks, mx, log)
+	orders := newOrders(cfg, store, lk, marks, confirm, mx, log)
 	catalog := service.NewCatalog(store, orders, log)
 	lifecycle, err := startLifecycle(ctx, cfg, store, sweeperLock(cfg, rs, lk), orders, mx, log, &cl)
 	if err != nil {
@@ -189,10 +200,10 @@ func (c closers) close(log *slog.Logger) {
 
 // openDatabase opens MySQL, or in embedded mode a migrated SQLite file in
 // a temporary directory removed at exit.
-func openDatabase(ctx context.Context, cfg config.Config, obs database.Observer, cl *closers) (*gorm.DB, error) {
+func openDatabase(ctx context.Context, cfg config.Config, obs database.Observer, guard *database.PrimaryGuard, cl *closers) (*gorm.DB, error) {
 	if !cfg.Embedded() {
 		opt := dbOptions(cfg)
-		opt.Observer = obs
+		opt.Observer, opt.Guard = obs, guard
 		db, err := database.OpenMySQL(cfg.MySQL.DSN, opt)
 		if err != nil {
 			return nil, err
@@ -214,6 +225,35 @@ func openDatabase(ctx context.Context, cfg config.Config, obs database.Observer,
 		return nil, err
 	}
 	return db, nil
+}
+
+// openReplicas starts confirming commits on mysql.replicas; nil without
+// any. The pools of the replicas close with it.
+func openReplicas(cfg config.Config, db *gorm.DB, guard *database.PrimaryGuard, mx *metrics.Metrics, log *slog.Logger, cl *closers) (*repository.Replicas, error) {
+	if len(cfg.MySQL.Replicas) == 0 || cfg.Embedded() {
+		return nil, nil
+	}
+	var nodes []repository.ReplicaConfig
+	for i, dsn := range cfg.MySQL.Replicas {
+		rdb, addr, err := database.OpenReplica(dsn, cfg.MySQL.ReplicaTimeout)
+		if err != nil {
+			for _, n := range nodes {
+				n.DB.Close()
+			}
+			return nil, fmt.Errorf("mysql.replicas item %d: %w", i+1, err)
+		}
+		nodes = append(nodes, repository.ReplicaConfig{DB: rdb, Addr: addr})
+	}
+	primary, err := db.DB()
+	if err != nil {
+		return nil, err
+	}
+	repl := repository.NewReplicas(nodes, cfg.MySQL.MinReplicas, cfg.MySQL.ReplicaTimeout, primary, guard, mx, log)
+	cl.add(repl.Close)
+	if err := mx.Register(newReplicationCollector(repl)); err != nil {
+		return nil, err
+	}
+	return repl, nil
 }
 
 // openRedis opens the Redis setup redis.mode names, or in embedded mode
@@ -253,8 +293,10 @@ func redisLocking(cfg config.Config, rs *redisSetup, mx *metrics.Metrics, cl *cl
 
 // newOrders builds the order flow on a lock, the shared sold-out marks and
 // the queue settings.
-func newOrders(cfg config.Config, store service.Store, lk service.Locker, marks service.SoldOutMarks, mx *metrics.Metrics, log *slog.Logger) *service.Orders {
-	return service.NewOrders(store, lk, marks, OrdersConfig(cfg), log, mx)
+func newOrders(cfg config.Config, store service.Store, lk service.Locker, marks service.SoldOutMarks, confirm service.Replicas, mx *metrics.Metrics, log *slog.Logger) *service.Orders {
+	ocfg := OrdersConfig(cfg)
+	ocfg.Replicas = confirm
+	return service.NewOrders(store, lk, marks, ocfg, log, mx)
 }
 
 // newAPI builds the HTTP handler with its limits and metrics.

@@ -7,13 +7,15 @@ import (
 
 	"github.com/seckill/seckill/handler"
 	"github.com/seckill/seckill/internal/redis"
+	"github.com/seckill/seckill/repository"
 	"github.com/seckill/seckill/service"
 )
 
 var (
-	_ handler.Readiness        = readiness{}
-	_ handler.TopologyReporter = readiness{}
-	_ handler.Readiness        = zkReadiness{}
+	_ handler.Readiness           = readiness{}
+	_ handler.TopologyReporter    = readiness{}
+	_ handler.ReplicationReporter = readiness{}
+	_ handler.Readiness           = zkReadiness{}
 )
 
 // readiness implements handler.Readiness and handler.TopologyReporter.
@@ -21,7 +23,16 @@ type readiness struct {
 	store   service.Store
 	redises []goredis.UniversalClient
 	mode    string
-	watch   *sentinelWatch // nil unless redis.mode is sentinel
+	watch   *sentinelWatch       // nil unless redis.mode is sentinel
+	repl    *repository.Replicas // nil without mysql.replicas
+}
+
+// MySQLReplication implements handler.ReplicationReporter.
+func (r readiness) MySQLReplication() any {
+	if r.repl == nil {
+		return nil
+	}
+	return r.repl.Status()
 }
 
 // RedisTopology names the mode and, with Sentinel, the current master and

@@ -83,6 +83,11 @@ type MySQL struct {
 	// that a lock wait ends with the server's own error. Migrations run
 	// without it.
 	IOTimeout time.Duration `yaml:"io_timeout" default:"60s" valid:">0" help:"bounds each read and write of a database connection"`
+	// MinReplicas > 0: an order is acknowledged only once that many of
+	// Replicas have its commit (docs/locking.md, the MariaDB failover).
+	MinReplicas    int           `yaml:"min_replicas" default:"0" valid:">=0" help:"acknowledge orders only once this many of mysql.replicas have their commit (MASTER_GTID_WAIT); fewer in time: 503 outcome_unknown; 0: at COMMIT"`
+	Replicas       []string      `yaml:"replicas" help:"DSNs of the primary's replicas (GTID replication, log_slave_updates), comma-separated; never logged"`
+	ReplicaTimeout time.Duration `yaml:"replica_timeout" default:"1s" valid:"1ms..1m" help:"longest wait for mysql.min_replicas replicas to confirm a commit; also bounds a replica that is down"`
 }
 
 // Redis configures the lock and the shared sold-out marks. No address
@@ -121,8 +126,8 @@ type Admin struct {
 type Order struct {
 	QueueMax       int           `yaml:"queue_max" default:"10000" valid:">0" help:"waiting buyers per SKU per instance; beyond: 429 busy"`
 	BatchMax       int           `yaml:"batch_max" default:"256" valid:"1..10000" help:"orders per transaction (per lock hold)"`
-	RequestTimeout time.Duration `yaml:"request_timeout" default:"10s" valid:">0" help:"a buyer's total wait; then 503, uncharged"`
-	TxTimeout      time.Duration `yaml:"tx_timeout" default:"5s" valid:">0" help:"one batch: lock wait and transaction"`
+	RequestTimeout time.Duration `yaml:"request_timeout" default:"10s" valid:">=10ms" help:"a buyer's total wait; then 503, uncharged"`
+	TxTimeout      time.Duration `yaml:"tx_timeout" default:"5s" valid:">=10ms" help:"one batch: lock wait and transaction"`
 	MaxRetries     int           `yaml:"max_retries" default:"50" valid:">0" help:"version and fence conflicts tolerated per batch"`
 	IdleTimeout    time.Duration `yaml:"idle_timeout" default:"5s" valid:">0" help:"an idle SKU worker exits after it"`
 	// MaxLiveSKUs bounds the SKU queues (each with its worker) of one
@@ -145,7 +150,7 @@ type Order struct {
 	Linger time.Duration `yaml:"linger" default:"5ms" valid:"0s..100ms" help:"longest wait for more orders, or other SKUs' batches, before a small commit; 0 off"`
 	// PaymentTimeout: 0 pays an order at creation (see lifecycle.go).
 	PaymentTimeout time.Duration `yaml:"payment_timeout" default:"15m" valid:">=0" help:"a new order stays pending, holding its units, this long, then expires unpaid; 0: paid at creation"`
-	SweepInterval  time.Duration `yaml:"sweep_interval" default:"1s" valid:">0" help:"how often the elected sweeper expires due orders"`
+	SweepInterval  time.Duration `yaml:"sweep_interval" default:"1s" valid:">=10ms" help:"how often the elected sweeper expires due orders"`
 	SweepBatch     int           `yaml:"sweep_batch" default:"256" valid:"1..10000" help:"orders expired per transaction"`
 	// FairWindow: a SKU's lock holder sells its buyers who arrived no
 	// later than the oldest buyer waiting on another instance plus this,
@@ -273,6 +278,9 @@ func (c Config) Validate() error {
 		return err
 	}
 	if err := c.validateLifecycle(); err != nil {
+		return err
+	}
+	if err := c.validateReplicas(); err != nil {
 		return err
 	}
 	if err := c.validateRedis(); err != nil {

@@ -3,6 +3,7 @@ package config
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -28,13 +29,20 @@ func TestLoad_ShippedConfigsAreValid(t *testing.T) {
 
 func equalConfig(a, b Config) bool {
 	return strings.Join(a.Redis.Addrs, ",") == strings.Join(b.Redis.Addrs, ",") &&
-		a.HTTP == b.HTTP && a.MySQL == b.MySQL && a.Order == b.Order && a.Lock == b.Lock &&
+		a.HTTP == b.HTTP && sameMySQL(a.MySQL, b.MySQL) && a.Order == b.Order && a.Lock == b.Lock &&
 		a.SoldOut == b.SoldOut && a.Log == b.Log && a.Admin == b.Admin &&
 		a.Limits.PerUserRate == b.Limits.PerUserRate && a.Limits.PerUserBurst == b.Limits.PerUserBurst &&
 		a.Limits.PerIPRate == b.Limits.PerIPRate && a.Limits.PerIPBurst == b.Limits.PerIPBurst &&
 		a.Limits.MaxKeys == b.Limits.MaxKeys && len(a.Limits.TrustedProxies) == len(b.Limits.TrustedProxies) &&
 		a.Redis.DialTimeout == b.Redis.DialTimeout && a.Redis.IOTimeout == b.Redis.IOTimeout &&
 		a.Redis.PoolSize == b.Redis.PoolSize && a.Redis.DB == b.Redis.DB
+}
+
+// sameMySQL compares the mysql settings, an empty list equal to none.
+func sameMySQL(a, b MySQL) bool {
+	same := strings.Join(a.Replicas, ",") == strings.Join(b.Replicas, ",")
+	a.Replicas, b.Replicas = nil, nil
+	return same && reflect.DeepEqual(a, b)
 }
 
 func TestLoad_EnvOverridesTheFile(t *testing.T) {
@@ -86,6 +94,14 @@ func TestLoad_InvalidSettingsNameTheirKey(t *testing.T) {
 		{"integer as a word", "order:\n  queue_max: lots\n", nil, "order.queue_max: want an integer, got lots"},
 		{"list as a mapping", "redis:\n  addrs: {a: b}\n", nil, "redis.addrs: want a list of strings, got a mapping"},
 		{"access log not a boolean", "", map[string]string{"SECKILL_LOG_ACCESS": "yes please"}, "SECKILL_LOG_ACCESS"},
+		{"mysql min replicas without replicas", "", map[string]string{"SECKILL_MYSQL_DSN": "root@tcp(127.0.0.1:3306)/x", "SECKILL_MYSQL_MIN_REPLICAS": "1"}, "mysql.min_replicas"},
+		{"mysql min replicas above the list", "", map[string]string{"SECKILL_MYSQL_DSN": "root@tcp(127.0.0.1:3306)/x", "SECKILL_MYSQL_REPLICAS": "root@tcp(127.0.0.1:3307)/", "SECKILL_MYSQL_MIN_REPLICAS": "2"}, "mysql.min_replicas"},
+		{"mysql min replicas negative", "", map[string]string{"SECKILL_MYSQL_MIN_REPLICAS": "-1"}, "mysql.min_replicas"},
+		{"mysql replica not a dsn", "", map[string]string{"SECKILL_MYSQL_DSN": "root@tcp(127.0.0.1:3306)/x", "SECKILL_MYSQL_REPLICAS": "secret:pw@nonsense(("}, "mysql.replicas"},
+		{"mysql replicas without a dsn", "", map[string]string{"SECKILL_MYSQL_REPLICAS": "root@tcp(127.0.0.1:3307)/"}, "mysql.replicas"},
+		{"mysql replica timeout zero", "", map[string]string{"SECKILL_MYSQL_REPLICA_TIMEOUT": "0s"}, "mysql.replica_timeout"},
+		{"mysql replica timeout past the request", "", map[string]string{"SECKILL_MYSQL_DSN": "root@tcp(127.0.0.1:3306)/x", "SECKILL_MYSQL_REPLICAS": "root@tcp(127.0.0.1:3307)/",
+			"SECKILL_MYSQL_MIN_REPLICAS": "1", "SECKILL_MYSQL_REPLICA_TIMEOUT": "20s"}, "mysql.replica_timeout"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -177,5 +193,15 @@ func TestValidate_HoldAndTransactionMustFitTheLeaseWithoutWatchdog(t *testing.T)
 				t.Errorf("Validate() = %v; want an error naming lock.hold_max, order.tx_timeout and lock.ttl", err)
 			}
 		})
+	}
+}
+
+// TestValidate_ReplicaDSNNeverEchoed: a replica DSN that does not parse is
+// named by its place in the list, never printed: it may hold a password.
+func TestValidate_ReplicaDSNNeverEchoed(t *testing.T) {
+	_, err := Load("", env(map[string]string{"SECKILL_MYSQL_DSN": "root@tcp(127.0.0.1:3306)/x",
+		"SECKILL_MYSQL_REPLICAS": "root@tcp(127.0.0.1:3307)/,repl:s3cret@nonsense(("}))
+	if err == nil || !strings.Contains(err.Error(), "item 2") || strings.Contains(err.Error(), "s3cret") {
+		t.Errorf("Load = %v; want item 2 named and the password absent", err)
 	}
 }

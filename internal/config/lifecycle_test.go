@@ -25,6 +25,11 @@ func TestLifecycleSettings(t *testing.T) {
 		{"negative timeout", map[string]string{"SECKILL_ORDER_PAYMENT_TIMEOUT": "-1s"}, "order.payment_timeout", nil},
 		{"not a duration", map[string]string{"SECKILL_ORDER_SWEEP_INTERVAL": "soon"}, "SECKILL_ORDER_SWEEP_INTERVAL", nil},
 		{"zero interval", map[string]string{"SECKILL_ORDER_SWEEP_INTERVAL": "0s"}, "order.sweep_interval", nil},
+		// A sweeper looping every nanosecond is a busy loop on the database.
+		{"interval below its floor", map[string]string{"SECKILL_ORDER_SWEEP_INTERVAL": "1ns"}, "order.sweep_interval", nil},
+		// Deadlines too short for any transaction sell nothing: refused, not accepted and useless.
+		{"request timeout below its floor", map[string]string{"SECKILL_ORDER_REQUEST_TIMEOUT": "9ms"}, "order.request_timeout", nil},
+		{"tx timeout below its floor", map[string]string{"SECKILL_ORDER_TX_TIMEOUT": "1ns"}, "order.tx_timeout", nil},
 		{"batch too large", map[string]string{"SECKILL_ORDER_SWEEP_BATCH": "10001"}, "order.sweep_batch", nil},
 		{"short payment token", map[string]string{"SECKILL_AUTH_PAYMENT_TOKENS": "payment-token-0123456789,short"}, "auth.payment_tokens", nil},
 	}

@@ -33,6 +33,9 @@ type Options struct {
 	ConnMaxLife  time.Duration
 	IOTimeout    time.Duration // each read and write of a connection, unless the DSN sets its own; 0: none
 	Observer     Observer      // nil: nobody hears of refused connections
+	// Guard retires the pool's connections when a server refuses a write
+	// as read-only; nil: one of its own.
+	Guard *PrimaryGuard
 }
 
 // Observer hears of the connections the server refused.
@@ -91,7 +94,12 @@ func OpenMySQL(dsn string, opt Options) (*gorm.DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("database: invalid mysql dsn: %w", err)
 	}
-	sqlDB := sql.OpenDB(refusalCounter{Connector: connector, obs: opt.Observer})
+	guard := opt.Guard
+	if guard == nil {
+		guard = NewPrimaryGuard()
+	}
+	guard.Connector = refusalCounter{Connector: connector, obs: opt.Observer}
+	sqlDB := sql.OpenDB(guard)
 	db, err := gorm.Open(gormmysql.New(gormmysql.Config{Conn: sqlDB, DSNConfig: mc, DSN: mc.FormatDSN()}), gormConfig())
 	if err != nil {
 		sqlDB.Close()
@@ -215,4 +223,38 @@ func wrap(err error) error {
 		return fmt.Errorf("migrate: %w", err)
 	}
 	return nil
+}
+
+// OpenReplica opens a small pool to one of the primary's replicas, for
+// the confirmation of commits (repository.Replicas): two connections,
+// one wait and one probe, each read bounded by wait plus a margin. It
+// returns the replica's address, which names it in logs and readiness
+// without the DSN's credentials.
+func OpenReplica(dsn string, wait time.Duration) (*sql.DB, string, error) {
+	mc, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return nil, "", errors.New("database: a replica DSN does not parse") // the DSN may hold a password
+	}
+	mc.ParseTime = true
+	mc.Loc = time.UTC
+	mc.InterpolateParams = true
+	mc.MultiStatements = true // the wait and the replica's state in one round trip
+	if mc.Timeout == 0 {
+		mc.Timeout = min(2*time.Second, max(wait, 100*time.Millisecond))
+	}
+	if mc.ReadTimeout == 0 {
+		mc.ReadTimeout = wait + 2*time.Second
+	}
+	if mc.WriteTimeout == 0 {
+		mc.WriteTimeout = wait + 2*time.Second
+	}
+	connector, err := mysql.NewConnector(mc)
+	if err != nil {
+		return nil, "", errors.New("database: a replica DSN is not usable")
+	}
+	db := sql.OpenDB(connector)
+	db.SetMaxOpenConns(2)
+	db.SetMaxIdleConns(2)
+	db.SetConnMaxLifetime(5 * time.Minute)
+	return db, mc.Addr, nil
 }

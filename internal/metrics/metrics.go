@@ -41,6 +41,8 @@ type Metrics struct {
 	httpRequests    *prometheus.CounterVec
 	httpSeconds     *prometheus.HistogramVec
 	dbRefused       prometheus.Counter
+	unconfirmed     prometheus.Counter
+	confirmSeconds  *prometheus.HistogramVec
 }
 
 var (
@@ -108,6 +110,12 @@ func New() *Metrics {
 		dbRefused: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "seckill_db_connections_refused_total", Help: "New MySQL connections the server refused for having too many (max_connections): instances x mysql.max_open_conns outgrows it; the orders that needed them got 503 unavailable.",
 		}),
+		unconfirmed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "seckill_orders_unconfirmed_total", Help: "Orders committed on the primary that mysql.min_replicas replicas did not confirm within mysql.replica_timeout: answered 503 outcome_unknown (lost if the primary is).",
+		}),
+		confirmSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "seckill_mysql_replica_confirm_seconds", Help: "One wait for mysql.min_replicas replicas to confirm a commit position (MASTER_GTID_WAIT), by outcome (confirmed, timeout): the replica lag the order path sees.", Buckets: latency,
+		}, []string{"outcome"}),
 	}
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
@@ -115,7 +123,7 @@ func New() *Metrics {
 		m.orders, m.lockAcquire, m.lockAttempts, m.lockWaiters, m.lockRenewals, m.lockLost,
 		m.queueDepth, m.queueRejections, m.batchSize, m.txSeconds, m.txRetries,
 		m.degraded, m.soldOutFastPath, m.markUnpublished, m.knownRows, m.httpRequests, m.httpSeconds,
-		m.dbRefused,
+		m.dbRefused, m.unconfirmed, m.confirmSeconds,
 	)
 	m.knownRows.WithLabelValues("used")
 	m.knownRows.WithLabelValues("read")
@@ -203,6 +211,18 @@ func (m *Metrics) KnownRow(used bool) {
 		outcome = "used"
 	}
 	m.knownRows.WithLabelValues(outcome).Inc()
+}
+
+// Unconfirmed implements service.Observer.
+func (m *Metrics) Unconfirmed(orders int) { m.unconfirmed.Add(float64(orders)) }
+
+// Confirmation implements repository.ReplicaObserver.
+func (m *Metrics) Confirmation(wait time.Duration, confirmed bool) {
+	outcome := "confirmed"
+	if !confirmed {
+		outcome = "timeout"
+	}
+	m.confirmSeconds.WithLabelValues(outcome).Observe(wait.Seconds())
 }
 
 // Lock returns the lock.Observer that feeds the seckill_lock_* series.

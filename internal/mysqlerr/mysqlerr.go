@@ -9,6 +9,7 @@ const (
 	DuplicateEntry         = 1062 // ER_DUP_ENTRY: a unique key already holds the value
 	NoSuchTable            = 1146 // ER_NO_SUCH_TABLE: the table does not exist (an unmigrated database)
 	TooManyUserConnections = 1203 // ER_TOO_MANY_USER_CONNECTIONS: max_user_connections reached
+	ReadOnly               = 1290 // ER_OPTION_PREVENTS_STATEMENT: --read-only refused a write (a demoted primary)
 	LockWaitTimeout        = 1205 // ER_LOCK_WAIT_TIMEOUT: the statement gave up waiting for a row lock
 	OutOfRange             = 1264 // ER_WARN_DATA_OUT_OF_RANGE: a value past its column's range (strict mode)
 	Deadlock               = 1213 // ER_LOCK_DEADLOCK: the server rolled the transaction back

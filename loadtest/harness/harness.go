@@ -42,7 +42,7 @@ const (
 )
 
 // Faults lists the fault modes.
-var Faults = []string{FaultNone, FaultRedis, FaultInstance, FaultMySQL, FaultFailover, FaultPause, FaultZKLeader}
+var Faults = []string{FaultNone, FaultRedis, FaultInstance, FaultMySQL, FaultFailover, FaultPause, FaultZKLeader, FaultMySQLFailover}
 
 // Config is one load run. Zero numbers and strings take the defaults of
 // Default; booleans do not, so start from Default or Smoke.
@@ -97,6 +97,10 @@ type Config struct {
 	// LockZooKeeper (a private 3-node ensemble, no Redis).
 	Lock string
 
+	// MySQLMinReplicas is the instances' mysql.min_replicas under the
+	// mysql-failover fault, default 1; 0 shows the loss it prevents.
+	MySQLMinReplicas int
+
 	MySQLDSN   string   // server DSN without a database, default root@tcp(127.0.0.1:3306)/
 	RedisAddrs []string // use these instead of private redis-servers (no Redis fault then)
 	ServiceBin string   // prebuilt seckill binary; empty builds ./cmd/seckill
@@ -141,6 +145,7 @@ func Default() Config {
 		RedisServers:     1,
 		RedisKill:        1,
 		MySQLDSN:         "root@tcp(127.0.0.1:3306)/",
+		MySQLMinReplicas: 1,
 	}
 }
 
@@ -184,6 +189,7 @@ type run struct {
 	cluster    *clusterSetup  // with the failover fault on Cluster
 	zk         *zkEnsemble    // with -lock zookeeper
 	mariadb    *proc
+	myfail     *mysqlFailoverSetup // with the mysql-failover fault
 	instances  []*proc
 	baseURLs   []string
 	skuID      int64   // the first of skuIDs
@@ -240,7 +246,7 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 		r.ps.stopAll(15 * time.Second)
 		if r.db != nil {
 			// A private MariaDB goes with its data directory.
-			if r.dbName != "" && !cfg.Keep && r.mariadb == nil {
+			if r.dbName != "" && !cfg.Keep && r.mariadb == nil && r.myfail == nil {
 				dctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 				if _, derr := r.db.ExecContext(dctx, "DROP DATABASE IF EXISTS "+r.dbName); derr != nil {
 					fmt.Fprintf(r.log, "warning: drop database %s: %v\n", r.dbName, derr)
@@ -249,6 +255,7 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 			}
 			r.db.Close()
 		}
+		r.myfail.stop()
 		if cfg.Keep {
 			fmt.Fprintf(r.log, "kept work directory %s and database %s\n", r.work, r.dbName)
 		} else {
@@ -420,6 +427,8 @@ func normalize(cfg Config) (Config, error) {
 		return cfg, errors.New("the redis fault kills the runner's own redis-server: do not pass Redis addresses with it")
 	case cfg.RedisServers < 1 || cfg.RedisServers > 7 || cfg.RedisKill < 1 || cfg.RedisKill > cfg.RedisServers:
 		return cfg, fmt.Errorf("redis-servers %d, redis-kill %d: want 1 to 7 servers and 1 to all of them killed", cfg.RedisServers, cfg.RedisKill)
+	case cfg.Fault == FaultMySQLFailover && (cfg.MySQLMinReplicas < 0 || cfg.MySQLMinReplicas > 2):
+		return cfg, fmt.Errorf("mysql-min-replicas %d: the mysql-failover fault has 2 replicas: want 0 to 2", cfg.MySQLMinReplicas)
 	case cfg.Fault == FaultInstance && cfg.Instances < 2:
 		return cfg, errors.New("the instance fault needs at least 2 instances")
 	}
@@ -469,7 +478,13 @@ func (r *run) bringUp(ctx context.Context) error {
 	}
 
 	r.serverDSN = cfg.MySQLDSN
-	if cfg.Fault == FaultMySQL {
+	if cfg.Fault == FaultMySQLFailover {
+		dsn, err := r.startMySQLFailover(ctx)
+		if err != nil {
+			return err
+		}
+		r.serverDSN = dsn
+	} else if cfg.Fault == FaultMySQL {
 		p, dsn, err := startMariaDB(ctx, &r.ps, r.work, r.log)
 		if err != nil {
 			return err
@@ -552,6 +567,9 @@ func (r *run) bringUp(ctx context.Context) error {
 	env = append(env, r.redisEnv()...)
 	if r.zk != nil {
 		env = append(env, r.zkEnv()...)
+	}
+	if r.myfail != nil {
+		env = append(env, r.mysqlFailoverEnv()...)
 	}
 	env = append(env, cfg.Env...)
 

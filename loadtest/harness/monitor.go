@@ -134,6 +134,8 @@ func (r *run) inject(ctx context.Context) error {
 		return r.failover(ctx)
 	case FaultZKLeader:
 		return r.zkLeaderFault(ctx)
+	case FaultMySQLFailover:
+		return r.injectMySQLFailover(ctx)
 	case FaultMySQL:
 		victims = append(victims, r.mariadb)
 		ready = append(ready, func(ctx context.Context) error {

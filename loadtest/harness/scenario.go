@@ -44,6 +44,7 @@ func (r *run) tearDown() {
 		}
 		r.db.Close()
 	}
+	r.myfail.stop()
 	if !r.cfg.Keep {
 		os.RemoveAll(r.work)
 	}

@@ -70,6 +70,13 @@ type Summary struct {
 	Victims     string  `json:"fault_victims,omitempty"`
 	Unavailable int     `json:"unavailable_answers"`
 
+	// With the mysql-failover fault: mysql.min_replicas, the acknowledged
+	// orders missing on the survivor, and the units acknowledged beyond
+	// the stock.
+	MySQLMinReplicas *int  `json:"mysql_min_replicas,omitempty"`
+	FailoverLost     int   `json:"failover_lost_orders"`
+	FailoverOversold int64 `json:"failover_oversold_units"`
+
 	Acknowledged        int            `json:"acknowledged_orders"`
 	Unanswered          int            `json:"unanswered_requests"`   // the buyer never learned the outcome
 	RefusedAfterUnknown int            `json:"refused_after_unknown"` // keyed, refused after a 503/dropped attempt
@@ -181,6 +188,13 @@ func (r *run) verify(ctx context.Context, k6Start time.Time, k6res k6Result) (Su
 
 	if err := r.checkSKUs(ctx, &s, cons, k6res.Console); err != nil {
 		return s, err
+	}
+	if r.myfail != nil {
+		if s.FailoverLost, s.FailoverOversold, err = r.failoverLoss(ctx, cons.Clients.Acknowledged); err != nil {
+			return s, err
+		}
+		min := cfg.MySQLMinReplicas
+		s.MySQLMinReplicas = &min
 	}
 	s.Violations = append(s.Violations, auditViolations(r.audit(ctx))...)
 	if r.locks != nil {
@@ -354,6 +368,13 @@ func (s Summary) WriteText(w io.Writer, dir string) {
 	}
 	p("  clients       %d orders acknowledged, %d requests left unanswered, %d refused after an unknown outcome",
 		s.Acknowledged, s.Unanswered, s.RefusedAfterUnknown)
+	if s.MySQLMinReplicas != nil {
+		p("  failover      mysql.min_replicas %d: %d acknowledged orders not on the survivor (lost), %d units acknowledged beyond the stock (oversold)",
+			*s.MySQLMinReplicas, s.FailoverLost, s.FailoverOversold)
+		if *s.MySQLMinReplicas == 0 && !s.Pass {
+			p("                the loss this fault demonstrates: with 0 an order is acknowledged at the primary's COMMIT; -mysql-min-replicas 1 waits for a replica")
+		}
+	}
 	if h := s.History; h != nil {
 		p("  history       %s", h)
 	}
@@ -399,8 +420,11 @@ func msec(v float64) string {
 
 // faultVerb is what the fault did to its victims.
 func faultVerb(fault string) string {
-	if fault == FaultPause {
+	switch fault {
+	case FaultPause:
 		return "SIGSTOPped"
+	case FaultMySQLFailover:
+		return "lost (its replicas stalled first)"
 	}
 	return "SIGKILLed"
 }

@@ -70,6 +70,7 @@ type options struct {
 	abEnv       []variant // configurations that run every selected row too
 	profile     bool      // fetch the service's CPU and allocation profiles of every order row
 	zookeeper   bool      // also run locked on the ZooKeeper lock backend
+	replica     bool      // also run locked on a MariaDB primary with a local replica, min_replicas 0 and 1
 	zkAddrs     []string
 }
 
@@ -111,6 +112,10 @@ type benchCase struct {
 	topology    string
 	minReplicas int
 	zk          bool // on the ZooKeeper lock backend
+	// replicated runs on a throwaway MariaDB primary with a local replica
+	// (replica.go), with mysql.min_replicas mysqlMinReplicas.
+	replicated       bool
+	mysqlMinReplicas int
 }
 
 // load names the case's load: closed-loop buyers or an open arrival rate.
@@ -191,6 +196,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.k6, "k6", "", "k6 binary (default: PATH, then GOPATH/bin, else go install)")
 	fs.BoolVar(&o.accessLog, "access-log", true, "also run locked at log level info with log.access off and on (the default), to measure the access log's cost")
 	fs.BoolVar(&o.zookeeper, "zookeeper", true, "also run locked on the ZooKeeper lock backend (a private standalone server), as a ratio to Redis")
+	fs.BoolVar(&o.replica, "mysql-replica", true, "also run locked on a throwaway MariaDB primary with a local replica, mysql.min_replicas 0 and 1 interleaved: what waiting for the replica costs")
 	fs.IntVar(&o.rate, "rate", 2000, "arrivals per second of the open-load rows (0: no open-load rows)")
 	fs.IntVar(&o.openVUs, "open-vus", 1000, "most buyers at once of an open-load row")
 	rows := fs.String("rows", "", "run only the cases whose \"name @load\" matches this regexp (the ceilings always run: every ratio needs them)")
@@ -289,6 +295,9 @@ func plan(o options) []benchCase {
 		)
 	}
 	cases = append(cases, topologyCases(o.vus)...)
+	if o.replica {
+		cases = append(cases, replicatedCases(o.vus)...)
+	}
 	cases = append(cases,
 		benchCase{name: caseCeiling, vus: o.lowVUs, ceiling: true},
 		benchCase{name: "locked", strategy: "locked", vus: o.lowVUs, skus: 1},
@@ -370,6 +379,8 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	cases := plan(o)
 	tp := newTopologies(o.out)
 	defer tp.stop()
+	rp := &replicated{dir: filepath.Join(o.out, "mysql-replicated")}
+	defer rp.stop()
 	if needsZooKeeper(cases) {
 		z, err := startZooKeeper(ctx, &o)
 		if err != nil {
@@ -390,7 +401,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 			if c.design() && v.compare == "" { // a design's code is not the ref's
 				continue
 			}
-			r, err := runCase(ctx, o, c, v, i, root, k6, rs, tp, dbPID)
+			r, err := runCase(ctx, o, c, v, i, root, k6, rs, tp, rp, dbPID)
 			i++
 			if err != nil {
 				return fmt.Errorf("%s: %w", c.label(), err)
@@ -417,10 +428,14 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	return nil
 }
 
-func runCase(ctx context.Context, o options, c benchCase, v variant, i int, root, k6 string, rs *redisServer, tp *topologies, dbPID int) (row, error) {
+func runCase(ctx context.Context, o options, c benchCase, v variant, i int, root, k6 string, rs *redisServer, tp *topologies, rp *replicated, dbPID int) (row, error) {
 	r := row{Case: c.name, Variant: v.label, Load: c.load(), VUs: c.vus, Rate: c.rate, Verified: "n/a", LoadAvg: loadAverage()}
 	bin := v.bin
-	mc, err := mysql.ParseDSN(o.dsn)
+	serverDSN, replicaEnv, err := rp.server(ctx, c, o.dsn)
+	if err != nil {
+		return r, err
+	}
+	mc, err := mysql.ParseDSN(serverDSN)
 	if err != nil {
 		return r, err
 	}
@@ -469,6 +484,7 @@ func runCase(ctx context.Context, o options, c benchCase, v variant, i int, root
 	if c.zk {
 		env = append(env, zkEnv(o, i)...)
 	}
+	env = append(env, replicaEnv...)
 	env = append(env, v.env...)
 	var debugBase string
 	if o.profile && !c.ceiling {
@@ -766,6 +782,7 @@ func writeTable(w io.Writer, rows []row, o options) {
 		fmt.Fprintf(&t, "access log on / off, p99 @%d (log level info)\t%s\t\n", hi, ratio(on, off, p99))
 	}
 	writeTopologyRatios(&t, find, ratio, hi)
+	writeReplicationRatio(&t, find, ratio, hi)
 	writeZooKeeperRatios(&t, find(caseZooKeeper, hi), locked, ratio, hi)
 	if sold != nil {
 		fmt.Fprintf(&t, "SQL statements per sold-out reject\t%s\t0\n", stat(sold.SQLPerReject))

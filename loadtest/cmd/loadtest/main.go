@@ -27,6 +27,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/go-sql-driver/mysql"
 
@@ -145,6 +146,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&cfg.ShopperSecret, "shopper-secret", os.Getenv("SECKILL_AUTH_JWT_SECRET"), "the service's HS256 auth.jwt.secret: k6 signs buyers' tokens (target mode; default $SECKILL_AUTH_JWT_SECRET; empty: no tokens, for auth.shopper none)")
 	fs.StringVar(&cfg.OrderIDKey, "order-id-key", os.Getenv("SECKILL_AUTH_ORDER_ID_KEY"), "the service's auth.order_id_key, to check acknowledged orders (target mode; default $SECKILL_AUTH_ORDER_ID_KEY)")
 	fs.StringVar(&cfg.MySQLDSN, "mysql-dsn", def.MySQLDSN, "MariaDB/MySQL server DSN, no database: each run creates its own")
+	fs.IntVar(&cfg.MySQLMinReplicas, "mysql-min-replicas", def.MySQLMinReplicas, "the instances' mysql.min_replicas under -fault mysql-failover (0 shows the loss it prevents)")
 	fs.IntVar(&cfg.RedisServers, "redis-servers", 1, "private redis-servers to start; more than one selects Redlock")
 	fs.StringVar(&cfg.Redis, "redis", "", "topology of -fault failover (or of -fault none, to measure it without a fault): sentinel (default: master + 2 replicas + 3 sentinels) or cluster (3 masters + 3 replicas)")
 	fs.StringVar(&cfg.Lock, "lock", harness.LockRedis, "the instances' lock backend: redis, or zookeeper (a private 3-node ensemble, no Redis; -fault zk-leader kills its leader)")
@@ -172,6 +174,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	cfg.BaseURLs, cfg.RedisAddrs, cfg.Env = baseURLs, redis, env
+	if cfg.Fault == harness.FaultMySQLFailover {
+		mysqlFailoverDefaults(fs, &cfg)
+	}
 	cfg.Log = stderr
 	if *quiet {
 		cfg.Log = io.Discard
@@ -209,4 +214,22 @@ func stockSet(fs *flag.FlagSet) bool {
 	set := false
 	fs.Visit(func(f *flag.Flag) { set = set || f.Name == "stock" })
 	return set
+}
+
+// mysqlFailoverDefaults gives -fault mysql-failover the scenario of its
+// issue where a flag does not say otherwise: 4,000 units, the replicas
+// stalled 4s, arrivals at a rate that keeps the sale going through the
+// failover.
+func mysqlFailoverDefaults(fs *flag.FlagSet, cfg *harness.Config) {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if !set["stock"] {
+		cfg.Stock = 4000
+	}
+	if !set["fault-for"] {
+		cfg.FaultFor = 4 * time.Second
+	}
+	if !set["rate"] {
+		cfg.Rate = 400
+	}
 }
