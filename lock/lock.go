@@ -263,8 +263,8 @@ func (c *Client) compete(ctx context.Context, key string, who *contender) (*Lock
 	if err != nil && uncertain {
 		c.abandon(ctx, rkey, token)
 	}
-	if err != nil && who != nil && attempts > 0 {
-		c.withdraw(ctx, rkey)
+	if err != nil && who != nil && attempts > 0 && !errors.Is(err, ErrUnavailable) {
+		c.withdraw(ctx, rkey) // unreachable, the rank lapses on its own (rankTTL)
 	}
 	return l, attempts, err
 }

@@ -22,7 +22,9 @@
 -- Cluster slot.
 --
 -- A ranked contender is refused a free key while another contender with
--- a lower rank counts; a refused one publishes "key NUL rank". It gets
+-- a lower rank counts; a refused one marks the key wanted all the same
+-- (so the next release wakes it) and, if the key is held, publishes
+-- "key NUL rank". It gets
 -- {fence or refusal as above, the lowest rank of the others or false}.
 
 -- Redis < 5 needs effects replication before a write may follow TIME;
@@ -74,8 +76,10 @@ if held ~= ARGV[1] then
   -- without its caller hearing the answer: then take it again).
   local o = ranked and others()
   if held or (o and tonumber(o) < tonumber(ARGV[7])) then
+    -- Refused: wanted, even when a lower rank takes the free key first,
+    -- so that its release wakes this contender at once (release.lua).
+    redis.call("SET", KEYS[3], "1", "PX", ARGV[4])
     if held then
-      redis.call("SET", KEYS[3], "1", "PX", ARGV[4])
       if ARGV[5] ~= "" then
         -- Best effort: an ACL user without the channel still gets its answer.
         local note = KEYS[1]

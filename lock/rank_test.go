@@ -126,3 +126,39 @@ func TestObtainRanked_GivingUpOrDyingFreesTheTurn(t *testing.T) {
 		t.Errorf("Release = %v", err)
 	}
 }
+
+// A contender refused a free key because a lower rank waits marks the key
+// wanted all the same, so the release of the lower rank's turn is heard
+// (Wanted, and the freed notice that wakes a waiter at once) instead of
+// the waiter sleeping out its back-off while the key stands free.
+func TestObtainRanked_RefusedForALowerRankMarksTheKeyWanted(t *testing.T) {
+	rdb, prefix := sharedRedis(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	// One attempt each; the mark lasts two back-off caps (2s here).
+	opts := []lock.Option{lock.WithPrefix(prefix), lock.WithWantedNotices(true), lock.WithRetry(time.Millisecond, time.Second, 1)}
+	low, high := lock.New(rdb, opts...), lock.New(rdb, opts...)
+	defer low.Close()
+	defer high.Close()
+	// A contender of rank 1 waits (announced as low's would be), the key free.
+	rdb.ZAdd(ctx, prefix+"k:ranks", redis.Z{Score: 1, Member: "waiting"})
+	rdb.ZAdd(ctx, prefix+"k:ranks-exp", redis.Z{Score: float64(time.Now().Add(time.Minute).UnixMilli()), Member: "waiting"})
+	if _, err := high.ObtainRanked(ctx, "k", 2); !errors.Is(err, lock.ErrNotObtained) {
+		t.Fatalf("ObtainRanked(free key, rank 2, rank 1 waiting) = %v; want ErrNotObtained", err)
+	}
+	if n := rdb.Exists(ctx, prefix+"k:wanted").Val(); n != 1 {
+		t.Errorf("wanted mark after a refusal for a lower rank: %d keys; want 1", n)
+	}
+	rdb.ZRem(ctx, prefix+"k:ranks", "waiting")
+	rdb.ZRem(ctx, prefix+"k:ranks-exp", "waiting")
+	l, err := low.ObtainRanked(ctx, "k", 1)
+	if err != nil {
+		t.Fatalf("ObtainRanked(free key, rank 1) = %v", err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatalf("Release = %v", err)
+	}
+	if !l.Wanted() {
+		t.Error("Wanted() = false after a higher rank was refused during the turn; want true (its release wakes that contender)")
+	}
+}
