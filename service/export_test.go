@@ -114,3 +114,7 @@ func KnowsPlace(o *Orders, r OrderRequest) bool {
 	_, ok := o.places.byKey[placeKey{r.SKUID, r.UserID, r.IdempotencyKey}]
 	return ok
 }
+
+// TurnFloor is how many buyers a turn of the lock sells whatever the
+// fair window (fair.go).
+const TurnFloor = turnFloor

@@ -88,49 +88,99 @@ func (o *Orders) oldest(q *skuQueue) int64 {
 	return q.waiting[q.head].arrived
 }
 
+// turnFloor is how many buyers a turn of the lock sells whatever the
+// window, if it has them. A handoff costs about a transaction's fixed
+// part (a release, a notice, a ranked obtain, and the next batch reads
+// the row again); while turns are at least this long, handoffs are at
+// most one per turnFloor orders sold, whatever order.fair_window and the
+// arrival rate, so they cannot take over the lock's time. It also bounds
+// the order: a turn's first buyers are its holder's oldest, no younger
+// than any other contender's oldest when it obtained the lock.
+const turnFloor = 64
+
+// turnLimit is what fair selling lets a batch take from its queue, in
+// arrival order.
+type turnLimit struct {
+	until int64 // the latest arrival it may take once floor is used
+	line  int64 // the latest arrival it may take at all: a buyer sent back holds its place
+	floor int   // buyers it may take up to line whatever until says
+}
+
+// free is the limit of a batch nobody else waits for.
+var free = turnLimit{until: noLimit, line: noLimit}
+
+// window adds w to a limit, saturating at noLimit.
+func window(limit int64, w time.Duration) int64 {
+	if limit == noLimit {
+		return noLimit
+	}
+	return limit + w.Microseconds()
+}
+
 // turn readies q's worker for its next batch under fair selling and
-// returns the latest arrival the batch may take: the lock held or
-// obtained ranked by q's oldest buyer, then the oldest other contender
-// heard of plus FairWindow; noLimit when nobody else waits, or when the
-// SKU sells unlocked. A holder whose oldest buyer is younger than that
-// lets the lock go first and contends again by rank. Without a ranked
-// locker it does nothing: the batch obtains the lock as it always did.
-func (o *Orders) turn(q *skuQueue, hold *leaseHold) int64 {
+// returns what the batch may take. The lock is held or obtained ranked
+// by q's oldest buyer; then the batch takes the turn's first turnFloor
+// buyers, and after them only those who arrived by the oldest other
+// contender heard of plus FairWindow; a holder with no more such buyers
+// lets the lock go and contends again by rank. Nobody holds a buyer
+// sent back (places.go) out of its place by more than FairWindow. A SKU
+// known sold out sells unlocked and unordered: its buyers are refused
+// without waiting for anyone's turn. Without a ranked locker each
+// instance keeps its own arrival order, as does a batch sold unlocked.
+func (o *Orders) turn(q *skuQueue, hold *leaseHold) turnLimit {
 	hold.unlocked = false
-	w := o.cfg.FairWindow.Microseconds()
-	line := o.places.ahead(q.id)
-	if line != noLimit {
-		line += w
+	if o.localSoldOut(q.id) {
+		hold.release() // for the others to learn the sell-out
+		hold.rank, hold.unlocked = 0, true
+		return free
+	}
+	lim := free
+	if o.holdsLine() {
+		lim.line = window(o.places.ahead(q.id), o.cfg.FairWindow)
+		lim.until = lim.line
 	}
 	if _, ok := o.locker.(RankedLocker); !ok {
-		return line
+		return lim
 	}
 	head := o.oldest(q)
 	if head == noLimit {
-		return noLimit
+		return free
 	}
 	hold.rank = head
 	if hold.lease != nil {
-		if until := o.limit(hold.lease); head <= until {
-			return min(until, line)
+		lim.until = min(o.limit(hold.lease), lim.line)
+		lim.floor = max(turnFloor-hold.taken, 0)
+		if head <= lim.until || lim.floor > 0 {
+			return lim
 		}
 		hold.release() // an older buyer waits elsewhere: its turn
 	}
 	hold.obtain(context.Background())
 	if hold.lease == nil {
 		hold.unlocked = true // this batch sells on the database guard, in this instance's order
-		return line
+		return turnLimit{until: lim.line, line: lim.line}
 	}
-	// Another contender older than head may have come just after the
-	// lock was free: then the batch takes nothing and the next turn
-	// hands the lock over.
-	return min(o.limit(hold.lease), line)
+	lim.until = min(o.limit(hold.lease), lim.line)
+	lim.floor = turnFloor
+	return lim
+}
+
+// holdsLine reports whether buyers sent back hold their places against
+// the younger: not while the lock store is unreachable (their places
+// are not shared then, nor their return), nor while shutting down.
+func (o *Orders) holdsLine() bool {
+	select {
+	case <-o.quit:
+		return false
+	default:
+		return !o.degraded.Load()
+	}
 }
 
 // awaitLine waits, briefly, while q's next buyer is behind one sent back
 // that has yet to come back (places.go): the lock is let go meanwhile.
 func (o *Orders) awaitLine(q *skuQueue, t *time.Timer) {
-	if o.places.ahead(q.id) == noLimit {
+	if !o.holdsLine() || o.places.ahead(q.id) == noLimit {
 		return
 	}
 	t.Reset(lineRecheck)
@@ -138,6 +188,7 @@ func (o *Orders) awaitLine(q *skuQueue, t *time.Timer) {
 	select {
 	case <-t.C:
 	case <-q.stop:
+	case <-o.quit:
 	}
 }
 
@@ -145,8 +196,8 @@ func (o *Orders) awaitLine(q *skuQueue, t *time.Timer) {
 // whether it came back.
 const lineRecheck = 5 * time.Millisecond
 
-// limit is the latest arrival a holder of lease may sell: the oldest
-// other contender it heard of plus FairWindow.
+// limit is the latest arrival a holder of lease may sell past its turn's
+// floor: the oldest other contender it heard of plus FairWindow.
 func (o *Orders) limit(lease Lease) int64 {
 	rl, ok := lease.(RankedLease)
 	if !ok {
@@ -156,5 +207,5 @@ func (o *Orders) limit(lease Lease) int64 {
 	if !ok {
 		return noLimit
 	}
-	return r + o.cfg.FairWindow.Microseconds()
+	return window(r, o.cfg.FairWindow)
 }

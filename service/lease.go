@@ -22,6 +22,9 @@ type leaseHold struct {
 	// unlocked says that fair selling's turn found no lease for the
 	// batch: it sells on the database guard without trying again.
 	unlocked bool
+	// taken counts the buyers taken into batches since the lease was
+	// obtained: a turn's floor (fair.go).
+	taken int
 	// knownOn is the server that committed known (Commit.Server), 0 when
 	// not tracked: after a failover the row there is another one.
 	knownOn int64
@@ -43,8 +46,8 @@ func (h *leaseHold) acquire(ctx context.Context) Lease {
 		switch {
 		case lost:
 			h.release()
-		case h.rank == 0 && time.Since(h.since) >= h.max && !h.unwanted():
-			h.keep() // fair selling hands over by age instead (fair.go)
+		case h.deaf() && time.Since(h.since) >= h.max && !h.unwanted():
+			h.keep()
 		}
 	}
 	if h.lease == nil {
@@ -57,8 +60,14 @@ func (h *leaseHold) acquire(ctx context.Context) Lease {
 func (h *leaseHold) obtain(ctx context.Context) {
 	h.lease = h.o.obtain(ctx, h.sku, h.rank)
 	h.since = time.Now()
-	h.known, h.knownOn = nil, 0
+	h.known, h.knownOn, h.taken = nil, 0, 0
 }
+
+// deaf reports whether the holder cannot hand the lease over by age
+// (fair.go): it was obtained unranked, or it does not hear who wants it
+// (Redlock, wanted notices off). It then lets the lease go, when wanted,
+// after each LockHold.
+func (h *leaseHold) deaf() bool { return h.rank == 0 || h.wanting() == nil }
 
 func (h *leaseHold) wanting() <-chan struct{} {
 	if w, ok := h.lease.(WantedLease); ok {

@@ -116,13 +116,17 @@ func (l *idleList) remove(q *skuQueue) {
 	q.idle, q.prev, q.next = nil, nil, nil
 }
 
-// take moves waiting requests of q that arrived by until (unix µs) into
-// batch, up to BatchMax in all.
-func (o *Orders) take(q *skuQueue, batch []*pending, until int64) []*pending {
+// take moves the waiting requests of q that lim lets go (fair.go) into
+// batch, oldest first, up to BatchMax in all.
+func (o *Orders) take(q *skuQueue, batch []*pending, lim turnLimit) []*pending {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	n := max(min(q.len(), o.cfg.BatchMax-len(batch)), 0)
-	for n > 0 && q.waiting[q.head+n-1].arrived > until { // rare: a limit inside the batch
+	for n > 0 { // rare: a limit inside the batch
+		a := q.waiting[q.head+n-1].arrived
+		if a <= lim.until || (n <= lim.floor && a <= lim.line) {
+			break
+		}
 		n--
 	}
 	batch = append(batch, q.waiting[q.head:q.head+n]...)
