@@ -20,11 +20,15 @@ import (
 // by order.places_max per process, the soonest to lapse evicted first;
 // the board keeps nothing in Redis.
 //
-// Until a buyer sent back comes back (or Retry-After plus returnSlack
-// has passed), it is still in line: no instance sells a buyer of its SKU
-// younger than it by more than order.fair_window; the younger wait in
-// their queues (fair.go, turn). So a full queue delays the line; it does
-// not reorder it.
+// Until a buyer sent back busy (429: a full queue) comes back, or
+// Retry-After plus returnSlack has passed, it is still in line: no
+// instance sells a buyer of its SKU younger than it by more than
+// order.fair_window; the younger wait in their queues (fair.go, turn). So
+// a full queue delays the line; it does not reorder it. A buyer sent back
+// unavailable (503) keeps its arrival for when it comes back but holds
+// nobody up: a 503 says a dependency failed or the buyer waited past its
+// deadline, and holding the others for it would turn one slow spell into
+// a stall of every instance.
 
 // comeBackAfter is the Retry-After of a 429 or 503 (handler/errors.go);
 // returnSlack is how long after it a buyer sent back still holds up the
@@ -40,6 +44,7 @@ type Place struct {
 	SKUID            int64
 	UserID, Key      string
 	Arrived, Expires int64
+	Busy             bool // told 429 busy: it holds up the younger until it comes back
 	Back             bool // the buyer came back: it no longer holds up the younger
 }
 
@@ -61,7 +66,7 @@ type placeKey struct {
 
 type placeAt struct {
 	arrived, expires int64
-	holds            int64 // until when it holds up younger buyers (unix µs), unless back
+	holds            int64 // until when it holds up younger buyers (unix µs), unless back; 0: never
 	back             bool
 }
 
@@ -163,11 +168,14 @@ func (p *places) ahead(sku int64) int64 {
 // comeBack remembers, and shares, the place of a keyed request answered
 // err when err tells its buyer to come back.
 func (p *places) comeBack(r OrderRequest, arrived int64, err error) {
-	if p.max == 0 || r.IdempotencyKey == "" || err == nil ||
-		!(errors.Is(err, ErrBusy) || errors.Is(err, ErrTooManySKUs) || errors.Is(err, ErrUnavailable)) {
+	if p.max == 0 || r.IdempotencyKey == "" || err == nil {
 		return
 	}
-	pl := Place{SKUID: r.SKUID, UserID: r.UserID, Key: r.IdempotencyKey, Arrived: arrived, Expires: arrivedNow() + p.keep.Microseconds()}
+	busy := errors.Is(err, ErrBusy) || errors.Is(err, ErrTooManySKUs)
+	if !busy && !errors.Is(err, ErrUnavailable) {
+		return
+	}
+	pl := Place{SKUID: r.SKUID, UserID: r.UserID, Key: r.IdempotencyKey, Arrived: arrived, Expires: arrivedNow() + p.keep.Microseconds(), Busy: busy}
 	p.learn([]Place{pl})
 	p.share(pl)
 }
@@ -201,15 +209,21 @@ func (p *places) learn(ps []Place) {
 			}
 			continue
 		}
-		at := placeAt{arrived: pl.Arrived, expires: pl.Expires, holds: pl.Expires - p.keep.Microseconds() + (comeBackAfter + returnSlack).Microseconds()}
+		at := placeAt{arrived: pl.Arrived, expires: pl.Expires}
+		if pl.Busy {
+			at.holds = pl.Expires - p.keep.Microseconds() + (comeBackAfter + returnSlack).Microseconds()
+		}
 		if known {
 			at.arrived = min(at.arrived, old.arrived)
 			at.expires = max(at.expires, old.expires)
+			at.holds = max(at.holds, old.holds)
 		}
 		p.evict(now)
 		p.byKey[k] = at
 		p.fifo = append(p.fifo, k)
-		p.enter(pl.SKUID, inLine{k, at.arrived})
+		if at.holds > 0 {
+			p.enter(pl.SKUID, inLine{k, at.arrived})
+		}
 	}
 	p.n.Store(int64(len(p.byKey)))
 }
