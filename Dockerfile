@@ -10,6 +10,9 @@ FROM --platform=$BUILDPLATFORM golang:1.26 AS build
 ARG TARGETOS TARGETARCH
 WORKDIR /src
 COPY go.mod go.sum ./
+# The lock and its ZooKeeper client are modules of their own (replace ./lock).
+COPY lock/go.mod lock/go.sum ./lock/
+COPY lock/zookeeper/go.mod lock/zookeeper/go.sum ./lock/zookeeper/
 RUN --mount=type=cache,target=/go/pkg/mod \
     go mod download
 COPY . .

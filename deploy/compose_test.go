@@ -3,18 +3,24 @@ package deploy
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/compose-spec/compose-go/v2/cli"
 	"github.com/compose-spec/compose-go/v2/types"
+	"github.com/gin-gonic/gin"
 	"github.com/go-sql-driver/mysql"
 	"gopkg.in/yaml.v3"
 
@@ -615,14 +621,20 @@ func TestGrafanaDashboard(t *testing.T) {
 	}
 }
 
-// definedMetrics returns the metric names internal/metrics declares.
+// definedMetrics returns the metric names the service's code declares
+// (internal/metrics, and the collectors of internal/app), by their exact
+// names in the source.
 func definedMetrics(t *testing.T) map[string]bool {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join(root, "internal/metrics/*.go"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("internal/metrics: %v (%d files)", err, len(files))
+	var files []string
+	for _, dir := range []string{"internal/metrics", "internal/app"} {
+		fs, err := filepath.Glob(filepath.Join(root, dir, "*.go"))
+		if err != nil || len(fs) == 0 {
+			t.Fatalf("%s: %v (%d files)", dir, err, len(fs))
+		}
+		files = append(files, fs...)
 	}
-	re := regexp.MustCompile(`Name:\s*"(seckill_[a-z0-9_]+)"`)
+	re := regexp.MustCompile(`(?:Name:\s*|NewDesc\(\s*)"(seckill_[a-z0-9_]+)"`)
 	out := map[string]bool{}
 	for _, f := range files {
 		if strings.HasSuffix(f, "_test.go") {
@@ -640,6 +652,104 @@ func definedMetrics(t *testing.T) map[string]bool {
 		t.Fatal("internal/metrics declares no seckill_ metric: has the naming moved?")
 	}
 	return out
+}
+
+// TestPrometheusLoadsTheAlertRules: the compose stack's Prometheus loads
+// the alert rules: its config file names deploy/prometheus/alerts.yml in
+// rule_files (relative to the config file, as Prometheus resolves it) and
+// the service mounts it there; the file holds the alerts
+// docs/operations.md lists, no more, no fewer; and every series they use
+// is one the service exports under that name.
+func TestPrometheusLoadsTheAlertRules(t *testing.T) {
+	s := service(t, loadProject(t), "prometheus")
+	config := ""
+	for _, arg := range s.Command {
+		if v, ok := strings.CutPrefix(arg, "--config.file="); ok {
+			config = v
+		}
+	}
+	if config == "" {
+		t.Fatalf("prometheus: no --config.file in %q", s.Command)
+	}
+	mounted := func(target string) string { // the host file mounted at target, "" if none
+		for _, v := range s.Volumes {
+			if v.Type == types.VolumeTypeBind && v.Target == target {
+				return v.Source
+			}
+		}
+		return ""
+	}
+	host := mounted(config)
+	if host == "" {
+		t.Fatalf("prometheus: nothing mounted at its --config.file %s", config)
+	}
+	var cfg struct {
+		RuleFiles []string `yaml:"rule_files"`
+	}
+	b, err := os.ReadFile(host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(b, &cfg); err != nil {
+		t.Fatalf("%s: %v", host, err)
+	}
+	wantRules := mustAbs(t, filepath.Join(root, "deploy/prometheus/alerts.yml"))
+	loaded := false
+	for _, rf := range cfg.RuleFiles {
+		inContainer := rf
+		if !path.IsAbs(rf) {
+			inContainer = path.Join(path.Dir(config), rf)
+		}
+		src := mounted(inContainer)
+		if src == "" {
+			t.Errorf("prometheus.yml: rule_files %q is %s in the container, where nothing is mounted", rf, inContainer)
+			continue
+		}
+		loaded = loaded || src == wantRules
+	}
+	if !loaded {
+		t.Fatalf("prometheus: deploy/prometheus/alerts.yml is not among the rule files it loads (rule_files %q)", cfg.RuleFiles)
+	}
+
+	var rules struct {
+		Groups []struct {
+			Rules []struct {
+				Alert string `yaml:"alert"`
+				Expr  string `yaml:"expr"`
+			} `yaml:"rules"`
+		} `yaml:"groups"`
+	}
+	if err := yaml.Unmarshal([]byte(readFile(t, "deploy/prometheus/alerts.yml")), &rules); err != nil {
+		t.Fatalf("alerts.yml: %v", err)
+	}
+	defined := definedMetrics(t)
+	series := regexp.MustCompile(`\bseckill_[a-z0-9_]+`)
+	var alerts []string
+	for _, g := range rules.Groups {
+		for _, r := range g.Rules {
+			alerts = append(alerts, r.Alert)
+			for _, m := range series.FindAllString(r.Expr, -1) {
+				base := m
+				for _, suffix := range []string{"_bucket", "_count", "_sum"} {
+					if b, ok := strings.CutSuffix(m, suffix); ok && defined[b] && !defined[m] {
+						base = b
+					}
+				}
+				if !defined[base] {
+					t.Errorf("alerts.yml: %s uses %s, which the service does not export", r.Alert, m)
+				}
+			}
+		}
+	}
+	var documented []string
+	for _, m := range regexp.MustCompile(`(?m)^\| (Seckill[A-Za-z]+) \|`).FindAllStringSubmatch(readFile(t, "docs/operations.md"), -1) {
+		documented = append(documented, m[1])
+	}
+	sort.Strings(alerts)
+	sort.Strings(documented)
+	if len(alerts) == 0 || !slices.Equal(alerts, documented) {
+		t.Errorf("alerts.yml has %v; docs/operations.md lists %v; want the same", alerts, documented)
+	}
 }
 
 // dockerfile returns the Dockerfile's instructions, continuation lines
@@ -683,6 +793,17 @@ func TestDockerfile(t *testing.T) {
 			t.Errorf("Dockerfile build stages: no %s", want)
 		}
 	}
+	// go mod download needs the go.mod and go.sum of every module the root
+	// replaces with a directory of the repository (the lock's).
+	download := strings.Index(build, "go mod download")
+	for _, dir := range replacedDirs(t) {
+		for _, f := range []string{"go.mod", "go.sum"} {
+			at := strings.Index(build, path.Join(dir, f))
+			if at < 0 || download < 0 || at > download {
+				t.Errorf("Dockerfile build stage: no COPY of %s before go mod download", path.Join(dir, f))
+			}
+		}
+	}
 	from := strings.Fields(runtime[0])
 	image := from[len(from)-1]
 	if len(from) >= 4 && strings.EqualFold(from[len(from)-2], "AS") {
@@ -716,6 +837,36 @@ func TestDockerfile(t *testing.T) {
 			t.Errorf("Dockerfile runtime stage: no %s; have %q", want, instr)
 		}
 	}
+}
+
+// replacedDirs returns the directories of the repository that go.mod's
+// replace directives name (./lock, ./lock/zookeeper), without "./".
+func replacedDirs(t *testing.T) []string {
+	t.Helper()
+	cmd := exec.CommandContext(t.Context(), "go", "mod", "edit", "-json")
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go mod edit -json: %v", err)
+	}
+	var mod struct {
+		Replace []struct {
+			New struct{ Path, Version string }
+		}
+	}
+	if err := json.Unmarshal(out, &mod); err != nil {
+		t.Fatal(err)
+	}
+	var dirs []string
+	for _, r := range mod.Replace {
+		if r.New.Version == "" && strings.HasPrefix(r.New.Path, "./") {
+			dirs = append(dirs, path.Clean(r.New.Path))
+		}
+	}
+	if len(dirs) == 0 {
+		t.Fatal("go.mod replaces no module with a directory: has the lock stopped being a module of its own?")
+	}
+	return dirs
 }
 
 // TestDockerignore: the build context keeps what the binary is built from.
@@ -785,5 +936,120 @@ func TestHAProxyConfig(t *testing.T) {
 	cmd.Env = append(os.Environ(), "UPSTREAM=seckill")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Errorf("haproxy -c: %v\n%s", err, out)
+	}
+}
+
+// TestComposeReplicasSeeTheShopper: behind the shipped balancer, a replica
+// sees the shopper, not HAProxy: HAProxy sets X-Forwarded-For, and the
+// replicas trust it (limits.trusted_proxies names each balancer's fixed
+// address) and no one else; and the payment system can confirm orders
+// (auth.payment_tokens set), as a deployment would.
+func TestComposeReplicasSeeTheShopper(t *testing.T) {
+	cfgText := readFile(t, "deploy/haproxy/haproxy.cfg")
+	if !regexp.MustCompile(`(?m)^\s*option forwardfor\b`).MatchString(cfgText) {
+		t.Error("haproxy.cfg: no `option forwardfor`: the replicas would see HAProxy's address as the client's")
+	}
+	const shopper, other = "203.0.113.7", "198.51.100.9"
+	for _, tc := range profileCases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := loadProject(t, tc.profiles...)
+			balancers := 0
+			for lbName, lb := range p.Services {
+				if !strings.HasPrefix(lb.Image, "haproxy:") {
+					continue
+				}
+				balancers++
+				upstream := env(lb)["UPSTREAM"]
+				var lbIP string
+				for _, n := range lb.Networks {
+					if n != nil && n.Ipv4Address != "" {
+						lbIP = n.Ipv4Address
+					}
+				}
+				if lbIP == "" {
+					t.Errorf("%s: no fixed ipv4_address: the replicas cannot name it in limits.trusted_proxies", lbName)
+					continue
+				}
+				for i := 1; i <= 3; i++ {
+					name := fmt.Sprintf("%s-%d", upstream, i)
+					s := service(t, p, name)
+					e := env(s)
+					cfg, err := config.Load("", func(k string) string { return e[k] })
+					if err != nil {
+						t.Fatalf("%s: %v", name, err)
+					}
+					if got := clientIP(t, cfg.Limits.TrustedProxies, lbIP, shopper); got != shopper {
+						t.Errorf("%s behind %s (%s): client IP %s; want the shopper's %s (limits.trusted_proxies %q)", name, lbName, lbIP, got, shopper, cfg.Limits.TrustedProxies)
+					}
+					if got := clientIP(t, cfg.Limits.TrustedProxies, other, shopper); got != other {
+						t.Errorf("%s: a request from %s claiming X-Forwarded-For %s is seen from %s; want its own address", name, other, shopper, got)
+					}
+					if cfg.Auth.PaymentTokens == "" {
+						t.Errorf("%s: no auth.payment_tokens: POST /internal/v1/orders/{id}/paid answers 401 to everyone", name)
+					}
+				}
+			}
+			if balancers == 0 {
+				t.Fatal("no HAProxy service")
+			}
+		})
+	}
+}
+
+// clientIP is the address Gin, trusting trusted, gives a request from
+// remote that carries the X-Forwarded-For HAProxy adds for xff.
+func clientIP(t *testing.T, trusted []string, remote, xff string) string {
+	t.Helper()
+	r := gin.New()
+	if err := r.SetTrustedProxies(trusted); err != nil {
+		t.Fatalf("limits.trusted_proxies %q: %v", trusted, err)
+	}
+	var got string
+	r.GET("/", func(c *gin.Context) { got = c.ClientIP() })
+	req := httptest.NewRequest(http.MethodGet, "/", nil)
+	req.RemoteAddr = net.JoinHostPort(remote, "40000")
+	req.Header.Set("X-Forwarded-For", xff)
+	r.ServeHTTP(httptest.NewRecorder(), req)
+	return got
+}
+
+// TestComposeOperatorRoutesThroughTheBalancer: the replicas serve /admin,
+// /internal and /metrics on their admin listener alone (http.admin_addr),
+// so the balancer has a frontend of its own for them, on that port,
+// published on 127.0.0.1, and the k6 service creates its SKU there.
+func TestComposeOperatorRoutesThroughTheBalancer(t *testing.T) {
+	p := loadProject(t, "loadtest")
+	e := env(service(t, p, "seckill-1"))
+	cfg, err := config.Load("", func(k string) string { return e[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, port, err := net.SplitHostPort(cfg.HTTP.AdminAddr)
+	if err != nil {
+		t.Fatalf("seckill-1: http.admin_addr %q: %v", cfg.HTTP.AdminAddr, err)
+	}
+	cfgText := readFile(t, "deploy/haproxy/haproxy.cfg")
+	if !regexp.MustCompile(`(?m)^\s*bind :` + port + `\s*$`).MatchString(cfgText) {
+		t.Errorf("haproxy.cfg: no frontend binds :%s, the replicas' admin port", port)
+	}
+	re := regexp.MustCompile(`(?m)^\s*server\s+\S+\s+"\$\{UPSTREAM\}(-\d+):` + port + `"`)
+	var suffixes []string
+	for _, m := range re.FindAllStringSubmatch(cfgText, -1) {
+		suffixes = append(suffixes, m[1])
+	}
+	if !slices.Equal(suffixes, []string{"-1", "-2", "-3"}) {
+		t.Errorf("haproxy.cfg: admin servers %q; want ${UPSTREAM}-1..3:%s", suffixes, port)
+	}
+	lb := service(t, p, "lb")
+	if !slices.ContainsFunc(lb.Ports, func(pc types.ServicePortConfig) bool {
+		return strconv.Itoa(int(pc.Target)) == port && pc.HostIP == "127.0.0.1"
+	}) {
+		t.Errorf("lb: port %s not published on 127.0.0.1; have %+v", port, lb.Ports)
+	}
+	if got, want := env(service(t, p, "k6"))["ADMIN_URL"], "http://lb:"+port; got != want {
+		t.Errorf("k6: ADMIN_URL %q; want %q (the replicas' API listener answers /admin 404)", got, want)
+	}
+	if !strings.Contains(readFile(t, "deploy/k6/sale.sh"), "$ADMIN_URL/admin/v1/skus") {
+		t.Error("deploy/k6/sale.sh: does not create its SKU at $ADMIN_URL")
 	}
 }

@@ -9,8 +9,9 @@ import (
 
 // accessLog writes one structured line per request once it is answered:
 // method, route template ("unmatched" for no route), path, status, the
-// outcome, the error answer's code, latency, bytes written and client IP;
-// the request ID comes from the context. It runs outside recovery, so a
+// outcome, the error answer's code, latency_ms (a number, to the
+// microsecond), bytes written and client IP; the request ID comes from
+// the context. It runs outside recovery, so a
 // panic's 500 is logged too.
 //
 // The outcome is what the route set (an order's created or replayed),
@@ -39,7 +40,7 @@ func accessLog(log *slog.Logger) gin.HandlerFunc {
 			attrs = append(attrs, slog.String("code", code))
 		}
 		attrs = append(attrs,
-			slog.Duration("latency", time.Since(start)),
+			slog.Float64("latency_ms", float64(time.Since(start).Microseconds())/1000),
 			slog.Int("bytes", max(c.Writer.Size(), 0)),
 			slog.String("ip", c.ClientIP()),
 		)

@@ -3,16 +3,19 @@ package handler_test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/seckill/seckill/handler"
 	"github.com/seckill/seckill/internal/logging"
+	"github.com/seckill/seckill/service"
 )
 
 // syncBuffer is a bytes.Buffer safe for the server's goroutines.
@@ -100,10 +103,98 @@ func TestAccessLog(t *testing.T) {
 			if b, ok := l["bytes"].(float64); !ok || b < 0 || (tc.method != http.MethodHead && b == 0) {
 				t.Errorf("%s %s: bytes = %v; want the body's size", tc.method, tc.path, l["bytes"])
 			}
-			lat, _ := l["latency"].(string)
-			if _, err := time.ParseDuration(lat); err != nil || !strings.ContainsAny(lat, "µmns") {
-				t.Errorf("%s %s: latency = %v; want a duration string such as 1.234ms", tc.method, tc.path, l["latency"])
+			if ms, ok := l["latency_ms"].(float64); !ok || ms < 0 {
+				t.Errorf("%s %s: latency_ms = %v; want a number of milliseconds", tc.method, tc.path, l["latency_ms"])
 			}
+		}
+	}
+}
+
+// failingOrders is an order flow whose every call fails with an error the
+// handler does not know: a 500, logged once with its cause.
+type failingOrders struct{ handler.Orders }
+
+func (failingOrders) Place(context.Context, service.OrderRequest) (service.Placed, error) {
+	return service.Placed{}, errors.New("boom")
+}
+
+func (failingOrders) Refused(string) {}
+
+// TestRequestIDReachesLogsErrorsAndHeader: a request's ID, the client's
+// X-Request-ID when it is sane (at most 64 characters, letters, digits and
+// ._:/+=@-) or one generated, is echoed in X-Request-ID, in the error
+// body, on the access line and on every error line logged for it; and the
+// access line's latency is a number of milliseconds.
+func TestRequestIDReachesLogsErrorsAndHeader(t *testing.T) {
+	t.Parallel()
+	var buf syncBuffer
+	h, err := handler.New(handler.Config{Orders: failingOrders{}, Log: logging.New(&buf, "info", "json"), AccessLog: true, MaxBodyBytes: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	sane := "trace-42.a:b/c+d=e@f_g"
+	for _, sent := range []string{sane, "", "has space", `quote"d`, "<script>", strings.Repeat("x", 65), "tab\there"} {
+		req, err := http.NewRequest(http.MethodPost, srv.URL+"/api/v1/orders", strings.NewReader(`{"sku_id":1,"user_id":"u-1","quantity":1}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sent != "" {
+			req.Header.Set("X-Request-ID", sent)
+		}
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var body struct {
+			Error struct {
+				Code      string `json:"code"`
+				RequestID string `json:"request_id"`
+			} `json:"error"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&body)
+		resp.Body.Close()
+		id := resp.Header.Get("X-Request-ID")
+		if err != nil || resp.StatusCode != http.StatusInternalServerError || body.Error.Code != "internal" {
+			t.Fatalf("POST with X-Request-ID %q = %d %+v (%v); want 500 internal", sent, resp.StatusCode, body, err)
+		}
+		if (sent == sane) != (id == sane) || id == "" || !regexp.MustCompile(`^[A-Za-z0-9._:/+=@-]{1,64}$`).MatchString(id) {
+			t.Errorf("X-Request-ID %q sent: echoed %q; want it kept only when sane, else a generated one", sent, id)
+		}
+		if body.Error.RequestID != id {
+			t.Errorf("X-Request-ID %q: the error body names %q; want the echoed %q", sent, body.Error.RequestID, id)
+		}
+	}
+	srv.Close() // waits for the handlers: every line is written
+	byID := map[string][]map[string]any{}
+	for _, l := range buf.lines(t) {
+		id, _ := l["request_id"].(string)
+		byID[id] = append(byID[id], l)
+	}
+	if len(byID[""]) != 0 {
+		t.Errorf("lines without a request_id: %v", byID[""])
+	}
+	if len(byID) != 7 {
+		t.Errorf("%d request ids in the log; want 7, one per request: %v", len(byID), byID)
+	}
+	for id, lines := range byID {
+		var access, internal int
+		for _, l := range lines {
+			switch l["msg"] {
+			case "request":
+				access++
+				if ms, ok := l["latency_ms"].(float64); !ok || ms < 0 {
+					t.Errorf("request %s: latency_ms = %v; want a number of milliseconds", id, l["latency_ms"])
+				}
+				if _, has := l["latency"]; has {
+					t.Errorf("request %s: a latency key besides latency_ms: %v", id, l["latency"])
+				}
+			case "internal error":
+				internal++
+			}
+		}
+		if access != 1 || internal != 1 {
+			t.Errorf("request %s: %d access and %d error lines; want one each: %v", id, access, internal, lines)
 		}
 	}
 }

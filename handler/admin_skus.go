@@ -14,13 +14,13 @@ import (
 
 type skuPage struct {
 	SKUs      []adminSKUJSON `json:"skus"`
-	NextAfter *int64         `json:"next_after"`
+	NextAfter *string        `json:"next_after"`
 }
 
 // list pages through the SKUs by id: ?limit= (1–1000, default 100) and
-// ?after= (the next_after of the previous page).
+// ?after= (see pageQuery).
 func (h *skus) list(c *gin.Context) {
-	limit, after, ok := page(c)
+	limit, after, ok := pageQuery(c, h.ids, 100, service.MaxListLimit)
 	if !ok {
 		return
 	}
@@ -42,9 +42,8 @@ func (h *skus) list(c *gin.Context) {
 	for i, s := range list {
 		p.SKUs[i] = adminSKU(s, units[s.ID])
 	}
-	if len(list) == limit {
-		last := list[len(list)-1].ID
-		p.NextAfter = &last
+	if len(list) > 0 {
+		p.NextAfter = nextAfter(h.ids, len(list), limit, list[len(list)-1].ID)
 	}
 	c.JSON(http.StatusOK, p)
 }
@@ -52,7 +51,7 @@ func (h *skus) list(c *gin.Context) {
 // publicSKUPage is a page of the SKUs on sale.
 type publicSKUPage struct {
 	SKUs      []skuJSON `json:"skus"`
-	NextAfter *int64    `json:"next_after"`
+	NextAfter *string   `json:"next_after"`
 }
 
 // maxPublicPage bounds a public page: anyone may ask for it.
@@ -63,7 +62,7 @@ const maxPublicPage = 100
 // ?after=. Ended sales are skipped after the read, so a page may hold
 // fewer than limit SKUs; next_after is null only at the end.
 func (h *skus) onSale(c *gin.Context) {
-	limit, after, ok := pageUpTo(c, maxPublicPage)
+	limit, after, ok := pageQuery(c, h.ids, maxPublicPage, maxPublicPage)
 	if !ok {
 		return
 	}
@@ -79,40 +78,10 @@ func (h *skus) onSale(c *gin.Context) {
 			p.SKUs = append(p.SKUs, publicSKU(s))
 		}
 	}
-	if len(list) == limit {
-		last := list[len(list)-1].ID
-		p.NextAfter = &last
+	if len(list) > 0 {
+		p.NextAfter = nextAfter(h.ids, len(list), limit, list[len(list)-1].ID)
 	}
 	c.JSON(http.StatusOK, p)
-}
-
-// page reads ?limit= (1–1000, default 100) and ?after= (≥ 0, default 0),
-// writing the 400.
-func page(c *gin.Context) (limit int, after int64, ok bool) {
-	return pageUpTo(c, service.MaxListLimit)
-}
-
-// pageUpTo is page with limit at most maxLimit (default the smaller of
-// 100 and maxLimit).
-func pageUpTo(c *gin.Context, maxLimit int) (limit int, after int64, ok bool) {
-	limit = min(100, maxLimit)
-	if v, present := c.GetQuery("limit"); present {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > maxLimit {
-			abort(c, http.StatusBadRequest, codeInvalid, "limit must be an integer from 1 to "+strconv.Itoa(maxLimit))
-			return 0, 0, false
-		}
-		limit = n
-	}
-	if v, present := c.GetQuery("after"); present {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < 0 {
-			abort(c, http.StatusBadRequest, codeInvalid, "after must be an integer from 0 to 9223372036854775807 (the next_after of the previous page)")
-			return 0, 0, false
-		}
-		after = n
-	}
-	return limit, after, true
 }
 
 // optionalTime is a time field of a PATCH body: absent (Set false), null

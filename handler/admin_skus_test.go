@@ -18,26 +18,39 @@ func TestAdminListSKUs(t *testing.T) {
 	}
 	type page struct {
 		SKUs      []adminSKU `json:"skus"`
-		NextAfter *int64     `json:"next_after"`
+		NextAfter *string    `json:"next_after"`
 	}
+	// cursor is the next_after of the first page of limit SKUs.
+	cursor := func(limit int) string {
+		var p page
+		s.get(t, "/admin/v1/skus?limit="+strconv.Itoa(limit), bearer...).json(t, &p)
+		if p.NextAfter == nil {
+			t.Fatalf("GET /admin/v1/skus?limit=%d: next_after null; want a cursor", limit)
+		}
+		return *p.NextAfter
+	}
+	after1, after2 := cursor(2), cursor(3) // after ids[1], after ids[2]
 	tests := []struct {
 		name, query string
 		status      int
 		want        []int64
-		next        *int64
+		next        string // "" for null
 	}{
-		{"default page", "", 200, ids, nil},
-		{"first page of two", "?limit=2", 200, ids[:2], &ids[1]},
-		{"after the first page", "?limit=2&after=" + strconv.FormatInt(ids[1], 10), 200, ids[2:], nil},
-		{"a full last page still names next_after", "?limit=1&after=" + strconv.FormatInt(ids[1], 10), 200, ids[2:], &ids[2]},
-		{"past the end", "?after=" + strconv.FormatInt(ids[2], 10), 200, nil, nil},
-		{"limit 1000", "?limit=1000", 200, ids, nil},
-		{"limit 0", "?limit=0", 400, nil, nil},
-		{"limit 1001", "?limit=1001", 400, nil, nil},
-		{"limit not a number", "?limit=ten", 400, nil, nil},
-		{"limit empty", "?limit=", 400, nil, nil},
-		{"after negative", "?after=-1", 400, nil, nil},
-		{"limit given twice", "?limit=1&limit=2", 400, nil, nil},
+		{"default page", "", 200, ids, ""},
+		{"first page of two", "?limit=2", 200, ids[:2], after1},
+		{"after the first page", "?limit=2&after=" + after1, 200, ids[2:], ""},
+		{"a full last page still names next_after", "?limit=1&after=" + after1, 200, ids[2:], after2},
+		{"past the end", "?after=" + after2, 200, nil, ""},
+		{"limit 1000", "?limit=1000", 200, ids, ""},
+		{"limit 0", "?limit=0", 400, nil, ""},
+		{"limit 1001", "?limit=1001", 400, nil, ""},
+		{"limit not a number", "?limit=ten", 400, nil, ""},
+		{"limit empty", "?limit=", 400, nil, ""},
+		{"after negative", "?after=-1", 400, nil, ""},
+		{"after a bare id", "?after=" + strconv.FormatInt(ids[1], 10), 400, nil, ""},
+		{"after empty", "?after=", 400, nil, ""},
+		{"after altered", "?after=" + altered(after1), 400, nil, ""},
+		{"limit given twice", "?limit=1&limit=2", 400, nil, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -55,8 +68,12 @@ func TestAdminListSKUs(t *testing.T) {
 			for _, sku := range p.SKUs {
 				got = append(got, sku.ID)
 			}
-			if fmt.Sprint(got) != fmt.Sprint(tc.want) || (p.NextAfter == nil) != (tc.next == nil) || (p.NextAfter != nil && *p.NextAfter != *tc.next) {
-				t.Errorf("GET /admin/v1/skus%s = ids %v next_after %v; want %v next_after %v", tc.query, got, p.NextAfter, tc.want, tc.next)
+			next := ""
+			if p.NextAfter != nil {
+				next = *p.NextAfter
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tc.want) || next != tc.next {
+				t.Errorf("GET /admin/v1/skus%s = ids %v next_after %q; want %v next_after %q", tc.query, got, next, tc.want, tc.next)
 			}
 		})
 	}
@@ -277,4 +294,40 @@ func TestAdminLimitChangeAppliesToLaterOrders(t *testing.T) {
 	if st := s.state(t, sku); st.Sold != 3+1+1+2+1 || st.Held != st.Sold {
 		t.Errorf("state %+v; want sold 8, all of it held", st)
 	}
+}
+
+// TestSKUNamesRefuseControlCharacters: a name with control characters (a
+// NUL, an ANSI escape, a tab, DEL, a C1 control) is refused on create and
+// on rename, 400 and nothing changed, so the public list never shows one.
+func TestSKUNamesRefuseControlCharacters(t *testing.T) {
+	t.Parallel()
+	s := newStack(t)
+	id := s.createSKU(t, `{"name":"plain","stock":1}`)
+	for _, name := range []string{`a\u0000b\u001b[31m`, `tab\there`, `line\nbreak`, `del\u007f`, `c1\u0085`} {
+		if r := s.call(t, http.MethodPost, "/admin/v1/skus", `{"name":"`+name+`","stock":1}`, bearer...); r.status != http.StatusBadRequest || r.code != "invalid_request" {
+			t.Errorf("create a SKU named %s = %d %q; want 400 invalid_request", name, r.status, r.code)
+		}
+		if r := s.call(t, http.MethodPatch, "/admin/v1/skus/"+strconv.FormatInt(id, 10), `{"name":"`+name+`"}`, bearer...); r.status != http.StatusBadRequest || r.code != "invalid_request" {
+			t.Errorf("rename a SKU to %s = %d %q; want 400 invalid_request", name, r.status, r.code)
+		}
+	}
+	r := s.get(t, "/api/v1/skus")
+	if r.status != http.StatusOK || strings.Count(string(r.body), `"name"`) != 1 || !strings.Contains(string(r.body), `"name":"plain"`) {
+		t.Errorf("GET /api/v1/skus = %d %s; want the one SKU, still named plain", r.status, r.body)
+	}
+	if r := s.call(t, http.MethodPatch, "/admin/v1/skus/"+strconv.FormatInt(id, 10), `{"name":"Ünïcode name, with spaces"}`, bearer...); r.status != http.StatusOK {
+		t.Errorf("rename to a printable name = %d %s; want 200", r.status, r.body)
+	}
+}
+
+// altered is cursor with its sixth character changed: a string of the
+// cursor's shape that the service never gave.
+func altered(cursor string) string {
+	c := []byte(cursor)
+	if c[5] == 'A' {
+		c[5] = 'B'
+	} else {
+		c[5] = 'A'
+	}
+	return string(c)
 }

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/gin-gonic/gin"
 )
@@ -106,7 +107,75 @@ func unmarshal(body []byte, dst any) string {
 	if err := dec.Decode(&rest); !errors.Is(err, io.EOF) {
 		return "the body must hold exactly one JSON object, with nothing after it"
 	}
+	if key, dup := duplicateKey(body); dup {
+		return fmt.Sprintf("field %q is given more than once; send each field once", key)
+	}
 	return ""
+}
+
+// duplicateKey reports the first member of an object of data (a valid
+// JSON text) whose key, unescaped and case-folded, an earlier member of
+// the same object has. Decoders differ on such a body (encoding/json keeps
+// the last member and matches keys without regard to case, others keep
+// the first or refuse), so it is refused whatever decoder reads the body.
+func duplicateKey(data []byte) (string, bool) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber() // numbers stay text: nothing to parse
+	type object struct {
+		keys      map[string]bool
+		expectKey bool
+	}
+	var stack []*object       // the objects open around the next token; nil for an array
+	for range len(data) + 1 { // bounded: every token takes at least a byte
+		tok, err := dec.Token()
+		if err != nil {
+			return "", false // io.EOF at the end; the caller's decode judged the rest
+		}
+		var top *object
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		if top != nil && top.expectKey {
+			if d, ok := tok.(json.Delim); ok && d == '}' {
+				stack = stack[:len(stack)-1]
+				continue
+			}
+			key, _ := tok.(string)
+			folded := foldKey(key)
+			if top.keys[folded] {
+				return key, true
+			}
+			top.keys[folded] = true
+			top.expectKey = false
+			continue
+		}
+		if top != nil {
+			top.expectKey = true // this token is a member's value (or opens it)
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, &object{keys: map[string]bool{}, expectKey: true})
+		case json.Delim('['):
+			stack = append(stack, nil)
+		case json.Delim(']'):
+			stack = stack[:len(stack)-1]
+		}
+	}
+	return "", false
+}
+
+// foldKey maps every key that encoding/json would match to the same field
+// (bytes.EqualFold: Unicode simple case folding) to one string.
+func foldKey(s string) string {
+	b := make([]rune, 0, len(s))
+	for _, r := range s {
+		least := r
+		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+			least = min(least, f)
+		}
+		b = append(b, least)
+	}
+	return string(b)
 }
 
 // syntaxAt describes where body stops being JSON.

@@ -7,10 +7,12 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/seckill/seckill/internal/logging"
 	"github.com/seckill/seckill/service"
 )
 
-// errorBody is every error answer: {"error":{"code":"...","message":"..."}}.
+// errorBody is every error answer:
+// {"error":{"code":"...","message":"...","request_id":"..."}}.
 type errorBody struct {
 	Error errorDetail `json:"error"`
 }
@@ -18,6 +20,8 @@ type errorBody struct {
 type errorDetail struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
+	// RequestID is the request's X-Request-ID, the key to its log lines.
+	RequestID string `json:"request_id,omitempty"`
 }
 
 // Stable error codes of the API.
@@ -106,5 +110,6 @@ const errorCodeKey = "seckill.error_code"
 
 func abort(c *gin.Context, status int, code, message string) {
 	c.Set(errorCodeKey, code)
-	c.AbortWithStatusJSON(status, errorBody{errorDetail{Code: code, Message: message}})
+	c.AbortWithStatusJSON(status, errorBody{errorDetail{Code: code, Message: message,
+		RequestID: logging.RequestID(c.Request.Context())}})
 }

@@ -91,7 +91,7 @@ func newStack(t *testing.T, opts ...func(*stackOptions)) *stack {
 	s := &stack{appDB: testenv.DB(t, dsn), db: testenv.DB(t, dsn), ready: &fakeReady{}}
 	rdb, prefix := testenv.Redis(t)
 	s.rdb, s.prefix = rdb, prefix
-	var store service.Store = repository.New(s.appDB)
+	var store service.Store = repository.NewMySQL(s.appDB)
 	if o.wrap != nil {
 		store = o.wrap(store)
 	}
@@ -109,7 +109,7 @@ func newStack(t *testing.T, opts ...func(*stackOptions)) *stack {
 		app.OrdersConfig(cfg), log, nil)
 	s.orders = orders
 	catalog := service.NewCatalog(store, orders, log)
-	settle := repository.New(s.appDB)
+	settle := repository.NewMySQL(s.appDB)
 	s.sweeper = service.NewSweeper(settle, nil, orders, app.SweeperConfig(cfg), log, nil)
 	apiLog := log
 	if o.log != nil {
@@ -212,14 +212,18 @@ func (s *stack) call(t *testing.T, method, path, body string, headers ...string)
 	if r.status >= 400 && path != "/readyz" && method != http.MethodHead {
 		var e struct {
 			Error struct {
-				Code    string `json:"code"`
-				Message string `json:"message"`
+				Code      string `json:"code"`
+				Message   string `json:"message"`
+				RequestID string `json:"request_id"`
 			} `json:"error"`
 		}
 		dec := json.NewDecoder(bytes.NewReader(raw))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&e); err != nil || e.Error.Code == "" || e.Error.Message == "" {
-			t.Errorf(`%s = %d %s; want {"error":{"code","message"}} (%v)`, where, r.status, raw, err)
+			t.Errorf(`%s = %d %s; want {"error":{"code","message","request_id"}} (%v)`, where, r.status, raw, err)
+		}
+		if id := r.header.Get("X-Request-ID"); e.Error.RequestID != id || id == "" {
+			t.Errorf("%s: the error body's request_id %q; want the X-Request-ID answered, %q", where, e.Error.RequestID, id)
 		}
 		r.code, r.msg = e.Error.Code, e.Error.Message
 		if s.spec != nil && !s.spec.codes[r.code] {
@@ -1014,12 +1018,16 @@ func TestAdminListOrders(t *testing.T) {
 
 	t.Run("pages of 2", func(t *testing.T) {
 		var got []string
-		after := int64(0)
+		after := ""
 		for page := 0; ; page++ {
 			if page > 5 {
 				t.Fatal("paging does not end")
 			}
-			r, p := list(t, sku, fmt.Sprintf("?limit=2&after=%d", after))
+			q := "?limit=2"
+			if after != "" {
+				q += "&after=" + after
+			}
+			r, p := list(t, sku, q)
 			if r.status != http.StatusOK {
 				t.Fatalf("page %d = %d %s", page, r.status, r.body)
 			}
@@ -1038,8 +1046,8 @@ func TestAdminListOrders(t *testing.T) {
 				}
 				break
 			}
-			if len(p.Orders) == 0 || *p.NextAfter != p.Orders[len(p.Orders)-1].ID {
-				t.Fatalf("page %d next_after = %d; want the last id of %+v", page, *p.NextAfter, p.Orders)
+			if len(p.Orders) != 2 {
+				t.Fatalf("page %d of %d orders has next_after %q; want null", page, len(p.Orders), *p.NextAfter)
 			}
 			after = *p.NextAfter
 		}
@@ -1055,22 +1063,22 @@ func TestAdminListOrders(t *testing.T) {
 	})
 	t.Run("exactly full page", func(t *testing.T) {
 		_, p := list(t, sku, "?limit=5")
-		if len(p.Orders) != 5 || p.NextAfter == nil || p.Orders[4].OrderID != ids[4] || *p.NextAfter != p.Orders[4].ID {
-			t.Fatalf("limit 5 = %+v; want 5 orders, next_after the id of %s", p, ids[4])
+		if len(p.Orders) != 5 || p.NextAfter == nil || p.Orders[4].OrderID != ids[4] {
+			t.Fatalf("limit 5 = %+v; want 5 orders and a next_after", p)
 		}
-		r, p := list(t, sku, fmt.Sprintf("?limit=5&after=%d", *p.NextAfter))
+		r, p := list(t, sku, "?limit=5&after="+*p.NextAfter)
 		if r.status != http.StatusOK || len(p.Orders) != 0 || p.NextAfter != nil || !strings.Contains(string(r.body), `"orders":[]`) {
 			t.Fatalf("after the last = %s; want orders [] and next_after null", r.body)
 		}
 	})
 	t.Run("after skips", func(t *testing.T) {
-		_, all := list(t, sku, "")
-		if len(all.Orders) != 5 {
-			t.Fatalf("the whole list = %+v; want 5 orders", all)
+		_, first := list(t, sku, "?limit=3")
+		if len(first.Orders) != 3 || first.NextAfter == nil {
+			t.Fatalf("the first 3 = %+v; want 3 orders and a next_after", first)
 		}
-		_, p := list(t, sku, fmt.Sprintf("?after=%d", all.Orders[2].ID))
+		_, p := list(t, sku, "?after="+*first.NextAfter)
 		if len(p.Orders) != 2 || p.Orders[0].OrderID != ids[3] || p.Orders[1].OrderID != ids[4] {
-			t.Fatalf("after %d = %+v; want %v", all.Orders[2].ID, p.Orders, ids[3:])
+			t.Fatalf("after the first 3 = %+v; want %v", p.Orders, ids[3:])
 		}
 	})
 	t.Run("no orders", func(t *testing.T) {
@@ -1099,7 +1107,8 @@ func TestAdminListOrders(t *testing.T) {
 		{"limit not a number", "", "?limit=ten", 400, "invalid_request"},
 		{"limit float", "", "?limit=2.5", 400, "invalid_request"},
 		{"after negative", "", "?after=-1", 400, "invalid_request"},
-		{"after not a number", "", "?after=last", 400, "invalid_request"},
+		{"after not a cursor", "", "?after=last", 400, "invalid_request"},
+		{"after a bare id", "", "?after=1", 400, "invalid_request"},
 		{"sku not found", "987654321", "", 404, "sku_not_found"},
 		{"bad id", "x", "", 400, "invalid_request"},
 	}
@@ -1119,7 +1128,7 @@ func TestAdminListOrders(t *testing.T) {
 
 type orderPageJSON struct {
 	Orders    []order `json:"orders"`
-	NextAfter *int64  `json:"next_after"`
+	NextAfter *string `json:"next_after"`
 }
 
 func TestRoutingErrors(t *testing.T) {

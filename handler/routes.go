@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -91,8 +92,47 @@ type ShopperAuth struct {
 	OrderIDs *orderid.Codec
 }
 
-// New returns the whole API. It fails only on invalid trusted proxies.
+// New returns the whole API on one handler: the shop and the probes, the
+// operator's routes (/admin, /internal) and Extra. It fails only on
+// invalid trusted proxies.
 func New(cfg Config) (http.Handler, error) {
+	rs, err := newRoutes(cfg)
+	if err != nil {
+		return nil, err
+	}
+	r, err := newEngine(cfg)
+	if err != nil {
+		return nil, err
+	}
+	rs.shop(r)
+	rs.operator(r)
+	return r, nil
+}
+
+// NewSplit returns the API as two handlers, for two listeners
+// (http.admin_addr): public serves the shop and the probes, operator
+// serves /admin, /internal and Extra (/metrics). Each answers the other's
+// paths 404 not_found, so the public listener reveals none of them.
+func NewSplit(cfg Config) (public, operator http.Handler, err error) {
+	rs, err := newRoutes(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	pub, err := newEngine(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	op, err := newEngine(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	rs.shop(pub)
+	rs.operator(op)
+	return pub, op, nil
+}
+
+// newEngine is a Gin engine with the middleware every route runs.
+func newEngine(cfg Config) (*gin.Engine, error) {
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
 	if err := r.SetTrustedProxies(cfg.TrustedProxies); err != nil {
@@ -113,7 +153,22 @@ func New(cfg Config) (http.Handler, error) {
 	r.NoMethod(func(c *gin.Context) {
 		abort(c, http.StatusMethodNotAllowed, codeMethodNotAllowed, "method not allowed on this route")
 	})
+	return r, nil
+}
 
+// routes are the API's resources, built once and mounted on one engine
+// or two.
+type routes struct {
+	cfg     Config
+	orders  *orders
+	skus    *skus
+	health  *health
+	perIP   *limiter
+	locks   *locks
+	payment *payments
+}
+
+func newRoutes(cfg Config) (*routes, error) {
 	ids, err := orderIDs(cfg.OrderIDs)
 	if err != nil {
 		return nil, err
@@ -121,16 +176,27 @@ func New(cfg Config) (http.Handler, error) {
 	o := &orders{orders: cfg.Orders, max: cfg.MaxBodyBytes, log: cfg.Log,
 		perUser: newLimiter(cfg.Limits.PerUserRate, cfg.Limits.PerUserBurst, cfg.Limits.MaxKeys),
 		auth:    shopperAuth{verifier: cfg.Shoppers, log: cfg.Log}, ids: ids, lifecycle: cfg.Lifecycle}
-	s := &skus{catalog: cfg.Catalog, orders: cfg.Orders, max: cfg.MaxBodyBytes, log: cfg.Log, ids: ids}
-	h := &health{ready: cfg.Ready, orders: cfg.Orders, draining: cfg.Draining, probes: &probeCache{ttl: cfg.ReadyCache}}
+	return &routes{
+		cfg:     cfg,
+		orders:  o,
+		skus:    &skus{catalog: cfg.Catalog, orders: cfg.Orders, max: cfg.MaxBodyBytes, log: cfg.Log, ids: ids},
+		health:  &health{ready: cfg.Ready, orders: cfg.Orders, draining: cfg.Draining, probes: &probeCache{ttl: cfg.ReadyCache}},
+		perIP:   newLimiter(cfg.Limits.PerIPRate, cfg.Limits.PerIPBurst, cfg.Limits.MaxKeys),
+		locks:   &locks{catalog: cfg.Catalog, locks: cfg.Locks, log: cfg.Log},
+		payment: newPayments(cfg.Lifecycle, o),
+	}, nil
+}
 
+// shop mounts what shoppers and probes call.
+func (rs *routes) shop(r *gin.Engine) {
+	o, s, h := rs.orders, rs.skus, rs.health
 	get(r, "/healthz", h.live)
 	get(r, "/readyz", h.readiness)
 	get(r, "/openapi.yaml", serveOpenAPI)
 
 	api := r.Group("/api/v1")
-	if l := newLimiter(cfg.Limits.PerIPRate, cfg.Limits.PerIPBurst, cfg.Limits.MaxKeys); l != nil {
-		api.Use(perIP(l)) // off by default: not even the client IP's parse per request
+	if rs.perIP != nil {
+		api.Use(perIP(rs.perIP)) // off by default: not even the client IP's parse per request
 	}
 	api.POST("/orders", o.create)
 	get(api, "/orders/:id", o.get)
@@ -139,7 +205,16 @@ func New(cfg Config) (http.Handler, error) {
 	get(api, "/skus", s.onSale)
 	get(api, "/skus/:id", s.get)
 
-	admin := r.Group("/admin/v1", adminAuth(cfg.AdminToken))
+	if rs.cfg.Bench {
+		r.POST("/bench/constant", constant)
+	}
+}
+
+// operator mounts what the operator and the payment system call, and
+// Extra.
+func (rs *routes) operator(r *gin.Engine) {
+	s, h := rs.skus, rs.health
+	admin := r.Group("/admin/v1", adminAuth(rs.cfg.AdminToken))
 	admin.POST("/skus", s.create)
 	get(admin, "/skus/:id", s.adminGet)
 	admin.PUT("/skus/:id/stock", s.setStock)
@@ -147,18 +222,14 @@ func New(cfg Config) (http.Handler, error) {
 	get(admin, "/skus", s.list)
 	admin.PATCH("/skus/:id", s.update)
 	get(admin, "/readyz", h.adminReadiness)
-	get(admin, "/skus/:id/lock", (&locks{catalog: cfg.Catalog, locks: cfg.Locks, log: cfg.Log}).get)
+	get(admin, "/skus/:id/lock", rs.locks.get)
 
-	internal := r.Group("/internal/v1", bearerAuth(cfg.PaymentTokens, "seckill payments", "a valid payment service bearer token is required"))
-	internal.POST("/orders/:id/paid", newPayments(cfg.Lifecycle, o).paid)
+	internal := r.Group("/internal/v1", bearerAuth(rs.cfg.PaymentTokens, "seckill payments", "a valid payment service bearer token is required"))
+	internal.POST("/orders/:id/paid", rs.payment.paid)
 
-	if cfg.Bench {
-		r.POST("/bench/constant", constant)
-	}
-	for path, h := range cfg.Extra {
+	for path, h := range rs.cfg.Extra {
 		get(r, path, gin.WrapH(h))
 	}
-	return r, nil
 }
 
 // get registers h for GET and HEAD: a HEAD answers the GET's status and
@@ -191,12 +262,19 @@ func requestID() gin.HandlerFunc {
 	}
 }
 
+// saneID reports whether a client's X-Request-ID may be kept: 1 to 64
+// characters that read the same in a header, a JSON body, a JSON or text
+// log line and a terminal (letters, digits and ._:/+=@-: UUIDs, trace ids,
+// base64).
 func saneID(id string) bool {
 	if id == "" || len(id) > 64 {
 		return false
 	}
 	for i := 0; i < len(id); i++ {
-		if id[i] < 0x21 || id[i] > 0x7e {
+		switch b := id[i]; {
+		case 'a' <= b && b <= 'z', 'A' <= b && b <= 'Z', '0' <= b && b <= '9':
+		case strings.IndexByte("._:/+=@-", b) >= 0:
+		default:
 			return false
 		}
 	}

@@ -155,7 +155,7 @@ func TestSKUsOnSale(t *testing.T) {
 	}
 	type page struct {
 		SKUs      []map[string]any `json:"skus"`
-		NextAfter *int64           `json:"next_after"`
+		NextAfter *string          `json:"next_after"`
 	}
 	ids := func(p page) []int64 {
 		var out []int64
@@ -174,10 +174,14 @@ func TestSKUsOnSale(t *testing.T) {
 	}
 	// Page by page (limit 1), the ended SKU is an empty page, not the end.
 	var got []int64
-	after := int64(0)
+	after := ""
 	for range 5 {
 		var p page
-		s.get(t, "/api/v1/skus?limit=1&after="+strconv.FormatInt(after, 10)).json(t, &p)
+		q := "/api/v1/skus?limit=1"
+		if after != "" {
+			q += "&after=" + after
+		}
+		s.get(t, q).json(t, &p)
 		got = append(got, ids(p)...)
 		if p.NextAfter == nil {
 			break
@@ -187,7 +191,7 @@ func TestSKUsOnSale(t *testing.T) {
 	if fmt.Sprint(got) != fmt.Sprint([]int64{open, soon}) {
 		t.Errorf("paging by 1 = %v; want %v", got, []int64{open, soon})
 	}
-	for _, q := range []string{"?limit=0", "?limit=101", "?after=-1"} {
+	for _, q := range []string{"?limit=0", "?limit=101", "?after=-1", "?after=" + strconv.FormatInt(open, 10), "?after="} {
 		if r := s.get(t, "/api/v1/skus"+q); r.status != http.StatusBadRequest || r.code != "invalid_request" {
 			t.Errorf("GET /api/v1/skus%s = %d %s; want 400 invalid_request", q, r.status, r.code)
 		}

@@ -2,7 +2,6 @@ package handler
 
 import (
 	"net/http"
-	"strconv"
 
 	"github.com/gin-gonic/gin"
 
@@ -66,7 +65,7 @@ const (
 )
 
 // list pages through the verified caller's orders, oldest first:
-// ?limit= (1–100, default 20) and ?after= (the previous page's next_after).
+// ?limit= (1–100, default 20) and ?after= (see pageQuery).
 // With none there is no verified caller: 401.
 func (h *orders) list(c *gin.Context) {
 	if !h.auth.enabled() {
@@ -77,22 +76,9 @@ func (h *orders) list(c *gin.Context) {
 	if !ok {
 		return
 	}
-	limit, after := myOrdersDefault, int64(0)
-	if v := c.Query("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > myOrdersMax {
-			abort(c, http.StatusBadRequest, codeInvalid, "limit must be an integer between 1 and 100")
-			return
-		}
-		limit = n
-	}
-	if v := c.Query("after"); v != "" {
-		id, ok := h.ids.Decode(v)
-		if !ok {
-			abort(c, http.StatusBadRequest, codeInvalid, "after must be the next_after of a previous page")
-			return
-		}
-		after = id
+	limit, after, ok := pageQuery(c, h.ids, myOrdersDefault, myOrdersMax)
+	if !ok {
+		return
 	}
 	list, err := h.orders.OrdersOf(c.Request.Context(), user, after, limit)
 	if err != nil {
@@ -103,9 +89,8 @@ func (h *orders) list(c *gin.Context) {
 	for i, o := range list {
 		page.Orders[i] = orderJSON(h.ids, o)
 	}
-	if len(list) == limit {
-		next := h.ids.Encode(list[len(list)-1].ID)
-		page.NextAfter = &next
+	if len(list) > 0 {
+		page.NextAfter = nextAfter(h.ids, len(list), limit, list[len(list)-1].ID)
 	}
 	c.JSON(http.StatusOK, page)
 }

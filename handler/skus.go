@@ -150,24 +150,24 @@ func (h *skus) setStock(c *gin.Context) {
 
 type orderPage struct {
 	Orders    []adminOrderJSON `json:"orders"`
-	NextAfter *int64           `json:"next_after"`
+	NextAfter *string          `json:"next_after"`
 }
 
 // adminOrderJSON is an order as admins see it: the shopper's opaque
-// order_id and the internal id, the paging cursor of the admin list.
+// order_id and the internal id.
 type adminOrderJSON struct {
 	ID int64 `json:"id"`
 	orderResponse
 }
 
 // listOrders pages through a SKU's orders by id: ?limit= (1–1000, default
-// 100) and ?after= (the next_after of the previous page).
+// 100) and ?after= (see pageQuery).
 func (h *skus) listOrders(c *gin.Context) {
 	id, ok := pathID(c, "id")
 	if !ok {
 		return
 	}
-	limit, after, ok := page(c)
+	limit, after, ok := pageQuery(c, h.ids, 100, service.MaxListLimit)
 	if !ok {
 		return
 	}
@@ -180,9 +180,8 @@ func (h *skus) listOrders(c *gin.Context) {
 	for i, o := range list {
 		page.Orders[i] = adminOrderJSON{ID: o.ID, orderResponse: orderJSON(h.ids, o)}
 	}
-	if len(list) == limit {
-		last := list[len(list)-1].ID
-		page.NextAfter = &last
+	if len(list) > 0 {
+		page.NextAfter = nextAfter(h.ids, len(list), limit, list[len(list)-1].ID)
 	}
 	c.JSON(http.StatusOK, page)
 }

@@ -9,7 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/lock/internal/locktest"
 )
 
 // lateReply is a backend whose obtain reaches Redis but whose reply is lost,
@@ -24,7 +24,7 @@ func (b lateReply) obtain(ctx context.Context, key, token string, ttl time.Durat
 }
 
 func TestObtain_AbandonsLeaseWhoseReplyWasLost(t *testing.T) {
-	rdb := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr()})
+	rdb := redis.NewClient(&redis.Options{Addr: locktest.RedisAddr()})
 	defer rdb.Close()
 	ctx := context.Background()
 	if err := rdb.Ping(ctx).Err(); err != nil {

@@ -12,14 +12,12 @@ import (
 	"github.com/seckill/seckill/lock"
 )
 
-// Benchmarks run against the shared Redis and, for the zookeeper
-// sub-benchmarks, a private standalone ZooKeeper started once per
-// benchmark, so that benchstat puts the three side by side. Round trips are
-// counted with a go-redis hook (a pipeline counts as one) and, on
-// ZooKeeper, as the requests Obtain reports.
+// Benchmarks run against the shared Redis; lock/zookeeper has the
+// zookeeper sub-benchmarks of the same names, so that benchstat puts the
+// three side by side. Round trips are counted with a go-redis hook (a
+// pipeline counts as one).
 
 func BenchmarkUncontended(b *testing.B) {
-	zkc := benchZooKeeper(b)
 	b.Run("lock", func(b *testing.B) {
 		_, prefix := sharedRedis(b)
 		rdb := newShared(b)
@@ -74,7 +72,6 @@ func BenchmarkUncontended(b *testing.B) {
 		b.ReportMetric(float64(acquireRT)/float64(b.N), "rt/acquire")
 		b.ReportMetric(float64(releaseRT)/float64(b.N), "rt/release")
 	})
-	b.Run("zookeeper", func(b *testing.B) { benchZKUncontended(b, zkc.conn(b)) })
 }
 
 // BenchmarkContended has 16 goroutines take one
@@ -85,16 +82,17 @@ func BenchmarkUncontended(b *testing.B) {
 //   - poll:    a Client per goroutine, so every goroutine polls Redis with
 //     this package's back-off (1ms..64ms, full jitter);
 //   - redsync: a redsync Mutex per goroutine with the same back-off.
-//   - zookeeper: one ZooKeeper client, every goroutine with a node of its
-//     own in ZooKeeper's queue, woken by a watch on its predecessor.
+//
+// lock/zookeeper's BenchmarkContended adds zookeeper: one ZooKeeper client,
+// every goroutine with a node of its own in ZooKeeper's queue, woken by a
+// watch on its predecessor.
 func BenchmarkContended(b *testing.B) {
-	zkc := benchZooKeeper(b)
 	for _, hold := range []time.Duration{0, 500 * time.Microsecond} {
-		b.Run("hold="+hold.String(), func(b *testing.B) { benchContended(b, hold, zkc) })
+		b.Run("hold="+hold.String(), func(b *testing.B) { benchContended(b, hold) })
 	}
 }
 
-func benchContended(b *testing.B, hold time.Duration, zkc benchZK) {
+func benchContended(b *testing.B, hold time.Duration) {
 	const parallelism = 8
 	work := func() {
 		if hold > 0 {
@@ -185,5 +183,4 @@ func benchContended(b *testing.B, hold time.Duration, zkc benchZK) {
 		})
 		report(b, start, cnt)
 	})
-	b.Run("zookeeper", func(b *testing.B) { benchZKContended(b, zkc.conn(b), parallelism, work) })
 }

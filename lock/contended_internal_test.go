@@ -9,7 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/lock/internal/locktest"
 )
 
 // betweenAttempts is a backend that runs hook after each obtain attempt,
@@ -26,7 +26,7 @@ func (b betweenAttempts) obtain(ctx context.Context, key, token string, ttl time
 }
 
 func TestObtain_TellsALiveHolderFromOneThatMayBeDead(t *testing.T) {
-	rdb := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr()})
+	rdb := redis.NewClient(&redis.Options{Addr: locktest.RedisAddr()})
 	defer rdb.Close()
 	ctx := context.Background()
 	if err := rdb.Ping(ctx).Err(); err != nil {

@@ -2,8 +2,10 @@ package lock_test
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"net"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -14,22 +16,50 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/lock/internal/locktest"
 )
 
-// sharedAddr is the Redis used by tests that neither stop nor flush it.
-var sharedAddr = testenv.RedisAddr()
+// redisAddr is the shared Redis, used by the tests that neither stop nor
+// flush it and by the examples: SECKILL_TEST_REDIS_ADDR, or 127.0.0.1:6379.
+var redisAddr = locktest.RedisAddr()
+
+// TestMain skips the examples, saying why, when no Redis answers at
+// redisAddr and SECKILL_TEST_REDIS_ADDR is unset; make test sets it, so
+// there they run (and a Redis that does not answer fails them). The tests
+// need the Redis either way, and fail saying so.
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if err := ping(redisAddr); err != nil && !locktest.RedisAddrSet() {
+		fmt.Fprintf(os.Stderr, "lock: examples skipped: no Redis at %s (%v); SECKILL_TEST_REDIS_ADDR names one\n", redisAddr, err)
+		skip := "^Example"
+		if s := flag.Lookup("test.skip").Value.String(); s != "" {
+			skip = s + "|" + skip
+		}
+		if err := flag.Set("test.skip", skip); err != nil {
+			panic(err)
+		}
+	}
+	os.Exit(m.Run())
+}
+
+func ping(addr string) error {
+	rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	defer rdb.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	return rdb.Ping(ctx).Err()
+}
 
 // sharedRedis returns a client of the shared Redis and a key prefix unique to
 // the test; the test's keys are deleted when it ends.
 func sharedRedis(t testing.TB) (*redis.Client, string) {
 	t.Helper()
-	rdb := redis.NewClient(&redis.Options{Addr: sharedAddr})
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
 	t.Cleanup(func() { rdb.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	if err := rdb.Ping(ctx).Err(); err != nil {
-		t.Fatalf("shared Redis at %s: %v (these tests need a real Redis)", sharedAddr, err)
+		t.Fatalf("shared Redis at %s: %v (these tests need a real Redis)", redisAddr, err)
 	}
 	name := strings.NewReplacer("/", "_", " ", "_").Replace(t.Name())
 	prefix := fmt.Sprintf("locktest:%s:%d:", name, time.Now().UnixNano())
@@ -41,13 +71,13 @@ func sharedRedis(t testing.TB) (*redis.Client, string) {
 // separate process would have.
 func newShared(t testing.TB) *redis.Client {
 	t.Helper()
-	rdb := redis.NewClient(&redis.Options{Addr: sharedAddr})
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
 	t.Cleanup(func() { rdb.Close() })
 	return rdb
 }
 
 func deleteKeys(t testing.TB, prefix string) {
-	rdb := redis.NewClient(&redis.Options{Addr: sharedAddr})
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
 	defer rdb.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

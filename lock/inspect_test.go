@@ -39,7 +39,7 @@ func TestInspect_OneRoundTripNoExtension(t *testing.T) {
 	if got := cnt.n.Load() - n0; got != 1 {
 		t.Errorf("Obtain with an owner: %d round trips; want 1", got)
 	}
-	admin := redis.NewClient(&redis.Options{Addr: sharedAddr})
+	admin := redis.NewClient(&redis.Options{Addr: redisAddr})
 	defer admin.Close()
 	before := admin.PTTL(ctx, prefix+"k").Val()
 	n1 := cnt.n.Load()

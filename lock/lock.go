@@ -10,6 +10,8 @@
 // A lease can be lost behind its holder's back (GC pause, network delay,
 // failover): keep the invariant in the resource, checked against the fence
 // or a version. See docs/locking.md.
+//
+// Licensed under the MIT License (LICENSE at the repository's root).
 package lock
 
 import (

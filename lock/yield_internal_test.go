@@ -10,7 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/lock/internal/locktest"
 )
 
 type attemptsSeen struct {
@@ -23,7 +23,7 @@ func (a *attemptsSeen) Obtained(_ string, attempts int, _ time.Duration, _ error
 }
 
 func TestRelease_OfAWantedKeyYieldsTheNextObtainToTheWaiter(t *testing.T) {
-	rdb := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr()})
+	rdb := redis.NewClient(&redis.Options{Addr: locktest.RedisAddr()})
 	defer rdb.Close()
 	ctx := context.Background()
 	if err := rdb.Ping(ctx).Err(); err != nil {

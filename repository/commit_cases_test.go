@@ -17,20 +17,31 @@ import (
 	"github.com/seckill/seckill/service"
 )
 
-// backend is one database the store runs on: the batch commit is written
+// store is what the tests ask of either store.
+type store interface {
+	service.Store
+	service.LifecycleStore
+}
+
+// backend is one database and its store: the batch commit is written
 // once for MySQL (raw multi-statement SQL) and once for SQLite (GORM), and
 // both must pass the same cases.
 type backend struct {
 	name string
-	open func(t *testing.T) *gorm.DB
+	open func(t *testing.T) (*gorm.DB, store)
 }
 
 var backends = []backend{
-	{"mariadb", func(t *testing.T) *gorm.DB { return testenv.DB(t, testenv.Database(t)) }},
+	{"mariadb", openMariaDB},
 	{"sqlite", openSQLite},
 }
 
-func openSQLite(t *testing.T) *gorm.DB {
+func openMariaDB(t *testing.T) (*gorm.DB, store) {
+	db := testenv.DB(t, testenv.Database(t))
+	return db, repository.NewMySQL(db)
+}
+
+func openSQLite(t *testing.T) (*gorm.DB, store) {
 	t.Helper()
 	db, err := database.OpenSQLite(filepath.Join(t.TempDir(), "seckill.db"))
 	if err != nil {
@@ -40,7 +51,7 @@ func openSQLite(t *testing.T) *gorm.DB {
 	if err := database.Migrate(context.Background(), db, "up", io.Discard); err != nil {
 		t.Fatal(err)
 	}
-	return db
+	return db, repository.NewSQLite(db)
 }
 
 // errReplayed is a wanted outcome: the order placed earlier under the same
@@ -126,8 +137,7 @@ func TestCommitBatch_Cases(t *testing.T) {
 	for _, be := range backends {
 		t.Run(be.name, func(t *testing.T) {
 			t.Parallel()
-			db := be.open(t)
-			s := repository.New(db)
+			db, s := be.open(t)
 			ctx := context.Background()
 			for i, tt := range tests {
 				for _, chained := range []bool{false, true} {

@@ -28,13 +28,19 @@ const (
 // commitCutter is a loopback TCP proxy in front of MariaDB that reads the
 // MySQL protocol's packets just enough to find a COMMIT, and fails it on
 // demand: the real server, a real connection loss.
+//
+// A cut reply is dropped on the client's side only: the server's side stays
+// open, drained, until the test ends, so the server runs the whole
+// multi-statement holding the COMMIT (the statement before it answers
+// first) as it would when a reply is lost on the wire.
 type commitCutter struct {
-	ln     net.Listener
-	target string
-	next   atomic.Int32 // what the next COMMIT meets
-	mu     sync.Mutex
-	conns  []net.Conn
-	dark   bool
+	ln      net.Listener
+	target  string
+	next    atomic.Int32 // what the next COMMIT meets
+	mu      sync.Mutex
+	clients []net.Conn
+	servers []net.Conn
+	dark    bool
 }
 
 func newCommitCutter(t *testing.T, target string) *commitCutter {
@@ -47,6 +53,11 @@ func newCommitCutter(t *testing.T, target string) *commitCutter {
 	var wg sync.WaitGroup
 	t.Cleanup(func() {
 		p.goDark()
+		p.mu.Lock()
+		for _, c := range p.servers {
+			c.Close()
+		}
+		p.mu.Unlock()
 		wg.Wait()
 	})
 	wg.Go(func() {
@@ -61,25 +72,27 @@ func newCommitCutter(t *testing.T, target string) *commitCutter {
 	return p
 }
 
-func (p *commitCutter) track(cs ...net.Conn) bool {
+func (p *commitCutter) track(client, server net.Conn) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.dark {
-		for _, c := range cs {
-			c.Close()
-		}
+		client.Close()
+		server.Close()
 		return false
 	}
-	p.conns = append(p.conns, cs...)
+	p.clients = append(p.clients, client)
+	p.servers = append(p.servers, server)
 	return true
 }
 
+// goDark closes every client's connection and refuses new ones; the
+// servers' sides stay until the test ends.
 func (p *commitCutter) goDark() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.dark = true
 	p.ln.Close()
-	for _, c := range p.conns {
+	for _, c := range p.clients {
 		c.Close()
 	}
 }
@@ -91,7 +104,6 @@ func (p *commitCutter) serve(client net.Conn, wg *sync.WaitGroup) {
 		return
 	}
 	if !p.track(client, server) {
-		server.Close()
 		return
 	}
 	closeBoth := func() { client.Close(); server.Close() }
@@ -105,10 +117,12 @@ func (p *commitCutter) serve(client net.Conn, wg *sync.WaitGroup) {
 			}
 			switch cut.Load() {
 			case loseReply:
-				closeBoth()
+				client.Close()
+				_, _ = io.Copy(io.Discard, server) // until the test ends
 				return
 			case loseReplyAndAll:
 				p.goDark()
+				_, _ = io.Copy(io.Discard, server)
 				return
 			}
 			if _, err := client.Write(pkt); err != nil {
@@ -188,7 +202,7 @@ func TestCommitBatch_LostCommitIsAnsweredTruthfully(t *testing.T) {
 			}
 			p := newCommitCutter(t, mc.Addr)
 			mc.Addr = p.ln.Addr().String()
-			s := repository.New(testenv.DB(t, mc.FormatDSN()))
+			s := repository.NewMySQL(testenv.DB(t, mc.FormatDSN()))
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			now := time.Now().UTC()
@@ -205,11 +219,12 @@ func TestCommitBatch_LostCommitIsAnsweredTruthfully(t *testing.T) {
 			p.next.Store(tt.cut)
 			res, err := commitIn(ctx, s, b, tt.shared)
 
+			// Locking reads: they wait out a COMMIT the server is still running.
 			var sold, orders int64
-			if err := direct.Raw("SELECT sold FROM skus WHERE id = ?", sku.ID).Row().Scan(&sold); err != nil {
+			if err := direct.Raw("SELECT sold FROM skus WHERE id = ? LOCK IN SHARE MODE", sku.ID).Row().Scan(&sold); err != nil {
 				t.Fatal(err)
 			}
-			if err := direct.Raw("SELECT COUNT(*) FROM orders WHERE sku_id = ?", sku.ID).Row().Scan(&orders); err != nil {
+			if err := direct.Raw("SELECT COUNT(*) FROM orders WHERE sku_id = ? LOCK IN SHARE MODE", sku.ID).Row().Scan(&orders); err != nil {
 				t.Fatal(err)
 			}
 			want := int64(0)
@@ -268,7 +283,7 @@ func TestCommitBatch_CommitWithoutReplyEndsAtTheDeadline(t *testing.T) {
 			dsn := testenv.Database(t)
 			direct := testenv.DB(t, dsn)
 			proxied, proxy := testenv.ThroughMySQLProxy(t, dsn)
-			s := repository.New(testenv.DB(t, proxied))
+			s := repository.NewMySQL(testenv.DB(t, proxied))
 			t.Cleanup(proxy.Cut) // first: a stuck COMMIT must not hang the cleanup
 			now := time.Now().UTC()
 			sku, err := s.CreateSKU(context.Background(), service.SKU{Name: "c", TotalStock: 5, Stock: 5, PerUserLimit: 1, CreatedAt: now, UpdatedAt: now})

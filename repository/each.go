@@ -24,18 +24,25 @@ func refusesARow(err error) bool {
 // key inserted by a concurrent writer is found by the second's reads.
 const eachAttempts = 2
 
-// commitEach commits b's requests one at a time, in arrival order, each
-// in its own transaction that reads afresh, so a refused row is answered
-// to its request alone (refusedRow). An error that is no request's own
-// fails the batch while nothing is written; after that, committed orders
-// stand and the rest are answered unavailable.
-func (s *Stock) commitEach(ctx context.Context, b service.Batch) (service.BatchResult, error) {
+// oneByOne is what commitEach needs of a store: its transaction of one
+// batch, and a read of the SKU.
+type oneByOne interface {
+	commitOnce(ctx context.Context, b service.Batch) (service.BatchResult, error)
+	SKU(ctx context.Context, id int64) (service.SKU, error)
+}
+
+// commitEach commits b's requests one at a time on s, in arrival order,
+// each in its own transaction that reads afresh, so a refused row is
+// answered to its request alone (refusedRow). An error that is no
+// request's own fails the batch while nothing is written; after that,
+// committed orders stand and the rest are answered unavailable.
+func commitEach(ctx context.Context, s oneByOne, b service.Batch) (service.BatchResult, error) {
 	res := service.BatchResult{Outcomes: make([]service.Outcome, len(b.Requests))}
 	wrote, read := false, false
 	for i, r := range b.Requests {
 		one := b
 		one.Requests, one.Known = []service.OrderRequest{r}, nil
-		got, out, err := s.commitOne(ctx, one)
+		got, out, err := commitOne(ctx, s, one)
 		switch {
 		case err == nil:
 			res.Outcomes[i] = out
@@ -68,7 +75,7 @@ func (s *Stock) commitEach(ctx context.Context, b service.Batch) (service.BatchR
 // commitOne commits a batch of one request and returns its result and
 // outcome; only the outcome when the database refused its row; or an
 // error that is no request's own.
-func (s *Stock) commitOne(ctx context.Context, one service.Batch) (*service.BatchResult, service.Outcome, error) {
+func commitOne(ctx context.Context, s oneByOne, one service.Batch) (*service.BatchResult, service.Outcome, error) {
 	for attempt := 1; ; attempt++ {
 		res, err := s.commitOnce(ctx, one)
 		if err == nil {

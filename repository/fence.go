@@ -14,7 +14,7 @@ const fenceGuard = "(fence <= ? OR fence > ?)"
 // AdoptFence sets the SKU's fence from from to to in one conditional
 // UPDATE, so a fence a holder's batch wrote meanwhile stays. Stock and
 // version are untouched.
-func (s *Stock) AdoptFence(ctx context.Context, id, from, to int64) (bool, error) {
+func (s *gormStore) AdoptFence(ctx context.Context, id, from, to int64) (bool, error) {
 	r := s.db.WithContext(ctx).Exec("UPDATE skus SET fence = ? WHERE id = ? AND fence = ?", to, id, from)
 	if r.Error != nil {
 		return false, translate(r.Error, service.ErrSKUNotFound)

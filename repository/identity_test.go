@@ -69,7 +69,7 @@ func TestCommitBatch_OneRequestCannotFailItsBatch(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			s := repository.New(db)
+			s := repository.NewMySQL(db)
 			ctx := context.Background()
 			for _, path := range []string{"alone", "shared", "known"} {
 				t.Run(path, func(t *testing.T) {
@@ -145,8 +145,7 @@ func TestIdsAreComparedByBytes(t *testing.T) {
 	for _, be := range backends {
 		t.Run(be.name, func(t *testing.T) {
 			t.Parallel()
-			db := be.open(t)
-			s := repository.New(db)
+			db, s := be.open(t)
 			ctx := context.Background()
 			now := time.Now().UTC().Truncate(time.Microsecond)
 			sku, err := s.CreateSKU(ctx, service.SKU{Name: "bytes", TotalStock: 10, Stock: 10, PerUserLimit: 1, CreatedAt: now, UpdatedAt: now})
@@ -196,8 +195,7 @@ func TestMigration00004_DownAndUp(t *testing.T) {
 	for _, be := range backends {
 		t.Run(be.name, func(t *testing.T) {
 			t.Parallel()
-			db := be.open(t)
-			s := repository.New(db)
+			db, s := be.open(t)
 			ctx := context.Background()
 			now := time.Now().UTC().Truncate(time.Microsecond)
 			sku, err := s.CreateSKU(ctx, service.SKU{Name: "migrate", TotalStock: 10, Stock: 10, PerUserLimit: 1, CreatedAt: now, UpdatedAt: now})

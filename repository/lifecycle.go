@@ -15,7 +15,10 @@ import (
 	"github.com/seckill/seckill/service"
 )
 
-var _ service.LifecycleStore = (*Stock)(nil)
+var (
+	_ service.LifecycleStore = (*MySQL)(nil)
+	_ service.LifecycleStore = (*SQLite)(nil)
+)
 
 // expiryFence names the sweeper's row in leader_fences (migration 00003).
 const expiryFence = "order-expiry"
@@ -23,7 +26,7 @@ const expiryFence = "order-expiry"
 // PayOrder marks a pending order paid if not yet due, in one conditional
 // UPDATE: a concurrent expiry or cancellation either precedes it (no row
 // matches) or finds it paid.
-func (s *Stock) PayOrder(ctx context.Context, id int64, now time.Time) (service.Settlement, error) {
+func (s *gormStore) PayOrder(ctx context.Context, id int64, now time.Time) (service.Settlement, error) {
 	db := s.db.WithContext(ctx)
 	r := db.Model(&orderRow{}).
 		Where("id = ? AND status = ? AND expires_at > ?", id, service.OrderPending, now).
@@ -51,7 +54,7 @@ func (s *Stock) PayOrder(ctx context.Context, id int64, now time.Time) (service.
 // CancelOrder cancels buyer's pending order and returns its units in one
 // transaction, status first (WHERE status = 'pending'), so a second
 // cancel, an expiry or a payment returns nothing.
-func (s *Stock) CancelOrder(ctx context.Context, id int64, buyer string, now time.Time) (service.Settlement, error) {
+func (s *gormStore) CancelOrder(ctx context.Context, id int64, buyer string, now time.Time) (service.Settlement, error) {
 	var st service.Settlement
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		q := tx.Model(&orderRow{}).Where("id = ? AND status = ?", id, service.OrderPending)
@@ -94,7 +97,7 @@ func (s *Stock) CancelOrder(ctx context.Context, id int64, buyer string, now tim
 // sweeper holds no row; advances the leader fence, refused when a newer
 // lease wrote; then expires each order still pending and due and returns
 // its units.
-func (s *Stock) ExpireDue(ctx context.Context, run service.ExpiryRun) (service.Expiry, error) {
+func (s *gormStore) ExpireDue(ctx context.Context, run service.ExpiryRun) (service.Expiry, error) {
 	var ex service.Expiry
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		var due []orderRow
@@ -167,7 +170,7 @@ func advanceFence(tx *gorm.DB, name string, fence int64) error {
 // their SKUs and buyers' quotas, locking rows in id order, and returns
 // the SKUs after. The version bump makes a batch that read the old row
 // re-read.
-func (s *Stock) returnUnits(tx *gorm.DB, orders []orderRow, now time.Time) ([]service.SKU, error) {
+func (s *gormStore) returnUnits(tx *gorm.DB, orders []orderRow, now time.Time) ([]service.SKU, error) {
 	type holding struct {
 		sku  int64
 		user string
@@ -240,7 +243,7 @@ func releaseHolding(tx *gorm.DB, skuID int64, user string, n int64) error {
 
 // OrderUnits sums the units of a SKU's pending and paid orders, on the
 // orders_sku_id index: an admin's read, not the order path's.
-func (s *Stock) OrderUnits(ctx context.Context, skuID int64) (pending, paid int64, err error) {
+func (s *gormStore) OrderUnits(ctx context.Context, skuID int64) (pending, paid int64, err error) {
 	var rows []struct {
 		Status string
 		Units  int64
@@ -261,7 +264,7 @@ func (s *Stock) OrderUnits(ctx context.Context, skuID int64) (pending, paid int6
 
 // OrderUnitsOf is OrderUnits for several SKUs in one statement, on the
 // same index: the admin list's view.
-func (s *Stock) OrderUnitsOf(ctx context.Context, skuIDs []int64) (map[int64]service.Units, error) {
+func (s *gormStore) OrderUnitsOf(ctx context.Context, skuIDs []int64) (map[int64]service.Units, error) {
 	var rows []struct {
 		SKUID  int64 `gorm:"column:sku_id"`
 		Status string
@@ -298,13 +301,4 @@ func translateSettle(err error) error {
 		return fmt.Errorf("%w: %w", service.ErrConflict, err)
 	}
 	return translate(err, service.ErrNotFound)
-}
-
-// utcPtr returns t in UTC (SQLite hands times back in local time).
-func utcPtr(t *time.Time) *time.Time {
-	if t == nil {
-		return nil
-	}
-	u := t.UTC()
-	return &u
 }

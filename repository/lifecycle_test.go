@@ -11,7 +11,6 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/seckill/seckill/internal/testenv"
-	"github.com/seckill/seckill/repository"
 	"github.com/seckill/seckill/service"
 )
 
@@ -22,7 +21,7 @@ const window = time.Minute
 
 // pendingOrders places one pending order per user (quantity 1), created at
 // at, and returns them in user order.
-func pendingOrders(t *testing.T, s *repository.Stock, skuID int64, at time.Time, users ...string) []service.Order {
+func pendingOrders(t *testing.T, s store, skuID int64, at time.Time, users ...string) []service.Order {
 	t.Helper()
 	b := batch(skuID, 0, users...)
 	b.Now, b.PaymentTimeout = at, window
@@ -71,7 +70,7 @@ func statusCounts(t *testing.T, db *gorm.DB, skuID int64) map[service.OrderStatu
 	return out
 }
 
-func orderStatus(t *testing.T, s *repository.Stock, id int64) service.OrderStatus {
+func orderStatus(t *testing.T, s store, id int64) service.OrderStatus {
 	t.Helper()
 	o, err := s.Order(context.Background(), id)
 	if err != nil {
@@ -252,8 +251,7 @@ func TestLifecycle_Transitions(t *testing.T) {
 	for _, be := range backends {
 		t.Run(be.name, func(t *testing.T) {
 			t.Parallel()
-			db := be.open(t)
-			s := repository.New(db)
+			_, s := be.open(t)
 			ctx := context.Background()
 			now := time.Now().UTC().Truncate(time.Microsecond)
 			sku, err := s.CreateSKU(ctx, service.SKU{Name: "t", TotalStock: 3, Stock: 3, PerUserLimit: 1, CreatedAt: now, UpdatedAt: now})

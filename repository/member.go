@@ -31,3 +31,29 @@ func (m *member) decide(existing map[service.BuyerKey]service.Order) {
 	m.alloc.Hold(m.b.PaymentTimeout)
 	m.res = service.BatchResult{SKU: m.sku.after(m.b, m.alloc.Units)}
 }
+
+func staleFence(b service.Batch, sku skuRow) error {
+	return &service.StaleFenceError{SKUID: sku.ID, Stored: sku.Fence, Fence: b.Fence}
+}
+
+func distinctUsers(reqs []service.OrderRequest) []string {
+	seen := make(map[string]bool, len(reqs))
+	users := make([]string, 0, len(reqs))
+	for _, r := range reqs {
+		if !seen[r.UserID] {
+			seen[r.UserID] = true
+			users = append(users, r.UserID)
+		}
+	}
+	return users
+}
+
+func idempotencyKeys(reqs []service.OrderRequest) []service.BuyerKey {
+	var keys []service.BuyerKey
+	for _, r := range reqs {
+		if r.IdempotencyKey != "" {
+			keys = append(keys, service.KeyOf(r))
+		}
+	}
+	return keys
+}

@@ -15,7 +15,7 @@ import (
 
 // bigSKU is a SKU with room for a buyer at the largest per-user limit
 // twice over, and a batch that gave buyer "big" that limit whole.
-func bigSKU(t *testing.T, s *repository.Stock) service.BatchResult {
+func bigSKU(t *testing.T, s store) service.BatchResult {
 	t.Helper()
 	now := time.Now().UTC()
 	sku, err := s.CreateSKU(context.Background(), service.SKU{Name: "big", TotalStock: 3 * service.MaxQuantity, Stock: 3 * service.MaxQuantity,
@@ -69,8 +69,7 @@ func TestCommitBatch_HoldingPastTheColumnsRangeFailsOnlyItsRequest(t *testing.T)
 	for _, be := range backends {
 		t.Run(be.name, func(t *testing.T) {
 			t.Parallel()
-			db := be.open(t)
-			s := repository.New(db)
+			db, s := be.open(t)
 			for _, known := range []bool{true, false} {
 				first := bigSKU(t, s)
 				b := bigBatch(first.SKU.ID, "big")
@@ -90,7 +89,7 @@ func TestCommitBatch_HoldingPastTheColumnsRangeFailsOnlyItsRequest(t *testing.T)
 func TestCommitRound_HoldingPastTheColumnsRangeIsReRead(t *testing.T) {
 	t.Parallel()
 	db := testenv.DB(t, testenv.Database(t))
-	s := repository.New(db)
+	s := repository.NewMySQL(db)
 	first := bigSKU(t, s)
 	b := bigBatch(first.SKU.ID, "big")
 	b.Requests = append(b.Requests, service.OrderRequest{SKUID: first.SKU.ID, UserID: "small", Quantity: 1})
@@ -110,7 +109,7 @@ func TestCommitBatch_StaleReadPastTheColumnsRangeFailsOnlyItsRequest(t *testing.
 	t.Parallel()
 	dsn := testenv.Database(t)
 	db := testenv.DB(t, dsn)
-	s := repository.New(db)
+	s := repository.NewMySQL(db)
 	ctx := context.Background()
 	now := time.Now().UTC()
 	sku, err := s.CreateSKU(ctx, service.SKU{Name: "big", TotalStock: 3 * service.MaxQuantity, Stock: 3 * service.MaxQuantity,

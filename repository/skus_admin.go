@@ -12,7 +12,7 @@ import (
 )
 
 // SKUs returns up to limit SKUs with ids above after, by id.
-func (s *Stock) SKUs(ctx context.Context, after int64, limit int) ([]service.SKU, error) {
+func (s *gormStore) SKUs(ctx context.Context, after int64, limit int) ([]service.SKU, error) {
 	var rows []skuRow
 	if err := s.db.WithContext(ctx).Where("id > ?", after).Order("id").Limit(limit).Find(&rows).Error; err != nil {
 		return nil, translate(err, service.ErrNotFound)
@@ -31,14 +31,12 @@ func (s *Stock) SKUs(ctx context.Context, after int64, limit int) ([]service.SKU
 // The user_purchases CHECK reads each holding's copy of the per-user
 // limit, so a change rewrites them; a holding above a lowered limit keeps
 // its quantity as its limit, valid but unable to grow.
-func (s *Stock) UpdateSKU(ctx context.Context, id int64, ch service.SKUChange, now time.Time) (service.SKU, error) {
+func (s *gormStore) UpdateSKU(ctx context.Context, id int64, ch service.SKUChange, now time.Time) (service.SKU, error) {
 	var out service.SKU
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		var row skuRow
-		read := tx
-		if !s.sqlite { // SQLite has one writer at a time
-			read = read.Clauses(clause.Locking{Strength: clause.LockingStrengthUpdate})
-		}
+		// FOR UPDATE; SQLite's dialect drops it: one writer at a time.
+		read := tx.Clauses(clause.Locking{Strength: clause.LockingStrengthUpdate})
 		if err := read.Take(&row, id).Error; err != nil {
 			return err
 		}

@@ -16,14 +16,14 @@ import (
 	"github.com/seckill/seckill/service"
 )
 
-func setup(t *testing.T, stock, limit int64) (*gorm.DB, *repository.Stock, service.SKU) {
+func setup(t *testing.T, stock, limit int64) (*gorm.DB, *repository.MySQL, service.SKU) {
 	return setupB(t, stock, limit)
 }
 
-func setupB(t testing.TB, stock, limit int64) (*gorm.DB, *repository.Stock, service.SKU) {
+func setupB(t testing.TB, stock, limit int64) (*gorm.DB, *repository.MySQL, service.SKU) {
 	t.Helper()
 	db := testenv.DB(t, testenv.Database(t))
-	s := repository.New(db)
+	s := repository.NewMySQL(db)
 	now := time.Now().UTC()
 	sku, err := s.CreateSKU(context.Background(), service.SKU{Name: "t", TotalStock: stock, Stock: stock, PerUserLimit: limit, CreatedAt: now, UpdatedAt: now})
 	if err != nil {
@@ -34,7 +34,7 @@ func setupB(t testing.TB, stock, limit int64) (*gorm.DB, *repository.Stock, serv
 
 // commitIn commits b alone (CommitBatch) or as a round of one
 // (CommitRound).
-func commitIn(ctx context.Context, s *repository.Stock, b service.Batch, round bool) (service.BatchResult, error) {
+func commitIn(ctx context.Context, s service.Store, b service.Batch, round bool) (service.BatchResult, error) {
 	if !round {
 		return s.CommitBatch(ctx, b)
 	}
@@ -270,8 +270,8 @@ func TestCommitBatch_SharedBatchesOfManySKUs(t *testing.T) {
 	for _, be := range backends {
 		t.Run(be.name, func(t *testing.T) {
 			t.Parallel()
-			db := be.open(t)
-			testSharedBatchesOfManySKUs(t, db, repository.New(db))
+			db, s := be.open(t)
+			testSharedBatchesOfManySKUs(t, db, s)
 		})
 	}
 }
@@ -279,7 +279,7 @@ func TestCommitBatch_SharedBatchesOfManySKUs(t *testing.T) {
 // testSharedBatchesOfManySKUs commits rounds of batches of many SKUs (on
 // MySQL each round is one transaction), one SKU stale-fenced: only its
 // batches fail.
-func testSharedBatchesOfManySKUs(t *testing.T, db *gorm.DB, s *repository.Stock) {
+func testSharedBatchesOfManySKUs(t *testing.T, db *gorm.DB, s store) {
 	ctx := context.Background()
 	const skus, rounds = 20, 5
 	ids := make([]int64, skus)
@@ -387,7 +387,7 @@ func TestCommitBatch_KnownRowSparesTheReadsUntilTheRowChanges(t *testing.T) {
 func TestCreateSKU_WritesWhatIsReadBack(t *testing.T) {
 	t.Parallel()
 	db := testenv.DB(t, testenv.Database(t))
-	s := repository.New(db)
+	s := repository.NewMySQL(db)
 	ctx := context.Background()
 	at := time.Date(2026, 5, 1, 12, 0, 0, 123456789, time.UTC) // .1234568 when rounded
 	starts, ends := at.Add(time.Hour), at.Add(2*time.Hour)
@@ -431,7 +431,7 @@ func (confirmAll) Confirm(context.Context, service.Commit) error { return nil }
 func TestCommitBatch_KnownRowOnlyOnItsServer(t *testing.T) {
 	t.Parallel()
 	db := testenv.DB(t, testenv.Database(t))
-	s := repository.New(db, repository.WithReplicas(confirmAll{}))
+	s := repository.NewMySQL(db, repository.WithReplicas(confirmAll{}))
 	now := time.Now().UTC()
 	sku, err := s.CreateSKU(context.Background(), service.SKU{Name: "t", TotalStock: 10, Stock: 10, PerUserLimit: 1, CreatedAt: now, UpdatedAt: now})
 	if err != nil {

@@ -5,12 +5,43 @@
 # ZooKeeper's jars and a JRE (the tests start their own ensembles) with
 # apt-get, and k6 with go install. It never starts, stops, logs in to or
 # configures a server. Idempotent.
+#
+#   scripts/deps.sh            what make test needs
+#   scripts/deps.sh promtool   only promtool, for make lint: taken out of
+#                              Debian's prometheus package into GOBIN
+#                              rather than installing the package, whose
+#                              service would start a Prometheus server
 set -euo pipefail
 
 K6_VERSION=${K6_VERSION:-v1.8.1}
 say() { printf 'deps: %s\n' "$*"; }
 
 have() { command -v "$1" >/dev/null 2>&1 || [ -x "/usr/sbin/$1" ]; }
+
+gobin=$(go env GOBIN)
+[ -n "$gobin" ] || gobin="$(go env GOPATH)/bin"
+
+if [ "${1:-}" = promtool ]; then
+  if have promtool || [ -x "$gobin/promtool" ]; then
+    exit 0
+  fi
+  say "will put promtool into $gobin, from Debian's prometheus package (apt-get download): make lint checks the alert rules with it"
+  tmp=$(mktemp -d)
+  trap 'rm -rf "$tmp"' EXIT
+  if ! (cd "$tmp" && apt-get download -qq prometheus 2>/dev/null); then
+    if [ "$(id -u)" != 0 ]; then
+      say "apt-get download prometheus failed; as root, apt-get update first, or install promtool yourself"
+      exit 1
+    fi
+    DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    (cd "$tmp" && apt-get download -qq prometheus 2>/dev/null)
+  fi
+  dpkg-deb -x "$tmp"/prometheus_*.deb "$tmp/x"
+  mkdir -p "$gobin"
+  install -m 0755 "$tmp/x/usr/bin/promtool" "$gobin/promtool"
+  say "$("$gobin/promtool" --version 2>&1 | head -1)"
+  exit 0
+fi
 
 pkgs=()
 need() { # need PACKAGE WHY
@@ -28,8 +59,6 @@ have redis-cli || need redis-tools "redis-cli, to tell when a private Redis is u
 { [ -f /usr/share/java/zookeeper.jar ] && have java; } ||
   need zookeeper "ZooKeeper's jars and a JRE, for the tests' private ensembles"
 
-gobin=$(go env GOBIN)
-[ -n "$gobin" ] || gobin="$(go env GOPATH)/bin"
 k6=
 have k6 || [ -x "$gobin/k6" ] || {
   say "will install k6 $K6_VERSION into $gobin with go install (a few minutes): the load tests drive it"

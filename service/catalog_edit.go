@@ -2,9 +2,7 @@ package service
 
 import (
 	"context"
-	"strings"
 	"time"
-	"unicode/utf8"
 )
 
 // SKUChange is what an admin asks to change on a SKU: a nil field or an
@@ -33,10 +31,8 @@ func (c SKUChange) Validate() error {
 	switch {
 	case c.Empty():
 		return invalid("nothing to change: send name, per_user_limit, starts_at or ends_at")
-	case c.Name != nil && strings.TrimSpace(*c.Name) == "":
-		return invalid("name must not be empty")
-	case c.Name != nil && utf8.RuneCountInString(*c.Name) > MaxNameLen:
-		return invalid("name must be at most 200 characters")
+	case c.Name != nil && nameProblem(*c.Name) != "":
+		return invalid(nameProblem(*c.Name))
 	case c.PerUserLimit != nil && (*c.PerUserLimit < 1 || *c.PerUserLimit > MaxQuantity):
 		return invalid("per_user_limit must be between 1 and 1073741824")
 	}

@@ -78,7 +78,7 @@ func TestPlace_CommitWithoutReplyIsAnsweredInTime(t *testing.T) {
 	if sold := testenv.CheckInvariants(t, direct, sku.ID); sold != 1 {
 		t.Errorf("sold %d; want 1 (the COMMIT reached the server)", sold)
 	}
-	got, err := repository.New(direct).OrderByKey(context.Background(), req.UserID, req.IdempotencyKey)
+	got, err := repository.NewMySQL(direct).OrderByKey(context.Background(), req.UserID, req.IdempotencyKey)
 	if err != nil || !got.Same(req) {
 		t.Errorf("OrderByKey(%q) = %+v, %v; want alice's order", req.IdempotencyKey, got, err)
 	}

@@ -8,15 +8,16 @@ import (
 )
 
 // First come, first served across instances (docs/design.md, invariant
-// 18). Every order carries its arrival (this instance's clock, or the
+// 19). Every order carries its arrival (this instance's clock, or the
 // first arrival a buyer told to come back kept, places.go) and each
 // queue is kept in arrival order. A worker contends for its SKU's lock
 // ranked by its oldest buyer's arrival, so a free lock goes to the
-// instance with the oldest buyer waiting; the holder sells only its
-// buyers who arrived no later than the oldest other contender it has
-// heard of plus FairWindow, and lets the lock go when its next buyer is
-// younger than that. Without a lock that ranks (ZooKeeper, Redis down),
-// each instance sells in its own arrival order, as before.
+// instance with the oldest buyer waiting. A turn of the lock sells the
+// holder's turnFloor oldest buyers, then only those who arrived no later
+// than the oldest other contender it has heard of plus FairWindow, and
+// lets the lock go when its next buyer is younger than that. Without a
+// lock that ranks (ZooKeeper, Redis down), each instance sells in its
+// own arrival order, as before.
 
 // noLimit is the arrival limit of a batch nobody else is waiting for.
 const noLimit = math.MaxInt64

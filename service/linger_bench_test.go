@@ -40,7 +40,7 @@ func BenchmarkPlace_Paced(b *testing.B) {
 
 func placePaced(b *testing.B, linger time.Duration, rate int) {
 	dsn := testenv.Database(b)
-	store := repository.New(testenv.DB(b, dsn))
+	store := repository.NewMySQL(testenv.DB(b, dsn))
 	rdb := goredis.NewClient(&goredis.Options{Addr: testenv.RedisAddr()})
 	b.Cleanup(func() { rdb.Close() })
 	pc := config.Default()

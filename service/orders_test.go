@@ -45,7 +45,7 @@ type rigOptions struct {
 func newRig(t *testing.T, dsn string, o rigOptions) *rig {
 	t.Helper()
 	db := testenv.DB(t, dsn)
-	var store service.Store = repository.New(db)
+	var store service.Store = repository.NewMySQL(db)
 	if o.store != nil {
 		store = o.store(store)
 	}

@@ -14,7 +14,7 @@ import (
 // A buyer told to come back (429 busy, 503) who sends the same request
 // with the same Idempotency-Key within Retry-After plus order.place_grace
 // keeps its first arrival, on any instance (docs/design.md, invariant
-// 18): each instance remembers the places of the buyers it sent back and
+// 19): each instance remembers the places of the buyers it sent back and
 // shares them through the PlaceBoard, and a keyed request finds its place
 // in the local table, without a round trip. What is remembered is bounded
 // by order.places_max per process, the soonest to lapse evicted first;

@@ -32,7 +32,7 @@ func roundBatch(skuID int64, users ...string) service.Batch {
 func TestGroupCommit_OneSKUsHeldRowFailsOnlyItsOwnBuyers(t *testing.T) {
 	t.Parallel()
 	db := testenv.DB(t, testenv.Database(t))
-	s := repository.New(db)
+	s := repository.NewMySQL(db)
 	g := service.NewGroupCommit(s, 0)
 	ctx := context.Background()
 	a, b, gone := createSKU(t, s, 10, 1), createSKU(t, s, 10, 1), createSKU(t, s, 10, 1)
@@ -90,7 +90,7 @@ func TestGroupCommit_OneSKUsHeldRowFailsOnlyItsOwnBuyers(t *testing.T) {
 func TestGroupCommit_PendingCallerLeaves(t *testing.T) {
 	t.Parallel()
 	db := testenv.DB(t, testenv.Database(t))
-	s := repository.New(db)
+	s := repository.NewMySQL(db)
 	g := service.NewGroupCommit(s, 0)
 	sku := createSKU(t, s, 10, 1)
 	free := g.TakeEveryRound() // the call must wait in pending
@@ -117,7 +117,7 @@ func TestGroupCommit_PendingCallerLeaves(t *testing.T) {
 func TestGroupCommit_StuckRoundDoesNotHoldOtherSKUs(t *testing.T) {
 	t.Parallel()
 	db := testenv.DB(t, testenv.Database(t))
-	s := repository.New(db)
+	s := repository.NewMySQL(db)
 	g := service.NewGroupCommit(s, 0)
 	ctx := context.Background()
 	held, other := createSKU(t, s, 10, 1), createSKU(t, s, 10, 1)
@@ -191,7 +191,7 @@ func waitForLockWait(t *testing.T, db *gorm.DB) {
 func TestGroupCommit_RoundLinger(t *testing.T) {
 	t.Parallel()
 	db := testenv.DB(t, testenv.Database(t))
-	s := repository.New(db)
+	s := repository.NewMySQL(db)
 	g := service.NewGroupCommit(s, 5*time.Millisecond)
 	const skus, stock, buyers = 12, 20, 30
 	ids := make([]int64, skus)
@@ -257,7 +257,7 @@ func TestGroupCommit_RoundLinger(t *testing.T) {
 func TestGroupCommit_LingerPastTheStallCommitsEachBatchOnce(t *testing.T) {
 	t.Parallel()
 	db := testenv.DB(t, testenv.Database(t))
-	s := repository.New(db)
+	s := repository.NewMySQL(db)
 	for _, linger := range []time.Duration{60 * time.Millisecond, 100 * time.Millisecond} {
 		t.Run(linger.String(), func(t *testing.T) {
 			g := service.NewGroupCommit(s, linger)

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -18,13 +19,28 @@ type NewSKU struct {
 	EndsAt       *time.Time
 }
 
+// nameProblem says why name cannot name a SKU, or "" when it can: it is
+// shown to shoppers, so it must print as what it says (no control
+// characters: no escape sequence, NUL or line break).
+func nameProblem(name string) string {
+	switch {
+	case strings.TrimSpace(name) == "":
+		return "name must not be empty"
+	case utf8.RuneCountInString(name) > MaxNameLen:
+		return "name must be at most 200 characters"
+	case !utf8.ValidString(name):
+		return "name must be UTF-8"
+	case strings.ContainsFunc(name, unicode.IsControl):
+		return "name must not contain control characters"
+	}
+	return ""
+}
+
 // Validate reports ErrInvalid, wrapped with the reason.
 func (n NewSKU) Validate() error {
 	switch {
-	case strings.TrimSpace(n.Name) == "":
-		return invalid("name must not be empty")
-	case utf8.RuneCountInString(n.Name) > MaxNameLen:
-		return invalid("name must be at most 200 characters")
+	case nameProblem(n.Name) != "":
+		return invalid(nameProblem(n.Name))
 	case n.Stock < 0 || n.Stock > MaxStock:
 		return invalid("stock must be between 0 and 2^40")
 	case n.PerUserLimit < 0 || n.PerUserLimit > MaxQuantity:

@@ -207,7 +207,7 @@ func (o *Orders) publish(ctx context.Context, ref SKURef, mark int64) {
 		}
 	}
 	if err != nil {
-		o.log.Error("restock not published to the shared sold-out mark; other instances see it from the database within the recheck bound",
+		o.log.ErrorContext(ctx, "restock not published to the shared sold-out mark; other instances see it from the database within the recheck bound",
 			"sku", ref.ID, "mark", mark, "err", err)
 		o.obs.MarkUnpublished()
 	}

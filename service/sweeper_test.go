@@ -159,7 +159,7 @@ func TestSweeper_PausedLeaderIsFencedOut(t *testing.T) {
 	closeWindow(t, a, sku.ID)
 
 	var obs returns
-	paused := &pausedStore{LifecycleStore: repository.New(a.db), entered: make(chan service.ExpiryRun, 1), resume: make(chan struct{}), answer: make(chan error, 1)}
+	paused := &pausedStore{LifecycleStore: repository.NewMySQL(a.db), entered: make(chan service.ExpiryRun, 1), resume: make(chan struct{}), answer: make(chan error, 1)}
 	run(t, sweeperOf(t, a, paused, &obs))
 	var frozen service.ExpiryRun
 	select {
@@ -175,7 +175,7 @@ func TestSweeper_PausedLeaderIsFencedOut(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	stopB := run(t, sweeperOf(t, b, repository.New(b.db), &obs))
+	stopB := run(t, sweeperOf(t, b, repository.NewMySQL(b.db), &obs))
 	waitCount(t, b, sku.ID, service.OrderExpired, n)
 	stopB()
 	// The returned units are sold again, on B, to new buyers.
@@ -219,7 +219,7 @@ func TestSweeper_RestockDuringSweepsIsSoldOnAnotherInstance(t *testing.T) {
 	closeWindow(t, a, sku.ID)
 
 	var obs returns
-	run(t, sweeperOf(t, b, repository.New(b.db), &obs))
+	run(t, sweeperOf(t, b, repository.NewMySQL(b.db), &obs))
 	if _, err := a.catalog.SetStock(context.Background(), sku.ID, 5); err != nil {
 		t.Fatal(err)
 	}
@@ -271,8 +271,8 @@ func TestSweeper_LockUnreachableSweepsUnfencedOnce(t *testing.T) {
 	srv.Stop()
 
 	var obs returns
-	run(t, sweeperOf(t, a, repository.New(a.db), &obs))
-	run(t, sweeperOf(t, b, repository.New(b.db), &obs))
+	run(t, sweeperOf(t, a, repository.NewMySQL(a.db), &obs))
+	run(t, sweeperOf(t, b, repository.NewMySQL(b.db), &obs))
 	waitCount(t, a, sku.ID, service.OrderExpired, n)
 	if got := obs.waitUnits(n); got != n {
 		t.Errorf("the sweepers returned %d units; %d orders expired", got, n)

@@ -23,7 +23,9 @@ const auditUsage = `Usage: seckill audit [-sku N] [-json] [-replica DSN] [-confi
 Reconciles every SKU (or SKU N) in the database of mysql.dsn (SECKILL_MYSQL_DSN):
 the skus row, the orders by status, the buyers' holdings and the idempotency
 keys, each SKU in one read-only snapshot; it only reads, so a user granted
-SELECT suffices. Prints one row per SKU, or with -json one JSON document.
+SELECT suffices. Prints one row per SKU, or with -json one JSON document:
+STOCK, SOLD and the *_UNITS columns count units, the *_ORDERS columns
+orders by status, BUYERS the holdings, KEYED the idempotency keys.
 
 With -replica DSN it compares instead that replica's books with the primary's
 (every SKU's stock, sold, version, order count, units, last order id and a
@@ -98,19 +100,24 @@ func runAudit(ctx context.Context, cfg config.Config, f auditFlags, stdout io.Wr
 		return usageError(err)
 	}
 	out := newAuditWriter(stdout, f.json)
-	if err := out.begin(); err != nil {
-		return usageError(err)
-	}
 	if f.sku != 0 {
 		r, err := audit.SKU(ctx, sqlDB, f.sku)
-		if err == nil {
-			err = out.add(r)
-		}
-		if err != nil {
+		if err != nil { // before any output: no such SKU prints the error alone
 			return usageError(err)
 		}
-	} else if err := audit.All(ctx, sqlDB, 0, out.add); err != nil {
-		return usageError(err)
+		if err := out.begin(); err != nil {
+			return usageError(err)
+		}
+		if err := out.add(r); err != nil {
+			return usageError(err)
+		}
+	} else {
+		if err := out.begin(); err != nil {
+			return usageError(err)
+		}
+		if err := audit.All(ctx, sqlDB, 0, out.add); err != nil {
+			return usageError(err)
+		}
 	}
 	if err := out.end(); err != nil {
 		return usageError(err)
@@ -158,7 +165,10 @@ func newAuditWriter(w io.Writer, asJSON bool) *auditWriter {
 	return &auditWriter{w: w, json: asJSON}
 }
 
-const auditRow = "%-10v %10v %10v %10v %10v %9v %9v %9v %9v %10v %9v %10v %9v  %s\n"
+// auditRow's columns: the skus row (units and its version), the orders
+// by status (counts of orders), the units those orders hold, the buyers
+// and their held units, the idempotency keys.
+const auditRow = "%-10v %10v %10v %10v %10v %14v %11v %16v %14v %10v %9v %10v %9v  %s\n"
 
 func (a *auditWriter) begin() error {
 	if a.json {
@@ -166,7 +176,7 @@ func (a *auditWriter) begin() error {
 		return err
 	}
 	_, err := fmt.Fprintf(a.w, auditRow, "SKU", "TOTAL", "STOCK", "SOLD", "VERSION",
-		"PENDING", "PAID", "CANCELLED", "EXPIRED", "LIVE_UNITS", "BUYERS", "HELD_UNITS", "KEYED", "RESULT")
+		"PENDING_ORDERS", "PAID_ORDERS", "CANCELLED_ORDERS", "EXPIRED_ORDERS", "LIVE_UNITS", "BUYERS", "HELD_UNITS", "KEYED", "RESULT")
 	return err
 }
 

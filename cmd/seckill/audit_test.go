@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -26,7 +27,7 @@ func auditRun(t *testing.T, dsn string, args ...string) (int, string, error) {
 
 // sellSKU sells 3 of 5 units through the repository, one pending order
 // per buyer and one more cancelled, and returns the SKU's id.
-func sellSKU(t *testing.T, s *repository.Stock, name string) int64 {
+func sellSKU(t *testing.T, s *repository.MySQL, name string) int64 {
 	t.Helper()
 	ctx := context.Background()
 	now := time.Now().UTC()
@@ -64,12 +65,24 @@ func TestAuditCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := repository.New(db)
+	s := repository.NewMySQL(db)
 	first, second := sellSKU(t, s, "first"), sellSKU(t, s, "second")
 
 	code, out, err := auditRun(t, dsn, "audit")
 	if code != 0 {
 		t.Fatalf("audit after a clean sale = exit %d (%v):\n%s", code, err, out)
+	}
+	// Each count says what it counts: orders (by status) or units.
+	header := strings.Fields(strings.SplitN(out, "\n", 2)[0])
+	for _, want := range []string{"PENDING_ORDERS", "PAID_ORDERS", "CANCELLED_ORDERS", "EXPIRED_ORDERS", "LIVE_UNITS", "HELD_UNITS"} {
+		if !slices.Contains(header, want) {
+			t.Errorf("audit header %q: no %s", header, want)
+		}
+	}
+	for _, bare := range []string{"PENDING", "PAID", "CANCELLED", "EXPIRED"} {
+		if slices.Contains(header, bare) {
+			t.Errorf("audit header %q: %s does not say whether it counts orders or units", header, bare)
+		}
 	}
 	for _, id := range []int64{first, second} {
 		row := tableRow(out, id)
@@ -184,9 +197,12 @@ func TestAuditCommand_UsageAndConnection(t *testing.T) {
 		{"no schema, one sku", empty, []string{"audit", "-sku", "1"}, "no seckill schema"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			code, _, err := auditRun(t, tc.dsn, tc.args...)
+			code, out, err := auditRun(t, tc.dsn, tc.args...)
 			if code != 2 || err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("seckill %s = exit %d, %v; want 2 and %q", strings.Join(tc.args, " "), code, err, tc.want)
+			}
+			if out != "" {
+				t.Errorf("seckill %s printed %q besides the error; want only the error", strings.Join(tc.args, " "), out)
 			}
 		})
 	}

@@ -15,7 +15,7 @@ import (
 // commands and every setting's environment variable.
 func TestHelp(t *testing.T) {
 	t.Parallel()
-	for _, args := range [][]string{{"-h"}, {"-help"}, {"--help"}, {"help"}, {"serve", "-h"}, {"migrate", "--help"}} {
+	for _, args := range [][]string{{"-h"}, {"-help"}, {"--help"}, {"help"}} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
 			t.Parallel()
 			var stdout, stderr bytes.Buffer
@@ -76,6 +76,46 @@ func TestEveryHelpSucceeds(t *testing.T) {
 	}
 }
 
+// TestEachCommandHasItsOwnHelp: `seckill CMD -h` (or --help) prints CMD's
+// own usage, not the global help, on stdout, and succeeds.
+func TestEachCommandHasItsOwnHelp(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"serve", "migrate", "healthcheck", "locks", "token", "audit", "version"} {
+		for _, h := range []string{"-h", "--help"} {
+			t.Run(name+" "+h, func(t *testing.T) {
+				t.Parallel()
+				var stdout, stderr bytes.Buffer
+				if err := run(context.Background(), []string{name, h}, func(string) string { return "" }, &stdout, &stderr); err != nil {
+					t.Fatalf("seckill %s %s = %v; want success (exit 0)", name, h, err)
+				}
+				out := stdout.String()
+				if !strings.HasPrefix(out, "Usage: seckill ") || !strings.Contains(strings.SplitN(out, "\n", 2)[0], " "+name) {
+					t.Errorf("seckill %s %s: first line %q; want its own usage line", name, h, strings.SplitN(out, "\n", 2)[0])
+				}
+				if strings.Contains(out, "SECKILL_MYSQL_DSN (") || stderr.Len() != 0 {
+					t.Errorf("seckill %s %s printed the global help or wrote to stderr:\n%s\nstderr: %s", name, h, out, stderr.String())
+				}
+			})
+		}
+	}
+}
+
+// TestVersionFlag: --version and -version print the version, as the
+// version command does.
+func TestVersionFlag(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{{"--version"}, {"-version"}, {"version"}} {
+		var stdout, stderr bytes.Buffer
+		if err := run(context.Background(), args, func(string) string { return "" }, &stdout, &stderr); err != nil {
+			t.Errorf("seckill %s = %v; want success", args[0], err)
+			continue
+		}
+		if !strings.HasPrefix(stdout.String(), "seckill ") || !strings.Contains(stdout.String(), "revision:") {
+			t.Errorf("seckill %s printed %q; want the version", args[0], stdout.String())
+		}
+	}
+}
+
 // TestHelpOnRedis: the help says what several Redis addresses need.
 func TestHelpOnRedis(t *testing.T) {
 	t.Parallel()
@@ -102,8 +142,10 @@ func TestOneErrorLine(t *testing.T) {
 		{[]string{"migrate"}, "usage: seckill migrate up|down|status"},
 		{[]string{"migrate", "sideways"}, "migrate sideways: want up, down or status (usage: seckill migrate up|down|status)"},
 		{[]string{"token", "-sub", strings.Repeat("u", 65)}, "token: -sub is 65 bytes; the server accepts at most 64"},
-		{[]string{"token", "-sub", " u-1"}, "leading or trailing white space"},
-		{[]string{"token", "-sub", "u-1\t"}, "leading or trailing white space"},
+		{[]string{"token", "-sub", " u-1"}, "must not begin or end with white space"},
+		{[]string{"token", "-sub", "u-1\t"}, "must not begin or end with white space"},
+		{[]string{"token", "-sub", "u\t6"}, "control characters"},
+		{[]string{"token", "-sub", "u\xff6"}, "UTF-8"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			t.Parallel()

@@ -16,23 +16,47 @@ import (
 	"github.com/seckill/seckill/internal/config"
 )
 
-// locks prints the SKU locks that have a holder, as the lock backend
-// (serve's) knows them: what GET /admin/v1/skus/{id}/lock answers, for
-// every held one.
-func locks(ctx context.Context, args []string, cfg config.Config, log *slog.Logger, stdout, stderr io.Writer) error {
+const locksUsage = `Usage: seckill locks [-json] [-limit 10000] [-config file.yaml]
+
+Prints the SKU locks that have a holder, as the lock backend of this
+configuration (serve's) knows them: what GET /admin/v1/skus/{id}/lock
+answers, for every held one. Never takes or extends a lease.
+
+  -json        print a JSON array, as the admin API answers each lock
+  -limit N     look at most at this many lock keys (default 10000)
+`
+
+type locksFlags struct {
+	json  bool
+	limit int
+}
+
+// parseLocks reads the locks command's flags, -config among them. It
+// returns flag.ErrHelp for -h.
+func parseLocks(args []string, path *string) (locksFlags, error) {
 	fs := flag.NewFlagSet("seckill locks", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	asJSON := fs.Bool("json", false, "print a JSON array, as the admin API answers each lock")
-	limit := fs.Int("limit", 10000, "look at most at this many lock keys")
+	fs.SetOutput(io.Discard)
+	fs.StringVar(path, "config", *path, "")
+	f := locksFlags{}
+	fs.BoolVar(&f.json, "json", false, "")
+	fs.IntVar(&f.limit, "limit", 10000, "")
 	if err := fs.Parse(args); err != nil {
-		return err
+		if errors.Is(err, flag.ErrHelp) {
+			return f, err
+		}
+		return f, fmt.Errorf("locks: %w (see seckill locks -h)", err)
 	}
-	if fs.NArg() != 0 || *limit < 1 {
-		return errors.New("usage: seckill locks [-json] [-limit 10000]")
+	if fs.NArg() != 0 || f.limit < 1 {
+		return f, errors.New("usage: seckill locks [-json] [-limit 10000] (see seckill locks -h)")
 	}
+	return f, nil
+}
+
+// locks prints the SKU locks that have a holder (see locksUsage).
+func locks(ctx context.Context, f locksFlags, cfg config.Config, log *slog.Logger, stdout io.Writer) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	held, err := app.HeldLocks(ctx, cfg, log, *limit)
+	held, err := app.HeldLocks(ctx, cfg, log, f.limit)
 	if err != nil {
 		return fmt.Errorf("locks: %w", err)
 	}
@@ -40,7 +64,7 @@ func locks(ctx context.Context, args []string, cfg config.Config, log *slog.Logg
 	for i, h := range held {
 		views[i] = handler.NewLockJSON(h.SKU, h.State)
 	}
-	if *asJSON {
+	if f.json {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(views)

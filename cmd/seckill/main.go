@@ -9,6 +9,8 @@
 //
 // With nothing configured it runs the embedded quick start: in-process
 // Redis and SQLite, a demo SKU, and a printed curl line. See README.md.
+//
+// Licensed under the MIT License (LICENSE at the repository's root).
 package main
 
 import (
@@ -64,7 +66,8 @@ Commands:
 
 Flags (before or after the command):
   -config file.yaml      YAML config file (env SECKILL_CONFIG); configs/seckill.yaml lists every setting
-  -h, -help, --help      this text
+  -h, -help, --help      this text; after a command, that command's usage
+  -version, --version    the version command
 
 Settings (each variable overrides its key of the config file; lists are
 comma-separated; docs/configuration.md explains them):
@@ -74,14 +77,46 @@ comma-separated; docs/configuration.md explains them):
 
 // command is what the arguments ask for, flags taken out.
 type command struct {
-	name  string // serve, migrate, healthcheck, token, version, audit, help
-	arg   string // the migrate direction; "audit" for the audit's help
+	name  string // serve, migrate, healthcheck, token, version, audit, locks, help
+	arg   string // the migrate direction; for help, the command asked about
 	token tokenArgs
 	audit auditFlags
-	rest  []string // the locks command's own flags
+	locks locksFlags
 }
 
 const migrateUsage = "usage: seckill migrate up|down|status"
+
+// commandUsage is each command's own -h (token's, audit's and locks' are
+// beside their code).
+var commandUsage = map[string]string{
+	"serve": `Usage: seckill serve [-config file.yaml]
+
+Runs the service until SIGINT or SIGTERM: the API on http.addr, the
+operator's routes on http.admin_addr when set. With no mysql.dsn
+(SECKILL_MYSQL_DSN) it runs the embedded quick start: in-process Redis and
+SQLite, a demo SKU, and printed curl lines. Every setting: seckill -h.
+`,
+	"migrate": `Usage: seckill migrate up|down|status [-config file.yaml]
+
+Applies the schema to the database of mysql.dsn (SECKILL_MYSQL_DSN):
+  up       apply the pending migrations
+  down     roll back the latest migration
+  status   list the migrations and whether each is applied
+`,
+	"healthcheck": `Usage: seckill healthcheck [-config file.yaml]
+
+Exits 0 if the server running with this configuration answers 200 on
+GET /readyz at http.addr, 1 otherwise: the container healthcheck.
+`,
+	"version": `Usage: seckill version
+
+Prints the module version and the VCS revision, time and modified flag the
+binary was built from (also: seckill --version).
+`,
+	"token": tokenUsage,
+	"audit": auditUsage,
+	"locks": locksUsage,
+}
 
 // parseArgs reads flags wherever they stand and checks the command before
 // anything loads, so a typo reads as a typo, not a missing setting. The
@@ -90,13 +125,20 @@ func parseArgs(args []string, getenv func(string) string) (command, string, erro
 	fs := flag.NewFlagSet("seckill", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	path := fs.String("config", getenv("SECKILL_CONFIG"), "YAML config file (env SECKILL_CONFIG)")
+	version := fs.Bool("version", false, "the version command")
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
+				if len(pos) > 0 && commandUsage[pos[0]] != "" {
+					return command{name: "help", arg: pos[0]}, "", nil
+				}
 				return command{name: "help"}, "", nil
 			}
 			return command{}, "", fmt.Errorf("%w (see seckill -h)", err)
+		}
+		if *version {
+			return command{name: "version"}, "", nil
 		}
 		args = fs.Args()
 		if len(args) == 0 {
@@ -106,7 +148,7 @@ func parseArgs(args []string, getenv func(string) string) (command, string, erro
 		if pos[0] == "token" { // its flags are its own
 			t, err := parseToken(args)
 			if errors.Is(err, flag.ErrHelp) {
-				return command{name: "token-help"}, "", nil
+				return command{name: "help", arg: "token"}, "", nil
 			}
 			return command{name: "token", token: t}, *path, err
 		}
@@ -114,7 +156,11 @@ func parseArgs(args []string, getenv func(string) string) (command, string, erro
 			return parseAudit(args, path)
 		}
 		if pos[0] == "locks" { // its flags are its own
-			return command{name: "locks", rest: args}, *path, nil
+			l, err := parseLocks(args, path)
+			if errors.Is(err, flag.ErrHelp) {
+				return command{name: "help", arg: "locks"}, "", nil
+			}
+			return command{name: "locks", locks: l}, *path, err
 		}
 	}
 	switch {
@@ -171,13 +217,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	switch cmd.name {
 	case "help":
 		text := usage
-		if cmd.arg == "audit" {
-			text = auditUsage
+		if u := commandUsage[cmd.arg]; u != "" {
+			text = u
 		}
 		_, err := fmt.Fprint(stdout, text)
-		return err
-	case "token-help":
-		_, err := fmt.Fprint(stdout, tokenUsage)
 		return err
 	case "version":
 		return printVersion(stdout)
@@ -209,7 +252,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	case "audit":
 		return runAudit(ctx, cfg, cmd.audit, stdout)
 	case "locks":
-		return locks(ctx, cmd.rest, cfg, log, stdout, stderr)
+		return locks(ctx, cmd.locks, cfg, log, stdout)
 	}
 	if err := cfg.ValidateServe(); err != nil {
 		return err

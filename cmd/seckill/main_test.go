@@ -602,56 +602,135 @@ func TestTokenCommand(t *testing.T) {
 func TestAdminListener(t *testing.T) {
 	t.Parallel()
 	api, admin := "127.0.0.1:"+strconv.Itoa(testenv.FreePort(t)), "127.0.0.1:"+strconv.Itoa(testenv.FreePort(t))
-	getenv := env(map[string]string{"SECKILL_HTTP_ADDR": api, "SECKILL_HTTP_ADMIN_ADDR": admin, "SECKILL_DEBUG_ADDR": admin})
-	stdout, stderr := newSyncBuffer(), newSyncBuffer()
+	stop, stderr := quickStart(t, map[string]string{"SECKILL_HTTP_ADDR": api, "SECKILL_HTTP_ADMIN_ADDR": admin, "SECKILL_DEBUG_ADDR": admin})
+	if code, _ := get(t, "http://"+api+"/metrics", ""); code != http.StatusNotFound {
+		t.Errorf("GET /metrics on the API listener = %d; want 404 (served on the admin listener)", code)
+	}
+	if code, body := get(t, "http://"+admin+"/metrics", ""); code != http.StatusOK || !strings.Contains(body, "seckill_") {
+		t.Errorf("GET /metrics on the admin listener = %d; want 200 with the seckill_ metrics", code)
+	}
+	if code, _ := get(t, "http://"+admin+"/debug/pprof/", ""); code != http.StatusOK {
+		t.Errorf("GET /debug/pprof/ on the admin listener (debug_addr the same) = %d; want 200", code)
+	}
+	if err := stop(); err != nil {
+		t.Fatalf("run after cancel = %v; want a clean shutdown\nstderr:\n%s", err, stderr)
+	}
+	if _, err := http.Get("http://" + admin + "/metrics"); err == nil {
+		t.Error("the admin listener still answers after run returned")
+	}
+}
+
+// TestAdminAddrKeepsOperatorRoutesOffTheAPI: with http.admin_addr set,
+// /admin, /internal and /metrics are served on that listener alone (the
+// API listener answers them 404 not_found, as a path it does not have),
+// and the shop's routes on the API listener alone; without it, the API
+// listener serves them all.
+func TestAdminAddrKeepsOperatorRoutesOffTheAPI(t *testing.T) {
+	t.Parallel()
+	const adminToken, payToken = "test-admin-token-0123456789", "test-payment-token-0123456789"
+	routes := []struct {
+		name, method, path, token string
+		want                      int // its answer where it is served
+	}{
+		{"admin", http.MethodGet, "/admin/v1/skus", adminToken, http.StatusOK},
+		{"admin without token", http.MethodGet, "/admin/v1/skus/1", "", http.StatusUnauthorized},
+		{"internal", http.MethodPost, "/internal/v1/orders/x/paid", "", http.StatusUnauthorized},
+		{"metrics", http.MethodGet, "/metrics", "", http.StatusOK},
+		{"shop", http.MethodGet, "/api/v1/skus", "", http.StatusOK},
+		{"probe", http.MethodGet, "/healthz", "", http.StatusOK},
+	}
+	for _, split := range []bool{true, false} {
+		t.Run(fmt.Sprintf("admin_addr=%v", split), func(t *testing.T) {
+			t.Parallel()
+			api := "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
+			vars := map[string]string{"SECKILL_HTTP_ADDR": api, "SECKILL_ADMIN_TOKEN": adminToken, "SECKILL_AUTH_PAYMENT_TOKENS": payToken}
+			admin := ""
+			if split {
+				admin = "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
+				vars["SECKILL_HTTP_ADMIN_ADDR"] = admin
+			}
+			quickStart(t, vars)
+			for _, r := range routes {
+				operator := r.name != "shop" && r.name != "probe"
+				onAPI, onAdmin := r.want, http.StatusNotFound
+				if split && operator {
+					onAPI, onAdmin = http.StatusNotFound, r.want
+				}
+				if code, body := do(t, r.method, "http://"+api+r.path, r.token); code != onAPI || (onAPI == http.StatusNotFound && !strings.Contains(body, `"not_found"`)) {
+					t.Errorf("%s %s on the API listener = %d %s; want %d", r.method, r.path, code, body, onAPI)
+				}
+				if !split || r.name == "probe" {
+					continue
+				}
+				if code, body := do(t, r.method, "http://"+admin+r.path, r.token); code != onAdmin {
+					t.Errorf("%s %s on the admin listener = %d %s; want %d", r.method, r.path, code, body, onAdmin)
+				}
+			}
+		})
+	}
+}
+
+// quickStart runs the embedded service with vars and waits until it
+// serves. stop cancels it and returns run's error (once stopped, the same
+// again); the test's end stops it too.
+func quickStart(t *testing.T, vars map[string]string) (stop func() error, stderr *syncBuffer) {
+	t.Helper()
+	stdout, errs := newSyncBuffer(), newSyncBuffer()
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- run(ctx, nil, getenv, stdout, stderr) }()
+	var runErr error
+	finished := make(chan struct{})
+	go func() { runErr = run(ctx, nil, env(vars), stdout, errs); close(finished) }()
+	stop = sync.OnceValue(func() error {
+		cancel()
+		select {
+		case <-finished:
+			return runErr
+		case <-time.After(30 * time.Second):
+			return errors.New("run did not return within 30s of cancel")
+		}
+	})
+	t.Cleanup(func() {
+		if err := stop(); err != nil {
+			t.Errorf("quick start: %v\nstderr:\n%s", err, errs)
+		}
+	})
 	deadline := time.After(30 * time.Second)
 	for {
 		out, written := stdout.snapshot()
 		if strings.Contains(out, "See the stock as an admin") && strings.HasSuffix(out, "\n\n") {
-			break
+			return stop, errs
 		}
 		select {
 		case <-written:
-		case err := <-done:
-			t.Fatalf("run returned before serving: %v\nstderr:\n%s", err, stderr)
+		case <-finished:
+			t.Fatalf("run returned before serving: %v\nstderr:\n%s", runErr, errs)
 		case <-deadline:
-			t.Fatalf("not serving within 30s\nstderr:\n%s", stderr)
+			t.Fatalf("not serving within 30s\nstderr:\n%s", errs)
 		}
 	}
-	client := &http.Client{Timeout: 30 * time.Second}
-	status := func(url string) (int, string) {
-		t.Helper()
-		resp, err := client.Get(url)
-		if err != nil {
-			t.Fatalf("GET %s: %v", url, err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+}
+
+func get(t *testing.T, url, token string) (int, string) {
+	t.Helper()
+	return do(t, http.MethodGet, url, token)
+}
+
+// do sends a request without a body, with token as its bearer token if
+// not empty, and returns the status and body.
+func do(t *testing.T, method, url, token string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, nil)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if code, _ := status("http://" + api + "/metrics"); code != http.StatusNotFound {
-		t.Errorf("GET /metrics on the API listener = %d; want 404 (served on the admin listener)", code)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	if code, body := status("http://" + admin + "/metrics"); code != http.StatusOK || !strings.Contains(body, "seckill_") {
-		t.Errorf("GET /metrics on the admin listener = %d; want 200 with the seckill_ metrics", code)
+	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
 	}
-	if code, _ := status("http://" + admin + "/debug/pprof/"); code != http.StatusOK {
-		t.Errorf("GET /debug/pprof/ on the admin listener (debug_addr the same) = %d; want 200", code)
-	}
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("run after cancel = %v; want a clean shutdown\nstderr:\n%s", err, stderr)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("run did not return within 30s of cancel")
-	}
-	if _, err := client.Get("http://" + admin + "/metrics"); err == nil {
-		t.Error("the admin listener still answers after run returned")
-	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }

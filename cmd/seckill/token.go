@@ -5,12 +5,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	"github.com/seckill/seckill/internal/app"
 	"github.com/seckill/seckill/internal/auth"
 	"github.com/seckill/seckill/internal/config"
+	"github.com/seckill/seckill/service"
 )
 
 const tokenUsage = `Usage: seckill token -sub USER [-ttl 1h]
@@ -19,8 +19,8 @@ Prints a shopper token (HS256) signed with auth.jwt.secret (SECKILL_AUTH_JWT_SEC
 with the configured issuer and audience: for tests and load tests against a
 service configured with the same secret.
 
-  -sub USER   the shopper: the token's sub, the orders' user_id (1-64 bytes,
-              no leading or trailing space)
+  -sub USER   the shopper: the token's sub, the orders' user_id (1-64 bytes
+              of UTF-8, no white space at either end, no control characters)
   -ttl 1h     how long the token is valid
 `
 
@@ -49,8 +49,8 @@ func parseToken(args []string) (tokenArgs, error) {
 		return t, errors.New("usage: seckill token -sub USER [-ttl 1h] (see seckill token -h)")
 	case len(t.sub) > auth.MaxSubjectLen:
 		return t, fmt.Errorf("token: -sub is %d bytes; the server accepts at most %d", len(t.sub), auth.MaxSubjectLen)
-	case strings.TrimSpace(t.sub) != t.sub:
-		return t, fmt.Errorf("token: -sub %q has leading or trailing white space; the server refuses it", t.sub)
+	case service.IDProblem(t.sub) != "": // the rule the server applies to the buyer
+		return t, fmt.Errorf("token: -sub %q %s; the server refuses it", t.sub, service.IDProblem(t.sub))
 	case t.ttl <= 0:
 		return t, errors.New("token: -ttl must be positive")
 	}

@@ -78,17 +78,18 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 	if err != nil {
 		return err
 	}
+	if err := registerPool(mx, db); err != nil {
+		return err
+	}
 	repl, err := openReplicas(cfg, db, guard, mx, log, &cl)
 	if err != nil {
 		return err
 	}
 	var confirm service.Replicas
-	var storeOpts []repository.Option
 	if repl != nil && cfg.MySQL.MinReplicas > 0 {
 		confirm = repl
-		storeOpts = append(storeOpts, repository.WithReplicas(repl))
 	}
-	store := repository.New(db, storeOpts...)
+	store := newStore(cfg, db, confirm)
 	rs, err := openRedis(cfg, &cl)
 	if err != nil {
 		return err
@@ -116,7 +117,7 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 	}
 	var draining atomic.Bool
 	locks, _ := lk.(service.LockInspector) // every Locker of internal/redis and internal/zookeeper
-	api, err := newAPI(cfg, orders, catalog, readyz, mx, &draining, shoppers, lifecycle, locks, log)
+	api, operator, err := newAPI(cfg, orders, catalog, readyz, mx, &draining, shoppers, lifecycle, locks, log)
 	if err != nil {
 		return err
 	}
@@ -139,7 +140,7 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 	}
 	var admin *listening
 	if cfg.HTTP.AdminAddr != "" {
-		if admin, err = listenAdmin(cfg, mx.Handler(), log); err != nil {
+		if admin, err = listenAdmin(cfg, operator, log); err != nil {
 			ln.Close()
 			return err
 		}
@@ -161,11 +162,12 @@ type listening struct {
 	ln  net.Listener
 }
 
-// listenAdmin listens on http.admin_addr for /metrics, and pprof when
-// http.debug_addr is the same address.
-func listenAdmin(cfg config.Config, metrics http.Handler, log *slog.Logger) (*listening, error) {
+// listenAdmin listens on http.admin_addr for the operator's routes
+// (/admin, /internal, /metrics), and pprof when http.debug_addr is the
+// same address.
+func listenAdmin(cfg config.Config, operator http.Handler, log *slog.Logger) (*listening, error) {
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", metrics)
+	mux.Handle("/", operator)
 	if cfg.HTTP.DebugAddr == cfg.HTTP.AdminAddr {
 		mountPprof(mux)
 	}
@@ -256,6 +258,15 @@ func openReplicas(cfg config.Config, db *gorm.DB, guard *database.PrimaryGuard, 
 	return repl, nil
 }
 
+// registerPool exports db's pool statistics.
+func registerPool(mx *metrics.Metrics, db *gorm.DB) error {
+	sqlDB, err := db.DB()
+	if err != nil {
+		return err
+	}
+	return mx.Pool(sqlDB)
+}
+
 // openRedis opens the Redis setup redis.mode names, or in embedded mode
 // one client of an in-process Redis; no client without addresses
 // (lock.backend zookeeper).
@@ -299,9 +310,11 @@ func newOrders(cfg config.Config, store service.Store, lk service.Locker, marks 
 	return service.NewOrders(store, lk, marks, ocfg, log, mx)
 }
 
-// newAPI builds the HTTP handler with its limits and metrics.
-func newAPI(cfg config.Config, orders handler.Orders, catalog *service.Catalog, ready handler.Readiness, mx *metrics.Metrics, draining *atomic.Bool, shoppers handler.ShopperAuth, lifecycle handler.Lifecycle, locks service.LockInspector, log *slog.Logger) (http.Handler, error) {
-	return handler.New(handler.Config{
+// newAPI builds the HTTP handler with its limits and metrics; with
+// http.admin_addr, also the operator's (nil without), and the API's
+// answers none of the operator's routes.
+func newAPI(cfg config.Config, orders handler.Orders, catalog *service.Catalog, ready handler.Readiness, mx *metrics.Metrics, draining *atomic.Bool, shoppers handler.ShopperAuth, lifecycle handler.Lifecycle, locks service.LockInspector, log *slog.Logger) (api, operator http.Handler, err error) {
+	hc := handler.Config{
 		Orders:       orders,
 		Catalog:      catalog,
 		Ready:        ready,
@@ -309,7 +322,7 @@ func newAPI(cfg config.Config, orders handler.Orders, catalog *service.Catalog, 
 		MaxBodyBytes: cfg.HTTP.MaxBodyBytes,
 		Log:          log,
 		Middleware:   []gin.HandlerFunc{mx.Middleware()},
-		Extra:        apiExtra(cfg, mx),
+		Extra:        map[string]http.Handler{"/metrics": mx.Handler()},
 		Bench:        cfg.HTTP.BenchEndpoints,
 		Limits: handler.Limits{
 			PerUserRate: cfg.Limits.PerUserRate, PerUserBurst: cfg.Limits.PerUserBurst,
@@ -323,16 +336,12 @@ func newAPI(cfg config.Config, orders handler.Orders, catalog *service.Catalog, 
 		Lifecycle:      lifecycle,
 		PaymentTokens:  cfg.Auth.PaymentTokens,
 		Locks:          locks,
-	})
-}
-
-// apiExtra is /metrics on the API listener, unless http.admin_addr
-// serves it apart.
-func apiExtra(cfg config.Config, mx *metrics.Metrics) map[string]http.Handler {
-	if cfg.HTTP.AdminAddr != "" {
-		return nil
 	}
-	return map[string]http.Handler{"/metrics": mx.Handler()}
+	if cfg.HTTP.AdminAddr != "" {
+		return handler.NewSplit(hc)
+	}
+	api, err = handler.New(hc)
+	return api, nil, err
 }
 
 func newHTTPServer(cfg config.Config, api http.Handler, conns *connWatch, log *slog.Logger) *http.Server {

@@ -7,7 +7,6 @@ import (
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/internal/metrics"
 	"github.com/seckill/seckill/internal/redis"
-	"github.com/seckill/seckill/repository"
 	"github.com/seckill/seckill/service"
 )
 
@@ -29,7 +28,7 @@ func sweeperLock(cfg config.Config, rs *redisSetup, lk service.Locker) service.L
 // startLifecycle returns the payment and cancellation of orders and
 // starts the expiry sweeper, which sweeps while it holds the leader lease
 // on lk. cl stops it, and waits, before the stores close.
-func startLifecycle(ctx context.Context, cfg config.Config, store *repository.Stock, lk service.Locker, orders *service.Orders,
+func startLifecycle(ctx context.Context, cfg config.Config, store service.LifecycleStore, lk service.Locker, orders *service.Orders,
 	mx *metrics.Metrics, log *slog.Logger, cl *closers) (*service.Lifecycle, error) {
 	obs, err := metrics.NewLifecycle(mx)
 	if err != nil {

@@ -299,3 +299,32 @@ func TestMetricsDegradedWhileRedisIsDown(t *testing.T) {
 		<-tick.C
 	}
 }
+
+// TestMetricsExportTheDatabasePool: the pool's sql.DBStats are series
+// (client_golang's DB stats collector, db_name "seckill"): its limit is
+// mysql.max_open_conns, and WaitCount, the series docs/operations.md's
+// sizing advice watches, is there from the start.
+func TestMetricsExportTheDatabasePool(t *testing.T) {
+	t.Parallel()
+	url := instance(t, testenv.Database(t), testenv.RedisAddr(), testenv.Name("test:pool:")+":")
+	newSKU(t, url, 1, 1) // the pool has served a request
+	fams := scrape(t, url)
+	for _, c := range []struct {
+		name string
+		ok   func(float64) bool
+		want string
+	}{
+		{"go_sql_max_open_connections", func(v float64) bool { return v == 16 }, "16 (mysql.max_open_conns)"},
+		{"go_sql_open_connections", func(v float64) bool { return v >= 1 }, ">= 1"},
+		{"go_sql_wait_count_total", func(v float64) bool { return v >= 0 }, "present"},
+		{"go_sql_wait_duration_seconds_total", func(v float64) bool { return v >= 0 }, "present"},
+	} {
+		if len(fams.matching(c.name, "db_name", "seckill")) != 1 {
+			t.Errorf("%s{db_name=\"seckill\"}: absent from /metrics", c.name)
+			continue
+		}
+		if v := fams.value(c.name, "db_name", "seckill"); !c.ok(v) {
+			t.Errorf("%s = %v; want %s", c.name, v, c.want)
+		}
+	}
+}

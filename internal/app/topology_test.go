@@ -216,7 +216,7 @@ func TestSentinel_FailoverLosesTheLockButNotTheData(t *testing.T) {
 	}
 
 	// The database takes B's write and refuses A's, which comes after.
-	store := repository.New(testenv.DB(t, testenv.Database(t)))
+	store := repository.NewMySQL(testenv.DB(t, testenv.Database(t)))
 	sku, err := store.CreateSKU(ctx, service.SKU{Name: "failover", TotalStock: 10, Stock: 10, PerUserLimit: 10})
 	if err != nil {
 		t.Fatal(err)

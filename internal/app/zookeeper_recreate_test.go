@@ -31,7 +31,7 @@ import (
 func TestZooKeeperRecreatedFromEmpty_SellsOnAndStillFences(t *testing.T) {
 	old := testenv.StartZooKeeper(t)
 	dsn := testenv.Database(t)
-	store := repository.New(testenv.DB(t, dsn))
+	store := repository.NewMySQL(testenv.DB(t, dsn))
 	root := "/" + testenv.Name("recreated")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -97,7 +97,7 @@ func TestZooKeeperRecreatedFromEmpty_SellsOnAndStillFences(t *testing.T) {
 	}
 }
 
-func skuFence(ctx context.Context, t *testing.T, store *repository.Stock, id int64) int64 {
+func skuFence(ctx context.Context, t *testing.T, store *repository.MySQL, id int64) int64 {
 	t.Helper()
 	s, err := store.SKU(ctx, id)
 	if err != nil {
@@ -132,7 +132,7 @@ func waitLockUp(t *testing.T, url string) {
 // holder's.
 func TestZooKeeper_SupersededHolderIsNotMistakenForARecreatedEnsemble(t *testing.T) {
 	z := testenv.StartZooKeeper(t)
-	store := repository.New(testenv.DB(t, testenv.Database(t)))
+	store := repository.NewMySQL(testenv.DB(t, testenv.Database(t)))
 	root := "/" + testenv.Name("superseded")
 	pc := config.Default()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

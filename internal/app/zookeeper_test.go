@@ -47,7 +47,7 @@ func TestZooKeeper_StaleHolderRefusedByZxidFence(t *testing.T) {
 	session := config.Default().ZooKeeper.SessionTimeout
 	a := zookeeper.New(testenv.ZKConn(t, []string{proxy.Addr}, session, nil), zookeeper.Options{Root: root, FenceBase: service.ZooKeeperFences})
 	b := zookeeper.New(testenv.ZKConn(t, z.Addrs(), session, nil), zookeeper.Options{Root: root, FenceBase: service.ZooKeeperFences})
-	store := repository.New(testenv.DB(t, testenv.Database(t)))
+	store := repository.NewMySQL(testenv.DB(t, testenv.Database(t)))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	sku, err := store.CreateSKU(ctx, service.SKU{Name: "fenced", TotalStock: 10, Stock: 10, PerUserLimit: 10, CreatedAt: time.Now().UTC(), UpdatedAt: time.Now().UTC()})
@@ -109,7 +109,7 @@ func TestLockBackendSwitch_NeitherWayRefusesEveryWrite(t *testing.T) {
 	redisLock := lock.New(rdb, lock.WithPrefix(prefix))
 	zkLock := zookeeper.New(testenv.ZKConn(t, z.Addrs(), config.Default().ZooKeeper.SessionTimeout, nil),
 		zookeeper.Options{Root: "/" + testenv.Name("switch"), FenceBase: service.ZooKeeperFences})
-	store := repository.New(testenv.DB(t, testenv.Database(t)))
+	store := repository.NewMySQL(testenv.DB(t, testenv.Database(t)))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	sku, err := store.CreateSKU(ctx, service.SKU{Name: "switch", TotalStock: 10, Stock: 10, PerUserLimit: 10, CreatedAt: time.Now().UTC(), UpdatedAt: time.Now().UTC()})

@@ -23,7 +23,7 @@ const window = time.Minute
 // lifecycle state: a (paid at creation, keyed), b (two pending units,
 // keyed), c (cancelled), d (paid after pending), e (expired unpaid).
 // It returns the SKU and the order ids by user.
-func sale(t *testing.T, s *repository.Stock, at time.Time) (int64, map[string][]int64) {
+func sale(t *testing.T, s *repository.MySQL, at time.Time) (int64, map[string][]int64) {
 	t.Helper()
 	ctx := context.Background()
 	sku, err := s.CreateSKU(ctx, service.SKU{Name: "audit", TotalStock: 10, Stock: 10, PerUserLimit: 2, CreatedAt: at, UpdatedAt: at})
@@ -65,14 +65,14 @@ func sale(t *testing.T, s *repository.Stock, at time.Time) (int64, map[string][]
 	return sku.ID, ids
 }
 
-func open(t *testing.T) (*gorm.DB, *sql.DB, *repository.Stock) {
+func open(t *testing.T) (*gorm.DB, *sql.DB, *repository.MySQL) {
 	t.Helper()
 	db := testenv.DB(t, testenv.Database(t))
 	sqlDB, err := db.DB()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return db, sqlDB, repository.New(db)
+	return db, sqlDB, repository.NewMySQL(db)
 }
 
 // TestAudit_CleanSale: a sale in every lifecycle state, a restock and a

@@ -61,8 +61,8 @@ type HTTP struct {
 	// closes (set ~5s behind one).
 	DrainDelay   time.Duration `yaml:"drain_delay" default:"0s" valid:">=0" help:"/readyz answers 503 draining this long after SIGTERM before the listener closes"`
 	MaxBodyBytes int64         `yaml:"max_body_bytes" default:"4096" valid:">0" help:"larger request bodies get 413"`
-	// AdminAddr keeps /metrics off the public API listener.
-	AdminAddr string `yaml:"admin_addr" valid:"addr" help:"serve /metrics on this listener instead of the API's (pprof too when debug_addr is the same address); none: on the API listener"`
+	// AdminAddr keeps the operator's routes off the public API listener.
+	AdminAddr string `yaml:"admin_addr" valid:"addr" help:"serve /admin, /internal and /metrics on this listener alone, the API's answering them 404 (pprof too when debug_addr is the same address); none: all on the API listener"`
 	DebugAddr string `yaml:"debug_addr" env:"SECKILL_DEBUG_ADDR" valid:"addr" help:"serve net/http/pprof there (loopback only); none: off"`
 	// ReadyCache bounds what the public, unthrottled probe costs the
 	// database and Redis whatever its callers do.
@@ -253,7 +253,7 @@ func (c Config) Validate() error {
 		return err
 	}
 	if c.HTTP.AdminAddr != "" && c.HTTP.AdminAddr == c.HTTP.Addr {
-		return fmt.Errorf("config: http.admin_addr (SECKILL_HTTP_ADMIN_ADDR) %q is http.addr: leave it empty to serve /metrics on the API listener", c.HTTP.AdminAddr)
+		return fmt.Errorf("config: http.admin_addr (SECKILL_HTTP_ADMIN_ADDR) %q is http.addr: leave it empty to serve /admin, /internal and /metrics on the API listener", c.HTTP.AdminAddr)
 	}
 	if c.Lock.HoldMax >= c.Lock.TTL {
 		return errors.New("config: lock.hold_max must be shorter than lock.ttl")

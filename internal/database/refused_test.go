@@ -94,7 +94,7 @@ func TestOpenMySQL_TooManyConnectionsIsUnavailableAndCounted(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { database.Close(db) })
-	store := repository.New(db)
+	store := repository.NewMySQL(db)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	now := time.Now().UTC()

@@ -4,6 +4,7 @@
 package metrics
 
 import (
+	"database/sql"
 	"errors"
 	"net/http"
 	"strconv"
@@ -131,6 +132,13 @@ func New() *Metrics {
 		m.orders.WithLabelValues(r)
 	}
 	return m
+}
+
+// Pool adds the database pool's sql.DBStats as client_golang's go_sql_*
+// series (db_name "seckill"): connections open, in use and idle, waits for
+// one (go_sql_wait_count_total) and their time, and closes by cause.
+func (m *Metrics) Pool(db *sql.DB) error {
+	return m.reg.Register(collectors.NewDBStatsCollector(db, "seckill"))
 }
 
 // Register adds a collector of series that live elsewhere (the Redis

@@ -124,7 +124,7 @@ func FromAPI(ctx context.Context, c *http.Client, baseURL, token string, skuID i
 				IdempotencyKey string    `json:"idempotency_key"`
 				CreatedAt      time.Time `json:"created_at"`
 			} `json:"orders"`
-			NextAfter *json.Number `json:"next_after"`
+			NextAfter *string `json:"next_after"` // an opaque cursor
 		}
 		if err := getJSON(ctx, c, fmt.Sprintf("%s/admin/v1/skus/%d/orders?%s", base, skuID, q.Encode()), token, &page); err != nil {
 			return s, err
@@ -138,7 +138,7 @@ func FromAPI(ctx context.Context, c *http.Client, baseURL, token string, skuID i
 		if page.NextAfter == nil || len(page.Orders) == 0 {
 			return s, nil
 		}
-		next := page.NextAfter.String()
+		next := *page.NextAfter
 		if next == after {
 			return s, fmt.Errorf("verify: admin order list repeats the page after %s", after)
 		}

@@ -508,7 +508,7 @@ func fakeAdmin(t *testing.T, token string, skuID, sold, stock int64, orders []ve
 		if !auth(w, r) {
 			return
 		}
-		after, _ := strconv.ParseInt(r.URL.Query().Get("after"), 10, 64)
+		after, _ := strconv.ParseInt(strings.TrimPrefix(r.URL.Query().Get("after"), "cursor-"), 10, 64)
 		var page []map[string]any
 		var next any
 		for _, o := range orders {
@@ -516,7 +516,7 @@ func fakeAdmin(t *testing.T, token string, skuID, sold, stock int64, orders []ve
 				continue
 			}
 			if len(page) == 3 {
-				next = page[2]["id"]
+				next = fmt.Sprintf("cursor-%d", page[2]["id"]) // opaque to the client
 				break
 			}
 			page = append(page, map[string]any{"id": o.ID, "order_id": fmt.Sprintf("opaque-%d", o.ID), "sku_id": skuID, "user_id": o.UserID, "quantity": o.Quantity})

@@ -1,5 +1,7 @@
 // Package zookeeper is a lock client keeping its locks in ZooKeeper, with
 // the contract and errors of package lock.
+//
+// Licensed under the MIT License (LICENSE at the repository's root).
 package zookeeper
 
 import (

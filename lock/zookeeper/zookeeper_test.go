@@ -11,19 +11,20 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
-	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/lock"
+	"github.com/seckill/seckill/lock/internal/locktest"
 	"github.com/seckill/seckill/lock/zookeeper"
+	"github.com/seckill/seckill/lock/zookeeper/internal/zktest"
 )
 
 // zkSession is the session timeout of the tests' clients: the service's
 // default (zookeeper.session_timeout).
 const zkSession = 6 * time.Second
 
-func startZK(t *testing.T) (*testenv.ZooKeeper, string) {
+func startZK(t *testing.T) (*zktest.ZooKeeper, string) {
 	t.Helper()
-	z := testenv.StartZooKeeper(t)
-	return z, "/" + testenv.Name("locktest")
+	z := zktest.Start(t)
+	return z, "/" + locktest.Name("locktest")
 }
 
 // TestZooKeeper_FIFOWithoutHerd queues n clients, each on its own session,
@@ -40,7 +41,7 @@ func TestZooKeeper_FIFOWithoutHerd(t *testing.T) {
 		conns   [n]*zk.Conn
 	)
 	for i := range n {
-		conns[i] = testenv.ZKConn(t, z.Addrs(), zkSession, func(ev zk.Event) {
+		conns[i] = zktest.Conn(t, z.Addrs(), zkSession, func(ev zk.Event) {
 			if ev.Type != zk.EventSession && strings.HasPrefix(ev.Path, root) {
 				mu.Lock()
 				watched[i] = append(watched[i], ev.Path)
@@ -138,10 +139,10 @@ func waitChildren(t *testing.T, c *zk.Conn, dir string, want int) {
 // reports ErrNotHeld.
 func TestZooKeeper_SessionExpiryLosesTheLock(t *testing.T) {
 	z, root := startZK(t)
-	proxy := testenv.StartProxy(t, z.Addrs()[0])
-	connA := testenv.ZKConn(t, []string{proxy.Addr}, zkSession, nil)
+	proxy := locktest.StartProxy(t, z.Addrs()[0])
+	connA := zktest.Conn(t, []string{proxy.Addr}, zkSession, nil)
 	a := zookeeper.New(connA, zookeeper.Options{Root: root})
-	b := zookeeper.New(testenv.ZKConn(t, z.Addrs(), zkSession, nil), zookeeper.Options{Root: root})
+	b := zookeeper.New(zktest.Conn(t, z.Addrs(), zkSession, nil), zookeeper.Options{Root: root})
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -185,7 +186,7 @@ func TestZooKeeper_SessionExpiryLosesTheLock(t *testing.T) {
 // ErrNotObtained joined with the context's error and leaves no node behind.
 func TestZooKeeper_ObtainBoundedByContext(t *testing.T) {
 	z, root := startZK(t)
-	conn := testenv.ZKConn(t, z.Addrs(), zkSession, nil)
+	conn := zktest.Conn(t, z.Addrs(), zkSession, nil)
 	lk := zookeeper.New(conn, zookeeper.Options{Root: root})
 	ctx := context.Background()
 	held, err := lk.Obtain(ctx, "k")
@@ -212,7 +213,7 @@ func TestZooKeeper_ObtainBoundedByContext(t *testing.T) {
 // container node the server deletes once its last lock node is gone.
 func TestZooKeeper_ParentsDoNotAccumulate(t *testing.T) {
 	z, root := startZK(t)
-	conn := testenv.ZKConn(t, z.Addrs(), zkSession, nil)
+	conn := zktest.Conn(t, z.Addrs(), zkSession, nil)
 	lk := zookeeper.New(conn, zookeeper.Options{Root: root + "/locks"})
 	ctx := context.Background()
 	const keys = 50
@@ -255,7 +256,7 @@ func TestZooKeeper_ParentsDoNotAccumulate(t *testing.T) {
 // ErrUnavailable at once instead of waiting for its context.
 func TestZooKeeper_UnavailableFailsFast(t *testing.T) {
 	z, root := startZK(t)
-	conn := testenv.ZKConn(t, z.Addrs(), zkSession, nil)
+	conn := zktest.Conn(t, z.Addrs(), zkSession, nil)
 	lk := zookeeper.New(conn, zookeeper.Options{Root: root})
 	z.Servers[0].Stop()
 	deadline := time.Now().Add(30 * time.Second)
@@ -282,8 +283,8 @@ func TestZooKeeper_UnavailableFailsFast(t *testing.T) {
 // of its owner; a released lock has none.
 func TestZooKeeper_HorizonCoversEveryFenceIssued(t *testing.T) {
 	z, root := startZK(t)
-	a := zookeeper.New(testenv.ZKConn(t, z.Addrs(), zkSession, nil), zookeeper.Options{Root: root, Owner: "instance-a"})
-	b := zookeeper.New(testenv.ZKConn(t, z.Addrs(), zkSession, nil), zookeeper.Options{Root: root})
+	a := zookeeper.New(zktest.Conn(t, z.Addrs(), zkSession, nil), zookeeper.Options{Root: root, Owner: "instance-a"})
+	b := zookeeper.New(zktest.Conn(t, z.Addrs(), zkSession, nil), zookeeper.Options{Root: root})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	la, err := a.Obtain(ctx, "k1")

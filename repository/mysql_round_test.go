@@ -10,7 +10,7 @@ import (
 	"github.com/seckill/seckill/service"
 )
 
-func newSKU(t *testing.T, s *Stock, stock int64) service.SKU {
+func newSKU(t *testing.T, s *MySQL, stock int64) service.SKU {
 	t.Helper()
 	now := time.Now().UTC()
 	sku, err := s.CreateSKU(context.Background(), service.SKU{Name: "g", TotalStock: stock, Stock: stock, PerUserLimit: 1, CreatedAt: now, UpdatedAt: now})
@@ -38,7 +38,7 @@ func newMember(skuID int64, users ...string) *member {
 func TestCommitRound(t *testing.T) {
 	t.Parallel()
 	db := testenv.DB(t, testenv.Database(t))
-	s := New(db)
+	s := NewMySQL(db)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	a, b := newSKU(t, s, 10), newSKU(t, s, 10)

@@ -22,7 +22,7 @@ func TestCommitMySQL_FailedRoundLeavesNoTransactionOpen(t *testing.T) {
 	t.Parallel()
 	dsn := testenv.Database(t)
 	db := testenv.DB(t, dsn)
-	s := New(db)
+	s := NewMySQL(db)
 	s.sql.SetMaxOpenConns(1)
 	ctx := context.Background()
 	a, b := newSKU(t, s, 10), newSKU(t, s, 10) // a's row is updated first: the lower id
@@ -105,7 +105,7 @@ func TestCommitMySQL_OrderIDsStepByTheSessionsIncrement(t *testing.T) {
 	}
 	mc.Params = map[string]string{"auto_increment_increment": "3"} // SET at connect
 	db := testenv.DB(t, mc.FormatDSN())
-	s := New(db)
+	s := NewMySQL(db)
 	ctx := context.Background()
 	sku := newSKU(t, s, 10)
 
@@ -145,7 +145,7 @@ func TestCommitMySQL_LockWaitRidesInTheTransactionsRoundTrips(t *testing.T) {
 	dsn, proxy := testenv.ThroughMySQLProxy(t, testenv.Database(t))
 	db := testenv.DB(t, dsn)
 	t.Cleanup(proxy.Cut)
-	s := New(db)
+	s := NewMySQL(db)
 	s.sql.SetMaxOpenConns(1) // every transaction, and every check, on one session
 	ctx := context.Background()
 	sku, held := newSKU(t, s, 10), newSKU(t, s, 10)

@@ -54,7 +54,7 @@ func stampCommit(ms []*member, at *service.Commit) {
 // knownUsable reports whether the members' known rows may decide the
 // round: when positions are tracked, only rows whose server is known, so
 // that the writes can check it is still the one serving (knownServer).
-func (s *Stock) knownUsable(ms []*member) bool {
+func (s *MySQL) knownUsable(ms []*member) bool {
 	if s.replicas == nil {
 		return true
 	}
@@ -69,7 +69,7 @@ func (s *Stock) knownUsable(ms []*member) bool {
 // confirmRead confirms what a read saw, at, before it is answered: an
 // order or a sold-out row from a commit the replicas lack may vanish with
 // the primary.
-func (s *Stock) confirmRead(ctx context.Context, at service.Commit) error {
+func (s *MySQL) confirmRead(ctx context.Context, at service.Commit) error {
 	if s.replicas == nil {
 		return nil
 	}
@@ -80,7 +80,7 @@ func (s *Stock) confirmRead(ctx context.Context, at service.Commit) error {
 }
 
 // orderByKeyAt is OrderByKey with the position of what it read.
-func (s *Stock) orderByKeyAt(ctx context.Context, userID, key string) (service.Order, error) {
+func (s *MySQL) orderByKeyAt(ctx context.Context, userID, key string) (service.Order, error) {
 	var (
 		r  orderRow
 		at service.Commit
@@ -100,7 +100,7 @@ func (s *Stock) orderByKeyAt(ctx context.Context, userID, key string) (service.O
 }
 
 // skuAt is SKU with the position of what it read.
-func (s *Stock) skuAt(ctx context.Context, id int64) (service.SKU, error) {
+func (s *MySQL) skuAt(ctx context.Context, id int64) (service.SKU, error) {
 	var (
 		r  skuRow
 		at service.Commit

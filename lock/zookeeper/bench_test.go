@@ -1,4 +1,4 @@
-package lock_test
+package zookeeper_test
 
 import (
 	"context"
@@ -8,9 +8,10 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
-	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/lock"
+	"github.com/seckill/seckill/lock/internal/locktest"
 	"github.com/seckill/seckill/lock/zookeeper"
+	"github.com/seckill/seckill/lock/zookeeper/internal/zktest"
 )
 
 // requests counts the ZooKeeper requests Obtain reports making.
@@ -21,32 +22,40 @@ type requests struct {
 
 func (r *requests) Obtained(_ string, reqs int, _ time.Duration, _ error) { r.n.Add(int64(reqs)) }
 
-// benchZK is the standalone ZooKeeper (one JVM, -Xmx128m) that the
-// zookeeper sub-benchmarks of one top-level benchmark share, connected with
-// the service's session timeout; or why there is none.
-type benchZK struct {
-	c       *zk.Conn
-	missing string
+// The lock module's benchmarks of the same names measure the Redis lock
+// and redsync; these are their zookeeper sub-benchmarks, so that benchstat
+// puts the three side by side. Each top-level benchmark starts a private
+// standalone ZooKeeper (one JVM, -Xmx128m), connected with the service's
+// session timeout, and skips, saying why, where ZooKeeper cannot run.
+
+func BenchmarkUncontended(b *testing.B) {
+	conn := benchConn(b)
+	b.Run("zookeeper", func(b *testing.B) { benchZKUncontended(b, conn) })
 }
 
-// benchZooKeeper starts it, unless ZooKeeper cannot run here: then the
-// zookeeper sub-benchmarks skip, saying why, and the Redis ones still run.
-func benchZooKeeper(b *testing.B) benchZK {
-	b.Helper()
-	if why := testenv.ZooKeeperMissing(); why != "" {
-		return benchZK{missing: why}
+// BenchmarkContended has 8×GOMAXPROCS goroutines of one client take one key in turn,
+// with an empty critical section (hold=0) or one that sleeps 500µs.
+func BenchmarkContended(b *testing.B) {
+	conn := benchConn(b)
+	for _, hold := range []time.Duration{0, 500 * time.Microsecond} {
+		work := func() {
+			if hold > 0 {
+				time.Sleep(hold) // the critical section
+			}
+		}
+		b.Run("hold="+hold.String(), func(b *testing.B) {
+			b.Run("zookeeper", func(b *testing.B) { benchZKContended(b, conn, 8, work) })
+		})
 	}
-	z := testenv.StartZooKeeper(b)
-	return benchZK{c: testenv.ZKConn(b, z.Addrs(), zkSession, nil)}
 }
 
-// conn returns the connection, or skips b.
-func (z benchZK) conn(b *testing.B) *zk.Conn {
+func benchConn(b *testing.B) *zk.Conn {
 	b.Helper()
-	if z.c == nil {
-		b.Skip("zookeeper skipped: " + z.missing)
+	if why := zktest.Missing(); why != "" {
+		b.Skip(why)
 	}
-	return z.c
+	z := zktest.Start(b)
+	return zktest.Conn(b, z.Addrs(), zkSession, nil)
 }
 
 // benchZKUncontended is BenchmarkUncontended on ZooKeeper: Obtain then
@@ -54,7 +63,7 @@ func (z benchZK) conn(b *testing.B) *zk.Conn {
 // (create, children, exists with a watch), rt/release is the delete.
 func benchZKUncontended(b *testing.B, conn *zk.Conn) {
 	obs := &requests{}
-	c := zookeeper.New(conn, zookeeper.Options{Root: "/bench/" + testenv.Name("u"), Observer: obs})
+	c := zookeeper.New(conn, zookeeper.Options{Root: "/bench/" + locktest.Name("u"), Observer: obs})
 	ctx := context.Background()
 	for b.Loop() {
 		l, err := c.Obtain(ctx, "k")
@@ -74,7 +83,7 @@ func benchZKUncontended(b *testing.B, conn *zk.Conn) {
 // queue, woken by the watch on its predecessor (no polling, no herd).
 func benchZKContended(b *testing.B, conn *zk.Conn, parallelism int, work func()) {
 	obs := &requests{}
-	c := zookeeper.New(conn, zookeeper.Options{Root: "/bench/" + testenv.Name("c"), Observer: obs})
+	c := zookeeper.New(conn, zookeeper.Options{Root: "/bench/" + locktest.Name("c"), Observer: obs})
 	ctx := context.Background()
 	b.SetParallelism(parallelism)
 	start := time.Now()
@@ -95,7 +104,3 @@ func benchZKContended(b *testing.B, conn *zk.Conn, parallelism int, work func())
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "acq/s")
 	b.ReportMetric(float64(obs.n.Load()+int64(b.N))/float64(b.N), "rt/acq")
 }
-
-// zkSession is the session timeout of the benchmarks' clients: the
-// service's default (zookeeper.session_timeout).
-const zkSession = 6 * time.Second

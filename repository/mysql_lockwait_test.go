@@ -24,7 +24,7 @@ func TestLockWait_RestockBehindAHeldRowWaitsAsOnAFreshPool(t *testing.T) {
 	holderDB := testenv.DB(t, dsn)
 	for _, before := range []string{"fresh pool", "after a round", "after a batch", "after a failed round"} {
 		t.Run(before, func(t *testing.T) {
-			s := New(testenv.DB(t, dsn))
+			s := NewMySQL(testenv.DB(t, dsn))
 			s.sql.SetMaxOpenConns(1) // what ran before, and the restock, on one session
 			ctx := context.Background()
 			sku := newSKU(t, s, 10)

@@ -9,10 +9,49 @@ import (
 	"github.com/seckill/seckill/service"
 )
 
-// commitGORM commits b through GORM a statement at a time: SQLite,
-// in-process, where round trips are free and a failed COMMIT did not
-// commit. It decides as commitMySQL does (member.decide).
-func (s *Stock) commitGORM(ctx context.Context, b service.Batch) (service.BatchResult, error) {
+var _ service.Store = (*SQLite)(nil)
+
+// SQLite is the store of the quick start only (no mysql.dsn): one
+// process, one connection, one transaction at a time
+// (database.OpenSQLite). Its writes are guarded as MySQL's are; it has
+// neither MySQL's speed nor its replicas, and is not for production.
+type SQLite struct {
+	gormStore
+}
+
+// NewSQLite returns the store over db, a SQLite database with the schema
+// of migrations/sqlite.
+func NewSQLite(db *gorm.DB) *SQLite {
+	return &SQLite{gormStore{db: db}}
+}
+
+// CommitBatch commits b in one transaction: reads, service.Allocate, then
+// conditional writes. It returns service.ErrConflict when a guard fails
+// and service.ErrStaleFence when a newer fence wrote. When the database
+// refuses one request's row, the requests commit one by one (commitEach)
+// so the others do not fail.
+func (s *SQLite) CommitBatch(ctx context.Context, b service.Batch) (service.BatchResult, error) {
+	res, err := s.commitOnce(ctx, b)
+	if err != nil && len(b.Requests) > 1 && refusesARow(err) {
+		return commitEach(ctx, s, b)
+	}
+	return res, err
+}
+
+// CommitRound commits the batches one after another, each in its own
+// transaction: SQLite runs one transaction at a time, in-process.
+func (s *SQLite) CommitRound(ctx context.Context, bs []service.Batch) ([]service.RoundResult, error) {
+	out := make([]service.RoundResult, len(bs))
+	for i, b := range bs {
+		out[i].BatchResult, out[i].Err = s.CommitBatch(ctx, b)
+	}
+	return out, nil
+}
+
+// commitOnce commits b through GORM a statement at a time: in-process,
+// round trips are free and a failed COMMIT did not commit. It decides as
+// MySQL's commit does (member.decide).
+func (s *SQLite) commitOnce(ctx context.Context, b service.Batch) (service.BatchResult, error) {
 	m := &member{b: b}
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		if err := tx.Take(&m.sku, b.SKUID).Error; err != nil {
@@ -47,7 +86,7 @@ func (s *Stock) commitGORM(ctx context.Context, b service.Batch) (service.BatchR
 	return m.res, nil
 }
 
-func (s *Stock) decrement(tx *gorm.DB, b service.Batch, sku skuRow, units int64) error {
+func (s *SQLite) decrement(tx *gorm.DB, b service.Batch, sku skuRow, units int64) error {
 	set := map[string]any{
 		"stock":      gorm.Expr("stock - ?", units),
 		"sold":       gorm.Expr("sold + ?", units),
@@ -69,7 +108,7 @@ func (s *Stock) decrement(tx *gorm.DB, b service.Batch, sku skuRow, units int64)
 	return nil
 }
 
-func (s *Stock) insertOrders(tx *gorm.DB, a *service.Allocation) error {
+func (s *SQLite) insertOrders(tx *gorm.DB, a *service.Allocation) error {
 	rows := make([]orderRow, len(a.New))
 	for k, i := range a.New {
 		o := a.Outcomes[i].Placed.Order
@@ -91,7 +130,7 @@ func (s *Stock) insertOrders(tx *gorm.DB, a *service.Allocation) error {
 
 // addHoldings adds each buyer's new units to user_purchases as deltas,
 // not totals, so the CHECK sees the true holding whatever was read.
-func (s *Stock) addHoldings(tx *gorm.DB, sku skuRow, a *service.Allocation, before map[string]int64) error {
+func (s *SQLite) addHoldings(tx *gorm.DB, sku skuRow, a *service.Allocation, before map[string]int64) error {
 	rows := make([]purchaseRow, 0, len(a.Bought))
 	for _, i := range a.New { // arrival order: deterministic lock order
 		u := a.Outcomes[i].Placed.Order.UserID
@@ -100,17 +139,13 @@ func (s *Stock) addHoldings(tx *gorm.DB, sku skuRow, a *service.Allocation, befo
 			delete(a.Bought, u)
 		}
 	}
-	add := gorm.Expr("quantity + VALUES(quantity)")
-	if s.sqlite {
-		add = gorm.Expr("user_purchases.quantity + excluded.quantity")
-	}
 	return tx.Clauses(clause.OnConflict{
 		Columns:   []clause.Column{{Name: "sku_id"}, {Name: "user_id"}},
-		DoUpdates: clause.Assignments(map[string]any{"quantity": add}),
+		DoUpdates: clause.Assignments(map[string]any{"quantity": gorm.Expr("user_purchases.quantity + excluded.quantity")}),
 	}).Create(&rows).Error
 }
 
-func (s *Stock) ordersByKey(tx *gorm.DB, reqs []service.OrderRequest) (map[service.BuyerKey]service.Order, error) {
+func (s *SQLite) ordersByKey(tx *gorm.DB, reqs []service.OrderRequest) (map[service.BuyerKey]service.Order, error) {
 	keys := idempotencyKeys(reqs)
 	if len(keys) == 0 {
 		return nil, nil
@@ -130,7 +165,7 @@ func (s *Stock) ordersByKey(tx *gorm.DB, reqs []service.OrderRequest) (map[servi
 	return m, nil
 }
 
-func (s *Stock) holdings(tx *gorm.DB, skuID int64, reqs []service.OrderRequest) (map[string]int64, error) {
+func (s *SQLite) holdings(tx *gorm.DB, skuID int64, reqs []service.OrderRequest) (map[string]int64, error) {
 	var rows []purchaseRow
 	if err := tx.Where("sku_id = ? AND user_id IN ?", skuID, distinctUsers(reqs)).Find(&rows).Error; err != nil {
 		return nil, err

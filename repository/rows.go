@@ -1,0 +1,114 @@
+package repository
+
+import (
+	"time"
+
+	"github.com/seckill/seckill/service"
+)
+
+// The rows of migrations/ as both stores read and write them.
+
+type skuRow struct {
+	ID           int64 `gorm:"primaryKey"`
+	Name         string
+	TotalStock   int64
+	Stock        int64
+	Sold         int64
+	Version      int64
+	Fence        int64
+	PerUserLimit int64
+	StartsAt     *time.Time
+	EndsAt       *time.Time
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
+}
+
+func (skuRow) TableName() string { return "skus" }
+
+func (r skuRow) domain() service.SKU {
+	return service.SKU{
+		ID: r.ID, Name: r.Name, TotalStock: r.TotalStock, Stock: r.Stock, Sold: r.Sold,
+		Version: r.Version, Fence: r.Fence, PerUserLimit: r.PerUserLimit,
+		StartsAt: r.StartsAt, EndsAt: r.EndsAt, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
+	}
+}
+
+// after is the SKU as b's writes leave r when they sell units (r itself
+// when they sell none): what decrement's UPDATE, or writes.updateSKUs', sets.
+func (r skuRow) after(b service.Batch, units int64) service.SKU {
+	sku := r.domain()
+	if units == 0 {
+		return sku
+	}
+	sku.Stock -= units
+	sku.Sold += units
+	sku.Version++
+	sku.UpdatedAt = b.Now
+	if b.Fence > 0 {
+		sku.Fence = b.Fence
+	}
+	return sku
+}
+
+func rowOf(sku service.SKU) skuRow {
+	return skuRow{
+		ID: sku.ID, Name: sku.Name, TotalStock: sku.TotalStock, Stock: sku.Stock, Sold: sku.Sold,
+		Version: sku.Version, Fence: sku.Fence, PerUserLimit: sku.PerUserLimit,
+		StartsAt: sku.StartsAt, EndsAt: sku.EndsAt, CreatedAt: sku.CreatedAt, UpdatedAt: sku.UpdatedAt,
+	}
+}
+
+type orderRow struct {
+	ID             int64 `gorm:"primaryKey"`
+	SKUID          int64 `gorm:"column:sku_id"`
+	UserID         string
+	Quantity       int64
+	IdempotencyKey *string
+	CreatedAt      time.Time
+	Status         string
+	ExpiresAt      *time.Time
+	SettledAt      *time.Time
+}
+
+func (orderRow) TableName() string { return "orders" }
+
+func (r orderRow) domain() service.Order {
+	o := service.Order{ID: r.ID, SKUID: r.SKUID, UserID: r.UserID, Quantity: r.Quantity, CreatedAt: r.CreatedAt,
+		Status: service.OrderStatus(r.Status), ExpiresAt: utcPtr(r.ExpiresAt), SettledAt: utcPtr(r.SettledAt)}
+	if r.IdempotencyKey != nil {
+		o.IdempotencyKey = *r.IdempotencyKey
+	}
+	return o
+}
+
+type purchaseRow struct {
+	SKUID        int64  `gorm:"column:sku_id;primaryKey"`
+	UserID       string `gorm:"primaryKey"`
+	Quantity     int64
+	PerUserLimit int64
+}
+
+func (purchaseRow) TableName() string { return "user_purchases" }
+
+// columnTime is t as a DATETIME(6) column keeps it (MySQL 8 rounds below
+// a microsecond, MariaDB truncates): created_at is a SKU's identity
+// across instances (service.SKURef), so every reader must get what was
+// written.
+func columnTime(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
+
+func columnTimePtr(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := columnTime(*t)
+	return &u
+}
+
+// utcPtr returns t in UTC (SQLite hands times back in local time).
+func utcPtr(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
