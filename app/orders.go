@@ -28,6 +28,9 @@ func OrdersConfig(cfg config.Config) service.OrdersConfig {
 		SoldOutTTL:     cfg.SoldOut.LocalTTL,
 		SoldOutRecheck: cfg.SoldOut.Recheck,
 		PaymentTimeout: cfg.Order.PaymentTimeout,
+		FairWindow:     cfg.Order.FairWindow,
+		PlaceGrace:     cfg.Order.PlaceGrace,
+		PlacesMax:      cfg.Order.PlacesMax,
 	}
 }
 

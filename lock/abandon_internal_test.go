@@ -16,11 +16,11 @@ import (
 // as when an attempt times out after its SET landed.
 type lateReply struct{ *single }
 
-func (b lateReply) obtain(ctx context.Context, key, token string, ttl time.Duration) (int64, error) {
-	if _, err := b.single.obtain(ctx, key, token, ttl); err != nil {
-		return 0, err
+func (b lateReply) obtain(ctx context.Context, key, token string, ttl time.Duration, who *contender) (int64, int64, error) {
+	if _, _, err := b.single.obtain(ctx, key, token, ttl, who); err != nil {
+		return 0, noRank, err
 	}
-	return 0, fmt.Errorf("%w: obtain: reply lost: %w", ErrUnavailable, context.DeadlineExceeded)
+	return 0, noRank, fmt.Errorf("%w: obtain: reply lost: %w", ErrUnavailable, context.DeadlineExceeded)
 }
 
 func TestObtain_AbandonsLeaseWhoseReplyWasLost(t *testing.T) {

@@ -19,10 +19,10 @@ type betweenAttempts struct {
 	hook func()
 }
 
-func (b betweenAttempts) obtain(ctx context.Context, key, token string, ttl time.Duration) (int64, error) {
-	f, err := b.single.obtain(ctx, key, token, ttl)
+func (b betweenAttempts) obtain(ctx context.Context, key, token string, ttl time.Duration, who *contender) (int64, int64, error) {
+	f, others, err := b.single.obtain(ctx, key, token, ttl, who)
 	b.hook()
-	return f, err
+	return f, others, err
 }
 
 func TestObtain_TellsALiveHolderFromOneThatMayBeDead(t *testing.T) {

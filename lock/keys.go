@@ -27,7 +27,7 @@ func (c *Client) HeldKeys(ctx context.Context, match string, limit int) ([]strin
 			mu.Lock()
 			for _, k := range batch {
 				k = strings.TrimPrefix(k, c.opts.prefix)
-				if strings.HasSuffix(k, fenceSuffix) || strings.HasSuffix(k, wantedSuffix) || seen[k] || len(keys) >= limit {
+				if strings.HasSuffix(k, fenceSuffix) || strings.HasSuffix(k, wantedSuffix) || strings.HasSuffix(k, rankSuffix) || strings.HasSuffix(k, rankExpSuffix) || seen[k] || len(keys) >= limit {
 					continue
 				}
 				seen[k] = true

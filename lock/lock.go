@@ -105,9 +105,13 @@ const unavailableAttempts = 2
 // backend is a lease store: one Redis (fenced) or several (Redlock).
 type backend interface {
 	// obtain takes the lease, returning the fencing token (0 without
-	// fencing), errTaken when held by someone else, or an error wrapping
-	// ErrUnavailable when the store cannot be reached.
-	obtain(ctx context.Context, key, token string, ttl time.Duration) (int64, error)
+	// fencing), errTaken when held by someone else (or, for a ranked
+	// contender, when a lower rank waits), or an error wrapping
+	// ErrUnavailable when the store cannot be reached. others is the
+	// lowest rank of the other contenders, noRank when none or unranked.
+	obtain(ctx context.Context, key, token string, ttl time.Duration, who *contender) (fence, others int64, err error)
+	// withdraw removes the contender id's rank for key.
+	withdraw(ctx context.Context, key, id string) error
 	// release deletes the lease if it is still ours, else ErrNotHeld;
 	// wanted reports that another client was refused the key meanwhile.
 	release(ctx context.Context, key, token string) (wanted bool, err error)
@@ -118,9 +122,11 @@ type backend interface {
 	// refresh extends the lease to ttl if it is still ours, else
 	// ErrNotHeld; wanted reports that another client was refused it lately.
 	refresh(ctx context.Context, key, token string, ttl time.Duration) (wanted bool, err error)
-	// listen calls wanted with each key a refused obtain names, until stop
-	// is called; nil when the backend cannot tell.
-	listen(wanted func(key string)) (stop func() error)
+	// listen calls wanted with each key a refused obtain names (with the
+	// refused contender's rank, noRank when unranked) and freed with each
+	// key a release of a wanted key names, until stop is called; nil when
+	// the backend cannot tell.
+	listen(wanted func(key string, rank int64), freed func(key string)) (stop func() error)
 	// inspect reads the lease without changing it (inspect.go).
 	inspect(ctx context.Context, key string, renewedAbove time.Duration) (State, error)
 	// stores returns the Redis clients the leases live on (keys.go).
@@ -132,11 +138,13 @@ type backend interface {
 type Client struct {
 	be   backend
 	opts options
+	id   string // names this Client among a key's ranked contenders
 
 	mu     sync.Mutex
 	slots  map[string]*slot
-	yields map[string]time.Time // key → until when its next Obtain waits (yield.go)
-	held   map[string]*Lock     // Redis key → its Lock, while held (with notices)
+	yields map[string]time.Time     // key → until when its next Obtain waits (yield.go)
+	held   map[string]*Lock         // Redis key → its Lock, while held (with notices)
+	asleep map[string]chan struct{} // Redis key → its contender's wake-up, while it backs off (with notices)
 
 	listening  sync.Once
 	stopListen func() error // nil until the first Obtain, or without notices
@@ -151,13 +159,14 @@ func New(rdb redis.UniversalClient, opts ...Option) *Client {
 		minReplicas: o.minReplicas, replicaTO: o.replicaTO, listenTO: o.attemptTO}
 	if o.notices {
 		s.notices = o.prefix + noticeChannel
+		s.freed = o.prefix + freedChannel
 	}
 	return newClient(s, o)
 }
 
 func newClient(be backend, o options) *Client {
-	return &Client{be: be, opts: o, slots: make(map[string]*slot), yields: make(map[string]time.Time),
-		held: make(map[string]*Lock)}
+	return &Client{be: be, opts: o, id: randomToken(), slots: make(map[string]*slot), yields: make(map[string]time.Time),
+		held: make(map[string]*Lock), asleep: make(map[string]chan struct{})}
 }
 
 // Close ends the Client's subscription to wanted notices, if any. Held locks
@@ -178,7 +187,7 @@ func (c *Client) Close() error {
 // listen subscribes to wanted notices, once.
 func (c *Client) listen() {
 	c.listening.Do(func() {
-		stop := c.be.listen(c.noticeWanted)
+		stop := c.be.listen(c.noticeWanted, c.noticeFreed)
 		c.mu.Lock()
 		c.stopListen = stop
 		c.mu.Unlock()
@@ -186,13 +195,27 @@ func (c *Client) listen() {
 }
 
 // noticeWanted tells the holder of rkey, if this Client holds it, that
-// someone else wants it.
-func (c *Client) noticeWanted(rkey string) {
+// someone else wants it, and with what rank.
+func (c *Client) noticeWanted(rkey string, rank int64) {
 	c.mu.Lock()
 	l := c.held[rkey]
 	c.mu.Unlock()
 	if l != nil {
+		l.heard(rank)
 		l.markWanting()
+	}
+}
+
+// noticeFreed wakes this Client's contender for rkey, if one backs off.
+func (c *Client) noticeFreed(rkey string) {
+	c.mu.Lock()
+	wake := c.asleep[rkey]
+	c.mu.Unlock()
+	if wake != nil {
+		select {
+		case wake <- struct{}{}:
+		default:
+		}
 	}
 }
 
@@ -203,12 +226,12 @@ func (c *Client) noticeWanted(rkey string) {
 // Redis. Release every returned Lock, even a lost one, to free its slot.
 func (c *Client) Obtain(ctx context.Context, key string) (*Lock, error) {
 	start := time.Now()
-	l, attempts, err := c.obtain(ctx, key)
+	l, attempts, err := c.obtain(ctx, key, nil)
 	c.opts.observer.Obtained(key, attempts, time.Since(start), err)
 	return l, err
 }
 
-func (c *Client) obtain(ctx context.Context, key string) (*Lock, int, error) {
+func (c *Client) obtain(ctx context.Context, key string, who *contender) (*Lock, int, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, 0, fmt.Errorf("%w: %w", ErrNotObtained, err)
 	}
@@ -218,11 +241,13 @@ func (c *Client) obtain(ctx context.Context, key string) (*Lock, int, error) {
 		}
 		return nil, 0, err
 	}
-	if err := c.awaitTurn(ctx, key); err != nil {
-		c.leave(key)
-		return nil, 0, fmt.Errorf("%w: %w", ErrNotObtained, err)
+	if who == nil { // a ranked contender waits its rank's turn instead
+		if err := c.awaitTurn(ctx, key); err != nil {
+			c.leave(key)
+			return nil, 0, fmt.Errorf("%w: %w", ErrNotObtained, err)
+		}
 	}
-	l, attempts, err := c.compete(ctx, key)
+	l, attempts, err := c.compete(ctx, key, who)
 	if err != nil {
 		c.leave(key)
 		return nil, attempts, err
@@ -233,35 +258,44 @@ func (c *Client) obtain(ctx context.Context, key string) (*Lock, int, error) {
 // compete runs the Redis side of Obtain while this goroutine owns the slot.
 // If it fails after an unanswered attempt it releases by token: that SET
 // may have landed, and would block every contender for a TTL.
-func (c *Client) compete(ctx context.Context, key string) (*Lock, int, error) {
+func (c *Client) compete(ctx context.Context, key string, who *contender) (*Lock, int, error) {
 	rkey := c.opts.prefix + key
 	token := ownerToken(c.opts.owner) // 130 random bits, after the owner's name
-	l, attempts, uncertain, err := c.attempt(ctx, key, rkey, token)
+	l, attempts, uncertain, err := c.attempt(ctx, key, rkey, token, who)
 	if err != nil && uncertain {
 		c.abandon(ctx, rkey, token)
+	}
+	if err != nil && who != nil && attempts > 0 && !errors.Is(err, ErrUnavailable) {
+		c.withdraw(ctx, rkey) // unreachable, the rank lapses on its own (rankTTL)
 	}
 	return l, attempts, err
 }
 
 // attempt retries the backend until it grants the lease or Obtain must give
 // up. uncertain reports whether some attempt ended without a clear answer.
-func (c *Client) attempt(ctx context.Context, key, rkey, token string) (l *Lock, attempts int, uncertain bool, err error) {
+func (c *Client) attempt(ctx context.Context, key, rkey, token string, who *contender) (l *Lock, attempts int, uncertain bool, err error) {
 	var (
 		down    int   // consecutive attempts that could not reach Redis
 		lastErr error // wrapping ErrUnavailable, if the last attempt failed so
 		timer   *time.Timer
 		held    = liveness{ttl: -1}
+		wake    <-chan struct{} // a release of the key, heard while backing off
 	)
 	defer func() {
 		if timer != nil {
 			timer.Stop()
+		}
+		if wake != nil {
+			c.mu.Lock()
+			delete(c.asleep, rkey)
+			c.mu.Unlock()
 		}
 	}()
 	for {
 		attempts++
 		start := time.Now()
 		actx, cancel := context.WithTimeout(ctx, c.opts.attemptTO+c.opts.replicaTO)
-		fence, err := c.be.obtain(actx, rkey, token, c.opts.ttl)
+		fence, others, err := c.be.obtain(actx, rkey, token, c.opts.ttl, who)
 		cancel()
 		if err != nil && !errors.Is(err, errTaken) {
 			uncertain = true
@@ -269,11 +303,14 @@ func (c *Client) attempt(ctx context.Context, key, rkey, token string) (l *Lock,
 		held.observe(err, start, time.Now())
 		switch {
 		case err == nil:
-			return c.newLock(key, rkey, token, fence, start), attempts, uncertain, nil
+			return c.newLock(key, rkey, token, fence, others, start), attempts, uncertain, nil
 		case ctx.Err() != nil:
 			return nil, attempts, uncertain, held.notObtained(ctx.Err())
 		case errors.Is(err, errTaken):
 			down, lastErr = 0, nil
+			if wake == nil && c.opts.notices {
+				wake = c.sleepOn(rkey)
+			}
 		case errors.Is(err, ErrUnavailable):
 			down++
 			lastErr = err
@@ -298,6 +335,7 @@ func (c *Client) attempt(ctx context.Context, key, rkey, token string) (l *Lock,
 		}
 		select {
 		case <-timer.C:
+		case <-wake: // nil (never ready) without notices
 		case <-ctx.Done():
 			if lastErr != nil {
 				return nil, attempts, uncertain, fmt.Errorf("%w: %w", lastErr, ctx.Err())
@@ -329,7 +367,7 @@ func (c *Client) abandon(ctx context.Context, rkey, token string) {
 	_, _ = c.be.release(ctx, rkey, token)
 }
 
-func (c *Client) newLock(key, rkey, token string, fence int64, start time.Time) *Lock {
+func (c *Client) newLock(key, rkey, token string, fence, others int64, start time.Time) *Lock {
 	l := &Lock{
 		c:     c,
 		key:   key,
@@ -338,6 +376,7 @@ func (c *Client) newLock(key, rkey, token string, fence int64, start time.Time) 
 		fence: fence,
 		lost:  make(chan struct{}),
 	}
+	l.others.Store(others)
 	if c.opts.notices {
 		l.wanting = make(chan struct{})
 		c.mu.Lock()
@@ -365,6 +404,7 @@ type Lock struct {
 
 	released     atomic.Bool
 	wanted       atomic.Bool
+	others       atomic.Int64  // the lowest rank another contender announced; noRank for none
 	wanting      chan struct{} // closed once someone else wants the key; nil without notices
 	wantingOnce  sync.Once
 	stopWatchdog context.CancelFunc // nil without watchdog

@@ -5,6 +5,8 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -33,11 +35,19 @@ var (
 const (
 	fenceSuffix  = ":fence"
 	wantedSuffix = ":wanted"
+	// rankSuffix names the ranked contenders of a key (a sorted set by
+	// rank) and rankExpSuffix when each one's rank stops counting.
+	rankSuffix    = ":ranks"
+	rankExpSuffix = ":ranks-exp"
 )
 
 // noticeChannel, after the Client's prefix, is the channel a refused obtain
-// publishes the lock's key on (WithWantedNotices).
-const noticeChannel = "wanted"
+// publishes the lock's key on (WithWantedNotices), and freedChannel the one
+// a release of a wanted key publishes it on.
+const (
+	noticeChannel = "wanted"
+	freedChannel  = "freed"
+)
 
 // single is the backend for one Redis (standalone, Sentinel or Cluster):
 // SET NX PX and the fence counter in one script, one round trip per call;
@@ -49,46 +59,96 @@ type single struct {
 	minReplicas int
 	replicaTO   time.Duration
 	notices     string        // channel a refused obtain publishes the key on; "" for none
+	freed       string        // channel a release of a wanted key publishes it on; "" for none
 	listenTO    time.Duration // longest wait for the subscription to notices
 }
 
-func (s *single) obtain(ctx context.Context, key, token string, ttl time.Duration) (int64, error) {
+func (s *single) obtain(ctx context.Context, key, token string, ttl time.Duration, who *contender) (fence, others int64, err error) {
 	if s.minReplicas > 0 {
-		return s.obtainReplicated(ctx, key, token, ttl)
+		return s.obtainReplicated(ctx, key, token, ttl, who)
 	}
-	fence, err := obtainScript.Run(ctx, s.rdb, s.obtainKeys(key), s.obtainArgs(token, ttl)...).Int64()
-	return fenceOrTaken(fence, err)
+	return fenceOrTaken(obtainScript.Run(ctx, s.rdb, s.obtainKeys(key, who), s.obtainArgs(token, ttl, who)...), who)
 }
 
-func (s *single) obtainKeys(key string) []string {
+func (s *single) obtainKeys(key string, who *contender) []string {
+	if who != nil {
+		return []string{key, key + fenceSuffix, key + wantedSuffix, key + rankSuffix, key + rankExpSuffix}
+	}
 	return []string{key, key + fenceSuffix, key + wantedSuffix}
 }
 
-func (s *single) obtainArgs(token string, ttl time.Duration) []any {
-	return []any{token, ttl.Milliseconds(), s.fenceTTL.Milliseconds(), max(s.wantedTTL, time.Millisecond).Milliseconds(), s.notices}
+func (s *single) obtainArgs(token string, ttl time.Duration, who *contender) []any {
+	args := []any{token, ttl.Milliseconds(), s.fenceTTL.Milliseconds(), max(s.wantedTTL, time.Millisecond).Milliseconds(), s.notices}
+	if who != nil {
+		args = append(args, who.id, who.rank, max(who.ttl, time.Millisecond).Milliseconds())
+	}
+	return args
 }
 
-func fenceOrTaken(fence int64, err error) (int64, error) {
+// fenceOrTaken reads obtain.lua's answer: the fence, or errTaken; with a
+// contender, also the lowest rank of the others (noRank when none).
+func fenceOrTaken(cmd *redis.Cmd, who *contender) (fence, others int64, err error) {
+	others = noRank
+	if who == nil {
+		fence, err = cmd.Int64()
+	} else {
+		var reply []any
+		if reply, err = cmd.Slice(); err == nil {
+			fence, others, err = rankedReply(reply)
+		}
+	}
 	if err != nil {
-		return 0, redisErr("obtain", err)
+		return 0, noRank, redisErr("obtain", err)
 	}
 	if fence <= 0 { // -1 - the holder's remaining TTL in ms (obtain.lua)
-		return 0, &takenError{ttl: time.Duration(-1-fence) * time.Millisecond}
+		return 0, others, &takenError{ttl: time.Duration(-1-fence) * time.Millisecond}
 	}
-	return fence, nil
+	return fence, others, nil
+}
+
+// rankedReply reads {fence, lowest other rank or nil}.
+func rankedReply(reply []any) (fence, others int64, err error) {
+	others = noRank
+	if len(reply) == 0 {
+		return 0, noRank, fmt.Errorf("lock: obtain: empty reply")
+	}
+	fence, ok := reply[0].(int64)
+	if !ok {
+		return 0, noRank, fmt.Errorf("lock: obtain: reply %v", reply)
+	}
+	if len(reply) > 1 {
+		if r, ok := reply[1].(string); ok {
+			if others, err = strconv.ParseInt(r, 10, 64); err != nil {
+				return 0, noRank, fmt.Errorf("lock: obtain: rank %q: %w", r, err)
+			}
+		}
+	}
+	return fence, others, nil
+}
+
+// withdraw takes a contender's rank back, so that it no longer holds up
+// the others.
+func (s *single) withdraw(ctx context.Context, key, id string) error {
+	pipe := s.rdb.TxPipeline()
+	pipe.ZRem(ctx, key+rankSuffix, id)
+	pipe.ZRem(ctx, key+rankExpSuffix, id)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return redisErr("withdraw", err)
+	}
+	return nil
 }
 
 // obtainReplicated pipelines the obtain script and WAIT on the key's master:
 // WAIT counts acknowledgements of its own connection's writes, so only one
 // connection makes it cover the script's SET and INCR.
-func (s *single) obtainReplicated(ctx context.Context, key, token string, ttl time.Duration) (int64, error) {
+func (s *single) obtainReplicated(ctx context.Context, key, token string, ttl time.Duration, who *contender) (fence, others int64, err error) {
 	node, err := s.master(ctx, key)
 	if err != nil {
-		return 0, err
+		return 0, noRank, err
 	}
 	run := func() (*redis.Cmd, *redis.Cmd) {
 		pipe := node.Pipeline()
-		obtained := obtainScript.EvalSha(ctx, pipe, s.obtainKeys(key), s.obtainArgs(token, ttl)...)
+		obtained := obtainScript.EvalSha(ctx, pipe, s.obtainKeys(key, who), s.obtainArgs(token, ttl, who)...)
 		// WAIT's reply arrives within replicaTO, inside the client's read
 		// timeout as long as replicaTO is shorter (config checks it).
 		acked := pipe.Do(ctx, "wait", s.minReplicas, s.replicaTO.Milliseconds())
@@ -98,22 +158,22 @@ func (s *single) obtainReplicated(ctx context.Context, key, token string, ttl ti
 	obtained, acked := run()
 	if redis.HasErrorPrefix(obtained.Err(), "NOSCRIPT") {
 		if err := obtainScript.Load(ctx, node).Err(); err != nil {
-			return 0, redisErr("obtain", err)
+			return 0, noRank, redisErr("obtain", err)
 		}
 		obtained, acked = run()
 	}
-	fence, err := fenceOrTaken(obtained.Int64())
+	fence, others, err = fenceOrTaken(obtained, who)
 	if err != nil {
-		return 0, err
+		return 0, others, err
 	}
 	n, err := acked.Int64()
 	if err != nil {
-		return 0, fmt.Errorf("%w: redis: %w: wait: %w", ErrUnavailable, ErrNotReplicated, err)
+		return 0, noRank, fmt.Errorf("%w: redis: %w: wait: %w", ErrUnavailable, ErrNotReplicated, err)
 	}
 	if n < int64(s.minReplicas) {
-		return 0, fmt.Errorf("%w: redis: %w: %d of %d replicas within %v", ErrUnavailable, ErrNotReplicated, n, s.minReplicas, s.replicaTO)
+		return 0, noRank, fmt.Errorf("%w: redis: %w: %d of %d replicas within %v", ErrUnavailable, ErrNotReplicated, n, s.minReplicas, s.replicaTO)
 	}
-	return fence, nil
+	return fence, others, nil
 }
 
 // master returns the client of the node that serves key: the Cluster
@@ -135,7 +195,7 @@ func (s *single) master(ctx context.Context, key string) (*redis.Client, error) 
 }
 
 func (s *single) release(ctx context.Context, key, token string) (wanted bool, err error) {
-	n, err := releaseScript.Run(ctx, s.rdb, []string{key, key + wantedSuffix}, token).Int64()
+	n, err := releaseScript.Run(ctx, s.rdb, []string{key, key + wantedSuffix}, token, s.freed).Int64()
 	if err != nil {
 		return false, redisErr("release", err)
 	}
@@ -146,7 +206,7 @@ func (s *single) release(ctx context.Context, key, token string) (wanted bool, e
 }
 
 func (s *single) keep(ctx context.Context, key, token string, ttl time.Duration) (kept, wanted bool, err error) {
-	n, err := keepScript.Run(ctx, s.rdb, []string{key, key + wantedSuffix}, token, ttl.Milliseconds()).Int64()
+	n, err := keepScript.Run(ctx, s.rdb, []string{key, key + wantedSuffix}, token, ttl.Milliseconds(), s.freed).Int64()
 	if err != nil {
 		return false, false, redisErr("keep", err)
 	}
@@ -167,10 +227,12 @@ func (s *single) refresh(ctx context.Context, key, token string, ttl time.Durati
 	return n == 2, nil
 }
 
-// listen subscribes to the channel refused obtains publish on, calling
-// wanted with each key; the returned function ends the subscription.
-func (s *single) listen(wanted func(key string)) (stop func() error) {
-	ps := s.rdb.Subscribe(context.Background(), s.notices)
+// listen subscribes to the channels refused obtains and releases of
+// wanted keys publish on, calling wanted with each key a refusal names
+// (and the refused contender's rank, noRank for none) and freed with each
+// released key; the returned function ends the subscription.
+func (s *single) listen(wanted func(key string, rank int64), freed func(key string)) (stop func() error) {
+	ps := s.rdb.Subscribe(context.Background(), s.notices, s.freed)
 	// Wait briefly for the subscription, so that a key refused after the first
 	// Obtain returned is heard; go-redis subscribes later if Redis is silent.
 	ctx, cancel := context.WithTimeout(context.Background(), s.listenTO)
@@ -180,7 +242,11 @@ func (s *single) listen(wanted func(key string)) (stop func() error) {
 	go func() {
 		defer close(done)
 		for msg := range ps.Channel() { // go-redis resubscribes after a reconnect
-			wanted(msg.Payload)
+			if msg.Channel == s.freed {
+				freed(msg.Payload)
+				continue
+			}
+			wanted(wantedNotice(msg.Payload))
 		}
 	}()
 	return func() error {
@@ -188,6 +254,19 @@ func (s *single) listen(wanted func(key string)) (stop func() error) {
 		<-done
 		return err
 	}
+}
+
+// wantedNotice splits a refusal's notice, "key" or "key NUL rank".
+func wantedNotice(payload string) (key string, rank int64) {
+	i := strings.LastIndexByte(payload, 0)
+	if i < 0 {
+		return payload, noRank
+	}
+	r, err := strconv.ParseInt(payload[i+1:], 10, 64)
+	if err != nil {
+		return payload, noRank
+	}
+	return payload[:i], r
 }
 
 // redisErr wraps a go-redis error, marking it ErrUnavailable when it says

@@ -50,16 +50,19 @@ func (r *redlock) mutex(key, token string, ttl time.Duration) *redsync.Mutex {
 	)
 }
 
-func (r *redlock) obtain(ctx context.Context, key, token string, ttl time.Duration) (int64, error) {
-	err := r.mutex(key, token, ttl).TryLockContext(ctx)
+// obtain ignores ranks: redsync keeps no contenders.
+func (r *redlock) obtain(ctx context.Context, key, token string, ttl time.Duration, _ *contender) (fence, others int64, err error) {
+	err = r.mutex(key, token, ttl).TryLockContext(ctx)
 	if err == nil {
-		return 0, nil
+		return 0, noRank, nil
 	}
 	if r.noQuorum(err) {
-		return 0, fmt.Errorf("%w: redlock: obtain: %w", ErrUnavailable, err)
+		return 0, noRank, fmt.Errorf("%w: redlock: obtain: %w", ErrUnavailable, err)
 	}
-	return 0, errTaken
+	return 0, noRank, errTaken
 }
+
+func (r *redlock) withdraw(context.Context, string, string) error { return nil }
 
 // release never reports the key wanted: redsync does not say.
 func (r *redlock) release(ctx context.Context, key, token string) (wanted bool, err error) {
@@ -94,7 +97,7 @@ func (r *redlock) refresh(ctx context.Context, key, token string, ttl time.Durat
 }
 
 // listen is not possible: redsync's obtain publishes nothing.
-func (r *redlock) listen(func(string)) (stop func() error) { return nil }
+func (r *redlock) listen(func(string, int64), func(string)) (stop func() error) { return nil }
 
 // noQuorum reports whether so many nodes were unreachable that a quorum was
 // impossible, whatever the others answered.

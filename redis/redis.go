@@ -4,6 +4,7 @@ package redis
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -19,7 +20,9 @@ import (
 
 var (
 	_ service.Locker        = (*Locker)(nil)
+	_ service.RankedLocker  = (*Locker)(nil)
 	_ service.LockInspector = (*Locker)(nil)
+	_ service.PlaceBoard    = (*Marks)(nil)
 )
 
 // Locker adapts a *lock.Client to service.Locker, translating "Redis is
@@ -34,6 +37,7 @@ type Locker struct{ c *lock.Client }
 var (
 	_ service.WantedLease   = (*lock.Lock)(nil)
 	_ service.KeepableLease = (*lock.Lock)(nil)
+	_ service.RankedLease   = (*lock.Lock)(nil)
 )
 
 // NewLocker returns the service's lock over c.
@@ -45,6 +49,12 @@ func hashTag(key string) string { return "{" + key + "}" }
 // Obtain takes the lock of key, as service.Locker says.
 func (l *Locker) Obtain(ctx context.Context, key string) (service.Lease, error) {
 	return locking.Lease(l.c.Obtain(ctx, hashTag(key)))
+}
+
+// ObtainRanked takes the lock of key in order of rank
+// (lock.Client.ObtainRanked): the order path's fair selling.
+func (l *Locker) ObtainRanked(ctx context.Context, key string, rank int64) (service.Lease, error) {
+	return locking.Lease(l.c.ObtainRanked(ctx, hashTag(key), rank))
 }
 
 // InspectLock reads the state of key's lock without taking it.
@@ -124,6 +134,41 @@ func (m *Marks) Mark(ctx context.Context, sku service.SKURef) (int64, error) {
 // and a newer version, in one script.
 func (m *Marks) SetMark(ctx context.Context, sku service.SKURef, mark int64) error {
 	return setMark.Run(ctx, m.rdb, []string{m.key(sku.ID)}, sku.Incarnation, mark, m.ttl.Milliseconds()).Err()
+}
+
+// placesChannel, after the marks' prefix, is where instances post the
+// places of buyers told to come back (service.PlaceBoard).
+const placesChannel = "places"
+
+// Post publishes ps to every instance listening, in one message.
+func (m *Marks) Post(ctx context.Context, ps []service.Place) error {
+	msg, err := json.Marshal(ps)
+	if err != nil {
+		return err
+	}
+	return m.rdb.Publish(ctx, m.prefix+placesChannel, msg).Err()
+}
+
+// Listen subscribes to the places posted, calling learn with each
+// message's, until stop; a message it cannot read is skipped. go-redis
+// subscribes again after a reconnect: places posted meanwhile are missed,
+// which costs their buyers their place, nothing else.
+func (m *Marks) Listen(learn func([]service.Place)) (stop func()) {
+	ps := m.rdb.Subscribe(context.Background(), m.prefix+placesChannel)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for msg := range ps.Channel() {
+			var places []service.Place
+			if json.Unmarshal([]byte(msg.Payload), &places) == nil {
+				learn(places)
+			}
+		}
+	}()
+	return func() {
+		_ = ps.Close()
+		<-done
+	}
 }
 
 // Ping reports nil when a majority of the Redis nodes answer PING: with

@@ -92,3 +92,29 @@ func (g *groupCommit) Lingering() bool {
 	defer g.mu.Unlock()
 	return g.wake != nil
 }
+
+// QueuedArrivals returns the arrival (unix µs) of every buyer queued for
+// sku on o, by user id.
+func QueuedArrivals(o *Orders, skuID int64) map[string]int64 {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	out := map[string]int64{}
+	if q := o.queues[skuID]; q != nil {
+		for _, p := range q.waiting[q.head:] {
+			out[p.req.UserID] = p.arrived
+		}
+	}
+	return out
+}
+
+// KnowsPlace reports whether o remembers a place for the request.
+func KnowsPlace(o *Orders, r OrderRequest) bool {
+	o.places.mu.Lock()
+	defer o.places.mu.Unlock()
+	_, ok := o.places.byKey[placeKey{r.SKUID, r.UserID, r.IdempotencyKey}]
+	return ok
+}
+
+// TurnFloor is how many buyers a turn of the lock sells whatever the
+// fair window (fair.go).
+const TurnFloor = turnFloor

@@ -16,6 +16,15 @@ type leaseHold struct {
 	lease Lease
 	since time.Time
 	known *SKU // the SKU after this lease's last batch; nil before its first
+	// rank is the arrival (unix µs) of the oldest buyer the lock is
+	// wanted for, under fair selling (fair.go); 0: obtained unranked.
+	rank int64
+	// unlocked says that fair selling's turn found no lease for the
+	// batch: it sells on the database guard without trying again.
+	unlocked bool
+	// taken counts the buyers taken into batches since the lease was
+	// obtained: a turn's floor (fair.go).
+	taken int
 	// knownOn is the server that committed known (Commit.Server), 0 when
 	// not tracked: after a failover the row there is another one.
 	knownOn int64
@@ -23,6 +32,10 @@ type leaseHold struct {
 
 // acquire returns the held lease, or obtains one (nil: sell unlocked).
 func (h *leaseHold) acquire(ctx context.Context) Lease {
+	if h.unlocked {
+		h.unlocked = false
+		return nil
+	}
 	if h.lease != nil {
 		lost := false
 		select {
@@ -33,17 +46,28 @@ func (h *leaseHold) acquire(ctx context.Context) Lease {
 		switch {
 		case lost:
 			h.release()
-		case time.Since(h.since) >= h.max && !h.unwanted():
+		case h.deaf() && time.Since(h.since) >= h.max && !h.unwanted():
 			h.keep()
 		}
 	}
 	if h.lease == nil {
-		h.lease = h.o.obtain(ctx, h.sku)
-		h.since = time.Now()
-		h.known, h.knownOn = nil, 0
+		h.obtain(ctx)
 	}
 	return h.lease
 }
+
+// obtain takes the lock, ranked when h.rank is set; nil: sell unlocked.
+func (h *leaseHold) obtain(ctx context.Context) {
+	h.lease = h.o.obtain(ctx, h.sku, h.rank)
+	h.since = time.Now()
+	h.known, h.knownOn, h.taken = nil, 0, 0
+}
+
+// deaf reports whether the holder cannot hand the lease over by age
+// (fair.go): it was obtained unranked, or it does not hear who wants it
+// (Redlock, wanted notices off). It then lets the lease go, when wanted,
+// after each LockHold.
+func (h *leaseHold) deaf() bool { return h.rank == 0 || h.wanting() == nil }
 
 func (h *leaseHold) wanting() <-chan struct{} {
 	if w, ok := h.lease.(WantedLease); ok {

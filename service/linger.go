@@ -44,10 +44,11 @@ func (a arrivals) expectedWithin(now int64, d time.Duration) int64 {
 
 // linger returns batch with the requests that arrived while the worker
 // waited for them: once, for Linger, and only when more orders than the
-// batch holds are expected within that time. Shutdown ends the wait at
-// once. t is the worker's own stopped timer.
-func (o *Orders) linger(q *skuQueue, batch []*pending, t *time.Timer) []*pending {
-	if o.cfg.Linger <= 0 || len(batch) >= o.cfg.BatchMax {
+// batch holds are expected within that time, and nobody else waits for
+// the SKU's lock (lim, fair.go: arrivals from now on could not join).
+// Shutdown ends the wait at once. t is the worker's own stopped timer.
+func (o *Orders) linger(q *skuQueue, batch []*pending, lim turnLimit, t *time.Timer) []*pending {
+	if o.cfg.Linger <= 0 || len(batch) >= o.cfg.BatchMax || lim.until != noLimit {
 		return batch
 	}
 	if o.expected(q, o.cfg.Linger) <= int64(len(batch)) {
@@ -60,7 +61,7 @@ func (o *Orders) linger(q *skuQueue, batch []*pending, t *time.Timer) []*pending
 		t.Stop()
 		return batch
 	}
-	return o.take(q, batch)
+	return o.take(q, batch, lim)
 }
 
 func (o *Orders) expected(q *skuQueue, d time.Duration) int64 {

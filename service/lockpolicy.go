@@ -15,12 +15,12 @@ const redisProbeInterval = time.Second
 // unreachable, so that orders are sold on the database's guard alone.
 func (o *Orders) Degraded() bool { return o.degraded.Load() }
 
-// obtain takes the SKU's lock, or returns nil to sell on the version
+// obtain takes the SKU's lock (ranked by rank unless 0), or returns nil to sell on the version
 // column alone: when the lock store is unreachable, when a holder looked
 // dead for a whole LockWait, or when live holders kept it for half the
 // batch's time. Live holders are waited for, since selling beside them
 // only makes transactions conflict (docs/locking.md, "Busy is not dead").
-func (o *Orders) obtain(ctx context.Context, skuID int64) Lease {
+func (o *Orders) obtain(ctx context.Context, skuID, rank int64) Lease {
 	now := time.Now().UnixNano()
 	if now < o.lockDownTill.Load() {
 		return nil
@@ -36,7 +36,7 @@ func (o *Orders) obtain(ctx context.Context, skuID int64) Lease {
 	defer cancelBusy()
 	for {
 		lctx, cancel := context.WithTimeout(busy, o.cfg.LockWait)
-		lease, err := o.locker.Obtain(lctx, key)
+		lease, err := o.lockOnce(lctx, key, rank)
 		cancel()
 		switch {
 		case err == nil:
@@ -67,4 +67,13 @@ func (o *Orders) obtain(ctx context.Context, skuID int64) Lease {
 			return nil
 		}
 	}
+}
+
+// lockOnce asks the locker for key, ranked when rank is set and the
+// locker ranks (fair.go).
+func (o *Orders) lockOnce(ctx context.Context, key string, rank int64) (Lease, error) {
+	if rl, ok := o.locker.(RankedLocker); ok && rank != 0 {
+		return rl.ObtainRanked(ctx, key, rank)
+	}
+	return o.locker.Obtain(ctx, key)
 }

@@ -28,6 +28,12 @@ type OrdersConfig struct {
 	SoldOutTTL     time.Duration // how often a SKU's shared sold-out mark is read
 	SoldOutRecheck time.Duration // a local sold-out mark older than this is re-read from the database
 	PaymentTimeout time.Duration // a new order awaits payment this long; 0: paid at creation
+	// FairWindow is how much younger than the oldest buyer waiting on
+	// another instance a lock holder's buyers may be and still be sold
+	// (fair.go).
+	FairWindow time.Duration
+	PlaceGrace time.Duration // a buyer told to come back keeps its arrival this long past Retry-After (places.go)
+	PlacesMax  int           // places remembered per process; 0: none
 	// Replicas, when set, confirms every batch's commit before its buyers
 	// are answered (mysql.min_replicas); nil: answered at COMMIT.
 	Replicas Replicas
@@ -89,6 +95,8 @@ type Orders struct {
 	abort   atomic.Bool   // Shutdown ran out of time: answer, don't commit
 	workers sync.WaitGroup
 
+	places *places // the first arrivals of buyers told to come back
+
 	lockSkip     sync.Map     // sku id → unix nanos until which its lock is not awaited
 	lockDownTill atomic.Int64 // unix nanos until which the lock is skipped
 	degraded     atomic.Bool
@@ -99,13 +107,16 @@ func NewOrders(store Store, locker Locker, marks SoldOutMarks, cfg OrdersConfig,
 	if obs == nil {
 		obs = nopObserver{}
 	}
-	return &Orders{
+	o := &Orders{
 		store: store, locker: locker, marks: marks, cfg: cfg, log: log, obs: obs,
 		skus:   newSKUDirectory(store, cfg.UnknownSKUTTL, cfg.TxTimeout),
 		group:  newGroupCommit(store, cfg.Linger),
 		queues: map[int64]*skuQueue{},
 		quit:   make(chan struct{}),
 	}
+	board, _ := marks.(PlaceBoard)
+	o.places = newPlaces(cfg.PlacesMax, comeBackAfter+cfg.PlaceGrace, board, log)
+	return o
 }
 
 // Place sells r or says why not. A request whose ctx ends while it waits
@@ -132,22 +143,25 @@ func (o *Orders) Place(ctx context.Context, r OrderRequest) (placed Placed, err 
 		}
 		return o.refuseUnlocked(ctx, r, ErrSaleNotActive)
 	}
-	p := &pending{req: r, done: make(chan Outcome, 1)}
+	p := &pending{req: r, arrived: o.places.arrival(r), done: make(chan Outcome, 1)}
 	// No timer per request: the worker refuses, uncharged, whoever it
 	// reaches after their deadline; ctx still ends the wait of a buyer who left.
 	p.expires = time.Now().Add(o.cfg.RequestTimeout).UnixNano()
 	if err := o.enqueue(p); err != nil {
+		o.places.comeBack(r, p.arrived, err)
 		return Placed{}, err
 	}
 	select {
 	case out := <-p.done:
+		o.places.comeBack(r, p.arrived, out.Err)
 		return out.Placed, out.Err
 	case <-ctx.Done():
 		if p.state.CompareAndSwap(queued, abandoned) {
 			return Placed{}, fmt.Errorf("%w: gave up waiting: %w", ErrUnavailable, ctx.Err())
 		}
-		// The worker took it: its batch answers within TxTimeout.
+		// The worker took it, or bumped it: its answer comes within TxTimeout.
 		out := <-p.done
+		o.places.comeBack(r, p.arrived, out.Err)
 		return out.Placed, out.Err
 	}
 }
@@ -190,6 +204,7 @@ func (o *Orders) Shutdown(ctx context.Context) error {
 	if !o.closing {
 		o.closing = true
 		close(o.quit)
+		defer o.places.close()
 	}
 	o.mu.Unlock()
 	done := make(chan struct{})

@@ -9,6 +9,7 @@ import (
 // pending is one buyer waiting for its answer.
 type pending struct {
 	req     OrderRequest
+	arrived int64        // unix µs: its arrival here, or its first, kept (fair.go)
 	expires int64        // unix nanos; 0: no deadline of the queue's
 	state   atomic.Int32 // queued → taken by the worker, or queued → abandoned
 	done    chan Outcome // buffered: the worker never blocks on it
@@ -24,7 +25,7 @@ const (
 // QueueMax), so that an idle or lightly used SKU costs a few hundred bytes.
 type skuQueue struct {
 	id       int64
-	waiting  []*pending // guarded by Orders.mu; waiting[head:] is the queue
+	waiting  []*pending // guarded by Orders.mu; waiting[head:] is the queue, by arrival
 	head     int
 	wake     chan struct{} // capacity 1: "something was queued"
 	stop     chan struct{} // closed when evicted: its worker exits
@@ -68,7 +69,7 @@ func (o *Orders) enqueue(p *pending) error {
 	if q.idle != nil {
 		q.idle.remove(q)
 	}
-	if q.len() >= o.cfg.QueueMax {
+	if q.len() >= o.cfg.QueueMax && !o.bumpYoungest(q, p) {
 		o.obs.QueueRejected(q.id)
 		return ErrBusy
 	}
@@ -77,7 +78,7 @@ func (o *Orders) enqueue(p *pending) error {
 		clear(q.waiting[n:])
 		q.waiting, q.head = q.waiting[:n], 0
 	}
-	q.waiting = append(q.waiting, p)
+	q.insert(p)
 	q.arrivals.observe(time.Now().UnixNano())
 	o.obs.QueueDepth(q.id, q.len())
 	select {
@@ -115,11 +116,19 @@ func (l *idleList) remove(q *skuQueue) {
 	q.idle, q.prev, q.next = nil, nil, nil
 }
 
-// take moves waiting requests of q into batch, up to BatchMax in all.
-func (o *Orders) take(q *skuQueue, batch []*pending) []*pending {
+// take moves the waiting requests of q that lim lets go (fair.go) into
+// batch, oldest first, up to BatchMax in all.
+func (o *Orders) take(q *skuQueue, batch []*pending, lim turnLimit) []*pending {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	n := max(min(q.len(), o.cfg.BatchMax-len(batch)), 0)
+	for n > 0 { // rare: a limit inside the batch
+		a := q.waiting[q.head+n-1].arrived
+		if a <= lim.until || (n <= lim.floor && a <= lim.line) {
+			break
+		}
+		n--
+	}
 	batch = append(batch, q.waiting[q.head:q.head+n]...)
 	clear(q.waiting[q.head : q.head+n])
 	q.head += n
@@ -132,7 +141,7 @@ func (o *Orders) take(q *skuQueue, batch []*pending) []*pending {
 	if n > 0 {
 		o.obs.QueueDepth(q.id, q.len())
 	}
-	if len(batch) == 0 { // the worker is about to wait
+	if len(batch) == 0 && q.len() == 0 { // the worker is about to wait
 		o.goIdle(q)
 	}
 	return batch

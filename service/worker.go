@@ -20,7 +20,13 @@ func (o *Orders) work(q *skuQueue) {
 	lingering.Stop()
 	batch := make([]*pending, 0, min(o.cfg.BatchMax, 64))
 	for {
-		batch = o.take(q, batch[:0]) // queued work first, also while shutting down
+		lim := o.turn(q, hold)
+		batch = o.take(q, batch[:0], lim) // queued work first, also while shutting down
+		if len(batch) == 0 && lim.until != noLimit && !o.queueEmpty(q) {
+			hold.release() // an older buyer waits on another instance, or comes back later: its turn
+			o.awaitLine(q, lingering)
+			continue
+		}
 		if len(batch) == 0 {
 			select {
 			case <-q.wake:
@@ -36,7 +42,8 @@ func (o *Orders) work(q *skuQueue) {
 			idle.Reset(o.cfg.IdleTimeout)
 			continue
 		}
-		batch = o.linger(q, batch, lingering)
+		batch = o.linger(q, batch, lim, lingering)
+		hold.taken += len(batch)
 		q.sold = o.commit(context.Background(), q, batch, hold)
 		if !o.awaitHolding(q, hold, lingering) {
 			hold.release() // idle: the lock is for whoever needs it next

@@ -152,6 +152,14 @@ type Order struct {
 	PaymentTimeout time.Duration `yaml:"payment_timeout" default:"15m" valid:">=0" help:"a new order stays pending, holding its units, this long, then expires unpaid; 0: paid at creation"`
 	SweepInterval  time.Duration `yaml:"sweep_interval" default:"1s" valid:">=10ms" help:"how often the elected sweeper expires due orders"`
 	SweepBatch     int           `yaml:"sweep_batch" default:"256" valid:"1..10000" help:"orders expired per transaction"`
+	// FairWindow: a SKU's lock holder sells its turn's 64 oldest buyers,
+	// then those who arrived no later than the oldest buyer waiting on
+	// another instance plus this, then hands the lock to that instance
+	// (service/fair.go). Smaller is fairer down to the span of those 64
+	// arrivals; handoffs stay at most one per 64 orders at any value.
+	FairWindow time.Duration `yaml:"fair_window" default:"50ms" valid:"0s..10s" help:"first come, first served across instances: after its turn's 64 oldest buyers, a lock holder sells buyers up to this much younger than another instance's oldest, then hands over"`
+	PlaceGrace time.Duration `yaml:"place_grace" default:"5s" valid:"0s..1m" help:"a buyer told 429/503 who retries with the same Idempotency-Key within Retry-After plus this keeps its first arrival, on any instance"`
+	PlacesMax  int           `yaml:"places_max" default:"50000" valid:">=0" help:"places of buyers told to come back remembered per instance (about 300 bytes each); full: the soonest to lapse goes; 0: none kept"`
 }
 
 // Lock configures the per-SKU Redis lock.

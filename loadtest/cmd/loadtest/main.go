@@ -12,6 +12,7 @@
 //	go run ./loadtest/cmd/loadtest -scenario invented-skus  # 20,000 orders for ids that do not exist
 //	go run ./loadtest/cmd/loadtest -scenario lifecycle      # pay, cancel, expire: returned units resold; leader frozen, another killed
 //	go run ./loadtest/cmd/loadtest -scenario idle-restock   # sell out, idle past the sold-out marks, restock, burst: no stale sold_out
+//	go run ./loadtest/cmd/loadtest -scenario fair           # 12,000 buyers for 3,000 units over 1s: who was served out of arrival order
 //	go run ./loadtest/cmd/loadtest -target -base-urls https://a,https://b -admin-token ...
 package main
 
@@ -162,9 +163,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&cfg.Restocks, "restocks", 0, "restock the SKU this many times during the sale, each time it sells out, to a quarter of -stock")
 	fs.IntVar(&cfg.HistoryMaxOps, "history-max-ops", 40000, "operations the history check's search takes at most; a longer history is not concluded")
 	quiet := fs.Bool("q", false, "print only the summary")
-	scenario := fs.String("scenario", "sale", "sale: the k6 flash sale; invented-skus: orders for SKU ids that do not exist, measuring what stays (RSS, goroutines, Redis keys); lifecycle: buyers pay, cancel or abandon until every unit is paid, the sweeper's leader frozen and its successor killed; idle-restock: sell-outs, idle gaps, restocks through one instance and bursts at the others")
+	scenario := fs.String("scenario", "sale", "sale: the k6 flash sale; invented-skus: orders for SKU ids that do not exist, measuring what stays (RSS, goroutines, Redis keys); lifecycle: buyers pay, cancel or abandon until every unit is paid, the sweeper's leader frozen and its successor killed; idle-restock: sell-outs, idle gaps, restocks through one instance and bursts at the others; fair: -buyers over 1s round-robin over the instances, retrying 429/503 with the same key, counting late winners and early losers")
 	requests := fs.Int("requests", 20000, "orders sent by -scenario invented-skus")
 	units := fs.Int64("units", 1000, "units sold by -scenario lifecycle")
+	buyers := fs.Int("buyers", 12000, "buyers of -scenario fair, one unit each, arriving evenly over 1s (its units: -stock, 3000 unless set)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -186,9 +188,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runLifecycle(ctx, cfg, *units, stdout)
 	case "idle-restock":
 		return runIdleRestock(ctx, cfg, stdout)
+	case "fair":
+		if !stockSet(fs) {
+			cfg.Stock = 3000
+		}
+		return runFair(ctx, cfg, *buyers, stdout)
 	case "sale":
 	default:
-		return fmt.Errorf("-scenario %q: want sale, invented-skus, lifecycle or idle-restock", *scenario)
+		return fmt.Errorf("-scenario %q: want sale, invented-skus, lifecycle, idle-restock or fair", *scenario)
 	}
 
 	res, err := harness.Run(ctx, cfg)
@@ -200,6 +207,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return errViolated
 	}
 	return nil
+}
+
+// stockSet reports whether -stock was given.
+func stockSet(fs *flag.FlagSet) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == "stock" })
+	return set
 }
 
 // mysqlFailoverDefaults gives -fault mysql-failover the scenario of its

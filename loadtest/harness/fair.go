@@ -1,0 +1,317 @@
+package harness
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/seckill/seckill/loadtest/verify"
+)
+
+// FairConfig is the first-come-first-served run (-scenario fair): Buyers
+// distinct buyers, one unit each, arrive evenly spread over Over,
+// round-robin over the instances, for a SKU of Units units. A buyer told
+// 429 or 503 waits Retry-After and sends the same request with the same
+// Idempotency-Key to the next instance, as a well-behaved client does.
+// The run then counts the buyers served out of arrival order.
+type FairConfig struct {
+	Instances int           // default 3
+	Units     int64         // default 3,000
+	Buyers    int           // default 12,000
+	Over      time.Duration // default 1s
+	Tolerance time.Duration // default 100ms
+	Env       []string      // KEY=VALUE for every instance
+	MySQLDSN  string
+	// ServiceBin is a prebuilt seckill, to measure another build with
+	// the same client.
+	ServiceBin   string
+	SoldOutBound time.Duration
+	Keep         bool
+	Log          io.Writer
+}
+
+// FairResult is what a fair run found. A late winner bought although it
+// arrived more than Tolerance after the last buyer who should have won
+// (the Units-th arrival); an early loser arrived more than Tolerance
+// before that buyer and was refused sold_out.
+type FairResult struct {
+	Instances                    int
+	Units                        int64
+	Buyers                       int
+	Over, Tolerance              time.Duration
+	Env                          []string
+	Winners, Losers, Others      int
+	Retried, Retries             int // buyers told to come back, and their retries
+	LateWinners, EarlyLosers     int
+	LoserWaitP50, LoserWaitP99   time.Duration
+	WinnerWaitP50, WinnerWaitP99 time.Duration
+	Elapsed                      time.Duration
+	Stock, Sold                  int64
+	History                      verify.HistoryVerdict
+	Dir                          string
+	Violations                   []string
+}
+
+// Pass reports whether every answer was true: fairness itself is measured
+// and printed, not judged, since the bound depends on the settings.
+func (r FairResult) Pass() bool { return len(r.Violations) == 0 }
+
+// WriteText prints the result.
+func (r FairResult) WriteText(w io.Writer) {
+	env := "defaults"
+	if len(r.Env) > 0 {
+		env = strings.Join(r.Env, " ")
+	}
+	fmt.Fprintf(w, "fair: %d units, %d buyers over %s, %d instance(s), %s (%.1fs)\n", r.Units, r.Buyers, r.Over, r.Instances, env, r.Elapsed.Seconds())
+	fmt.Fprintf(w, "  answers: %d bought, %d sold_out, %d other; %d buyers told to come back, %d retries\n", r.Winners, r.Losers, r.Others, r.Retried, r.Retries)
+	fmt.Fprintf(w, "  late winners + early losers at %s: %d + %d = %d\n", r.Tolerance, r.LateWinners, r.EarlyLosers, r.LateWinners+r.EarlyLosers)
+	fmt.Fprintf(w, "  a loser waits for its answer: p50 %.2fs, p99 %.2fs (a winner: p50 %.2fs, p99 %.2fs)\n",
+		r.LoserWaitP50.Seconds(), r.LoserWaitP99.Seconds(), r.WinnerWaitP50.Seconds(), r.WinnerWaitP99.Seconds())
+	fmt.Fprintf(w, "  sku: stock %d, sold %d\n", r.Stock, r.Sold)
+	fmt.Fprintf(w, "  history: %s\n", r.History)
+	fmt.Fprintf(w, "  results: %s\n", r.Dir)
+	if r.Pass() {
+		fmt.Fprintln(w, "PASS")
+		return
+	}
+	for _, v := range r.Violations {
+		fmt.Fprintln(w, "FAIL:", v)
+	}
+}
+
+// fairBuyer is one buyer's first arrival and final answer.
+type fairBuyer struct {
+	arrived, answered time.Time
+	status            int
+	code              string
+	tries             int
+}
+
+// maxFairTries bounds each buyer's attempts.
+const maxFairTries = 20
+
+// RunFair starts the database, a private Redis and the instances, sends
+// the buyers and counts who was served out of arrival order.
+func RunFair(ctx context.Context, cfg FairConfig) (res FairResult, err error) {
+	if cfg.Instances == 0 {
+		cfg.Instances = 3
+	}
+	if cfg.Units == 0 {
+		cfg.Units = 3000
+	}
+	if cfg.Buyers == 0 {
+		cfg.Buyers = 12000
+	}
+	if cfg.Over == 0 {
+		cfg.Over = time.Second
+	}
+	if cfg.Tolerance == 0 {
+		cfg.Tolerance = 100 * time.Millisecond
+	}
+	if int64(cfg.Buyers) <= cfg.Units {
+		return res, fmt.Errorf("the buyers (%d) must outnumber the units (%d): the run measures who loses", cfg.Buyers, cfg.Units)
+	}
+	base, err := normalize(Config{Instances: cfg.Instances, MySQLDSN: cfg.MySQLDSN, ServiceBin: cfg.ServiceBin, Keep: cfg.Keep, Log: cfg.Log,
+		SoldOutBound: cfg.SoldOutBound,
+		Env:          append([]string{"SECKILL_AUTH_SHOPPER=none"}, cfg.Env...), // buyers are named in the body
+	})
+	if err != nil {
+		return res, err
+	}
+	r, err := startScenario(ctx, base, "fair", &http.Client{Timeout: 30 * time.Second,
+		Transport: &http.Transport{MaxIdleConnsPerHost: fairConnsPerInstance}}) // every buyer may wait at once
+	defer r.tearDown()
+	res.Dir = r.dir
+	if err != nil {
+		return res, err
+	}
+	res.Instances, res.Units, res.Buyers, res.Over, res.Tolerance, res.Env = cfg.Instances, cfg.Units, cfg.Buyers, cfg.Over, cfg.Tolerance, cfg.Env
+	var sku struct{ ID int64 }
+	body := fmt.Sprintf(`{"name":"fair","stock":%d,"per_user_limit":1}`, cfg.Units)
+	if err := r.admin(ctx, http.MethodPost, r.baseURLs[0]+"/admin/v1/skus", []byte(body), http.StatusCreated, &sku); err != nil {
+		return res, err
+	}
+	r.skuID, r.skuIDs = sku.ID, []int64{sku.ID}
+	fr := &fairRun{run: r, history: newGoHistory(), buyers: make([]fairBuyer, cfg.Buyers)}
+	fr.warm(ctx, min(cfg.Buyers/cfg.Instances+1, fairConnsPerInstance))
+	r.event("fair: %d buyers over %s", cfg.Buyers, cfg.Over)
+	start := time.Now()
+	fr.send(ctx, cfg.Over)
+	res.Elapsed = time.Since(start)
+	if err := ctx.Err(); err != nil {
+		return res, err
+	}
+	fr.count(&res)
+	if err := r.db.QueryRowContext(ctx, "SELECT stock, sold FROM skus WHERE id = ?", sku.ID).Scan(&res.Stock, &res.Sold); err != nil {
+		return res, err
+	}
+	if res.Sold != cfg.Units || int64(res.Winners) != res.Sold {
+		res.Violations = append(res.Violations, fmt.Sprintf("sold %d and %d buyers told they bought; want %d of each", res.Sold, res.Winners, cfg.Units))
+	}
+	res.History, err = r.checkGoHistory(ctx, fr.history, sku.ID, cfg.Units, 1, res.Stock)
+	if err != nil {
+		return res, err
+	}
+	for _, v := range res.History.Violations {
+		res.Violations = append(res.Violations, "history: "+v.Message)
+	}
+	res.Violations = append(res.Violations, r.audit(ctx)...)
+	return res, nil
+}
+
+// fairRun is the state of one fair run.
+type fairRun struct {
+	*run
+	history *goHistory
+	buyers  []fairBuyer
+}
+
+// fairConnsPerInstance bounds the connections the client keeps open to
+// each instance.
+const fairConnsPerInstance = 12000
+
+// warm opens n connections to every instance before the sale, so that
+// buyers do not each dial one: a dial on a busy box can take longer than
+// the tolerance, and would reorder the arrivals before the service sees
+// them.
+func (fr *fairRun) warm(ctx context.Context, n int) {
+	var wg sync.WaitGroup
+	for _, url := range fr.baseURLs {
+		for range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"/healthz", nil)
+				if err != nil {
+					return
+				}
+				if resp, err := fr.client.Do(req); err == nil {
+					_, _ = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+			}()
+		}
+	}
+	wg.Wait()
+}
+
+// send starts buyer k at k·over/len(buyers) after the first, at instance
+// k mod the instances, and waits for every buyer's final answer.
+func (fr *fairRun) send(ctx context.Context, over time.Duration) {
+	var wg sync.WaitGroup
+	n := len(fr.buyers)
+	start := time.Now()
+	for k := range n {
+		if d := time.Until(start.Add(over * time.Duration(k) / time.Duration(n))); d > 0 {
+			sleepCtx(ctx, d)
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			fr.buy(ctx, k)
+		}()
+	}
+	wg.Wait()
+}
+
+// buy sends buyer k's order until it gets an answer other than "come back
+// later", waiting Retry-After between tries, each try at the next instance.
+func (fr *fairRun) buy(ctx context.Context, k int) {
+	b := &fr.buyers[k]
+	user := fmt.Sprintf("fair-%d", k)
+	body := fmt.Sprintf(`{"sku_id":%d,"user_id":%q,"quantity":1}`, fr.skuID, user)
+	key := "fair-key-" + strconv.Itoa(k)
+	b.arrived = time.Now()
+	for try := 0; try < maxFairTries && ctx.Err() == nil; try++ {
+		i := (k + try) % len(fr.baseURLs)
+		call := time.Now()
+		status, code, retryAfter, id, err := fr.post(ctx, fr.baseURLs[i], body, key)
+		fr.history.order(k, fmt.Sprintf("instance-%d", i), user, call, time.Now(), status, code, id, err)
+		b.tries++
+		b.status, b.code, b.answered = status, code, time.Now()
+		if err == nil && status != http.StatusTooManyRequests && status != http.StatusServiceUnavailable {
+			return
+		}
+		sleepCtx(ctx, retryAfter)
+	}
+}
+
+// post sends one order and returns its answer; retryAfter is what the
+// answer asked for, 1s when it named none.
+func (fr *fairRun) post(ctx context.Context, url, body, key string) (status int, code string, retryAfter time.Duration, id int64, err error) {
+	retryAfter = time.Second
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/api/v1/orders", strings.NewReader(body))
+	if err != nil {
+		return 0, "", retryAfter, 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", key)
+	resp, err := fr.client.Do(req)
+	if err != nil {
+		return 0, "", retryAfter, 0, err
+	}
+	defer resp.Body.Close()
+	var a orderAnswer
+	_ = json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&a)
+	if s, perr := strconv.Atoi(resp.Header.Get("Retry-After")); perr == nil && s >= 0 {
+		retryAfter = time.Duration(s) * time.Second
+	}
+	id, _ = fr.orderIDs.Decode(a.OrderID)
+	return resp.StatusCode, a.Error.Code, retryAfter, id, nil
+}
+
+// count fills res from the buyers' answers: the winners, the losers, and
+// those served out of arrival order by more than the tolerance.
+func (fr *fairRun) count(res *FairResult) {
+	order := make([]int, len(fr.buyers))
+	for k := range order {
+		order[k] = k
+	}
+	slices.SortFunc(order, func(a, b int) int { return fr.buyers[a].arrived.Compare(fr.buyers[b].arrived) })
+	last := fr.buyers[order[min(int(res.Units), len(order))-1]].arrived // the last who should win
+	var loserWaits, winnerWaits []time.Duration
+	for _, b := range fr.buyers {
+		if b.tries > 1 {
+			res.Retried++
+			res.Retries += b.tries - 1
+		}
+		wait := b.answered.Sub(b.arrived)
+		switch {
+		case b.status == http.StatusCreated:
+			res.Winners++
+			winnerWaits = append(winnerWaits, wait)
+			if b.arrived.After(last.Add(res.Tolerance)) {
+				res.LateWinners++
+			}
+		case b.status == http.StatusConflict && b.code == verify.SoldOutAnswer:
+			res.Losers++
+			loserWaits = append(loserWaits, wait)
+			if b.arrived.Before(last.Add(-res.Tolerance)) {
+				res.EarlyLosers++
+			}
+		default:
+			res.Others++
+		}
+	}
+	res.LoserWaitP50, res.LoserWaitP99 = quantile(loserWaits, 0.50), quantile(loserWaits, 0.99)
+	res.WinnerWaitP50, res.WinnerWaitP99 = quantile(winnerWaits, 0.50), quantile(winnerWaits, 0.99)
+}
+
+// quantile returns the q-quantile of ds (nearest rank), 0 when empty.
+func quantile(ds []time.Duration, q float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	slices.Sort(ds)
+	return ds[min(int(q*float64(len(ds))), len(ds)-1)]
+}

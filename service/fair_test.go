@@ -1,0 +1,316 @@
+package service_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/seckill/seckill/internal/app"
+	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/lock"
+	"github.com/seckill/seckill/service"
+)
+
+// holdSKULock takes sku's lock as the rigs name it, so that every order
+// queues until release is called.
+func holdSKULock(t *testing.T, r *rig, sku int64) (release func()) {
+	t.Helper()
+	lc := lock.New(r.rdb, app.LockOptions(r.pc)...)
+	l, err := lc.Obtain(context.Background(), "{"+service.SKULockKey(sku)+"}")
+	if err != nil {
+		t.Fatalf("Obtain(sku %d's lock) = %v", sku, err)
+	}
+	return func() {
+		if err := l.Release(context.Background()); err != nil {
+			t.Errorf("Release = %v", err)
+		}
+	}
+}
+
+// Invariant 19: on three instances, production defaults, the units go to
+// the earliest arrivals across every instance: no buyer wins who arrived
+// more than the bound after the last buyer who should have won, and none
+// loses who arrived more than the bound before it. The bound is
+// order.fair_window, or the span of a turn's floor of one instance's
+// arrivals when that is longer (docs/design.md).
+func TestPlace_ThreeInstancesSellInArrivalOrder(t *testing.T) {
+	dsn := testenv.Database(t)
+	prefix := testenv.Name("test:fair:") + ":"
+	rigs := make([]*rig, 3)
+	for i := range rigs {
+		rigs[i] = newRig(t, dsn, rigOptions{prefix: prefix})
+	}
+	const units, buyers = 300, 1200
+	sku := createSKU(t, rigs[0].store, units, 1)
+	release := holdSKULock(t, rigs[0], sku.ID)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	answers := make([]error, buyers)
+	var wg sync.WaitGroup
+	for k := range buyers {
+		if k%6 == 0 {
+			// Spread the arrivals over ~0.6s, far more than the bound,
+			// so that selling out of order shows; nobody is sold
+			// meanwhile, since the lock is held.
+			time.Sleep(3 * time.Millisecond)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, answers[k] = rigs[k%3].orders.Place(ctx, service.OrderRequest{SKUID: sku.ID, UserID: "b" + strconv.Itoa(k), Quantity: 1})
+		}()
+	}
+	arrived := map[string]int64{}
+	var floorSpan int64 // the longest span of a turn's floor of one instance's arrivals
+	for _, r := range rigs {
+		r.obs.waitDepth(t, buyers/3)
+		var mine []int64
+		for u, a := range service.QueuedArrivals(r.orders, sku.ID) {
+			arrived[u] = a
+			mine = append(mine, a)
+		}
+		slices.Sort(mine)
+		for i := service.TurnFloor - 1; i < len(mine); i++ {
+			floorSpan = max(floorSpan, mine[i]-mine[i-service.TurnFloor+1])
+		}
+	}
+	release() // every buyer is queued: the instances now sell
+	wg.Wait()
+	if len(arrived) != buyers {
+		t.Fatalf("%d buyers queued; want %d", len(arrived), buyers)
+	}
+	order := make([]int64, 0, buyers)
+	for _, a := range arrived {
+		order = append(order, a)
+	}
+	slices.Sort(order)
+	bound := max(rigs[0].pc.Order.FairWindow.Microseconds(), floorSpan)
+	last := order[units-1]
+	var won, late, early int
+	for k, err := range answers {
+		a := arrived["b"+strconv.Itoa(k)]
+		switch {
+		case err == nil:
+			won++
+			if a > last+bound {
+				late++
+			}
+		case errors.Is(err, service.ErrSoldOut):
+			if a < last-bound {
+				early++
+			}
+		default:
+			t.Errorf("buyer %d: Place = %v; want an order or ErrSoldOut", k, err)
+		}
+	}
+	if won != units || late != 0 || early != 0 {
+		t.Errorf("%d bought, %d late winners, %d early losers (bound %v); want %d, 0, 0", won, late, early, time.Duration(bound)*time.Microsecond, units)
+	}
+	testenv.CheckInvariants(t, rigs[0].db, sku.ID)
+}
+
+// Invariant 19: a buyer told 429 busy on one instance who retries with the
+// same Idempotency-Key on another keeps its first arrival there: it
+// bumps the youngest buyer of a full queue and is sold before everyone
+// who arrived after it.
+func TestPlace_BuyerSentBackKeepsItsPlaceOnAnotherInstance(t *testing.T) {
+	dsn := testenv.Database(t)
+	prefix := testenv.Name("test:fair:") + ":"
+	queue := func(c *service.OrdersConfig) { c.QueueMax = 2 }
+	a := newRig(t, dsn, rigOptions{prefix: prefix, cfg: queue})
+	b := newRig(t, dsn, rigOptions{prefix: prefix, cfg: queue})
+	sku := createSKU(t, a.store, 3, 1)
+	release := holdSKULock(t, a, sku.ID)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	type answer struct {
+		user string
+		err  error
+	}
+	answers := make(chan answer, 8)
+	buy := func(r *rig, user, key string, depth int) {
+		go func() {
+			_, err := r.orders.Place(ctx, service.OrderRequest{SKUID: sku.ID, UserID: user, Quantity: 1, IdempotencyKey: key})
+			answers <- answer{user, err}
+		}()
+		if depth > 0 {
+			r.obs.waitDepth(t, depth)
+		}
+	}
+	buy(a, "x1", "", 1)
+	buy(a, "x2", "", 2)
+	y := service.OrderRequest{SKUID: sku.ID, UserID: "y", Quantity: 1, IdempotencyKey: "y-key"}
+	if _, err := a.orders.Place(ctx, y); !errors.Is(err, service.ErrBusy) {
+		t.Fatalf("Place(y, a full queue) = %v; want ErrBusy", err)
+	}
+	for i := 0; !service.KnowsPlace(b.orders, y); i++ { // shared through Redis; bounded: 5s
+		if i == 500 {
+			t.Fatal("instance b never heard y's place")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	buy(b, "z1", "", 1)
+	buy(b, "z2", "z2-key", 2)
+	buy(b, "y", "y-key", 0) // the retry, on another instance
+	if got := <-answers; got.user != "z2" || !errors.Is(got.err, service.ErrBusy) {
+		t.Fatalf("first answer: %s %v; want z2, the youngest, bumped with ErrBusy", got.user, got.err)
+	}
+	b.obs.waitDepth(t, 2)
+	release()
+	got := map[string]error{}
+	for range 4 {
+		an := <-answers
+		got[an.user] = an.err
+	}
+	for _, u := range []string{"x1", "x2", "y"} {
+		if got[u] != nil {
+			t.Errorf("%s (among the 3 first arrivals) = %v; want an order", u, got[u])
+		}
+	}
+	if !errors.Is(got["z1"], service.ErrSoldOut) {
+		t.Errorf("z1 (arrived after y's first try) = %v; want ErrSoldOut", got["z1"])
+	}
+	testenv.CheckInvariants(t, a.db, sku.ID)
+}
+
+// rankedCounter counts the leases its ranked locker grants.
+type rankedCounter struct {
+	service.Locker
+	obtained *atomic.Int64
+}
+
+func (c rankedCounter) ObtainRanked(ctx context.Context, key string, rank int64) (service.Lease, error) {
+	l, err := c.Locker.(service.RankedLocker).ObtainRanked(ctx, key, rank)
+	if err == nil {
+		c.obtained.Add(1)
+	}
+	return l, err
+}
+
+// Invariant 19, and a loser learns quickly: once an instance knows its SKU
+// sold out, the buyers queued there are answered without the lock and
+// without waiting for another instance's turn. Three instances with
+// buyers queued behind a held lock sell 10 units; each takes the lock at
+// most once: the first sells out, each other learns it from one batch,
+// and nobody hands the lock over to refuse its losers.
+func TestPlace_AfterASellOutNoInstanceWaitsForATurn(t *testing.T) {
+	dsn := testenv.Database(t)
+	prefix := testenv.Name("test:fair:") + ":"
+	var obtained atomic.Int64
+	count := func(l service.Locker) service.Locker { return rankedCounter{l, &obtained} }
+	rigs := make([]*rig, 3)
+	for i := range rigs {
+		rigs[i] = newRig(t, dsn, rigOptions{prefix: prefix, locker: count})
+	}
+	const units, buyers = 10, 600
+	sku := createSKU(t, rigs[0].store, units, 1)
+	release := holdSKULock(t, rigs[0], sku.ID)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	answers := make([]error, buyers)
+	var wg sync.WaitGroup
+	for k := range buyers {
+		if k%6 == 0 {
+			// Spread the arrivals over ~0.3s, more than the window: a
+			// turn then ends within each instance's queue.
+			time.Sleep(3 * time.Millisecond)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			u := "b" + strconv.Itoa(k)
+			_, answers[k] = rigs[k%3].orders.Place(ctx, service.OrderRequest{SKUID: sku.ID, UserID: u, Quantity: 1, IdempotencyKey: u})
+		}()
+	}
+	for _, r := range rigs {
+		r.obs.waitDepth(t, buyers/3)
+	}
+	release()
+	wg.Wait()
+	var won, lost int
+	for k, err := range answers {
+		switch {
+		case err == nil:
+			won++
+		case errors.Is(err, service.ErrSoldOut):
+			lost++
+		default:
+			t.Errorf("buyer %d: Place = %v; want an order or ErrSoldOut", k, err)
+		}
+	}
+	if won != units || lost != buyers-units {
+		t.Errorf("%d bought, %d sold out; want %d, %d", won, lost, units, buyers-units)
+	}
+	if n := obtained.Load(); n > int64(len(rigs)) {
+		t.Errorf("the lock was obtained %d times for one sell-out on %d instances; want at most once each", n, len(rigs))
+	}
+	testenv.CheckInvariants(t, rigs[0].db, sku.ID)
+}
+
+// deafLocker ranks, but its leases do not hear who wants them (as with
+// Redlock, or lock.wanted_notices off); it counts their Keeps.
+type deafLocker struct {
+	service.Locker
+	keeps *atomic.Int64
+}
+
+func (l deafLocker) ObtainRanked(ctx context.Context, key string, rank int64) (service.Lease, error) {
+	lease, err := l.Locker.(service.RankedLocker).ObtainRanked(ctx, key, rank)
+	if err != nil {
+		return nil, err
+	}
+	return deafLease{lease, l.keeps}, nil
+}
+
+type deafLease struct {
+	service.Lease
+	keeps *atomic.Int64
+}
+
+func (l deafLease) Keep(ctx context.Context) (bool, error) {
+	l.keeps.Add(1)
+	return l.Lease.(service.KeepableLease).Keep(ctx)
+}
+
+func (l deafLease) Contender() (int64, bool) { return l.Lease.(service.RankedLease).Contender() }
+
+// A holder that cannot hear who wants its lock does not keep it by age: it
+// asks, as without fair selling, after each order.lock_hold (here 1ns: at
+// every batch but a lease's first), so that another instance is not left
+// to sell on the database guard alone.
+func TestPlace_HolderDeafToContendersKeepsByLockHold(t *testing.T) {
+	dsn := testenv.Database(t)
+	var keeps atomic.Int64
+	r := newRig(t, dsn, rigOptions{
+		locker: func(l service.Locker) service.Locker { return deafLocker{l, &keeps} },
+		cfg:    func(c *service.OrdersConfig) { c.LockHold = time.Nanosecond; c.BatchMax = 10 },
+	})
+	const buyers = 40
+	sku := createSKU(t, r.store, buyers, 1)
+	release := holdSKULock(t, r, sku.ID)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	errs := make(chan error, buyers)
+	for k := range buyers {
+		go func() {
+			_, err := r.orders.Place(ctx, service.OrderRequest{SKUID: sku.ID, UserID: "b" + strconv.Itoa(k), Quantity: 1})
+			errs <- err
+		}()
+	}
+	r.obs.waitDepth(t, buyers)
+	release()
+	for range buyers {
+		if err := <-errs; err != nil {
+			t.Errorf("Place = %v; want an order", err)
+		}
+	}
+	if keeps.Load() == 0 {
+		t.Errorf("no Keep in %d batches of %d under a lease that hears nobody; want one per batch past the first", buyers/10, 10)
+	}
+	testenv.CheckInvariants(t, r.db, sku.ID)
+}

@@ -1,0 +1,317 @@
+package service
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// A buyer told to come back (429 busy, 503) who sends the same request
+// with the same Idempotency-Key within Retry-After plus order.place_grace
+// keeps its first arrival, on any instance (docs/design.md, invariant
+// 19): each instance remembers the places of the buyers it sent back and
+// shares them through the PlaceBoard, and a keyed request finds its place
+// in the local table, without a round trip. What is remembered is bounded
+// by order.places_max per process, the soonest to lapse evicted first;
+// the board keeps nothing in Redis.
+//
+// Until a buyer sent back busy (429: a full queue) comes back, or
+// Retry-After plus returnSlack has passed, it is still in line: no
+// instance sells a buyer of its SKU younger than it by more than
+// order.fair_window; the younger wait in their queues (fair.go, turn). So
+// a full queue delays the line; it does not reorder it. A buyer sent back
+// unavailable (503) keeps its arrival for when it comes back but holds
+// nobody up: a 503 says a dependency failed or the buyer waited past its
+// deadline, and holding the others for it would turn one slow spell into
+// a stall of every instance.
+
+// comeBackAfter is the Retry-After of a 429 or 503 (handler/errors.go);
+// returnSlack is how long after it a buyer sent back still holds up the
+// younger ones, if it has not come back.
+const (
+	comeBackAfter = time.Second
+	returnSlack   = time.Second
+)
+
+// Place is the first arrival (unix µs) of a buyer's request told to come
+// back, remembered until Expires (unix µs).
+type Place struct {
+	SKUID            int64
+	UserID, Key      string
+	Arrived, Expires int64
+	Busy             bool // told 429 busy: it holds up the younger until it comes back
+	Back             bool // the buyer came back: it no longer holds up the younger
+}
+
+// PlaceBoard shares places with every instance. The SoldOutMarks given to
+// NewOrders may offer it; without one, places are this instance's own.
+type PlaceBoard interface {
+	// Post tells every instance listening about ps; best effort.
+	Post(ctx context.Context, ps []Place) error
+	// Listen calls learn with every batch of places posted by any
+	// instance until stop is called.
+	Listen(learn func([]Place)) (stop func())
+}
+
+// placeKey names a request as its retry names it again.
+type placeKey struct {
+	sku       int64
+	user, key string
+}
+
+type placeAt struct {
+	arrived, expires int64
+	holds            int64 // until when it holds up younger buyers (unix µs), unless back; 0: never
+	back             bool
+}
+
+// inLine is a place in its SKU's line of buyers sent back.
+type inLine struct {
+	k       placeKey
+	arrived int64
+}
+
+// places is the bounded table of remembered places.
+type places struct {
+	max  int
+	keep time.Duration
+	log  *slog.Logger
+
+	n     atomic.Int64 // entries, read without mu by the order path
+	mu    sync.Mutex
+	byKey map[placeKey]placeAt
+	fifo  []placeKey         // insertion order, which is expiry order; may hold keys since replaced
+	line  map[int64][]inLine // sku → places by arrival; may hold places since back, lapsed or replaced
+
+	out       chan Place    // to the board; nil without one; never closed
+	quit      chan struct{} // closed by close: the poster posts what it has and exits
+	stop      func()        // ends Listen
+	published chan struct{} // closed when the poster has exited
+}
+
+// placeBatch bounds the places one Post carries; placeOut the places
+// waiting to be posted (more are not shared); placeFlush how long the
+// poster gathers places before posting.
+const (
+	placeBatch = 256
+	placeOut   = 4096
+	placeFlush = 5 * time.Millisecond
+)
+
+func newPlaces(maxEntries int, keep time.Duration, board PlaceBoard, log *slog.Logger) *places {
+	p := &places{max: max(maxEntries, 0), keep: keep, log: log, byKey: map[placeKey]placeAt{}, line: map[int64][]inLine{}}
+	if board != nil && p.max > 0 {
+		p.out = make(chan Place, placeOut)
+		p.quit = make(chan struct{})
+		p.published = make(chan struct{})
+		p.stop = board.Listen(p.learn)
+		go p.post(board)
+	}
+	return p
+}
+
+// arrival returns r's arrival: the one it kept when it was told to come
+// back, else now. A request without a key, or any while no place is
+// remembered, costs an atomic load.
+func (p *places) arrival(r OrderRequest) int64 {
+	now := arrivedNow()
+	if r.IdempotencyKey == "" || p.n.Load() == 0 {
+		return now
+	}
+	k := placeKey{r.SKUID, r.UserID, r.IdempotencyKey}
+	p.mu.Lock()
+	at, ok := p.byKey[k]
+	ok = ok && now < at.expires && at.arrived < now
+	first := ok && !at.back
+	if first {
+		at.back = true
+		p.byKey[k] = at
+	}
+	p.mu.Unlock()
+	if !ok {
+		return now
+	}
+	if first {
+		p.share(Place{SKUID: r.SKUID, UserID: r.UserID, Key: r.IdempotencyKey, Arrived: at.arrived, Expires: at.expires, Back: true})
+	}
+	return at.arrived
+}
+
+// ahead returns the arrival of the oldest buyer of sku sent back and not
+// yet come back, still holding up the younger; noLimit when none.
+func (p *places) ahead(sku int64) int64 {
+	if p.n.Load() == 0 {
+		return noLimit
+	}
+	now := arrivedNow()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	l := p.line[sku]
+	for len(l) > 0 {
+		at, ok := p.byKey[l[0].k]
+		if ok && !at.back && at.holds > now && at.arrived == l[0].arrived {
+			p.line[sku] = l
+			return at.arrived
+		}
+		l[0] = inLine{}
+		l = l[1:]
+	}
+	delete(p.line, sku)
+	return noLimit
+}
+
+// comeBack remembers, and shares, the place of a keyed request answered
+// err when err tells its buyer to come back.
+func (p *places) comeBack(r OrderRequest, arrived int64, err error) {
+	if p.max == 0 || r.IdempotencyKey == "" || err == nil {
+		return
+	}
+	busy := errors.Is(err, ErrBusy) || errors.Is(err, ErrTooManySKUs)
+	if !busy && !errors.Is(err, ErrUnavailable) {
+		return
+	}
+	pl := Place{SKUID: r.SKUID, UserID: r.UserID, Key: r.IdempotencyKey, Arrived: arrived, Expires: arrivedNow() + p.keep.Microseconds(), Busy: busy}
+	p.learn([]Place{pl})
+	p.share(pl)
+}
+
+// share posts pl to the other instances, unless the board is behind.
+func (p *places) share(pl Place) {
+	if p.out != nil {
+		select {
+		case p.out <- pl:
+		default: // this place stays this instance's
+		}
+	}
+}
+
+// learn remembers ps, keeping the earlier arrival of a request known.
+func (p *places) learn(ps []Place) {
+	now := arrivedNow()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, pl := range ps {
+		if pl.Expires <= now || p.max == 0 {
+			continue
+		}
+		k := placeKey{pl.SKUID, pl.UserID, pl.Key}
+		old, known := p.byKey[k]
+		known = known && old.expires > now
+		if pl.Back {
+			if known && old.arrived == pl.Arrived {
+				old.back = true
+				p.byKey[k] = old
+			}
+			continue
+		}
+		at := placeAt{arrived: pl.Arrived, expires: pl.Expires}
+		if pl.Busy {
+			at.holds = pl.Expires - p.keep.Microseconds() + (comeBackAfter + returnSlack).Microseconds()
+		}
+		if known {
+			at.arrived = min(at.arrived, old.arrived)
+			at.expires = max(at.expires, old.expires)
+			at.holds = max(at.holds, old.holds)
+		}
+		p.evict(now)
+		p.byKey[k] = at
+		p.fifo = append(p.fifo, k)
+		if at.holds > 0 {
+			p.enter(pl.SKUID, inLine{k, at.arrived})
+		}
+	}
+	p.n.Store(int64(len(p.byKey)))
+}
+
+// enter adds e to its SKU's line, by arrival. Called with mu held.
+func (p *places) enter(sku int64, e inLine) {
+	l := p.line[sku]
+	i, _ := slices.BinarySearchFunc(l, e.arrived, func(x inLine, t int64) int { return cmp.Compare(x.arrived, t) })
+	l = slices.Insert(l, i, e)
+	if len(l) > 2*p.max { // places replaced many times: keep the live ones
+		l = slices.DeleteFunc(l, func(x inLine) bool { at, ok := p.byKey[x.k]; return !ok || at.arrived != x.arrived })
+	}
+	p.line[sku] = l
+}
+
+// evict makes room for one entry: it drops the lapsed, then the soonest
+// to lapse while the table is full. Called with mu held.
+func (p *places) evict(now int64) {
+	for len(p.fifo) > 0 {
+		k := p.fifo[0]
+		at, ok := p.byKey[k]
+		if ok && at.expires > now && len(p.byKey) < p.max {
+			break
+		}
+		p.fifo[0] = placeKey{}
+		p.fifo = p.fifo[1:]
+		if ok && (at.expires <= now || len(p.byKey) >= p.max) {
+			delete(p.byKey, k)
+		}
+	}
+	if len(p.fifo) > 2*p.max { // keys replaced many times: rebuild
+		fifo := make([]placeKey, 0, len(p.byKey))
+		for _, k := range p.fifo {
+			if _, ok := p.byKey[k]; ok {
+				fifo = append(fifo, k)
+			}
+		}
+		p.fifo = fifo
+	}
+}
+
+// post sends the places told to come back here to the board, a batch at
+// a time, until close.
+func (p *places) post(board PlaceBoard) {
+	defer close(p.published)
+	batch := make([]Place, 0, placeBatch)
+	flush := func() {
+		if len(batch) == 0 {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		if err := board.Post(ctx, batch); err != nil {
+			p.log.Warn("places not shared with the other instances", "n", len(batch), "err", err)
+		}
+		cancel()
+		batch = batch[:0]
+	}
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
+	for {
+		select {
+		case pl := <-p.out:
+			batch = append(batch, pl)
+		case <-p.quit:
+			return
+		}
+		t.Reset(placeFlush)
+	gather:
+		for len(batch) < placeBatch {
+			select {
+			case pl := <-p.out:
+				batch = append(batch, pl)
+			case <-t.C:
+				break gather
+			case <-p.quit:
+				break gather
+			}
+		}
+		flush()
+	}
+}
+
+// close stops sharing places; it waits for the poster's last batch.
+func (p *places) close() {
+	if p.out == nil {
+		return
+	}
+	close(p.quit)
+	<-p.published
+	p.stop()
+}

@@ -1,0 +1,76 @@
+package service
+
+import (
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// TestPlacesHoldTheLineOnlyForBusy: a buyer told 429 busy holds up the
+// younger until it comes back; one told 503 keeps its arrival for its
+// return but holds nobody up; either comes back with its first arrival.
+func TestPlacesHoldTheLineOnlyForBusy(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name string
+		err  error
+		hold bool
+	}{
+		{"busy", ErrBusy, true},
+		{"too many skus", ErrTooManySKUs, true},
+		{"unavailable", fmt.Errorf("%w: waited past order.request_timeout", ErrUnavailable), false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			p := newPlaces(100, comeBackAfter+5*time.Second, nil, nil)
+			r := OrderRequest{SKUID: 7, UserID: "u", IdempotencyKey: "k", Quantity: 1}
+			first := arrivedNow() - 1000 // 1ms ago
+			p.comeBack(r, first, tc.err)
+			ahead := p.ahead(7)
+			if got := ahead == first; got != tc.hold {
+				t.Errorf("ahead(sku 7) = %d after %v (arrived %d); holds the line: %v, want %v", ahead, tc.err, first, got, tc.hold)
+			}
+			if got := p.arrival(r); got != first {
+				t.Errorf("arrival(the same request, back) = %d; want its first, %d", got, first)
+			}
+			if got := p.ahead(7); got != noLimit {
+				t.Errorf("ahead(sku 7) = %d once the buyer came back; want noLimit", got)
+			}
+		})
+	}
+}
+
+// BenchmarkPlaces is the order path's cost of places with the table full
+// (order.places_max, 50,000 places of one SKU, all holding the line):
+// arrival for a keyed request that has no place ("miss") and for one
+// that has ("hit"), and ahead, which each turn of the SKU's worker asks.
+func BenchmarkPlaces(b *testing.B) {
+	const n = 50000
+	p := newPlaces(n, comeBackAfter+5*time.Second, nil, nil)
+	first := arrivedNow() - 1000
+	reqs := make([]OrderRequest, n)
+	for i := range reqs {
+		reqs[i] = OrderRequest{SKUID: 7, UserID: "u" + strconv.Itoa(i), IdempotencyKey: "k", Quantity: 1}
+		p.comeBack(reqs[i], first+int64(i), ErrBusy)
+	}
+	b.Run("arrival/miss", func(b *testing.B) {
+		r := OrderRequest{SKUID: 7, UserID: "stranger", IdempotencyKey: "k", Quantity: 1}
+		for b.Loop() {
+			p.arrival(r)
+		}
+	})
+	b.Run("ahead", func(b *testing.B) {
+		for b.Loop() {
+			p.ahead(7)
+		}
+	})
+	b.Run("arrival/hit", func(b *testing.B) {
+		i := 0
+		for b.Loop() {
+			p.arrival(reqs[i%n])
+			i++
+		}
+	})
+}
