@@ -190,11 +190,13 @@ func TestMetricsOfASale(t *testing.T) {
 	if obtained < 1 || obtained > batches {
 		t.Errorf("lock acquisitions = %d for %d batches; want 1 to %d", obtained, batches, batches)
 	}
-	// Every batch but a lease's first brings the row the one before it
-	// left, and is decided on it or reads it again.
+	// A batch under a lease's hold brings the row the one before it left,
+	// and is decided on it or reads it again; a lease's first batch brings
+	// none, nor does a keyed batch after the sell-out, which commits
+	// unlocked (a replay check, outside anyone's turn).
 	known := m.value("seckill_tx_known_row_total", "outcome", "used") + m.value("seckill_tx_known_row_total", "outcome", "read")
-	if known != float64(batches-obtained) {
-		t.Errorf("seckill_tx_known_row_total = %v; want %d (batches %d - leases %d)", known, batches-obtained, batches, obtained)
+	if known > float64(batches-obtained) {
+		t.Errorf("seckill_tx_known_row_total = %v; want at most %d (batches %d - leases %d)", known, batches-obtained, batches, obtained)
 	}
 	if batches < 1 || batches > uint64(created) {
 		t.Errorf("seckill_batch_size count = %d; want 1 to %d (the sale took at least one batch, each selling one or more)", batches, created)

@@ -88,15 +88,15 @@ func Database(t testing.TB) string {
 	return dsn
 }
 
-// testPool is the connections one DB may open. Group commit needs few,
+// Pool is the connections one test's pool of a database may open. Group commit needs few,
 // and the whole suite, packages and tests in parallel, must fit a default
 // MariaDB's max_connections (151) beside whatever else uses the server.
-const testPool = 8
+const Pool = 8
 
 // DB opens dsn through GORM, closed when the test ends.
 func DB(t testing.TB, dsn string) *gorm.DB {
 	t.Helper()
-	db, err := database.OpenMySQL(dsn, database.Options{MaxOpenConns: testPool, MaxIdleConns: testPool, ConnMaxLife: time.Minute})
+	db, err := database.OpenMySQL(dsn, database.Options{MaxOpenConns: Pool, MaxIdleConns: Pool, ConnMaxLife: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}

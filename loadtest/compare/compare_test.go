@@ -26,7 +26,7 @@ func newDesign(t *testing.T, d compare.Design) (*compare.Orders, *sql.DB, string
 	t.Helper()
 	dsn := testenv.Database(t)
 	cfg := config.Default()
-	db, err := compare.Open(dsn, 32, 32, cfg.Order.RequestTimeout)
+	db, err := compare.Open(dsn, testenv.Pool, testenv.Pool, cfg.Order.RequestTimeout)
 	if err != nil {
 		t.Fatal(err)
 	}
