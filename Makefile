@@ -21,7 +21,7 @@ build:
 	$(GO) build -o bin/seckill ./cmd/seckill
 
 ## test: install MariaDB, Redis, ZooKeeper and k6 when missing (saying so first), then the whole
-##       suite with -race (one ZooKeeper test without it: internal/app/zookeeper_leader_test.go says
+##       suite with -race (one ZooKeeper test without it: app/zookeeper_leader_test.go says
 ##       why) against a throwaway MariaDB and Redis of its own, deleted after; no other server is
 ##       touched. SECKILL_TEST_MYSQL_DSN / SECKILL_TEST_REDIS_ADDR use an existing server instead.
 test: deps
@@ -33,7 +33,7 @@ test: deps
 ##            them) and scripts/lock-alone.sh: a module outside the repository takes the lock alone
 test-only:
 	$(GO) test -race -count=1 -timeout 30m ./...
-	$(GO) test -count=1 -timeout 10m -run '^TestThreeInstancesOnZooKeeperSellExactlyTheStockWhenTheLeaderDies$$' ./internal/app
+	$(GO) test -count=1 -timeout 10m -run '^TestThreeInstancesOnZooKeeperSellExactlyTheStockWhenTheLeaderDies$$' ./app
 	for m in $(LOCK_MODULES); do $(GO) -C $$m test -race -count=1 -timeout 15m ./... || exit 1; done
 	GO=$(GO) ./scripts/lock-alone.sh
 

@@ -118,8 +118,6 @@ func (failingOrders) Place(context.Context, service.OrderRequest) (service.Place
 	return service.Placed{}, errors.New("boom")
 }
 
-func (failingOrders) Refused(string) {}
-
 // TestRequestIDReachesLogsErrorsAndHeader: a request's ID, the client's
 // X-Request-ID when it is sane (at most 64 characters, letters, digits and
 // ._:/+=@-) or one generated, is echoed in X-Request-ID, in the error

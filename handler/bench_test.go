@@ -10,14 +10,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gin-gonic/gin"
-
+	"github.com/seckill/seckill/app"
 	"github.com/seckill/seckill/handler"
-	"github.com/seckill/seckill/internal/app"
 	"github.com/seckill/seckill/internal/auth"
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/internal/logging"
-	"github.com/seckill/seckill/internal/metrics"
+	"github.com/seckill/seckill/metrics"
 	"github.com/seckill/seckill/service"
 )
 
@@ -33,8 +31,6 @@ func (placedOrders) Place(_ context.Context, r service.OrderRequest) (service.Pl
 		CreatedAt: created, Status: service.OrderPending, ExpiresAt: &expires,
 	}}, nil
 }
-
-func (placedOrders) Refused(string) {}
 
 // discardWriter is a ResponseWriter that keeps the status and drops the
 // body, reused across requests so that the benchmark counts the
@@ -76,7 +72,7 @@ func benchmarkPlaceOrderHTTP(b *testing.B, cfg config.Config) {
 		Orders:       placedOrders{},
 		MaxBodyBytes: cfg.HTTP.MaxBodyBytes,
 		Log:          log,
-		Middleware:   []gin.HandlerFunc{mx.Middleware()},
+		Observer:     mx,
 		Limits: handler.Limits{
 			PerUserRate: cfg.Limits.PerUserRate, PerUserBurst: cfg.Limits.PerUserBurst,
 			PerIPRate: cfg.Limits.PerIPRate, PerIPBurst: cfg.Limits.PerIPBurst, MaxKeys: cfg.Limits.MaxKeys,

@@ -25,8 +25,7 @@ import (
 
 	"github.com/seckill/seckill/handler"
 	"github.com/seckill/seckill/internal/database"
-	"github.com/seckill/seckill/internal/metrics"
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/metrics"
 	"github.com/seckill/seckill/service"
 )
 
@@ -603,7 +602,7 @@ func contractOutcomeUnknown(t *testing.T, c *contract) {
 type unknownStore struct{ service.Store }
 
 func (u *unknownStore) CommitRound(ctx context.Context, bs []service.Batch) ([]service.RoundResult, error) {
-	return testenv.OneByOne(ctx, bs, u.CommitBatch)
+	return service.OneByOne(ctx, bs, u.CommitBatch)
 }
 
 func (u *unknownStore) CommitBatch(context.Context, service.Batch) (service.BatchResult, error) {

@@ -1,7 +1,6 @@
 package handler
 
 import (
-	"errors"
 	"log/slog"
 	"net/http"
 
@@ -24,84 +23,54 @@ type errorDetail struct {
 	RequestID string `json:"request_id,omitempty"`
 }
 
-// Stable error codes of the API.
+// Stable error codes of the handler's own answers; the domain's are in
+// service.Results.
 const (
-	codeInvalid             = "invalid_request"
-	codeTooLarge            = "request_too_large"
-	codeUnauthorized        = "unauthorized"
-	codeNotFound            = "not_found"
-	codeSKUNotFound         = "sku_not_found"
-	codeSoldOut             = "sold_out"
-	codeInsufficientStock   = "insufficient_stock"
-	codeUnsupportedMedia    = "unsupported_media_type"
-	codeLimitExceeded       = "limit_exceeded"
-	codeSaleNotActive       = "sale_not_active"
-	codeIdempotencyConflict = "idempotency_conflict"
-	codeBusy                = "busy"
-	codeRateLimited         = "rate_limited"
-	codeUnavailable         = "unavailable"
-	codeOutcomeUnknown      = "outcome_unknown"
-	codeInternal            = "internal"
-	codeMethodNotAllowed    = "method_not_allowed"
-	codeOrderPaid           = "order_paid"
-	codeOrderCancelled      = "order_cancelled"
-	codeOrderExpired        = "order_expired"
+	codeInvalid          = "invalid_request"
+	codeTooLarge         = "request_too_large"
+	codeUnauthorized     = "unauthorized"
+	codeNotFound         = "not_found"
+	codeUnsupportedMedia = "unsupported_media_type"
+	codeRateLimited      = "rate_limited"
+	codeMethodNotAllowed = "method_not_allowed"
 )
 
-// errorMap is the one place where domain errors become HTTP: sentinel →
-// status, stable code and the message clients see.
-var errorMap = []struct {
-	err     error
-	status  int
-	code    string
-	message string
-}{
-	{service.ErrSKUNotFound, http.StatusNotFound, codeSKUNotFound, "no such sku"},
-	{service.ErrNotFound, http.StatusNotFound, codeNotFound, "not found"},
-	{service.ErrSoldOut, http.StatusConflict, codeSoldOut, "the sku is sold out"},
-	{service.ErrInsufficientStock, http.StatusConflict, codeInsufficientStock, "fewer units are left than the quantity asked for; see the sku's stock and ask for fewer"},
-	{service.ErrLimitExceeded, http.StatusConflict, codeLimitExceeded, "this order would take the user over the sku's per_user_limit; see the sku and ask for fewer"},
-	{service.ErrSaleNotActive, http.StatusConflict, codeSaleNotActive, "the sale of this sku is not open now"},
-	{service.ErrIdempotencyConflict, http.StatusConflict, codeIdempotencyConflict, "this Idempotency-Key was used with a different request"},
-	{service.ErrOrderPaid, http.StatusConflict, codeOrderPaid, "the order is paid: it can no longer be cancelled"},
-	{service.ErrOrderCancelled, http.StatusConflict, codeOrderCancelled, "the order was cancelled: its units went back to the sale; nothing was changed"},
-	{service.ErrOrderExpired, http.StatusConflict, codeOrderExpired, "the order expired unpaid: its units went back to the sale; nothing was changed"},
-	{service.ErrBusy, http.StatusTooManyRequests, codeBusy, "too many buyers are waiting for this sku; retry shortly"},
-	{service.ErrTooManySKUs, http.StatusTooManyRequests, codeBusy, "this instance has buyers waiting for too many skus; retry shortly"},
-	{service.ErrOutcomeUnknown, http.StatusServiceUnavailable, codeOutcomeUnknown, "the order may or may not have been placed: look it up, or retry with the same Idempotency-Key if the request carried one"},
-	{service.ErrUnavailable, http.StatusServiceUnavailable, codeUnavailable, "the service cannot complete this now; retry after Retry-After seconds"},
+// statusOf is the HTTP status of each kind of service.Results: the one
+// place where domain errors become HTTP.
+var statusOf = map[service.Kind]int{
+	service.KindInvalid:     http.StatusBadRequest,
+	service.KindNotFound:    http.StatusNotFound,
+	service.KindConflict:    http.StatusConflict,
+	service.KindBusy:        http.StatusTooManyRequests,
+	service.KindUnavailable: http.StatusServiceUnavailable,
+	service.KindInternal:    http.StatusInternalServerError,
 }
 
 // unavailableKeyed is the 503 message of a request that carried an
 // Idempotency-Key: retrying with it is safe whatever happened.
 const unavailableKeyed = "the service cannot complete this now; retry after Retry-After seconds with the same Idempotency-Key and body"
 
-// fail writes err as the API's error body. ErrInvalid carries its own
-// message (written for clients); unknown errors are logged once with their
+// fail writes err as the API's error body: its row of service.Results,
+// with that kind's status. Errors of no row are logged once with their
 // cause and answered 500 without details.
 func fail(c *gin.Context, log *slog.Logger, err error) {
-	if errors.Is(err, service.ErrInvalid) {
-		abort(c, http.StatusBadRequest, codeInvalid, err.Error())
-		return
-	}
-	for _, m := range errorMap {
-		if errors.Is(err, m.err) {
-			if m.status == http.StatusTooManyRequests || m.status == http.StatusServiceUnavailable {
-				c.Header("Retry-After", "1")
-			}
-			if m.status == http.StatusServiceUnavailable {
-				log.WarnContext(c.Request.Context(), "request unavailable", "path", c.FullPath(), "err", err)
-			}
-			msg := m.message
-			if m.status == http.StatusServiceUnavailable && c.Request.Header.Get("Idempotency-Key") != "" {
-				msg = unavailableKeyed
-			}
-			abort(c, m.status, m.code, msg)
-			return
+	r := service.Refusal(err)
+	status, msg := statusOf[r.Kind], r.Message
+	switch r.Kind {
+	case service.KindInvalid:
+		msg = err.Error() // written for clients
+	case service.KindBusy:
+		c.Header("Retry-After", "1")
+	case service.KindUnavailable:
+		c.Header("Retry-After", "1")
+		log.WarnContext(c.Request.Context(), "request unavailable", "path", c.FullPath(), "err", err)
+		if c.Request.Header.Get("Idempotency-Key") != "" {
+			msg = unavailableKeyed
 		}
+	case service.KindInternal:
+		log.ErrorContext(c.Request.Context(), "internal error", "path", c.FullPath(), "err", err)
 	}
-	log.ErrorContext(c.Request.Context(), "internal error", "path", c.FullPath(), "err", err)
-	abort(c, http.StatusInternalServerError, codeInternal, "internal error")
+	abort(c, status, r.Code, msg)
 }
 
 // errorCodeKey holds the code of the request's error answer, for the

@@ -2,6 +2,7 @@ package handler
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -28,38 +29,44 @@ func TestFail_OutcomeUnknown(t *testing.T) {
 	if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil {
 		t.Fatal(err)
 	}
-	if rec.Code != http.StatusServiceUnavailable || body.Error.Code != codeOutcomeUnknown || rec.Header().Get("Retry-After") == "" {
-		t.Errorf("fail(ErrOutcomeUnknown) = %d %q, Retry-After %q; want 503 %q with Retry-After", rec.Code, body.Error.Code, rec.Header().Get("Retry-After"), codeOutcomeUnknown)
+	if rec.Code != http.StatusServiceUnavailable || body.Error.Code != "outcome_unknown" || rec.Header().Get("Retry-After") == "" {
+		t.Errorf("fail(ErrOutcomeUnknown) = %d %q, Retry-After %q; want 503 outcome_unknown with Retry-After", rec.Code, body.Error.Code, rec.Header().Get("Retry-After"))
 	}
 }
 
-// Every refusal the API can give an order request is counted, in
-// seckill_orders_total, under its own code: no answer of the contract
-// falls into result="error", which is for bugs.
-func TestErrorMap_EveryOrderAnswerCountedUnderItsCode(t *testing.T) {
+// Every row of service.Results becomes its own code with a status of its
+// kind, as the domain gives it (bare) and as the order flow passes it on
+// (wrapped in ErrUnavailable); an error of no row is a 500.
+func TestFail_EveryResultHasAStatus(t *testing.T) {
 	t.Parallel()
-	notOrders := map[error]string{ // answers of other routes, never of placing an order
-		service.ErrNotFound:       "an order or route looked up",
-		service.ErrOrderPaid:      "cancel",
-		service.ErrOrderCancelled: "pay or cancel",
-		service.ErrOrderExpired:   "pay or cancel",
-	}
-	results := map[string]bool{}
-	for _, r := range service.OrderResults {
-		results[r] = true
-	}
-	for _, m := range errorMap {
-		if _, skip := notOrders[m.err]; skip {
+	for _, r := range service.Results {
+		status, ok := statusOf[r.Kind]
+		if !ok || status < 400 {
+			t.Errorf("%v: kind %d has no error status (%d)", r.Err, r.Kind, status)
 			continue
 		}
-		// As a batch answers it (bare) and as the service wraps it.
-		for _, err := range []error{m.err, fmt.Errorf("%w: %w", service.ErrUnavailable, m.err)} {
-			if m.err == service.ErrUnavailable {
-				err = m.err
+		for _, err := range []error{r.Err, fmt.Errorf("%w: %w", service.ErrUnavailable, r.Err)} {
+			if r.Kind == service.KindInternal && err != r.Err {
+				continue // the order flow's own: a 503 when wrapped, as it should
 			}
-			if got := service.ResultOf(err, false); got != m.code || !results[got] {
-				t.Errorf("ResultOf(%v) = %q; want %q, the code the API answers, among service.OrderResults", err, got, m.code)
+			rec := httptest.NewRecorder()
+			c, _ := gin.CreateTestContext(rec)
+			c.Request = httptest.NewRequest(http.MethodPost, "/api/v1/orders", nil)
+			fail(c, slog.New(slog.DiscardHandler), err)
+			var body errorBody
+			if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil {
+				t.Fatal(err)
+			}
+			if rec.Code != status || body.Error.Code != r.Code {
+				t.Errorf("fail(%v) = %d %q; want %d %q", err, rec.Code, body.Error.Code, status, r.Code)
 			}
 		}
+	}
+	rec := httptest.NewRecorder()
+	c, _ := gin.CreateTestContext(rec)
+	c.Request = httptest.NewRequest(http.MethodGet, "/api/v1/orders/1", nil)
+	fail(c, slog.New(slog.DiscardHandler), errors.New("a bug"))
+	if rec.Code != http.StatusInternalServerError {
+		t.Errorf("fail(a bug) = %d; want 500", rec.Code)
 	}
 }

@@ -21,13 +21,13 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
+	"github.com/seckill/seckill/app"
 	"github.com/seckill/seckill/handler"
-	"github.com/seckill/seckill/internal/app"
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/internal/database"
-	"github.com/seckill/seckill/internal/redis"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/lock"
+	"github.com/seckill/seckill/redis"
 	"github.com/seckill/seckill/repository"
 	"github.com/seckill/seckill/service"
 )
@@ -1225,7 +1225,7 @@ type gatedStore struct {
 }
 
 func (g *gatedStore) CommitRound(ctx context.Context, bs []service.Batch) ([]service.RoundResult, error) {
-	return testenv.OneByOne(ctx, bs, g.CommitBatch)
+	return service.OneByOne(ctx, bs, g.CommitBatch)
 }
 
 func (g *gatedStore) CommitBatch(ctx context.Context, b service.Batch) (service.BatchResult, error) {
@@ -1414,7 +1414,7 @@ type heldStore struct {
 }
 
 func (h *heldStore) CommitRound(ctx context.Context, bs []service.Batch) ([]service.RoundResult, error) {
-	return testenv.OneByOne(ctx, bs, h.CommitBatch)
+	return service.OneByOne(ctx, bs, h.CommitBatch)
 }
 
 func (h *heldStore) CommitBatch(ctx context.Context, b service.Batch) (service.BatchResult, error) {

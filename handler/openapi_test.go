@@ -174,7 +174,7 @@ func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 		t.Errorf("openapi = %q; want 3.0.3", spec.doc.OpenAPI)
 	}
 
-	// /metrics is mounted by internal/app through Config.Extra; mount it the same way.
+	// /metrics is mounted by app through Config.Extra; mount it the same way.
 	h, err := handler.New(handler.Config{
 		Log:   slog.New(slog.DiscardHandler),
 		Extra: map[string]http.Handler{"/metrics": http.NotFoundHandler()},

@@ -30,7 +30,6 @@ func (c *countingReady) RedisTopology(context.Context) handler.Topology {
 type steadyOrders struct{ handler.Orders }
 
 func (steadyOrders) Degraded() bool { return false }
-func (steadyOrders) Refused(string) {}
 
 func TestReadyz_OneRoundPerPeriodAndNoAddress(t *testing.T) {
 	t.Parallel()

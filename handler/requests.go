@@ -2,11 +2,16 @@ package handler
 
 import (
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/gin-gonic/gin"
+
+	"github.com/seckill/seckill/service"
 )
 
 // singleQuery refuses a query string that does not parse or that gives a
@@ -33,27 +38,56 @@ func singleQuery() gin.HandlerFunc {
 	}
 }
 
+// Observer counts what the API answers (metrics.Metrics is one).
+type Observer interface {
+	// Request counts an answered request by route template ("unmatched"
+	// for none: raw paths would explode the series) and status.
+	Request(route string, status int, took time.Duration)
+	// OrderResult counts an order request the handler answered itself
+	// under its result (RefusedResults, or service.ResultOf's "invalid").
+	OrderResult(result string)
+}
+
 // placeCalled marks a request whose answer the order flow counted.
 const placeCalled = "seckill.place_called"
 
-// countRefusedOrders counts the POST /api/v1/orders answers given before
-// the order flow saw the request (a bad body, a rate limit), so that
-// seckill_orders_total counts every answered order request once.
-func countRefusedOrders(orders Orders) gin.HandlerFunc {
+// refusedResults are what an order request the handler answers itself
+// counts under, by status; any other status counts as invalid.
+var refusedResults = map[int]string{
+	http.StatusRequestEntityTooLarge: "too_large",
+	http.StatusUnsupportedMediaType:  "unsupported_media_type",
+	http.StatusTooManyRequests:       "rate_limited",
+}
+
+// RefusedResults lists what an order request the handler answers itself
+// counts under, beside service.OrderResults.
+func RefusedResults() []string {
+	out := slices.Collect(maps.Values(refusedResults))
+	slices.Sort(out)
+	return out
+}
+
+// observe counts and times every request by route template, and counts
+// the POST /api/v1/orders answers given before the order flow saw the
+// request (a bad body, a rate limit), so that seckill_orders_total counts
+// every answered order request once.
+func observe(obs Observer) gin.HandlerFunc {
+	invalid := service.ResultOf(service.ErrInvalid, false)
 	return func(c *gin.Context) {
+		start := time.Now()
 		c.Next()
-		if orders == nil || c.Request.Method != http.MethodPost || c.FullPath() != "/api/v1/orders" || c.GetBool(placeCalled) {
+		route, status := c.FullPath(), c.Writer.Status()
+		if route == "" {
+			route = "unmatched"
+		}
+		obs.Request(route, status, time.Since(start))
+		if route != "/api/v1/orders" || c.Request.Method != http.MethodPost || c.GetBool(placeCalled) {
 			return
 		}
-		switch c.Writer.Status() {
-		case http.StatusRequestEntityTooLarge:
-			orders.Refused("too_large")
-		case http.StatusUnsupportedMediaType:
-			orders.Refused("unsupported_media_type")
-		case http.StatusTooManyRequests:
-			orders.Refused("rate_limited")
-		default:
-			orders.Refused("invalid")
+		if r, ok := refusedResults[status]; ok {
+			obs.OrderResult(r)
+		} else {
+			obs.OrderResult(invalid)
 		}
 	}
 }

@@ -1,6 +1,6 @@
 // Package handler is the HTTP API on Gin: routes.go lists it whole, one
-// file per resource, and errors.go maps domain errors to statuses and
-// stable codes. Handlers decode, validate, call one service method, encode.
+// file per resource, and errors.go gives each kind of service.Results its
+// status. Handlers decode, validate, call one service method, encode.
 package handler
 
 import (
@@ -38,8 +38,6 @@ type Orders interface {
 	SKU(ctx context.Context, id int64) (service.SKU, error)
 	// Degraded reports that orders are sold on the database's guard alone.
 	Degraded() bool
-	// Refused counts an order request the handler answered itself.
-	Refused(result string)
 	// OrderOf and OrdersOf answer a buyer about their own orders.
 	OrderOf(ctx context.Context, id int64, buyer string) (service.Order, error)
 	OrdersOf(ctx context.Context, user string, after int64, limit int) ([]service.Order, error)
@@ -53,8 +51,8 @@ type Config struct {
 	AdminToken   string
 	MaxBodyBytes int64
 	Log          *slog.Logger
-	// Middleware runs on every request after the request ID (metrics).
-	Middleware []gin.HandlerFunc
+	// Observer counts every answer (nil: none counted).
+	Observer Observer
 	// Extra GET routes mounted as they are (metrics).
 	Extra map[string]http.Handler
 	// Bench mounts POST /bench/constant (see config http.bench_endpoints).
@@ -147,8 +145,10 @@ func newEngine(cfg Config) (*gin.Engine, error) {
 	if cfg.AccessLog {
 		r.Use(accessLog(cfg.Log))
 	}
-	r.Use(recovery(cfg.Log), singleQuery(), countRefusedOrders(cfg.Orders))
-	r.Use(cfg.Middleware...)
+	r.Use(recovery(cfg.Log), singleQuery())
+	if cfg.Observer != nil {
+		r.Use(observe(cfg.Observer))
+	}
 	r.NoRoute(notFound)
 	r.NoMethod(func(c *gin.Context) {
 		abort(c, http.StatusMethodNotAllowed, codeMethodNotAllowed, "method not allowed on this route")
@@ -284,7 +284,7 @@ func saneID(id string) bool {
 func recovery(log *slog.Logger) gin.HandlerFunc {
 	return gin.CustomRecoveryWithWriter(io.Discard, func(c *gin.Context, v any) {
 		log.ErrorContext(c.Request.Context(), "panic", "path", c.FullPath(), "panic", v)
-		abort(c, http.StatusInternalServerError, codeInternal, "internal error")
+		abort(c, statusOf[service.KindInternal], service.Internal.Code, service.Internal.Message)
 	})
 }
 

@@ -16,7 +16,7 @@ import (
 
 	"github.com/seckill/seckill/handler"
 	"github.com/seckill/seckill/internal/logging"
-	"github.com/seckill/seckill/internal/metrics"
+	"github.com/seckill/seckill/metrics"
 )
 
 // TestHeadOnEveryGET walks every GET route handler.New registers and

@@ -41,11 +41,7 @@ func (s *SQLite) CommitBatch(ctx context.Context, b service.Batch) (service.Batc
 // CommitRound commits the batches one after another, each in its own
 // transaction: SQLite runs one transaction at a time, in-process.
 func (s *SQLite) CommitRound(ctx context.Context, bs []service.Batch) ([]service.RoundResult, error) {
-	out := make([]service.RoundResult, len(bs))
-	for i, b := range bs {
-		out[i].BatchResult, out[i].Err = s.CommitBatch(ctx, b)
-	}
-	return out, nil
+	return service.OneByOne(ctx, bs, s.CommitBatch)
 }
 
 // commitOnce commits b through GORM a statement at a time: in-process,

@@ -41,7 +41,7 @@ type foreignFenceStore struct {
 }
 
 func (s *foreignFenceStore) CommitRound(ctx context.Context, bs []service.Batch) ([]service.RoundResult, error) {
-	return testenv.OneByOne(ctx, bs, s.CommitBatch)
+	return service.OneByOne(ctx, bs, s.CommitBatch)
 }
 
 func (s *foreignFenceStore) CommitBatch(_ context.Context, b service.Batch) (service.BatchResult, error) {

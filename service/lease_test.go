@@ -97,7 +97,7 @@ type staleStore struct {
 }
 
 func (s *staleStore) CommitRound(ctx context.Context, bs []service.Batch) ([]service.RoundResult, error) {
-	return testenv.OneByOne(ctx, bs, s.CommitBatch)
+	return service.OneByOne(ctx, bs, s.CommitBatch)
 }
 
 func (s *staleStore) CommitBatch(ctx context.Context, b service.Batch) (service.BatchResult, error) {
@@ -189,7 +189,7 @@ type lossStore struct {
 }
 
 func (s *lossStore) CommitRound(ctx context.Context, bs []service.Batch) ([]service.RoundResult, error) {
-	return testenv.OneByOne(ctx, bs, s.CommitBatch)
+	return service.OneByOne(ctx, bs, s.CommitBatch)
 }
 
 func (s *lossStore) CommitBatch(ctx context.Context, b service.Batch) (service.BatchResult, error) {

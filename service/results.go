@@ -1,19 +1,116 @@
 package service
 
-// OrderResults lists every result an order request can be counted under:
-// what ResultOf names, and what the API refuses before the order flow sees
-// the request (RefusedResults). Dashboards need each series to exist, at
-// 0, from the start.
-var OrderResults = append([]string{
-	"created", "replayed", "sold_out", "insufficient_stock", "limit_exceeded",
-	"sale_not_active", "idempotency_conflict", "sku_not_found", "busy",
-	"unavailable", "outcome_unknown", "invalid", "error",
-}, RefusedResults...)
+import "errors"
 
-// RefusedResults are the results of order requests the API answers without
-// calling Place: a body too large or not JSON, a rate limit.
-var RefusedResults = []string{"too_large", "unsupported_media_type", "rate_limited"}
+// A Kind is what sort of refusal an error is; the API turns each into one
+// HTTP status.
+type Kind int
 
-// Refused counts an order request the API answered without calling Place
-// (result is one of OrderResults), so that every answered request is counted once.
-func (o *Orders) Refused(result string) { o.obs.OrderResult(result) }
+// The kinds of Results.
+const (
+	KindInvalid     Kind = iota + 1 // the request can never succeed as sent
+	KindNotFound                    // what it names does not exist
+	KindConflict                    // the state refuses it: sold out, over the limit, already paid
+	KindBusy                        // too many are waiting: retry shortly
+	KindUnavailable                 // a dependency failed: retry, nothing was lost
+	KindInternal                    // a bug, never the client's doing
+)
+
+// A Result is one way the domain refuses a request, as clients and
+// dashboards see it.
+type Result struct {
+	Err  error
+	Kind Kind
+	// Code is the stable code of the error answer, which clients branch on.
+	Code string
+	// Message is what clients read; "" for the error's own text, written
+	// for them (ErrInvalid).
+	Message string
+	// Order is what an order request so refused counts under in
+	// seckill_orders_total; "" where placing an order never ends so.
+	Order string
+}
+
+// Results is the one table of the domain's refusals, each sentinel once
+// (TestResults_EverySentinelOnce): the handler derives its statuses from
+// the kinds, the metrics their labels from Order. The first row whose Err
+// an error wraps is its result (Refusal), so ErrOutcomeUnknown comes
+// before ErrUnavailable, which may wrap it.
+var Results = []Result{
+	{ErrInvalid, KindInvalid, "invalid_request", "", "invalid"},
+	{ErrSKUNotFound, KindNotFound, "sku_not_found", "no such sku", "sku_not_found"},
+	{ErrNotFound, KindNotFound, "not_found", "not found", ""},
+	{ErrSoldOut, KindConflict, "sold_out", "the sku is sold out", "sold_out"},
+	{ErrInsufficientStock, KindConflict, "insufficient_stock", "fewer units are left than the quantity asked for; see the sku's stock and ask for fewer", "insufficient_stock"},
+	{ErrLimitExceeded, KindConflict, "limit_exceeded", "this order would take the user over the sku's per_user_limit; see the sku and ask for fewer", "limit_exceeded"},
+	{ErrSaleNotActive, KindConflict, "sale_not_active", "the sale of this sku is not open now", "sale_not_active"},
+	{ErrIdempotencyConflict, KindConflict, "idempotency_conflict", "this Idempotency-Key was used with a different request", "idempotency_conflict"},
+	{ErrOrderPaid, KindConflict, "order_paid", "the order is paid: it can no longer be cancelled", ""},
+	{ErrOrderCancelled, KindConflict, "order_cancelled", "the order was cancelled: its units went back to the sale; nothing was changed", ""},
+	{ErrOrderExpired, KindConflict, "order_expired", "the order expired unpaid: its units went back to the sale; nothing was changed", ""},
+	{ErrBusy, KindBusy, "busy", "too many buyers are waiting for this sku; retry shortly", "busy"},
+	{ErrTooManySKUs, KindBusy, "busy", "this instance has buyers waiting for too many skus; retry shortly", "busy"},
+	{ErrOutcomeUnknown, KindUnavailable, "outcome_unknown", "the order may or may not have been placed: look it up, or retry with the same Idempotency-Key if the request carried one", "outcome_unknown"},
+	{ErrUnavailable, KindUnavailable, "unavailable", "the service cannot complete this now; retry after Retry-After seconds", "unavailable"},
+	// The order flow's own: each is handled (retried, or passed on wrapped
+	// in one above) before a client could see it.
+	internal(ErrConflict),
+	internal(ErrStaleFence),
+	internal(ErrNoTransaction),
+	internal(ErrLockUnavailable),
+	internal(ErrLockBusy),
+	internal(ErrNotReplicated),
+}
+
+// Internal is the result of an error of no row: a bug's.
+var Internal = Result{Kind: KindInternal, Code: "internal", Message: "internal error", Order: "error"}
+
+func internal(err error) Result {
+	r := Internal
+	r.Err = err
+	return r
+}
+
+// The results of an order request that placed or found its order.
+const (
+	ResultCreated  = "created"
+	ResultReplayed = "replayed"
+)
+
+// Refusal returns err's row of Results, or Internal.
+func Refusal(err error) Result {
+	for _, r := range Results {
+		if errors.Is(err, r.Err) {
+			return r
+		}
+	}
+	return Internal
+}
+
+// ResultOf names the outcome of an order for metrics and logs.
+func ResultOf(err error, created bool) string {
+	switch {
+	case err == nil && created:
+		return ResultCreated
+	case err == nil:
+		return ResultReplayed
+	}
+	if r := Refusal(err); r.Order != "" {
+		return r.Order
+	}
+	return Internal.Order
+}
+
+// OrderResults lists every result placing an order counts under, each
+// once: dashboards need each series to exist, at 0, from the start.
+func OrderResults() []string {
+	out := []string{ResultCreated, ResultReplayed}
+	seen := map[string]bool{}
+	for _, r := range append(Results[:len(Results):len(Results)], Internal) {
+		if r.Order != "" && !seen[r.Order] {
+			seen[r.Order] = true
+			out = append(out, r.Order)
+		}
+	}
+	return out
+}

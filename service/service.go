@@ -11,8 +11,8 @@ import (
 	"time"
 )
 
-// Domain errors. Adapters wrap driver errors with these (using %w); the
-// handler maps each to one HTTP status and one stable code.
+// Domain errors. Adapters wrap driver errors with these (using %w);
+// Results gives each its kind, stable code and metric label.
 var (
 	ErrNotFound    = errors.New("not found")
 	ErrSKUNotFound = errors.New("sku not found")
@@ -206,6 +206,17 @@ type BatchResult struct {
 type RoundResult struct {
 	BatchResult
 	Err error
+}
+
+// OneByOne answers a round by giving its batches to commit one after
+// another, each in its own transaction: for a Store that runs one
+// transaction at a time, or a test's that must see every batch.
+func OneByOne(ctx context.Context, bs []Batch, commit func(context.Context, Batch) (BatchResult, error)) ([]RoundResult, error) {
+	out := make([]RoundResult, len(bs))
+	for i, b := range bs {
+		out[i].BatchResult, out[i].Err = commit(ctx, b)
+	}
+	return out, nil
 }
 
 // Units are the units of a SKU's pending and of its paid orders.

@@ -16,11 +16,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill/seckill/internal/app"
+	"github.com/seckill/seckill/app"
 	"github.com/seckill/seckill/internal/config"
-	"github.com/seckill/seckill/internal/redis"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/lock"
+	"github.com/seckill/seckill/redis"
 	"github.com/seckill/seckill/service"
 )
 
@@ -46,8 +46,8 @@ var drawnPrefixes = []string{"order.", "lock.", "sold_out."}
 
 var notDrawn = map[string]string{
 	"lock.prefix":          "each test has its own",
-	"lock.backend":         "ZooKeeper has its own suites (internal/app/zookeeper_test.go)",
-	"lock.min_replicas":    "needs a Redis with replicas (internal/app/topology_test.go)",
+	"lock.backend":         "ZooKeeper has its own suites (app/zookeeper_test.go)",
+	"lock.min_replicas":    "needs a Redis with replicas (app/topology_test.go)",
 	"lock.replica_timeout": "only with lock.min_replicas",
 }
 

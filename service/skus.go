@@ -2,7 +2,6 @@ package service
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"strings"
 	"time"
@@ -130,35 +129,4 @@ func utc(t *time.Time) *time.Time {
 	}
 	u := t.UTC().Truncate(time.Microsecond)
 	return &u
-}
-
-// ResultOf names the outcome of an order for metrics and logs.
-func ResultOf(err error, created bool) string {
-	switch {
-	case err == nil && created:
-		return "created"
-	case err == nil:
-		return "replayed"
-	case errors.Is(err, ErrSoldOut):
-		return "sold_out"
-	case errors.Is(err, ErrInsufficientStock):
-		return "insufficient_stock"
-	case errors.Is(err, ErrLimitExceeded):
-		return "limit_exceeded"
-	case errors.Is(err, ErrSaleNotActive):
-		return "sale_not_active"
-	case errors.Is(err, ErrIdempotencyConflict):
-		return "idempotency_conflict"
-	case errors.Is(err, ErrSKUNotFound):
-		return "sku_not_found"
-	case errors.Is(err, ErrBusy), errors.Is(err, ErrTooManySKUs):
-		return "busy"
-	case errors.Is(err, ErrOutcomeUnknown): // before ErrUnavailable, which may wrap it
-		return "outcome_unknown"
-	case errors.Is(err, ErrUnavailable):
-		return "unavailable"
-	case errors.Is(err, ErrInvalid):
-		return "invalid"
-	}
-	return "error"
 }

@@ -27,7 +27,7 @@ type pausedAfterCommit struct {
 }
 
 func (p *pausedAfterCommit) CommitRound(ctx context.Context, bs []service.Batch) ([]service.RoundResult, error) {
-	return testenv.OneByOne(ctx, bs, p.CommitBatch)
+	return service.OneByOne(ctx, bs, p.CommitBatch)
 }
 
 func (p *pausedAfterCommit) CommitBatch(ctx context.Context, b service.Batch) (service.BatchResult, error) {

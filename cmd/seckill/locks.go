@@ -11,8 +11,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/seckill/seckill/app"
 	"github.com/seckill/seckill/handler"
-	"github.com/seckill/seckill/internal/app"
 	"github.com/seckill/seckill/internal/config"
 )
 

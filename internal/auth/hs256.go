@@ -16,7 +16,7 @@ import (
 // hs256 verifies the usual HS256 token without golang-jwt's general
 // parser: a header byte for byte one of a few known encodings and a
 // 32-byte signature, so no header map or keyed HMAC is built per token
-// (docs/performance.md).
+// (docs/performance.md#hand-written-paths).
 //
 // It decides only as golang-jwt would: the same HMAC, claims type and
 // Validator. Any other token goes to golang-jwt.

@@ -15,8 +15,8 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/seckill/seckill/internal/database"
-	"github.com/seckill/seckill/internal/metrics"
 	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/metrics"
 	"github.com/seckill/seckill/repository"
 	"github.com/seckill/seckill/service"
 )

@@ -3,8 +3,8 @@
 // decodes itself. It never decides anything encoding/json would decide
 // differently: whatever is not plain makes it give up, and the caller
 // hands that input to encoding/json, which then decides and words the
-// error. The order body and the shopper token's claims, read on every
-// order, use it.
+// error. The shopper token's claims, read on every order, use it
+// (docs/performance.md#hand-written-paths).
 package plainjson
 
 import (

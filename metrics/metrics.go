@@ -1,6 +1,7 @@
-// Package metrics publishes what the order path, the lock and the HTTP
-// API do as Prometheus series on GET /metrics. It implements
-// service.Observer and lock.Observer.
+// Package metrics publishes what the order path, the lock, the HTTP API
+// and the database pool do as Prometheus series on GET /metrics. It
+// implements service.Observer, handler.Observer, lock.Observer and
+// database.Observer.
 package metrics
 
 import (
@@ -10,11 +11,11 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/seckill/seckill/handler"
 	"github.com/seckill/seckill/internal/database"
 	"github.com/seckill/seckill/lock"
 	"github.com/seckill/seckill/service"
@@ -48,6 +49,7 @@ type Metrics struct {
 
 var (
 	_ service.Observer  = (*Metrics)(nil)
+	_ handler.Observer  = (*Metrics)(nil)
 	_ lock.Observer     = lockObserver{}
 	_ database.Observer = (*Metrics)(nil)
 )
@@ -128,7 +130,7 @@ func New() *Metrics {
 	)
 	m.knownRows.WithLabelValues("used")
 	m.knownRows.WithLabelValues("read")
-	for _, r := range service.OrderResults { // every series a dashboard needs exists at 0
+	for _, r := range append(service.OrderResults(), handler.RefusedResults()...) { // every series a dashboard needs exists at 0
 		m.orders.WithLabelValues(r)
 	}
 	return m
@@ -150,22 +152,13 @@ func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
 }
 
-// Middleware counts and times requests by route template (never by raw
-// path, whose ids would explode the series).
-func (m *Metrics) Middleware() gin.HandlerFunc {
-	return func(c *gin.Context) {
-		start := time.Now()
-		c.Next()
-		route := c.FullPath()
-		if route == "" {
-			route = "unmatched"
-		}
-		m.httpRequests.WithLabelValues(route, strconv.Itoa(c.Writer.Status())).Inc()
-		m.httpSeconds.WithLabelValues(route).Observe(time.Since(start).Seconds())
-	}
+// Request implements handler.Observer.
+func (m *Metrics) Request(route string, status int, took time.Duration) {
+	m.httpRequests.WithLabelValues(route, strconv.Itoa(status)).Inc()
+	m.httpSeconds.WithLabelValues(route).Observe(took.Seconds())
 }
 
-// OrderResult implements service.Observer.
+// OrderResult implements service.Observer and handler.Observer.
 func (m *Metrics) OrderResult(result string) { m.orders.WithLabelValues(result).Inc() }
 
 // QueueDepth implements service.Observer; an empty queue's series is removed.

@@ -11,13 +11,13 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
-	"github.com/seckill/seckill/internal/app"
+	"github.com/seckill/seckill/app"
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/internal/testenv"
-	zkadapter "github.com/seckill/seckill/internal/zookeeper"
 	"github.com/seckill/seckill/lock/zookeeper"
 	"github.com/seckill/seckill/repository"
 	"github.com/seckill/seckill/service"
+	zkadapter "github.com/seckill/seckill/zookeeper"
 )
 
 // TestZooKeeperRecreatedFromEmpty_SellsOnAndStillFences: the ensemble is

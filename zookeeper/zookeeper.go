@@ -13,8 +13,8 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
-	"github.com/seckill/seckill/internal/locking"
 	zklock "github.com/seckill/seckill/lock/zookeeper"
+	"github.com/seckill/seckill/locking"
 	"github.com/seckill/seckill/service"
 )
 

@@ -8,10 +8,10 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/seckill/seckill/internal/config"
-	"github.com/seckill/seckill/internal/zookeeper"
 	"github.com/seckill/seckill/lock"
 	zklock "github.com/seckill/seckill/lock/zookeeper"
 	"github.com/seckill/seckill/service"
+	"github.com/seckill/seckill/zookeeper"
 )
 
 // zooKeeper is the ZooKeeper backend of the service: the lock and the

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/seckill/seckill/handler"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/service"
 )
@@ -19,8 +20,9 @@ func TestOrdersTotalCountsEveryAnswer(t *testing.T) {
 	dsn := testenv.Database(t)
 	url := instance(t, dsn, testenv.RedisAddr(), testenv.Name("test:ordcount:")+":")
 
+	results := append(service.OrderResults(), handler.RefusedResults()...)
 	before := scrape(t, url)
-	for _, r := range service.OrderResults {
+	for _, r := range results {
 		if got := before.matching("seckill_orders_total", "result", r); len(got) != 1 || got[0].GetCounter().GetValue() != 0 {
 			t.Errorf(`seckill_orders_total{result=%q} before any order = %v; want one series at 0`, r, got)
 		}
@@ -60,7 +62,7 @@ func TestOrdersTotalCountsEveryAnswer(t *testing.T) {
 	}
 
 	after := scrape(t, url)
-	for _, r := range service.OrderResults {
+	for _, r := range results {
 		if got := after.value("seckill_orders_total", "result", r); got != want[r] {
 			t.Errorf(`seckill_orders_total{result=%q} = %v; want %v`, r, got, want[r])
 		}

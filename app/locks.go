@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/internal/config"
-	"github.com/seckill/seckill/internal/redis"
 	"github.com/seckill/seckill/lock"
+	"github.com/seckill/seckill/redis"
 	"github.com/seckill/seckill/service"
 )
 

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/internal/testenv"
-	"github.com/seckill/seckill/internal/zookeeper"
 	"github.com/seckill/seckill/service"
+	"github.com/seckill/seckill/zookeeper"
 )
 
 // TestMarks_KeepTheNewestVersionOfTheirIncarnation: a mark of an older

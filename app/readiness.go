@@ -6,7 +6,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/handler"
-	"github.com/seckill/seckill/internal/redis"
+	"github.com/seckill/seckill/redis"
 	"github.com/seckill/seckill/repository"
 	"github.com/seckill/seckill/service"
 )

@@ -13,8 +13,8 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/seckill/seckill/internal/locking"
 	"github.com/seckill/seckill/lock"
+	"github.com/seckill/seckill/locking"
 	"github.com/seckill/seckill/service"
 )
 

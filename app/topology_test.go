@@ -10,9 +10,9 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/internal/config"
-	"github.com/seckill/seckill/internal/redis"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/lock"
+	"github.com/seckill/seckill/redis"
 	"github.com/seckill/seckill/repository"
 	"github.com/seckill/seckill/service"
 )

@@ -5,8 +5,8 @@ import (
 	"log/slog"
 
 	"github.com/seckill/seckill/internal/config"
-	"github.com/seckill/seckill/internal/metrics"
-	"github.com/seckill/seckill/internal/redis"
+	"github.com/seckill/seckill/metrics"
+	"github.com/seckill/seckill/redis"
 	"github.com/seckill/seckill/service"
 )
 

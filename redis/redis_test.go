@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill/seckill/internal/redis"
 	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/redis"
 	"github.com/seckill/seckill/service"
 )
 
