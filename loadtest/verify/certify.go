@@ -173,15 +173,7 @@ func (seq sequence) end(k int) int64 {
 // committed before the sale answered). misfit, when not empty, says why no
 // such moments were found. h has no undecided outcome.
 func placeWrites(h History) (ops []Op, at []int64, misfit string) {
-	var sales, restocks []Op
-	for _, op := range h.Ops {
-		switch op.Kind {
-		case Bought:
-			sales = append(sales, op)
-		case Restock:
-			restocks = append(restocks, op)
-		}
-	}
+	sales, restocks := ofKinds(h.Ops, Bought, Restock)
 	sort.Slice(restocks, func(i, j int) bool { return restocks[i].Return.Before(restocks[j].Return) })
 	sort.Slice(sales, func(i, j int) bool { return sales[i].Call.Before(sales[j].Call) })
 	due := saleDeadlines(h, sales)

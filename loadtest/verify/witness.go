@@ -79,15 +79,7 @@ func restockBetween(restocks []Op, from, to time.Time) bool {
 // there, plus the units of returned orders that can fall between them.
 // More is an oversell, whatever the order. O(n log n) without returns.
 func soldPastZero(h History) []Violation {
-	var restocks, returns []Op
-	for _, op := range h.Ops {
-		switch op.Kind {
-		case Restock:
-			restocks = append(restocks, op)
-		case Returned:
-			returns = append(returns, op)
-		}
-	}
+	restocks, returns := ofKinds(h.Ops, Restock, Returned)
 	sort.Slice(restocks, func(i, j int) bool { return restocks[i].Call.Before(restocks[j].Call) })
 	sold, last := epochSales(h.Ops, restocks)
 	returned := epochReturns(returns, restocks)
