@@ -1,7 +1,9 @@
-// Package harness runs the flash-sale load test end to end: it brings up
-// MariaDB, Redis and N service instances, creates a SKU, drives k6 at it
+// Package harness runs the load test end to end: it brings up MariaDB,
+// Redis and N service instances, creates a SKU, drives k6 at it
 // (optionally killing Redis, an instance or MariaDB mid-sale), then checks
-// from the database and the API that nothing was oversold, lost or doubled.
+// from the database and the API that nothing was oversold, lost or
+// doubled; and the scenarios driven from Go (invented-skus, lifecycle,
+// idle-restock, fair) on the same bring-up.
 //
 // Everything it starts it stops, however the run ends.
 package harness

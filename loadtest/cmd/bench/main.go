@@ -116,8 +116,8 @@ func buildVariants(ctx context.Context, o options, root string) ([]variant, erro
 	if err != nil {
 		return nil, err
 	}
-	compareBin, err := buildCompare(ctx, root, o.out)
-	if err != nil {
+	compareBin := filepath.Join(o.out, "compare")
+	if err := harness.Build(ctx, root, "./loadtest/cmd/compare", compareBin); err != nil {
 		return nil, err
 	}
 	variants := []variant{{bin: bin, compare: compareBin}}

@@ -89,19 +89,6 @@ func buyOnce(ctx context.Context, base string, sku int64) error {
 	return nil
 }
 
-// buildCompare compiles the designs' server, loadtest/cmd/compare, into dir.
-func buildCompare(ctx context.Context, root, dir string) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
-	defer cancel()
-	bin := filepath.Join(dir, "compare")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./loadtest/cmd/compare")
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("build the designs' server: %w\n%s", err, out)
-	}
-	return bin, nil
-}
-
 func waitReady(ctx context.Context, base string) error {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
