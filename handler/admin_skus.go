@@ -17,16 +17,26 @@ type skuPage struct {
 	NextAfter *string        `json:"next_after"`
 }
 
-// list pages through the SKUs by id: ?limit= (1–1000, default 100) and
-// ?after= (see pageQuery).
-func (h *skus) list(c *gin.Context) {
-	limit, after, ok := pageQuery(c, h.ids, 100, service.MaxListLimit)
+// page reads the page of SKUs the query asks for (pageQuery: limit, by
+// default def, at most maxLimit, and after), answering a failure itself.
+func (h *skus) page(c *gin.Context, def, maxLimit int) (list []service.SKU, limit int, ok bool) {
+	limit, after, ok := pageQuery(c, h.ids, def, maxLimit)
 	if !ok {
-		return
+		return nil, 0, false
 	}
 	list, err := h.catalog.List(c.Request.Context(), after, limit)
 	if err != nil {
 		fail(c, h.log, err)
+		return nil, 0, false
+	}
+	return list, limit, true
+}
+
+// list pages through the SKUs by id: ?limit= (1–1000, default 100) and
+// ?after= (see pageQuery).
+func (h *skus) list(c *gin.Context) {
+	list, limit, ok := h.page(c, 100, service.MaxListLimit)
+	if !ok {
 		return
 	}
 	ids := make([]int64, len(list))
@@ -62,13 +72,8 @@ const maxPublicPage = 100
 // ?after=. Ended sales are skipped after the read, so a page may hold
 // fewer than limit SKUs; next_after is null only at the end.
 func (h *skus) onSale(c *gin.Context) {
-	limit, after, ok := pageQuery(c, h.ids, maxPublicPage, maxPublicPage)
+	list, limit, ok := h.page(c, maxPublicPage, maxPublicPage)
 	if !ok {
-		return
-	}
-	list, err := h.catalog.List(c.Request.Context(), after, limit)
-	if err != nil {
-		fail(c, h.log, err)
 		return
 	}
 	now := time.Now()

@@ -95,15 +95,7 @@ type createSKURequest struct {
 
 func (h *skus) create(c *gin.Context) {
 	var body createSKURequest
-	if !decode(c, h.max, &body) {
-		return
-	}
-	switch {
-	case body.Name == nil:
-		abort(c, http.StatusBadRequest, codeInvalid, `field "name" is required`)
-		return
-	case body.Stock == nil:
-		abort(c, http.StatusBadRequest, codeInvalid, `field "stock" is required`)
+	if !decode(c, h.max, &body) || !required(c, "name", body.Name != nil) || !required(c, "stock", body.Stock != nil) {
 		return
 	}
 	n := service.NewSKU{Name: *body.Name, Stock: *body.Stock, PerUserLimit: 1, StartsAt: body.StartsAt, EndsAt: body.EndsAt}
@@ -133,11 +125,7 @@ func (h *skus) setStock(c *gin.Context) {
 		return
 	}
 	var body stockRequest
-	if !decode(c, h.max, &body) {
-		return
-	}
-	if body.Stock == nil {
-		abort(c, http.StatusBadRequest, codeInvalid, `field "stock" is required`)
+	if !decode(c, h.max, &body) || !required(c, "stock", body.Stock != nil) {
 		return
 	}
 	s, err := h.catalog.SetStock(c.Request.Context(), id, *body.Stock)
