@@ -54,7 +54,7 @@ func (g *groupCommit) TakeEveryRound() (free func() (pending int)) {
 func (g *groupCommit) Arrived(sku int64, ago time.Duration) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.arrivedAt(sku, time.Now().Add(-ago).UnixNano())
+	g.arrived(sku, time.Now().Add(-ago).UnixNano())
 }
 
 // Lingering reports whether a leader of g lingers before taking its round.

@@ -103,7 +103,12 @@ func (w *worker) turn() turnLimit {
 // the younger: not while the lock store is unreachable (their places
 // are not shared then, nor their return), nor while shutting down.
 func (w *worker) holdsLine() bool {
-	return !w.s.queues.closed() && !w.s.locks.degraded.Load()
+	select {
+	case <-w.s.queues.quit:
+		return false
+	default:
+		return !w.s.locks.degraded.Load()
+	}
 }
 
 // awaitLine waits, briefly, while the queue's next buyer is behind one

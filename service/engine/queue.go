@@ -285,16 +285,6 @@ func (qs *queues) close() bool {
 	return true
 }
 
-// closed reports whether close was called.
-func (qs *queues) closed() bool {
-	select {
-	case <-qs.quit:
-		return true
-	default:
-		return false
-	}
-}
-
 // idleList is a list of queues, linked through the queues themselves so
 // that going idle allocates nothing. Guarded by queues.mu.
 type idleList struct{ head, tail *skuQueue }

@@ -80,7 +80,9 @@ func (g *groupCommit) commit(ctx context.Context, b service.Batch, locked bool) 
 	}
 	c := &groupCall{ctx: ctx, b: b, done: make(chan struct{}), lead: make(chan struct{})}
 	g.mu.Lock()
-	g.arrived(b.SKUID)
+	if g.linger > 0 {
+		g.arrived(b.SKUID, time.Now().UnixNano())
+	}
 	if g.leaders > 0 { // join the next round
 		g.pending = append(g.pending, c)
 		if g.wake != nil && len(g.pending) >= g.wakeAt {
@@ -152,14 +154,9 @@ func (g *groupCommit) wait(c *groupCall) (lead bool) {
 	}
 }
 
-// arrived records a batch of sku. Called with g.mu held.
-func (g *groupCommit) arrived(sku int64) {
-	if g.linger > 0 {
-		g.arrivedAt(sku, time.Now().UnixNano())
-	}
-}
-
-func (g *groupCommit) arrivedAt(sku, at int64) {
+// arrived records a batch of sku given at at (unix nanos), for
+// worthLingering. Called with g.mu held.
+func (g *groupCommit) arrived(sku, at int64) {
 	g.recent[g.next] = arrival{sku: sku, at: at}
 	g.next = (g.next + 1) % len(g.recent)
 	g.filled = min(g.filled+1, len(g.recent))

@@ -23,7 +23,7 @@ func TestWorthLingering(t *testing.T) {
 			at := int64(0)
 			for i := range 200 {
 				at += gap
-				g.arrivedAt(skuOf(i), at)
+				g.arrived(skuOf(i), at)
 			}
 			return at + after
 		}

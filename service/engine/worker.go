@@ -67,13 +67,12 @@ func (s *Seller) work(q *skuQueue) {
 // awaitHolding reports whether the queue has orders for the worker,
 // waiting up to LockHoldIdle for the next one while it holds its lease, so
 // that a moderately busy SKU keeps its lease, fence and known row between
-// batches. The queue is idle meanwhile, so a full table may evict it.
-// Someone else wanting the lease, eviction, Shutdown and a lost lease end
-// the wait; a lease that cannot say it is wanted is kept past each
-// LockHold only if Keep finds nobody waiting.
+// batches. The queue is idle meanwhile, so a full table may evict it. A
+// lease that cannot say it is wanted is kept past each LockHold only if
+// Keep finds nobody waiting.
 func (w *worker) awaitHolding() bool {
-	h, qs := &w.hold, w.s.queues
-	if !qs.idleIfEmpty(w.q) {
+	h := &w.hold
+	if !w.s.queues.idleIfEmpty(w.q) {
 		return true
 	}
 	if h.lease == nil || w.s.cfg.LockHoldIdle <= 0 || h.max <= 0 { // max 0: one hold per batch
@@ -93,23 +92,29 @@ func (w *worker) awaitHolding() bool {
 			}
 			continue
 		}
-		w.wait.Reset(wait)
-		select {
-		case <-w.q.wake: // may be left by orders this worker already took
-			if !qs.empty(w.q) {
-				return true
-			}
-		case <-w.wait.C:
-		case <-wanting: // nil (never ready) when the lease cannot say
-			return false
-		case <-qs.quit:
-			return false
-		case <-w.q.stop: // evicted while it waited: a full table needed its slot
-			return false
-		case <-h.lease.Lost():
-			return false
+		if more, ended := w.holdFor(wait, wanting); more || ended {
+			return more
 		}
 	}
+}
+
+// holdFor waits up to d with the lease held and nothing queued. It
+// reports whether orders came (more), or whether the hold ends: someone
+// else wants the lease (wanting, nil when the lease cannot say), the
+// queue was evicted, Shutdown, or the lease was lost.
+func (w *worker) holdFor(d time.Duration, wanting <-chan struct{}) (more, ended bool) {
+	w.wait.Reset(d)
+	select {
+	case <-w.q.wake: // may be left by orders this worker already took
+		return !w.s.queues.empty(w.q), false
+	case <-w.wait.C:
+		return false, false
+	case <-wanting:
+	case <-w.s.queues.quit:
+	case <-w.q.stop: // evicted while it waited: a full table needed its slot
+	case <-w.hold.lease.Lost():
+	}
+	return false, true
 }
 
 // commit answers every request of batch, in the steps of the order path:
