@@ -1,7 +1,8 @@
 // Package app is the composition root: from one config.Config it opens
 // the stores, builds the lock, the order flow and the HTTP API, and runs
 // them until the context ends. cmd/seckill calls it; tests of production
-// behaviour take their settings from it (OrdersConfig, LockOptions).
+// behaviour take their settings from it (EngineConfig, DirectoryConfig,
+// LockOptions).
 package app
 
 import (

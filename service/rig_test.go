@@ -76,7 +76,7 @@ func newRig(t *testing.T, dsn string, o rigOptions) *rig {
 	if o.skus != nil {
 		o.skus(&dcfg)
 	}
-	obs := &observer{depth: make(chan int, 100000)}
+	obs := &observer{}
 	lc := lock.New(rdb, app.OrderLockOptions(pc)...)
 	t.Cleanup(func() { lc.Close() })
 	var locker service.Locker = redis.NewLocker(lc)
@@ -107,19 +107,13 @@ func createSKU(t *testing.T, store service.Store, stock, limit int64) service.SK
 	return s
 }
 
-// observer records queue depths so tests can wait for "queued" without sleeping.
+// observer counts the restocks whose shared mark was not written.
 type observer struct {
-	depth       chan int
 	unpublished atomic.Int64
 }
 
-func (o *observer) OrderResult(string) {}
-func (o *observer) QueueDepth(_ int64, d int) {
-	select {
-	case o.depth <- d:
-	default:
-	}
-}
+func (o *observer) OrderResult(string)                   {}
+func (o *observer) QueueDepth(int64, int)                {}
 func (o *observer) QueueRejected(int64)                  {}
 func (o *observer) Batch(int, time.Duration, int, error) {}
 func (o *observer) Degraded(bool)                        {}
@@ -127,22 +121,6 @@ func (o *observer) SoldOutFastPath()                     {}
 func (o *observer) MarkUnpublished()                     { o.unpublished.Add(1) }
 func (o *observer) KnownRow(bool)                        {}
 func (o *observer) Unconfirmed(int)                      {}
-
-// waitDepth waits until the queue of the test's SKU reported depth >= n.
-func (o *observer) waitDepth(t *testing.T, n int) {
-	t.Helper()
-	timeout := time.After(10 * time.Second)
-	for {
-		select {
-		case d := <-o.depth:
-			if d >= n {
-				return
-			}
-		case <-timeout:
-			t.Fatalf("queue never reached depth %d", n)
-		}
-	}
-}
 
 // gatedStore blocks the first CommitBatch until release is closed.
 type gatedStore struct {
