@@ -17,25 +17,10 @@ type skuPage struct {
 	NextAfter *string        `json:"next_after"`
 }
 
-// page reads the page of SKUs the query asks for (pageQuery: limit, by
-// default def, at most maxLimit, and after), answering a failure itself.
-func (h *skus) page(c *gin.Context, def, maxLimit int) (list []service.SKU, limit int, ok bool) {
-	limit, after, ok := pageQuery(c, h.ids, def, maxLimit)
-	if !ok {
-		return nil, 0, false
-	}
-	list, err := h.catalog.List(c.Request.Context(), after, limit)
-	if err != nil {
-		fail(c, h.log, err)
-		return nil, 0, false
-	}
-	return list, limit, true
-}
-
 // list pages through the SKUs by id: ?limit= (1–1000, default 100) and
 // ?after= (see pageQuery).
 func (h *skus) list(c *gin.Context) {
-	list, limit, ok := h.page(c, 100, service.MaxListLimit)
+	list, limit, ok := readPage(c, h.ids, h.log, 100, service.MaxListLimit, h.catalog.List)
 	if !ok {
 		return
 	}
@@ -72,7 +57,7 @@ const maxPublicPage = 100
 // ?after=. Ended sales are skipped after the read, so a page may hold
 // fewer than limit SKUs; next_after is null only at the end.
 func (h *skus) onSale(c *gin.Context) {
-	list, limit, ok := h.page(c, maxPublicPage, maxPublicPage)
+	list, limit, ok := readPage(c, h.ids, h.log, maxPublicPage, maxPublicPage, h.catalog.List)
 	if !ok {
 		return
 	}

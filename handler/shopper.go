@@ -1,6 +1,7 @@
 package handler
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/gin-gonic/gin"
@@ -88,13 +89,11 @@ func (h *orders) list(c *gin.Context) {
 	if !ok {
 		return
 	}
-	limit, after, ok := pageQuery(c, h.ids, myOrdersDefault, myOrdersMax)
+	list, limit, ok := readPage(c, h.ids, h.log, myOrdersDefault, myOrdersMax,
+		func(ctx context.Context, after int64, limit int) ([]service.Order, error) {
+			return h.orders.OrdersOf(ctx, user, after, limit)
+		})
 	if !ok {
-		return
-	}
-	list, err := h.orders.OrdersOf(c.Request.Context(), user, after, limit)
-	if err != nil {
-		fail(c, h.log, err)
 		return
 	}
 	page := myOrderPage{Orders: make([]orderResponse, len(list))}

@@ -1,6 +1,7 @@
 package handler
 
 import (
+	"context"
 	"log/slog"
 	"net/http"
 	"time"
@@ -155,13 +156,11 @@ func (h *skus) listOrders(c *gin.Context) {
 	if !ok {
 		return
 	}
-	limit, after, ok := pageQuery(c, h.ids, 100, service.MaxListLimit)
+	list, limit, ok := readPage(c, h.ids, h.log, 100, service.MaxListLimit,
+		func(ctx context.Context, after int64, limit int) ([]service.Order, error) {
+			return h.catalog.Orders(ctx, id, after, limit)
+		})
 	if !ok {
-		return
-	}
-	list, err := h.catalog.Orders(c.Request.Context(), id, after, limit)
-	if err != nil {
-		fail(c, h.log, err)
 		return
 	}
 	page := orderPage{Orders: make([]adminOrderJSON, len(list))}
