@@ -91,15 +91,9 @@ func (s *server) placeOrder(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid_request", "the comparison designs take no Idempotency-Key")
 		return
 	}
-	var verified string
-	if s.cfg.Shoppers != nil {
-		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		sub, err := s.cfg.Shoppers.Verify(r.Context(), token)
-		if !ok || err != nil {
-			writeError(w, http.StatusUnauthorized, "unauthorized", "a valid shopper bearer token is required")
-			return
-		}
-		verified = sub
+	verified, ok := s.shopper(w, r)
+	if !ok {
+		return
 	}
 	var b orderBody
 	if !decode(w, r, s.cfg.MaxBody, &b) {
@@ -109,26 +103,13 @@ func (s *server) placeOrder(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid_request", `fields "sku_id" and "quantity" are required`)
 		return
 	}
-	user := verified
-	switch {
-	case s.cfg.Shoppers == nil && b.UserID == nil:
-		writeError(w, http.StatusBadRequest, "invalid_request", `field "user_id" is required`)
-		return
-	case s.cfg.Shoppers == nil:
-		user = *b.UserID
-	case b.UserID != nil && *b.UserID != verified:
-		writeError(w, http.StatusForbidden, "user_mismatch", "user_id must be the bearer token's subject (or omitted)")
+	user, ok := s.buyer(w, verified, b.UserID)
+	if !ok {
 		return
 	}
 	placed, err := s.orders.Place(r.Context(), service.OrderRequest{SKUID: *b.SKUID, UserID: user, Quantity: *b.Quantity})
 	if err != nil {
-		for _, f := range refusals {
-			if errors.Is(err, f.err) {
-				writeError(w, f.status, f.code, err.Error())
-				return
-			}
-		}
-		writeError(w, http.StatusInternalServerError, "internal", "internal error")
+		writeRefusal(w, err)
 		return
 	}
 	o := placed.Order
@@ -138,6 +119,48 @@ func (s *server) placeOrder(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusCreated, orderAnswer{OrderID: id, SKUID: o.SKUID, UserID: o.UserID, Quantity: o.Quantity,
 		CreatedAt: o.CreatedAt, Status: string(o.Status), ExpiresAt: o.ExpiresAt})
+}
+
+// shopper is the subject of the request's verified bearer token, or 401;
+// "" when the server trusts the body (no Shoppers).
+func (s *server) shopper(w http.ResponseWriter, r *http.Request) (string, bool) {
+	if s.cfg.Shoppers == nil {
+		return "", true
+	}
+	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	sub, err := s.cfg.Shoppers.Verify(r.Context(), token)
+	if !ok || err != nil {
+		writeError(w, http.StatusUnauthorized, "unauthorized", "a valid shopper bearer token is required")
+		return "", false
+	}
+	return sub, true
+}
+
+// buyer is who buys: the body's user_id without Shoppers, else the token's
+// subject, which a user_id given must be.
+func (s *server) buyer(w http.ResponseWriter, verified string, userID *string) (string, bool) {
+	switch {
+	case s.cfg.Shoppers == nil && userID == nil:
+		writeError(w, http.StatusBadRequest, "invalid_request", `field "user_id" is required`)
+		return "", false
+	case s.cfg.Shoppers == nil:
+		return *userID, true
+	case userID != nil && *userID != verified:
+		writeError(w, http.StatusForbidden, "user_mismatch", "user_id must be the bearer token's subject (or omitted)")
+		return "", false
+	}
+	return verified, true
+}
+
+// writeRefusal answers err as the service's handler would.
+func writeRefusal(w http.ResponseWriter, err error) {
+	for _, f := range refusals {
+		if errors.Is(err, f.err) {
+			writeError(w, f.status, f.code, err.Error())
+			return
+		}
+	}
+	writeError(w, http.StatusInternalServerError, "internal", "internal error")
 }
 
 type skuBody struct {

@@ -2,7 +2,6 @@ package harness
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -15,27 +14,16 @@ import (
 	"github.com/seckill/seckill/loadtest/verify"
 )
 
-// FairConfig is the first-come-first-served run (-scenario fair): Buyers
-// distinct buyers, one unit each, arrive evenly spread over Over,
-// round-robin over the instances, for a SKU of Units units. A buyer told
-// 429 or 503 waits Retry-After and sends the same request with the same
-// Idempotency-Key to the next instance, as a well-behaved client does.
-// The run then counts the buyers served out of arrival order.
-type FairConfig struct {
-	Instances int           // default 3
-	Units     int64         // default 3,000
-	Buyers    int           // default 12,000
-	Over      time.Duration // default 1s
-	Tolerance time.Duration // default 100ms
-	Env       []string      // KEY=VALUE for every instance
-	MySQLDSN  string
-	// ServiceBin is a prebuilt seckill, to measure another build with
-	// the same client.
-	ServiceBin   string
-	SoldOutBound time.Duration
-	Keep         bool
-	Log          io.Writer
-}
+// The first-come-first-served run (-scenario fair): distinct buyers, one
+// unit each, arrive evenly spread over fairOver, round-robin over the
+// instances. A buyer told 429 or 503 waits Retry-After and sends the same
+// request with the same Idempotency-Key to the next instance, as a
+// well-behaved client does. The run then counts the buyers served out of
+// arrival order by more than fairTolerance.
+const (
+	fairOver      = time.Second
+	fairTolerance = 100 * time.Millisecond
+)
 
 // FairResult is what a fair run found. A late winner bought although it
 // arrived more than Tolerance after the last buyer who should have won
@@ -77,13 +65,7 @@ func (r FairResult) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "  sku: stock %d, sold %d\n", r.Stock, r.Sold)
 	fmt.Fprintf(w, "  history: %s\n", r.History)
 	fmt.Fprintf(w, "  results: %s\n", r.Dir)
-	if r.Pass() {
-		fmt.Fprintln(w, "PASS")
-		return
-	}
-	for _, v := range r.Violations {
-		fmt.Fprintln(w, "FAIL:", v)
-	}
+	writeVerdict(w, r.Violations)
 }
 
 // fairBuyer is one buyer's first arrival and final answer.
@@ -97,73 +79,58 @@ type fairBuyer struct {
 // maxFairTries bounds each buyer's attempts.
 const maxFairTries = 20
 
-// RunFair starts the database, a private Redis and the instances, sends
-// the buyers and counts who was served out of arrival order.
-func RunFair(ctx context.Context, cfg FairConfig) (res FairResult, err error) {
-	if cfg.Instances == 0 {
-		cfg.Instances = 3
+// RunFair starts the database, a private Redis and cfg's instances, sends
+// the buyers (default 12,000) for a SKU of units (default 3,000) and counts
+// who was served out of arrival order. cfg.Env goes to every instance.
+func RunFair(ctx context.Context, cfg Config, units int64, buyers int) (res FairResult, err error) {
+	orDefault(&units, 3000)
+	orDefault(&buyers, 12000)
+	if int64(buyers) <= units {
+		return res, fmt.Errorf("the buyers (%d) must outnumber the units (%d): the run measures who loses", buyers, units)
 	}
-	if cfg.Units == 0 {
-		cfg.Units = 3000
-	}
-	if cfg.Buyers == 0 {
-		cfg.Buyers = 12000
-	}
-	if cfg.Over == 0 {
-		cfg.Over = time.Second
-	}
-	if cfg.Tolerance == 0 {
-		cfg.Tolerance = 100 * time.Millisecond
-	}
-	if int64(cfg.Buyers) <= cfg.Units {
-		return res, fmt.Errorf("the buyers (%d) must outnumber the units (%d): the run measures who loses", cfg.Buyers, cfg.Units)
-	}
-	base, err := normalize(Config{Instances: cfg.Instances, MySQLDSN: cfg.MySQLDSN, ServiceBin: cfg.ServiceBin, Keep: cfg.Keep, Log: cfg.Log,
-		SoldOutBound: cfg.SoldOutBound,
-		Env:          append([]string{"SECKILL_AUTH_SHOPPER=none"}, cfg.Env...), // buyers are named in the body
-	})
+	base, err := scenarioConfig(cfg, append([]string{"SECKILL_AUTH_SHOPPER=none"}, cfg.Env...)...) // buyers are named in the body
 	if err != nil {
 		return res, err
 	}
-	r, err := startScenario(ctx, base, "fair", &http.Client{Timeout: 30 * time.Second,
-		Transport: &http.Transport{MaxIdleConnsPerHost: fairConnsPerInstance}}) // every buyer may wait at once
+	r, err := startScenario(ctx, base, "fair", fairConnsPerInstance) // every buyer may wait at once
 	defer r.tearDown()
 	res.Dir = r.dir
 	if err != nil {
 		return res, err
 	}
-	res.Instances, res.Units, res.Buyers, res.Over, res.Tolerance, res.Env = cfg.Instances, cfg.Units, cfg.Buyers, cfg.Over, cfg.Tolerance, cfg.Env
-	var sku struct{ ID int64 }
-	body := fmt.Sprintf(`{"name":"fair","stock":%d,"per_user_limit":1}`, cfg.Units)
-	if err := r.admin(ctx, http.MethodPost, r.baseURLs[0]+"/admin/v1/skus", []byte(body), http.StatusCreated, &sku); err != nil {
+	res.Instances, res.Units, res.Buyers, res.Over, res.Tolerance, res.Env = base.Instances, units, buyers, fairOver, fairTolerance, cfg.Env
+	if r.skuID, err = r.createSKU(ctx, "fair", units, 1); err != nil {
 		return res, err
 	}
-	r.skuID, r.skuIDs = sku.ID, []int64{sku.ID}
-	fr := &fairRun{run: r, history: newGoHistory(), buyers: make([]fairBuyer, cfg.Buyers)}
-	fr.warm(ctx, min(cfg.Buyers/cfg.Instances+1, fairConnsPerInstance))
-	r.event("fair: %d buyers over %s", cfg.Buyers, cfg.Over)
+	r.skuIDs = []int64{r.skuID}
+	fr := &fairRun{run: r, history: newGoHistory(), buyers: make([]fairBuyer, buyers)}
+	fr.warm(ctx, min(buyers/base.Instances+1, fairConnsPerInstance))
+	r.event("fair: %d buyers over %s", buyers, fairOver)
 	start := time.Now()
-	fr.send(ctx, cfg.Over)
+	fr.send(ctx, fairOver)
 	res.Elapsed = time.Since(start)
 	if err := ctx.Err(); err != nil {
 		return res, err
 	}
 	fr.count(&res)
-	if err := r.db.QueryRowContext(ctx, "SELECT stock, sold FROM skus WHERE id = ?", sku.ID).Scan(&res.Stock, &res.Sold); err != nil {
-		return res, err
+	return res, fr.check(ctx, &res)
+}
+
+// check reads what was sold and checks the answers: as many winners as
+// units, every answer linearizable, the audit clean.
+func (fr *fairRun) check(ctx context.Context, res *FairResult) (err error) {
+	if err := fr.db.QueryRowContext(ctx, "SELECT stock, sold FROM skus WHERE id = ?", fr.skuID).Scan(&res.Stock, &res.Sold); err != nil {
+		return err
 	}
-	if res.Sold != cfg.Units || int64(res.Winners) != res.Sold {
-		res.Violations = append(res.Violations, fmt.Sprintf("sold %d and %d buyers told they bought; want %d of each", res.Sold, res.Winners, cfg.Units))
+	if res.Sold != res.Units || int64(res.Winners) != res.Sold {
+		res.Violations = append(res.Violations, fmt.Sprintf("sold %d and %d buyers told they bought; want %d of each", res.Sold, res.Winners, res.Units))
 	}
-	res.History, err = r.checkGoHistory(ctx, fr.history, sku.ID, cfg.Units, 1, res.Stock)
-	if err != nil {
-		return res, err
+	if res.History, err = fr.checkGoHistory(ctx, fr.history, fr.skuID, res.Units, 1, res.Stock); err != nil {
+		return err
 	}
-	for _, v := range res.History.Violations {
-		res.Violations = append(res.Violations, "history: "+v.Message)
-	}
-	res.Violations = append(res.Violations, r.audit(ctx)...)
-	return res, nil
+	res.Violations = append(res.Violations, historyViolations(res.History)...)
+	res.Violations = append(res.Violations, fr.audit(ctx)...)
+	return nil
 }
 
 // fairRun is the state of one fair run.
@@ -229,45 +196,22 @@ func (fr *fairRun) send(ctx context.Context, over time.Duration) {
 func (fr *fairRun) buy(ctx context.Context, k int) {
 	b := &fr.buyers[k]
 	user := fmt.Sprintf("fair-%d", k)
-	body := fmt.Sprintf(`{"sku_id":%d,"user_id":%q,"quantity":1}`, fr.skuID, user)
 	key := "fair-key-" + strconv.Itoa(k)
 	b.arrived = time.Now()
 	for try := 0; try < maxFairTries && ctx.Err() == nil; try++ {
 		i := (k + try) % len(fr.baseURLs)
 		call := time.Now()
-		status, code, retryAfter, id, err := fr.post(ctx, fr.baseURLs[i], body, key)
-		fr.history.order(k, fmt.Sprintf("instance-%d", i), user, call, time.Now(), status, code, id, err)
+		p, err := fr.order(ctx, fr.baseURLs[i], user, "", key)
+		a := p.answer()
+		id, _ := fr.orderIDs.Decode(a.OrderID)
+		fr.history.order(k, fmt.Sprintf("instance-%d", i), user, call, time.Now(), p.status, a.Error.Code, id, err)
 		b.tries++
-		b.status, b.code, b.answered = status, code, time.Now()
-		if err == nil && status != http.StatusTooManyRequests && status != http.StatusServiceUnavailable {
+		b.status, b.code, b.answered = p.status, a.Error.Code, time.Now()
+		if err == nil && p.status != http.StatusTooManyRequests && p.status != http.StatusServiceUnavailable {
 			return
 		}
-		sleepCtx(ctx, retryAfter)
+		sleepCtx(ctx, p.retryAfter)
 	}
-}
-
-// post sends one order and returns its answer; retryAfter is what the
-// answer asked for, 1s when it named none.
-func (fr *fairRun) post(ctx context.Context, url, body, key string) (status int, code string, retryAfter time.Duration, id int64, err error) {
-	retryAfter = time.Second
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/api/v1/orders", strings.NewReader(body))
-	if err != nil {
-		return 0, "", retryAfter, 0, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Idempotency-Key", key)
-	resp, err := fr.client.Do(req)
-	if err != nil {
-		return 0, "", retryAfter, 0, err
-	}
-	defer resp.Body.Close()
-	var a orderAnswer
-	_ = json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&a)
-	if s, perr := strconv.Atoi(resp.Header.Get("Retry-After")); perr == nil && s >= 0 {
-		retryAfter = time.Duration(s) * time.Second
-	}
-	id, _ = fr.orderIDs.Decode(a.OrderID)
-	return resp.StatusCode, a.Error.Code, retryAfter, id, nil
 }
 
 // count fills res from the buyers' answers: the winners, the losers, and

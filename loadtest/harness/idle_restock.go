@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
@@ -14,25 +13,19 @@ import (
 	"github.com/seckill/seckill/loadtest/verify"
 )
 
-// IdleRestockConfig is the idle-restock run: a SKU of Units units sells
-// out on every instance but the first, nobody orders for Idle (longer than
-// sold_out.local_ttl + sold_out.recheck, so every sold-out mark is
-// stale), it is restocked to Units through the first instance and, once
-// the sold-out bound has passed, Burst buyers (fewer than Units) hit the
-// other instances at once: each must buy, since units remain throughout.
-// Rounds times over; every answer is recorded and checked as a history.
-type IdleRestockConfig struct {
-	Instances    int           // default 3 (the first restocks, the others sell)
-	Units        int64         // the stock each restock sets, default 30
-	Burst        int           // buyers at once after a restock, default 20 (< Units)
-	Rounds       int           // default 3
-	Idle         time.Duration // default sold_out.local_ttl + sold_out.recheck + 1s
-	SoldOutBound time.Duration // default DefaultSoldOutBound
-	MySQLDSN     string
-	ServiceBin   string
-	Keep         bool
-	Log          io.Writer
-}
+// The idle-restock run (-scenario idle-restock): a SKU of idleUnits units
+// sells out on every instance but the first, nobody orders for the idle
+// gap (longer than sold_out.local_ttl + sold_out.recheck, so every
+// sold-out mark is stale), it is restocked to idleUnits through the first
+// instance and, once the sold-out bound has passed, idleBurst buyers
+// (fewer than idleUnits) hit the other instances at once: each must buy,
+// since units remain throughout. idleRounds times over; every answer is
+// recorded and checked as a history.
+const (
+	idleUnits  = 30
+	idleBurst  = 20
+	idleRounds = 3
+)
 
 // IdleRestockResult is what the run found.
 type IdleRestockResult struct {
@@ -58,103 +51,81 @@ func (r IdleRestockResult) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "  sku: stock %d, sold %d, total %d\n", r.Stock, r.Sold, r.Total)
 	fmt.Fprintf(w, "  history: %s\n", r.History)
 	fmt.Fprintf(w, "  results: %s\n", r.Dir)
-	if r.Pass() {
-		fmt.Fprintln(w, "PASS")
-		return
-	}
-	for _, v := range r.Violations {
-		fmt.Fprintln(w, "FAIL:", v)
-	}
+	writeVerdict(w, r.Violations)
 }
 
-// RunIdleRestock starts the database, a private Redis and the instances,
-// runs the rounds and checks every answer against one stock counter.
-func RunIdleRestock(ctx context.Context, cfg IdleRestockConfig) (res IdleRestockResult, err error) {
-	def := config.Default()
-	if cfg.Instances == 0 {
-		cfg.Instances = 3
-	}
-	if cfg.Units == 0 {
-		cfg.Units = 30
-	}
-	if cfg.Burst == 0 {
-		cfg.Burst = 20
-	}
-	if cfg.Rounds == 0 {
-		cfg.Rounds = 3
-	}
-	if cfg.Idle == 0 {
-		cfg.Idle = def.SoldOut.LocalTTL + def.SoldOut.Recheck + time.Second
-	}
-	if cfg.Instances < 2 {
-		return res, fmt.Errorf("the idle-restock run restocks through one instance and sells through the others: it needs 2 or more, not %d", cfg.Instances)
-	}
-	if int64(cfg.Burst) >= cfg.Units {
-		return res, fmt.Errorf("the burst (%d) must be smaller than the units (%d): units remain throughout it", cfg.Burst, cfg.Units)
-	}
-	base, err := normalize(Config{Instances: cfg.Instances, MySQLDSN: cfg.MySQLDSN, ServiceBin: cfg.ServiceBin, Keep: cfg.Keep, Log: cfg.Log,
-		SoldOutBound: cfg.SoldOutBound,
-		Env:          []string{"SECKILL_AUTH_SHOPPER=none"}, // buyers are named in the body
-	})
+// RunIdleRestock starts the database, a private Redis and cfg's instances
+// (2 or more: the first restocks, the others sell), runs the rounds and
+// checks every answer against one stock counter.
+func RunIdleRestock(ctx context.Context, cfg Config) (res IdleRestockResult, err error) {
+	base, err := scenarioConfig(cfg, "SECKILL_AUTH_SHOPPER=none") // buyers are named in the body
 	if err != nil {
 		return res, err
 	}
-	r, err := startScenario(ctx, base, "idle-restock", &http.Client{Timeout: 30 * time.Second,
-		Transport: &http.Transport{MaxIdleConnsPerHost: 256}})
+	if base.Instances < 2 {
+		return res, fmt.Errorf("the idle-restock run restocks through one instance and sells through the others: it needs 2 or more, not %d", base.Instances)
+	}
+	r, err := startScenario(ctx, base, "idle-restock", 256)
 	defer r.tearDown()
 	res.Dir = r.dir
 	if err != nil {
 		return res, err
 	}
-	res.Rounds, res.Burst, res.Units, res.IdleFor = cfg.Rounds, cfg.Burst, cfg.Units, cfg.Idle
+	def := config.Default()
+	res.Rounds, res.Burst, res.Units = idleRounds, idleBurst, idleUnits
+	res.IdleFor = def.SoldOut.LocalTTL + def.SoldOut.Recheck + time.Second
 	res.BurstAfter = r.cfg.SoldOutBound + 500*time.Millisecond
-	var sku struct{ ID int64 }
-	body := fmt.Sprintf(`{"name":"idle-restock","stock":%d,"per_user_limit":1}`, cfg.Units)
-	if err := r.admin(ctx, http.MethodPost, r.baseURLs[0]+"/admin/v1/skus", []byte(body), http.StatusCreated, &sku); err != nil {
+	if r.skuID, err = r.createSKU(ctx, "idle-restock", idleUnits, 1); err != nil {
 		return res, err
 	}
-	r.skuID, r.skuIDs = sku.ID, []int64{sku.ID}
+	r.skuIDs = []int64{r.skuID}
 	ir := &idleRun{run: r, history: newGoHistory()}
 	start := time.Now()
-	left := cfg.Units
-	for round := 1; round <= cfg.Rounds; round++ {
-		// Sell out: everything left, then one more order per selling
-		// instance, so each holds a sold-out mark.
-		ir.burst(ctx, int(left)+2*(cfg.Instances-1))
-		for i := 1; i < cfg.Instances; i++ {
-			ir.buyAt(ctx, i)
-		}
-		r.event("round %d: sold out; idle for %s", round, cfg.Idle)
-		sleepCtx(ctx, cfg.Idle)
-		if err := ir.restock(ctx, cfg.Units); err != nil {
-			return res, err
-		}
-		sleepCtx(ctx, res.BurstAfter)
-		b, s := ir.burst(ctx, cfg.Burst)
-		res.Bought += b
-		res.SoldOut += s
-		r.event("round %d: restocked to %d through instance-0; %d buyers at the others %s later: %d bought, %d sold_out", round, cfg.Units, cfg.Burst, res.BurstAfter, b, s)
-		left = cfg.Units - int64(b)
-		if ctx.Err() != nil {
-			return res, ctx.Err()
-		}
+	if err := ir.rounds(ctx, &res); err != nil {
+		return res, err
 	}
 	res.Elapsed = time.Since(start)
-	if err := r.db.QueryRowContext(ctx, "SELECT stock, sold, total_stock FROM skus WHERE id = ?", sku.ID).Scan(&res.Stock, &res.Sold, &res.Total); err != nil {
+	if err := r.db.QueryRowContext(ctx, "SELECT stock, sold, total_stock FROM skus WHERE id = ?", r.skuID).Scan(&res.Stock, &res.Sold, &res.Total); err != nil {
 		return res, err
 	}
 	if res.SoldOut > 0 {
 		res.Violations = append(res.Violations, fmt.Sprintf("%d sold_out answers to buyers after a restock, past the bound, while units remained", res.SoldOut))
 	}
-	res.History, err = r.checkGoHistory(ctx, ir.history, sku.ID, cfg.Units, 1, res.Stock)
-	if err != nil {
+	if res.History, err = r.checkGoHistory(ctx, ir.history, r.skuID, idleUnits, 1, res.Stock); err != nil {
 		return res, err
 	}
-	for _, v := range res.History.Violations {
-		res.Violations = append(res.Violations, "history: "+v.Message)
-	}
+	res.Violations = append(res.Violations, historyViolations(res.History)...)
 	res.Violations = append(res.Violations, r.audit(ctx)...)
 	return res, nil
+}
+
+// rounds sells out, waits out the idle gap, restocks through instance-0
+// and sends the burst at the others, res.Rounds times.
+func (ir *idleRun) rounds(ctx context.Context, res *IdleRestockResult) error {
+	left := int64(idleUnits)
+	for round := 1; round <= res.Rounds; round++ {
+		// Sell out: everything left, then one more order per selling
+		// instance, so each holds a sold-out mark.
+		ir.burst(ctx, int(left)+2*(len(ir.baseURLs)-1))
+		for i := 1; i < len(ir.baseURLs); i++ {
+			ir.buyAt(ctx, i)
+		}
+		ir.event("round %d: sold out; idle for %s", round, res.IdleFor)
+		sleepCtx(ctx, res.IdleFor)
+		if err := ir.restock(ctx, idleUnits); err != nil {
+			return err
+		}
+		sleepCtx(ctx, res.BurstAfter)
+		b, s := ir.burst(ctx, idleBurst)
+		res.Bought += b
+		res.SoldOut += s
+		ir.event("round %d: restocked to %d through instance-0; %d buyers at the others %s later: %d bought, %d sold_out", round, idleUnits, idleBurst, res.BurstAfter, b, s)
+		left = idleUnits - int64(b)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+	return nil
 }
 
 // idleRun is the state of one idle-restock run.
@@ -173,24 +144,12 @@ func (ir *idleRun) buyAt(ctx context.Context, i int) (int, string) {
 	k := ir.buyers
 	ir.mu.Unlock()
 	user := fmt.Sprintf("buyer-%d", k)
-	body := fmt.Sprintf(`{"sku_id":%d,"user_id":%q,"quantity":1}`, ir.skuID, user)
 	call := time.Now()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, ir.baseURLs[i]+"/api/v1/orders", strings.NewReader(body))
-	if err != nil {
-		return 0, ""
-	}
-	req.Header.Set("Content-Type", "application/json")
-	status, code, id := 0, "", int64(0)
-	resp, err := ir.client.Do(req)
-	if err == nil {
-		var a orderAnswer
-		_ = json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&a)
-		resp.Body.Close()
-		status, code = resp.StatusCode, a.Error.Code
-		id, _ = ir.orderIDs.Decode(a.OrderID)
-	}
-	ir.history.order(k, fmt.Sprintf("instance-%d", i), user, call, time.Now(), status, code, id, err)
-	return status, code
+	p, err := ir.order(ctx, ir.baseURLs[i], user, "", "")
+	a := p.answer()
+	id, _ := ir.orderIDs.Decode(a.OrderID)
+	ir.history.order(k, fmt.Sprintf("instance-%d", i), user, call, time.Now(), p.status, a.Error.Code, id, err)
+	return p.status, a.Error.Code
 }
 
 // burst sends n orders of new buyers at once, spread over every instance
@@ -225,8 +184,6 @@ func (ir *idleRun) restock(ctx context.Context, units int64) error {
 	if err != nil {
 		return fmt.Errorf("restock: %w (its outcome is unknown: the history cannot be checked)", err)
 	}
-	ir.history.mu.Lock()
-	ir.history.ops = append(ir.history.ops, verify.Op{Kind: verify.Restock, Stock: units, Instance: "instance-0", Call: call, Return: time.Now(), Status: http.StatusOK, Client: -1})
-	ir.history.mu.Unlock()
+	ir.history.restock(verify.Op{Kind: verify.Restock, Stock: units, Instance: "instance-0", Call: call, Return: time.Now(), Status: http.StatusOK, Client: -1})
 	return nil
 }

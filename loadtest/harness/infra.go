@@ -79,14 +79,19 @@ func ModuleRoot(dir string) (string, error) {
 // BuildService compiles cmd/seckill into dir.
 func BuildService(ctx context.Context, root, dir string) (string, error) {
 	bin := filepath.Join(dir, "seckill")
+	return bin, Build(ctx, root, "./cmd/seckill", bin)
+}
+
+// Build compiles the package pkg of the module at root into bin.
+func Build(ctx context.Context, root, pkg, bin string) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/seckill")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, pkg)
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("build the service: %w\n%s", err, out)
+		return fmt.Errorf("go build %s: %w\n%s", pkg, err, out)
 	}
-	return bin, nil
+	return nil
 }
 
 // FreePort asks the kernel for a free loopback port.

@@ -9,27 +9,16 @@ import (
 	"net"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/seckill/seckill/internal/auth"
-	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/internal/procstat"
 )
 
-// InventedConfig is the invented-SKU abuse run: Requests orders for SKU
-// ids that do not exist, spread over the instances, Concurrency at a time.
-type InventedConfig struct {
-	Instances   int // default 1
-	Requests    int // default 20000
-	Concurrency int // default 64
-	MySQLDSN    string
-	ServiceBin  string
-	Keep        bool
-	Log         io.Writer
-}
+// inventedConcurrency is how many orders for invented SKU ids the run
+// (-scenario invented-skus) has in flight at once.
+const inventedConcurrency = 64
 
 // InstanceUsage is what one instance held before and after the burst.
 type InstanceUsage struct {
@@ -57,13 +46,7 @@ func (r InventedResult) WriteText(w io.Writer) {
 			mb(u.RSSBefore), mb(u.RSSAfter), mb(u.RSSAfter-u.RSSBefore), u.GoroutinesBefore, u.GoroutinesAfter)
 	}
 	fmt.Fprintf(w, "  redis keys: %d → %d\n", r.RedisKeys[0], r.RedisKeys[1])
-	if r.Pass() {
-		fmt.Fprintln(w, "PASS")
-		return
-	}
-	for _, v := range r.Violations {
-		fmt.Fprintln(w, "FAIL:", v)
-	}
+	writeVerdict(w, r.Violations)
 }
 
 func mb(b int64) float64 { return float64(b) / (1 << 20) }
@@ -76,76 +59,40 @@ const maxRSSGrowth = 100 << 20
 // mysql.max_open_conns. Nothing per id: the defect left thousands.
 const poolGoroutines = 64
 
-// RunInvented starts MariaDB's database, a private Redis and the
-// instances, sends the burst, and measures what stayed.
-func RunInvented(ctx context.Context, cfg InventedConfig) (res InventedResult, err error) {
-	if cfg.Instances == 0 {
-		cfg.Instances = 1
-	}
-	if cfg.Requests == 0 {
-		cfg.Requests = 20000
-	}
-	if cfg.Concurrency == 0 {
-		cfg.Concurrency = 64
-	}
-	base, err := normalize(Config{Instances: cfg.Instances, MySQLDSN: cfg.MySQLDSN, ServiceBin: cfg.ServiceBin, Keep: cfg.Keep, Log: cfg.Log})
+// RunInvented starts the database, a private Redis and cfg's instances,
+// sends requests (default 20,000) orders for SKU ids that do not exist,
+// and measures what stayed.
+func RunInvented(ctx context.Context, cfg Config, requests int) (res InventedResult, err error) {
+	orDefault(&requests, 20000)
+	base, err := scenarioConfig(cfg)
 	if err != nil {
 		return res, err
 	}
-	r, err := startScenario(ctx, base, "invented", &http.Client{Timeout: 30 * time.Second})
+	r, err := startScenario(ctx, base, "invented", 0)
 	defer r.tearDown()
 	if err != nil {
 		return res, err
 	}
-
 	// Warm up: what is allocated once (pools, buffers) is not per id.
 	const firstID = int64(1) << 40
-	r.invent(ctx, firstID, 2000, cfg.Concurrency, nil)
+	r.invent(ctx, firstID, 2000, nil)
 	r.client.CloseIdleConnections()
-	res.Instances = make([]InstanceUsage, len(r.instances))
-	for i := range r.instances {
-		u := &res.Instances[i]
-		u.RSSBefore = r.rss(i)
-		if u.GoroutinesBefore, err = r.goroutines(ctx, i); err != nil {
-			return res, err
-		}
-	}
-	if res.RedisKeys[0], err = dbsize(ctx, r.redisAddrs[0]); err != nil {
+	if err := r.usageBefore(ctx, &res); err != nil {
 		return res, err
 	}
-
 	res.Statuses = map[int]int{}
 	var mu sync.Mutex
-	r.event("sending %d orders for invented sku ids", cfg.Requests)
-	r.invent(ctx, firstID+2000, cfg.Requests, cfg.Concurrency, func(status int) {
+	r.event("sending %d orders for invented sku ids", requests)
+	r.invent(ctx, firstID+2000, requests, func(status int) {
 		mu.Lock()
 		res.Statuses[status]++
 		mu.Unlock()
 	})
-	res.Requests = cfg.Requests
+	res.Requests = requests
 	r.client.CloseIdleConnections()
-
 	for i := range r.instances {
-		u := &res.Instances[i]
-		// Goroutines of closed connections end shortly: wait, bounded.
-		deadline := time.Now().Add(15 * time.Second)
-		for {
-			if u.GoroutinesAfter, err = r.goroutines(ctx, i); err != nil {
-				return res, err
-			}
-			r.client.CloseIdleConnections()
-			if u.GoroutinesAfter <= u.GoroutinesBefore+poolGoroutines || time.Now().After(deadline) {
-				break
-			}
-			time.Sleep(100 * time.Millisecond) // polling a counter, bounded above
-		}
-		u.RSSAfter = r.rss(i)
-		if u.GoroutinesAfter > u.GoroutinesBefore+poolGoroutines {
-			res.Violations = append(res.Violations, fmt.Sprintf("instance-%d: %d goroutines after the burst; %d before (+%d for the MySQL pool allowed)",
-				i, u.GoroutinesAfter, u.GoroutinesBefore, poolGoroutines))
-		}
-		if u.RSSAfter-u.RSSBefore > maxRSSGrowth {
-			res.Violations = append(res.Violations, fmt.Sprintf("instance-%d: RSS grew %.1f MB; want < 100 MB", i, mb(u.RSSAfter-u.RSSBefore)))
+		if err := r.usageAfter(ctx, i, &res); err != nil {
+			return res, err
 		}
 	}
 	if res.RedisKeys[1], err = dbsize(ctx, r.redisAddrs[0]); err != nil {
@@ -154,46 +101,80 @@ func RunInvented(ctx context.Context, cfg InventedConfig) (res InventedResult, e
 	if res.RedisKeys[1] != res.RedisKeys[0] {
 		res.Violations = append(res.Violations, fmt.Sprintf("%d Redis keys after the burst; %d before", res.RedisKeys[1], res.RedisKeys[0]))
 	}
-	if n := res.Statuses[http.StatusNotFound]; n != cfg.Requests {
-		res.Violations = append(res.Violations, fmt.Sprintf("%d of %d answered 404 sku_not_found: %v", n, cfg.Requests, res.Statuses))
+	if n := res.Statuses[http.StatusNotFound]; n != requests {
+		res.Violations = append(res.Violations, fmt.Sprintf("%d of %d answered 404 sku_not_found: %v", n, requests, res.Statuses))
 	}
 	return res, nil
 }
 
+// usageBefore reads every instance's RSS and goroutines, and the Redis
+// keys, before the burst.
+func (r *run) usageBefore(ctx context.Context, res *InventedResult) (err error) {
+	res.Instances = make([]InstanceUsage, len(r.instances))
+	for i := range r.instances {
+		u := &res.Instances[i]
+		u.RSSBefore = r.rss(i)
+		if u.GoroutinesBefore, err = r.goroutines(ctx, i); err != nil {
+			return err
+		}
+	}
+	res.RedisKeys[0], err = dbsize(ctx, r.redisAddrs[0])
+	return err
+}
+
+// usageAfter reads instance i's RSS and goroutines after the burst and
+// checks their growth.
+func (r *run) usageAfter(ctx context.Context, i int, res *InventedResult) (err error) {
+	u := &res.Instances[i]
+	// Goroutines of closed connections end shortly: wait, bounded.
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		if u.GoroutinesAfter, err = r.goroutines(ctx, i); err != nil {
+			return err
+		}
+		r.client.CloseIdleConnections()
+		if u.GoroutinesAfter <= u.GoroutinesBefore+poolGoroutines || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond) // polling a counter, bounded above
+	}
+	u.RSSAfter = r.rss(i)
+	if u.GoroutinesAfter > u.GoroutinesBefore+poolGoroutines {
+		res.Violations = append(res.Violations, fmt.Sprintf("instance-%d: %d goroutines after the burst; %d before (+%d for the MySQL pool allowed)",
+			i, u.GoroutinesAfter, u.GoroutinesBefore, poolGoroutines))
+	}
+	if u.RSSAfter-u.RSSBefore > maxRSSGrowth {
+		res.Violations = append(res.Violations, fmt.Sprintf("instance-%d: RSS grew %.1f MB; want < 100 MB", i, mb(u.RSSAfter-u.RSSBefore)))
+	}
+	return nil
+}
+
 // invent sends n orders for ids first, first+1, ... round-robin over the
-// instances; status, if not nil, gets each answer's status (0: no answer).
-func (r *run) invent(ctx context.Context, first int64, n, conc int, status func(int)) {
+// instances, inventedConcurrency at a time, each from a shopper of its own;
+// status, if not nil, gets each answer's status (0: no answer).
+func (r *run) invent(ctx context.Context, first int64, n int, status func(int)) {
 	var next atomic.Int64
 	var wg sync.WaitGroup
-	for w := range conc {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+	for w := range inventedConcurrency {
+		wg.Go(func() {
 			for {
 				i := next.Add(1) - 1
 				if i >= int64(n) || ctx.Err() != nil {
 					return
 				}
+				user := fmt.Sprintf("attacker-%d", i)
 				url := r.baseURLs[(int(i)+w)%len(r.baseURLs)] + "/api/v1/orders"
-				body := fmt.Sprintf(`{"sku_id":%d,"user_id":"attacker-%d","quantity":1}`, first+i, i)
+				body := fmt.Sprintf(`{"sku_id":%d,"user_id":%q,"quantity":1}`, first+i, user)
 				code := 0
-				req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
-				if err == nil {
-					req.Header.Set("Content-Type", "application/json")
-					err = r.signAs(req, fmt.Sprintf("attacker-%d", i))
-				}
-				if err == nil {
-					if resp, err := r.client.Do(req); err == nil {
-						_, _ = io.Copy(io.Discard, resp.Body)
-						resp.Body.Close()
-						code = resp.StatusCode
-					}
+				if tok, err := r.shopperToken(user); err == nil {
+					p, _ := r.post(ctx, url, body, tok, "")
+					code = p.status
 				}
 				if status != nil {
 					status(code)
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
 }
@@ -210,23 +191,11 @@ func (r *run) rss(i int) int64 {
 
 // goroutines reads go_goroutines from the instance's /metrics.
 func (r *run) goroutines(ctx context.Context, i int) (int, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.baseURLs[i]+"/metrics", nil)
-	if err != nil {
-		return 0, err
+	v, found, err := r.metric(ctx, i, "go_goroutines ")
+	if err == nil && !found {
+		err = fmt.Errorf("instance-%d /metrics: no go_goroutines", i)
 	}
-	resp, err := r.client.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "go_goroutines "); ok {
-			f, err := strconv.ParseFloat(v, 64)
-			return int(f), err
-		}
-	}
-	return 0, fmt.Errorf("instance-%d /metrics: no go_goroutines", i)
+	return int(v), err
 }
 
 // dbsize asks a Redis server how many keys it holds.
@@ -250,20 +219,4 @@ func dbsize(ctx context.Context, addr string) (int, error) {
 		return 0, fmt.Errorf("redis DBSIZE: %q", line)
 	}
 	return strconv.Atoi(string(line[1:]))
-}
-
-// signAs gives req the bearer token of shopper sub, signed with the
-// run's auth.jwt.secret as the identity provider would: an attacker with
-// accounts of its own, past authentication. Without a secret (target mode
-// against auth.shopper none) req goes unsigned.
-func (r *run) signAs(req *http.Request, sub string) error {
-	if r.shopper == "" {
-		return nil
-	}
-	tok, err := auth.Mint([]byte(r.shopper), auth.Claims{Subject: sub, Audience: config.Default().Auth.JWT.Audience, TTL: time.Hour}, time.Now())
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Authorization", "Bearer "+tok)
-	return nil
 }

@@ -62,7 +62,7 @@ func (r *run) runK6(ctx context.Context, k6 string) (k6Result, error) {
 	for _, k := range sortedKeys(vars) {
 		args = append(args, "-e", k+"="+vars[k])
 	}
-	args = append(args, cfg.Script)
+	args = append(args, cfg.script())
 	p := r.ps.add(&proc{
 		name: "k6", path: k6, args: args, log: res.Stdout,
 		env: append(os.Environ(),
@@ -120,45 +120,42 @@ func readConsole(path string, ids *orderid.Codec) (consoleLog, error) {
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
-		msg := consoleMsg(sc.Text())
-		f := strings.Fields(msg)
-		if len(f) == 0 {
-			continue
-		}
-		switch f[0] {
-		case "ack":
-			if len(f) != 3 {
-				continue
-			}
-			id, ok := ids.Decode(f[1])
-			if !ok {
-				return c, fmt.Errorf("console: ack %q: not an order id of this service", msg)
-			}
-			c.Clients.Acknowledged = append(c.Clients.Acknowledged, verify.Ack{OrderID: id, UserID: f[2]})
-		case "unsure":
-			if len(f) == 2 {
-				c.Clients.Unsure = append(c.Clients.Unsure, f[1])
-			}
-		case "refused":
-			if len(f) == 4 {
-				c.Clients.Refused = append(c.Clients.Refused, verify.Refusal{Key: f[1], UserID: f[2], Code: f[3]})
-			}
-		case "unavail":
-			if len(f) < 2 {
-				continue
-			}
-			msec, err := strconv.ParseInt(f[1], 10, 64)
-			if err != nil {
-				return c, fmt.Errorf("console: bad unavail %q", msg)
-			}
-			c.Unavailable = append(c.Unavailable, time.UnixMilli(msec))
-		case "unexpected":
-			if len(c.Unexpected) < 20 {
-				c.Unexpected = append(c.Unexpected, msg)
-			}
+		if err := c.add(consoleMsg(sc.Text()), ids); err != nil {
+			return c, err
 		}
 	}
 	return c, sc.Err()
+}
+
+// add takes one console message of sale.js: an acknowledged order, a
+// buyer left unanswered, a refusal after an unknown outcome, the time of
+// a 503 or dropped connection, or an answer outside the contract.
+func (c *consoleLog) add(msg string, ids *orderid.Codec) error {
+	f := strings.Fields(msg)
+	if len(f) == 0 {
+		return nil
+	}
+	switch {
+	case f[0] == "ack" && len(f) == 3:
+		id, ok := ids.Decode(f[1])
+		if !ok {
+			return fmt.Errorf("console: ack %q: not an order id of this service", msg)
+		}
+		c.Clients.Acknowledged = append(c.Clients.Acknowledged, verify.Ack{OrderID: id, UserID: f[2]})
+	case f[0] == "unsure" && len(f) == 2:
+		c.Clients.Unsure = append(c.Clients.Unsure, f[1])
+	case f[0] == "refused" && len(f) == 4:
+		c.Clients.Refused = append(c.Clients.Refused, verify.Refusal{Key: f[1], UserID: f[2], Code: f[3]})
+	case f[0] == "unavail" && len(f) >= 2:
+		msec, err := strconv.ParseInt(f[1], 10, 64)
+		if err != nil {
+			return fmt.Errorf("console: bad unavail %q", msg)
+		}
+		c.Unavailable = append(c.Unavailable, time.UnixMilli(msec))
+	case f[0] == "unexpected" && len(c.Unexpected) < 20:
+		c.Unexpected = append(c.Unexpected, msg)
+	}
+	return nil
 }
 
 // consoleMsg extracts msg="..." from a logrus text line, or returns the

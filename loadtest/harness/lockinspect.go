@@ -114,18 +114,23 @@ func (li *LockInspection) add(view string, sku int64, a lockAnswer) {
 	if newHolder && len(li.Changes) < lockMaxChanges {
 		li.Changes = append(li.Changes, LockChange{SKU: sku, Owner: a.Owner, Token: a.Token, Fence: fence})
 	}
-	if !seen {
-		return
+	if seen {
+		li.follows(view, sku, prev, li.last[view], newHolder)
 	}
-	// A fence of 0 is a store that keeps none (Redlock): nothing to grow.
+}
+
+// follows checks the fence of cur, seen in view after prev: it never
+// decreases, and a new holder's is above its predecessor's. A fence of 0
+// is a store that keeps none (Redlock): nothing to grow.
+func (li *LockInspection) follows(view string, sku int64, prev, cur lockSeen, newHolder bool) {
 	switch {
-	case fence < prev.fence:
+	case cur.fence < prev.fence:
 		li.Increasing = false
-		li.problem("sku %d (%s): fence %d of %s/%s after %d of %s/%s: it decreased", sku, view, fence, a.Owner, a.Token, prev.fence, prev.owner, prev.token)
-	case newHolder && fence > 0 && fence == prev.fence:
+		li.problem("sku %d (%s): fence %d of %s/%s after %d of %s/%s: it decreased", sku, view, cur.fence, cur.owner, cur.token, prev.fence, prev.owner, prev.token)
+	case newHolder && cur.fence > 0 && cur.fence == prev.fence:
 		li.Increasing = false
-		li.problem("sku %d (%s): new holder %s/%s with the fence %d of %s/%s", sku, view, a.Owner, a.Token, fence, prev.owner, prev.token)
-	case newHolder && fence > prev.fence:
+		li.problem("sku %d (%s): new holder %s/%s with the fence %d of %s/%s", sku, view, cur.owner, cur.token, cur.fence, prev.owner, prev.token)
+	case newHolder && cur.fence > prev.fence:
 		li.Grew++
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"strings"
 	"time"
 )
 
@@ -107,70 +106,4 @@ func (r *run) watch(ctx context.Context, start time.Time) {
 			}
 		}
 	}
-}
-
-// inject kills the victim, keeps it down for FaultFor and brings it back.
-func (r *run) inject(ctx context.Context) error {
-	if r.cfg.Fault == FaultPause {
-		return r.injectPause(ctx)
-	}
-	m := &r.monitor
-	var victims []*proc
-	var ready []func(context.Context) error
-	switch r.cfg.Fault {
-	case FaultRedis:
-		for i := range r.cfg.RedisKill {
-			addr := r.redisAddrs[i]
-			victims = append(victims, r.redis[i])
-			ready = append(ready, func(ctx context.Context) error {
-				return poll(ctx, "redis-server "+addr, 15*time.Second, 50*time.Millisecond, dialTCP(addr))
-			})
-		}
-	case FaultInstance:
-		i := len(r.instances) - 1
-		victims = append(victims, r.instances[i])
-		ready = append(ready, func(ctx context.Context) error { return r.waitReady(ctx, i, r.baseURLs[i]) })
-	case FaultFailover:
-		return r.failover(ctx)
-	case FaultZKLeader:
-		return r.zkLeaderFault(ctx)
-	case FaultMySQLFailover:
-		return r.injectMySQLFailover(ctx)
-	case FaultMySQL:
-		victims = append(victims, r.mariadb)
-		ready = append(ready, func(ctx context.Context) error {
-			return poll(ctx, "mariadbd", 60*time.Second, 100*time.Millisecond, pingDB(r.serverDSN))
-		})
-	default:
-		return fmt.Errorf("unknown fault %q", r.cfg.Fault)
-	}
-	names := make([]string, len(victims))
-	for i, v := range victims {
-		names[i] = v.name
-	}
-	name := strings.Join(names, ", ")
-	m.victims = name
-
-	m.faultStart = time.Now()
-	r.event("FAULT: SIGKILL %s (sold %d of %d)", name, m.faultSold, r.cfg.Stock)
-	for _, v := range victims {
-		if err := v.kill(); err != nil {
-			return err
-		}
-	}
-	time.Sleep(r.cfg.FaultFor)
-	r.event("FAULT: restarting %s", name)
-	for _, v := range victims {
-		if err := v.start(); err != nil {
-			return err
-		}
-	}
-	for _, f := range ready {
-		if err := f(ctx); err != nil {
-			return err
-		}
-	}
-	m.faultBack = time.Now()
-	r.event("FAULT: %s back after %.1fs", name, m.faultBack.Sub(m.faultStart).Seconds())
-	return nil
 }

@@ -5,47 +5,54 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"time"
 )
 
-// startScenario brings up a run of a scenario other than the k6 sale
-// (invented-skus, lifecycle): its results and work directories, its
-// private dependencies and the service instances. The caller defers
-// tearDown at once, whatever the error: what was started is stopped.
-func startScenario(ctx context.Context, base Config, name string, client *http.Client) (*run, error) {
-	r := &run{cfg: base, log: base.Log, client: client}
-	if r.log == nil {
-		r.log = io.Discard
+// scenarioConfig is what a scenario driven from Go (invented-skus,
+// lifecycle, idle-restock, fair) runs on: cfg's instances, database,
+// binary, sold-out bound and Keep, with env for every instance.
+func scenarioConfig(cfg Config, env ...string) (Config, error) {
+	return normalize(Config{Instances: cfg.Instances, MySQLDSN: cfg.MySQLDSN, ServiceBin: cfg.ServiceBin,
+		Keep: cfg.Keep, Log: cfg.Log, SoldOutBound: cfg.SoldOutBound, Env: env})
+}
+
+// startScenario brings up a scenario's run: its results and work
+// directories, its database, a private Redis and the instances, reached
+// by a client that keeps up to conns idle connections to each (0: Go's
+// default). The caller defers tearDown at once, whatever the error:
+// what was started is stopped.
+func startScenario(ctx context.Context, cfg Config, name string, conns int) (*run, error) {
+	client := &http.Client{Timeout: 30 * time.Second}
+	if conns > 0 {
+		client.Transport = &http.Transport{MaxIdleConnsPerHost: conns}
 	}
-	r.id = time.Now().Format("20060102-150405") + "-" + name
-	r.dir = filepath.Join(base.ResultsDir, r.id)
-	if err := os.MkdirAll(r.dir, 0o755); err != nil {
-		return r, err
-	}
-	var err error
-	if r.work, err = os.MkdirTemp("", "seckill-"+name+"-"); err != nil {
+	r, err := newRun(cfg, time.Now().Format("20060102-150405")+"-"+name, client)
+	if err != nil {
 		return r, err
 	}
 	return r, r.bringUp(ctx)
 }
 
-// tearDown stops what the run started and drops its database.
-func (r *run) tearDown() {
-	r.ps.stopAll(15 * time.Second)
-	if r.db != nil {
-		if r.dbName != "" && !r.cfg.Keep {
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-			if _, err := r.db.ExecContext(ctx, "DROP DATABASE IF EXISTS "+r.dbName); err != nil {
-				fmt.Fprintf(r.log, "warning: drop database %s: %v\n", r.dbName, err)
-			}
-			cancel()
-		}
-		r.db.Close()
+// writeVerdict ends a scenario's text: PASS, or each violation.
+func writeVerdict(w io.Writer, violations []string) {
+	if len(violations) == 0 {
+		fmt.Fprintln(w, "PASS")
+		return
 	}
-	r.myfail.stop()
-	if !r.cfg.Keep {
-		os.RemoveAll(r.work)
+	for _, v := range violations {
+		fmt.Fprintln(w, "FAIL:", v)
+	}
+}
+
+// sleepCtx waits d or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
 	}
 }

@@ -29,7 +29,7 @@ func (c Config) skuStock(i int) int64 {
 // createSKUs creates the sale's SKUs through the admin API.
 func (r *run) createSKUs(ctx context.Context) error {
 	for i := range r.cfg.SKUs {
-		id, err := r.createSKU(ctx, r.cfg.skuStock(i))
+		id, err := r.createSKU(ctx, "loadtest "+r.id, r.cfg.skuStock(i), r.cfg.PerUserLimit)
 		if err != nil {
 			return err
 		}

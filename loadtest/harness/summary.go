@@ -123,9 +123,59 @@ func (r *run) settle(ctx context.Context) {
 	}
 }
 
+// verify settles the sale and fills its summary: k6's figures, the
+// clients' record, what the monitor saw, then every check: each SKU's
+// database, API and history, the failover's loss, the audit, the lock
+// inspection, the 503s outside the fault and k6's thresholds.
 func (r *run) verify(ctx context.Context, k6Start time.Time, k6res k6Result) (Summary, error) {
-	cfg := r.cfg
 	r.settle(ctx)
+	s := r.newSummary(k6res)
+	ks, err := readK6Summary(k6res.Summary)
+	if err != nil {
+		return s, err
+	}
+	s.addK6(ks)
+	cons, err := readConsole(k6res.Console, r.orderIDs)
+	if err != nil {
+		return s, err
+	}
+	s.Acknowledged = len(cons.Clients.Acknowledged)
+	s.Unanswered = len(cons.Clients.Unsure)
+	s.RefusedAfterUnknown = len(cons.Clients.Refused)
+	s.Unavailable = len(cons.Unavailable)
+	s.UnexpSample = cons.Unexpected
+	s.addMonitor(r.monitor, k6Start, r.cfg.Stock)
+	if err := r.checkSKUs(ctx, &s, cons, k6res.Console); err != nil {
+		return s, err
+	}
+	if r.myfail != nil {
+		if s.FailoverLost, s.FailoverOversold, err = r.failoverLoss(ctx, cons.Clients.Acknowledged); err != nil {
+			return s, err
+		}
+		min := r.cfg.MySQLMinReplicas
+		s.MySQLMinReplicas = &min
+	}
+	s.Violations = append(s.Violations, auditViolations(r.audit(ctx))...)
+	if r.locks != nil {
+		r.finishLocks(ctx, r.locks)
+		s.Locks = r.locks
+		s.Violations = append(s.Violations, r.locks.violations()...)
+	}
+	if s.SellingWindow > 0 {
+		s.OrdersPerSec = round(float64(s.API.Orders)/s.SellingWindow, 0)
+	}
+	s.Violations = append(s.Violations, r.unavailableOutside(cons.Unavailable)...)
+	s.Violations = append(s.Violations, k6Violations(s.Thresholds, k6res.ExitCode)...)
+	s.Pass = len(s.Violations) == 0
+	for _, e := range r.events {
+		s.Events = append(s.Events, fmt.Sprintf("%+.2fs %s", e.At.Sub(k6Start).Seconds(), e.What))
+	}
+	return s, nil
+}
+
+// newSummary is the summary's description of the sale.
+func (r *run) newSummary(k6res k6Result) Summary {
+	cfg := r.cfg
 	s := Summary{
 		Run: r.id, Mode: "local", Fault: cfg.Fault, BaseURLs: r.baseURLs, SKUID: r.skuID, SKUCount: len(r.skuIDs),
 		Stock: cfg.Stock, PerUserLimit: cfg.PerUserLimit, PeakRate: cfg.Rate,
@@ -136,11 +186,11 @@ func (r *run) verify(ctx context.Context, k6Start time.Time, k6res k6Result) (Su
 		s.Mode = "target"
 	}
 	s.Machine = fmt.Sprintf("%d CPUs, load average %s before, %s after", runtime.NumCPU(), r.loadBefore, loadAverage())
+	return s
+}
 
-	ks, err := readK6Summary(k6res.Summary)
-	if err != nil {
-		return s, err
-	}
+// addK6 takes k6's counts, latencies and failed thresholds.
+func (s *Summary) addK6(ks k6Summary) {
 	s.Requests = int64(ks.value("http_reqs", "count"))
 	s.ReqPerSec = ks.value("http_reqs", "rate")
 	s.Dropped = int64(ks.value("dropped_iterations", "count"))
@@ -160,20 +210,13 @@ func (r *run) verify(ctx context.Context, k6Start time.Time, k6res k6Result) (Su
 	lat := "http_req_duration{kind:order}"
 	s.LatencyMS = Latency{P50: ks.value(lat, "med"), P95: ks.value(lat, "p(95)"), P99: ks.value(lat, "p(99)"), Max: ks.value(lat, "max")}
 	s.Thresholds = ks.failedThresholds()
+}
 
-	cons, err := readConsole(k6res.Console, r.orderIDs)
-	if err != nil {
-		return s, err
-	}
-	s.Acknowledged = len(cons.Clients.Acknowledged)
-	s.Unanswered = len(cons.Clients.Unsure)
-	s.RefusedAfterUnknown = len(cons.Clients.Refused)
-	s.Unavailable = len(cons.Unavailable)
-	s.UnexpSample = cons.Unexpected
-
-	m := r.monitor
+// addMonitor takes what the monitor saw: the progress, the sell-out and
+// the fault's window, in seconds since k6 started.
+func (s *Summary) addMonitor(m monitorState, k6Start time.Time, stock int64) {
 	s.Progress = m.samples
-	s.LongestStall = round(longestStall(m.samples, cfg.Stock), 1)
+	s.LongestStall = round(longestStall(m.samples, stock), 1)
 	if !m.soldOut.IsZero() {
 		s.SoldOutAfter = round(m.soldOut.Sub(k6Start).Seconds(), 2)
 	}
@@ -185,40 +228,18 @@ func (r *run) verify(ctx context.Context, k6Start time.Time, k6res k6Result) (Su
 	if !m.faultBack.IsZero() {
 		s.FaultBack = round(m.faultBack.Sub(k6Start).Seconds(), 2)
 	}
+}
 
-	if err := r.checkSKUs(ctx, &s, cons, k6res.Console); err != nil {
-		return s, err
+// k6Violations is a failed threshold, or k6 exiting for another reason.
+func k6Violations(thresholds []string, exit int) []verify.Violation {
+	if len(thresholds) == 0 && (exit == 0 || exit == k6ThresholdsFailed) {
+		return nil
 	}
-	if r.myfail != nil {
-		if s.FailoverLost, s.FailoverOversold, err = r.failoverLoss(ctx, cons.Clients.Acknowledged); err != nil {
-			return s, err
-		}
-		min := cfg.MySQLMinReplicas
-		s.MySQLMinReplicas = &min
+	msg := strings.Join(thresholds, "; ")
+	if exit != k6ThresholdsFailed && exit != 0 {
+		msg = fmt.Sprintf("k6 exited %d (see k6.txt)", exit)
 	}
-	s.Violations = append(s.Violations, auditViolations(r.audit(ctx))...)
-	if r.locks != nil {
-		r.finishLocks(ctx, r.locks)
-		s.Locks = r.locks
-		s.Violations = append(s.Violations, r.locks.violations()...)
-	}
-	if s.SellingWindow > 0 {
-		s.OrdersPerSec = round(float64(s.API.Orders)/s.SellingWindow, 0)
-	}
-
-	s.Violations = append(s.Violations, r.unavailableOutside(cons.Unavailable)...)
-	if len(s.Thresholds) > 0 || (k6res.ExitCode != 0 && k6res.ExitCode != k6ThresholdsFailed) {
-		msg := strings.Join(s.Thresholds, "; ")
-		if k6res.ExitCode != k6ThresholdsFailed && k6res.ExitCode != 0 {
-			msg = fmt.Sprintf("k6 exited %d (see k6.txt)", k6res.ExitCode)
-		}
-		s.Violations = append(s.Violations, verify.Violation{Name: K6Thresholds, Message: msg})
-	}
-	s.Pass = len(s.Violations) == 0
-	for _, e := range r.events {
-		s.Events = append(s.Events, fmt.Sprintf("%+.2fs %s", e.At.Sub(k6Start).Seconds(), e.What))
-	}
-	return s, nil
+	return []verify.Violation{{Name: K6Thresholds, Message: msg}}
 }
 
 // unavailableOutside reports 503s and dropped connections outside the
@@ -328,6 +349,26 @@ func (r *run) writeResults(s Summary) error {
 // WriteText prints the summary for people.
 func (s Summary) WriteText(w io.Writer, dir string) {
 	p := func(format string, args ...any) { fmt.Fprintf(w, format+"\n", args...) }
+	s.writeSale(p)
+	s.writeFindings(p)
+	if s.Pass {
+		p("  VERDICT       PASS: no oversell, nothing lost or doubled; every invariant holds")
+	} else {
+		p("  VERDICT       FAIL: %d violation(s)", len(s.Violations))
+		for _, v := range s.Violations {
+			p("    - %s", v)
+			if v.Name == verify.NotSoldOut && s.ByCode["sold_out"] == 0 {
+				p("      (no buyer was told sold_out: the load offered fewer buyers than stock; lower -stock, raise -rate or -hold)")
+			}
+		}
+	}
+	if dir != "" {
+		p("  results       %s (summary.html, report.html, summary.json, logs)", dir)
+	}
+}
+
+// writeSale prints what the sale was and what k6 measured.
+func (s Summary) writeSale(p func(string, ...any)) {
 	p("")
 	p("seckill load test %s — %s, fault: %s, %d instance(s)", s.Run, s.Mode, s.Fault, len(s.BaseURLs))
 	if s.Machine != "" {
@@ -356,6 +397,11 @@ func (s Summary) WriteText(w io.Writer, dir string) {
 		p("  fault         %s: %s %s at %.1fs (sold %d), back at %.1fs; %d answers 503/dropped",
 			s.Fault, s.Victims, faultVerb(s.Fault), s.FaultStart, s.SoldAtFault, s.FaultBack, s.Unavailable)
 	}
+}
+
+// writeFindings prints what the checks read: the database, the API, the
+// clients, the failover's loss, the history and the lock inspection.
+func (s Summary) writeFindings(p func(string, ...any)) {
 	if d := s.Database; d != nil {
 		p("  database      sold %d, stock %d, %d orders holding %d units, %d users, at most %d per user",
 			d.SKU.Sold, d.SKU.Stock, d.Orders, d.Units, d.Users, d.MaxPerUser)
@@ -383,20 +429,6 @@ func (s Summary) WriteText(w io.Writer, dir string) {
 	}
 	for _, u := range s.UnexpSample {
 		p("  unexpected    %s", u)
-	}
-	if s.Pass {
-		p("  VERDICT       PASS: no oversell, nothing lost or doubled; every invariant holds")
-	} else {
-		p("  VERDICT       FAIL: %d violation(s)", len(s.Violations))
-		for _, v := range s.Violations {
-			p("    - %s", v)
-			if v.Name == verify.NotSoldOut && s.ByCode["sold_out"] == 0 {
-				p("      (no buyer was told sold_out: the load offered fewer buyers than stock; lower -stock, raise -rate or -hold)")
-			}
-		}
-	}
-	if dir != "" {
-		p("  results       %s (summary.html, report.html, summary.json, logs)", dir)
 	}
 }
 

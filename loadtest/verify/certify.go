@@ -76,66 +76,89 @@ func certifyResolved(h History, bound time.Duration) (ok bool, misfit string) {
 	if misfit != "" {
 		return false, misfit
 	}
-	n := len(ops)
-	// stock[k] holds from at[k-1] to at[k]: stock[0] before any write.
-	stock := make([]int64, n+1)
-	stock[0] = h.InitialStock
-	held := map[string][]int64{} // a buyer's purchase moments, one per unit
-	for i, op := range ops {
-		switch op.Kind {
-		case Restock:
-			stock[i+1] = op.Stock
-		default:
-			stock[i+1] = stock[i] - op.Qty
-			if stock[i+1] < 0 {
-				return false, "no unit for " + op.String()
-			}
-			for range op.Qty {
-				held[op.User] = append(held[op.User], at[i])
-			}
-			if h.PerUserLimit > 0 && int64(len(held[op.User])) > h.PerUserLimit {
-				return false, "over the limit: " + op.String()
-			}
-		}
-	}
-	start := func(k int) int64 {
-		if k == 0 {
-			return math.MinInt64
-		}
-		return at[k-1]
-	}
-	end := func(k int) int64 {
-		if k == n {
-			return math.MaxInt64
-		}
-		return at[k]
+	seq, misfit := replay(h, ops, at)
+	if misfit != "" {
+		return false, misfit
 	}
 	for _, r := range h.Ops {
-		a, b := r.Call.UnixNano(), r.Return.UnixNano()
-		switch r.Kind {
-		case LimitAnswer:
-			// Holdings only grow: the latest moment is the best.
-			times := held[r.User]
-			have := int64(sort.Search(len(times), func(i int) bool { return times[i] > b }))
-			if h.PerUserLimit <= 0 || have+r.Qty <= h.PerUserLimit {
-				return false, "the buyer below the limit: " + r.String()
-			}
-		case SoldOutAnswer:
-			a -= int64(bound)
-			k := sort.Search(n+1, func(k int) bool { return end(k) >= a })
-			found := false
-			for ; k <= n && start(k) <= b; k++ {
-				if stock[k] < r.Qty {
-					found = true
-					break
-				}
-			}
-			if !found {
-				return false, "units left throughout: " + r.String()
-			}
+		if misfit := seq.refusal(r, h.PerUserLimit, bound); misfit != "" {
+			return false, misfit
 		}
 	}
 	return true, ""
+}
+
+// sequence is the writes placed in order: the stock between them and each
+// buyer's purchase moments.
+type sequence struct {
+	at    []int64
+	stock []int64            // stock[k] holds from at[k-1] to at[k]: stock[0] before any write
+	held  map[string][]int64 // a buyer's purchase moments, one per unit
+}
+
+// replay applies the placed writes in order; misfit names a sale that
+// finds no unit or takes its buyer past the limit.
+func replay(h History, ops []Op, at []int64) (sequence, string) {
+	seq := sequence{at: at, stock: make([]int64, len(ops)+1), held: map[string][]int64{}}
+	seq.stock[0] = h.InitialStock
+	for i, op := range ops {
+		if op.Kind == Restock {
+			seq.stock[i+1] = op.Stock
+			continue
+		}
+		seq.stock[i+1] = seq.stock[i] - op.Qty
+		if seq.stock[i+1] < 0 {
+			return seq, "no unit for " + op.String()
+		}
+		for range op.Qty {
+			seq.held[op.User] = append(seq.held[op.User], at[i])
+		}
+		if h.PerUserLimit > 0 && int64(len(seq.held[op.User])) > h.PerUserLimit {
+			return seq, "over the limit: " + op.String()
+		}
+	}
+	return seq, ""
+}
+
+// refusal looks for a moment within r's interval at which the sequence
+// refuses r; misfit names r when there is none. Any other operation fits.
+func (seq sequence) refusal(r Op, limit int64, bound time.Duration) (misfit string) {
+	a, b := r.Call.UnixNano(), r.Return.UnixNano()
+	switch r.Kind {
+	case LimitAnswer:
+		// Holdings only grow: the latest moment is the best.
+		times := seq.held[r.User]
+		have := int64(sort.Search(len(times), func(i int) bool { return times[i] > b }))
+		if limit <= 0 || have+r.Qty <= limit {
+			return "the buyer below the limit: " + r.String()
+		}
+	case SoldOutAnswer:
+		a -= int64(bound)
+		n := len(seq.at)
+		k := sort.Search(n+1, func(k int) bool { return seq.end(k) >= a })
+		for ; k <= n && seq.start(k) <= b; k++ {
+			if seq.stock[k] < r.Qty {
+				return ""
+			}
+		}
+		return "units left throughout: " + r.String()
+	}
+	return ""
+}
+
+// start and end bound the span of stock[k].
+func (seq sequence) start(k int) int64 {
+	if k == 0 {
+		return math.MinInt64
+	}
+	return seq.at[k-1]
+}
+
+func (seq sequence) end(k int) int64 {
+	if k == len(seq.at) {
+		return math.MaxInt64
+	}
+	return seq.at[k]
 }
 
 // placeWrites orders the sales and restocks of h and gives each a moment
@@ -150,15 +173,7 @@ func certifyResolved(h History, bound time.Duration) (ok bool, misfit string) {
 // committed before the sale answered). misfit, when not empty, says why no
 // such moments were found. h has no undecided outcome.
 func placeWrites(h History) (ops []Op, at []int64, misfit string) {
-	var sales, restocks []Op
-	for _, op := range h.Ops {
-		switch op.Kind {
-		case Bought:
-			sales = append(sales, op)
-		case Restock:
-			restocks = append(restocks, op)
-		}
-	}
+	sales, restocks := ofKinds(h.Ops, Bought, Restock)
 	sort.Slice(restocks, func(i, j int) bool { return restocks[i].Return.Before(restocks[j].Return) })
 	sort.Slice(sales, func(i, j int) bool { return sales[i].Call.Before(sales[j].Call) })
 	due := saleDeadlines(h, sales)

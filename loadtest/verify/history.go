@@ -101,3 +101,16 @@ type Resolution struct {
 func sortOps(ops []Op) {
 	sort.SliceStable(ops, func(i, j int) bool { return ops[i].Call.Before(ops[j].Call) })
 }
+
+// ofKinds returns the operations of kind a and those of kind b, in order.
+func ofKinds(ops []Op, a, b string) (as, bs []Op) {
+	for _, op := range ops {
+		switch op.Kind {
+		case a:
+			as = append(as, op)
+		case b:
+			bs = append(bs, op)
+		}
+	}
+	return as, bs
+}

@@ -82,142 +82,187 @@ func dash(s string) string {
 func unknownOutcome(status int) bool { return status == 503 || status == 504 || status == 0 }
 
 // BuildHistory turns the recorded attempts and restocks of one SKU, which
-// started the sale with initialStock units, into a History, resolving every unknown outcome from the database's orders in
-// snap: an Idempotency-Key or a buyer with a single unknown request names
-// the order or proves there is none. An order that exists took place at
-// some time after the request was sent, so it is given the end of the
-// history as its answer time; one that does not exist is left out. Only a
-// keyless buyer with more unknown requests than unclaimed orders stays
-// undecided (Maybe). Answers that touch no stock (400, 413, 429,
-// idempotency_conflict, replays) are not operations of the model.
+// started the sale with initialStock units, into a History, resolving every
+// unknown outcome from the database's orders in snap: an Idempotency-Key or
+// a buyer with a single unknown request names the order or proves there is
+// none. An order that exists took place at some time after the request was
+// sent, so it is given the end of the history as its answer time; one that
+// does not exist is left out. Only a keyless buyer with more unknown
+// requests than unclaimed orders stays undecided (Maybe). Answers that
+// touch no stock (400, 413, 429, idempotency_conflict, replays) are not
+// operations of the model.
 //
 // Milliseconds are widened to the whole millisecond: a request sent at
 // Date.now() = t was sent within [t, t+1ms), so its interval is taken as
 // [call, return+1ms], which can only admit more orders, never fewer.
 func BuildHistory(initialStock int64, snap Snapshot, attempts []Attempt, restocks []Op) History {
-	h := History{InitialStock: initialStock, PerUserLimit: snap.SKU.PerUserLimit}
-	end := time.Time{}
+	b := newHistoryBuilder(initialStock, snap, attempts, restocks)
+	for _, as := range callsOf(attempts) {
+		if first := b.answered(as); first != nil {
+			b.unknown(*first)
+		}
+	}
+	b.resolveKeyless()
+	b.h.Ops = append(b.h.Ops, restocks...)
+	sortOps(b.h.Ops)
+	return b.h
+}
+
+// userKey is an Idempotency-Key, unique per buyer: two buyers may use one key.
+type userKey struct{ user, key string }
+
+// historyBuilder is BuildHistory's state.
+type historyBuilder struct {
+	h         History
+	end       time.Time          // the end of the history, the answer time of resolved outcomes
+	byKey     map[userKey]Order  // the database's keyed orders
+	keyless   map[string][]int64 // user → keyless order ids
+	claimed   map[int64]bool     // orders some answer named
+	undecided map[string][]Op    // keyless unknowns by user
+}
+
+func newHistoryBuilder(initialStock int64, snap Snapshot, attempts []Attempt, restocks []Op) *historyBuilder {
+	b := &historyBuilder{
+		h:     History{InitialStock: initialStock, PerUserLimit: snap.SKU.PerUserLimit},
+		byKey: map[userKey]Order{}, keyless: map[string][]int64{}, claimed: map[int64]bool{}, undecided: map[string][]Op{},
+	}
 	for _, a := range attempts {
-		if r := a.Return.Add(time.Millisecond); r.After(end) {
-			end = r
+		if r := a.Return.Add(time.Millisecond); r.After(b.end) {
+			b.end = r
+		}
+		if a.OrderID != 0 {
+			b.claimed[a.OrderID] = true
 		}
 	}
 	for _, r := range restocks {
-		if r.Return.After(end) {
-			end = r.Return
+		if r.Return.After(b.end) {
+			b.end = r.Return
 		}
 	}
-	end = end.Add(time.Millisecond)
-
-	// Idempotency keys are unique per buyer: two buyers may use one key.
-	type userKey struct{ user, key string }
-	byKey := map[userKey]Order{}
-	claimed := map[int64]bool{}
-	keyless := map[string][]int64{} // user → keyless order ids
+	b.end = b.end.Add(time.Millisecond)
 	for _, o := range snap.Orders {
 		if o.IdempotencyKey != "" {
-			byKey[userKey{o.UserID, o.IdempotencyKey}] = o
+			b.byKey[userKey{o.UserID, o.IdempotencyKey}] = o
 		} else {
-			keyless[o.UserID] = append(keyless[o.UserID], o.ID)
+			b.keyless[o.UserID] = append(b.keyless[o.UserID], o.ID)
 		}
 	}
-	for _, a := range attempts {
-		if a.OrderID != 0 {
-			claimed[a.OrderID] = true
-		}
-	}
+	return b
+}
 
-	// The attempts of one call (same iteration, same kind) share a key:
-	// only one of them can have bought.
+// callsOf groups the attempts by call (same iteration, same kind), in the
+// order the calls began: the attempts of one call share a key, so only
+// one of them can have bought.
+func callsOf(attempts []Attempt) [][]Attempt {
 	type callID struct {
 		it   int64
 		kind string
 	}
-	calls := map[callID][]Attempt{}
-	var order []callID
+	index := map[callID]int{}
+	var calls [][]Attempt
 	for _, a := range attempts {
 		id := callID{a.Iteration, a.Kind}
-		if _, ok := calls[id]; !ok {
-			order = append(order, id)
+		i, ok := index[id]
+		if !ok {
+			i = len(calls)
+			index[id] = i
+			calls = append(calls, nil)
 		}
-		calls[id] = append(calls[id], a)
+		calls[i] = append(calls[i], a)
 	}
-	undecided := map[string][]Op{} // keyless unknowns by user
-	for _, id := range order {
-		as := calls[id]
-		var firstUnknown *Attempt
-		for i := range as {
-			a := &as[i]
-			op := Op{User: a.User, Qty: a.Qty, Key: a.Key, Instance: a.Instance, Client: a.VU,
-				Call: a.Call, Return: a.Return.Add(time.Millisecond), Status: a.Status, OrderID: a.OrderID}
-			switch {
-			case unknownOutcome(a.Status):
-				if firstUnknown == nil {
-					firstUnknown = a
-				}
-				continue
-			case a.Status == 201:
-				op.Kind = Bought
-			case a.Status == 200 && a.Kind == "order" && firstUnknown != nil:
-				// A retry answered with the order an earlier attempt
-				// placed: the purchase happened in one of them.
-				op.Kind, op.Call = Bought, firstUnknown.Call
-				h.Resolution.Unknown++
-				h.Resolution.Happened++
-			case a.Status == 409 && a.Code == SoldOutAnswer:
-				op.Kind = SoldOutAnswer
-			case a.Status == 409 && a.Code == LimitAnswer:
-				op.Kind = LimitAnswer
-			default:
-				continue // touches no stock: 200 replay, 400, 413, 429, idempotency_conflict
+	return calls
+}
+
+// answered adds the operations of one call's answers and returns its
+// first attempt of unknown outcome that no later answer decided, if any.
+func (b *historyBuilder) answered(as []Attempt) *Attempt {
+	var firstUnknown *Attempt
+	for i := range as {
+		a := &as[i]
+		if unknownOutcome(a.Status) {
+			if firstUnknown == nil {
+				firstUnknown = a
 			}
-			h.Ops = append(h.Ops, op)
-			if op.Kind == Bought {
-				firstUnknown = nil // the unknowns before a 201/200 did not buy
-			}
-		}
-		if firstUnknown == nil {
 			continue
 		}
-		h.Resolution.Unknown++
-		a := *firstUnknown
-		op := Op{Kind: Bought, User: a.User, Qty: a.Qty, Key: a.Key, Instance: a.Instance, Client: a.VU,
-			Call: a.Call, Return: end, Status: a.Status, Resolved: true}
-		if a.Key != "" {
-			o, ok := byKey[userKey{a.User, a.Key}]
-			if !ok || claimed[o.ID] {
-				h.Resolution.Dropped++
-				continue
-			}
-			op.OrderID = o.ID
-			h.Resolution.Happened++
-			h.Ops = append(h.Ops, op)
+		op, ok := b.answerOp(a, firstUnknown)
+		if !ok {
 			continue
 		}
-		undecided[a.User] = append(undecided[a.User], op)
+		b.h.Ops = append(b.h.Ops, op)
+		if op.Kind == Bought {
+			firstUnknown = nil // the unknowns before a 201/200 did not buy
+		}
 	}
-	for user, ops := range undecided {
+	return firstUnknown
+}
+
+// answerOp is the operation of a known answer; false for an answer that
+// touches no stock: 200 replay, 400, 413, 429, idempotency_conflict.
+func (b *historyBuilder) answerOp(a, firstUnknown *Attempt) (Op, bool) {
+	op := Op{User: a.User, Qty: a.Qty, Key: a.Key, Instance: a.Instance, Client: a.VU,
+		Call: a.Call, Return: a.Return.Add(time.Millisecond), Status: a.Status, OrderID: a.OrderID}
+	switch {
+	case a.Status == 201:
+		op.Kind = Bought
+	case a.Status == 200 && a.Kind == "order" && firstUnknown != nil:
+		// A retry answered with the order an earlier attempt placed: the
+		// purchase happened in one of them.
+		op.Kind, op.Call = Bought, firstUnknown.Call
+		b.h.Resolution.Unknown++
+		b.h.Resolution.Happened++
+	case a.Status == 409 && a.Code == SoldOutAnswer:
+		op.Kind = SoldOutAnswer
+	case a.Status == 409 && a.Code == LimitAnswer:
+		op.Kind = LimitAnswer
+	default:
+		return op, false
+	}
+	return op, true
+}
+
+// unknown resolves a call left with an unknown outcome: by its key's
+// order, or, keyless, later by its buyer's unclaimed orders.
+func (b *historyBuilder) unknown(a Attempt) {
+	b.h.Resolution.Unknown++
+	op := Op{Kind: Bought, User: a.User, Qty: a.Qty, Key: a.Key, Instance: a.Instance, Client: a.VU,
+		Call: a.Call, Return: b.end, Status: a.Status, Resolved: true}
+	if a.Key == "" {
+		b.undecided[a.User] = append(b.undecided[a.User], op)
+		return
+	}
+	o, ok := b.byKey[userKey{a.User, a.Key}]
+	if !ok || b.claimed[o.ID] {
+		b.h.Resolution.Dropped++
+		return
+	}
+	op.OrderID = o.ID
+	b.h.Resolution.Happened++
+	b.h.Ops = append(b.h.Ops, op)
+}
+
+// resolveKeyless decides the keyless unknowns of each buyer by the orders
+// of theirs no answer claimed: none, enough for all, or too few (Maybe).
+func (b *historyBuilder) resolveKeyless() {
+	for user, ops := range b.undecided {
 		var free int
-		for _, id := range keyless[user] {
-			if !claimed[id] {
+		for _, id := range b.keyless[user] {
+			if !b.claimed[id] {
 				free++
 			}
 		}
 		switch {
 		case free == 0:
-			h.Resolution.Dropped += len(ops)
+			b.h.Resolution.Dropped += len(ops)
 		case free >= len(ops):
-			h.Resolution.Happened += len(ops)
-			h.Ops = append(h.Ops, ops...)
+			b.h.Resolution.Happened += len(ops)
+			b.h.Ops = append(b.h.Ops, ops...)
 		default:
-			h.Resolution.Undecided += len(ops)
+			b.h.Resolution.Undecided += len(ops)
 			for _, op := range ops {
 				op.Kind = Maybe
-				h.Ops = append(h.Ops, op)
+				b.h.Ops = append(b.h.Ops, op)
 			}
 		}
 	}
-	h.Ops = append(h.Ops, restocks...)
-	sortOps(h.Ops)
-	return h
 }

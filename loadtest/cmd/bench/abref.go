@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/seckill/seckill/loadtest/harness"
 )
 
 // buildRef builds the service of a git ref (git archive into dir, then go
@@ -27,10 +29,8 @@ func buildRef(ctx context.Context, root, ref, dir string) (string, error) {
 		return "", fmt.Errorf("git archive %s: %w\n%s", ref, err, out)
 	}
 	bin := filepath.Join(dir, "seckill-"+name)
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/seckill")
-	build.Dir = src
-	if out, err := build.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("build %s: %w\n%s", ref, err, out)
+	if err := harness.Build(ctx, src, "./cmd/seckill", bin); err != nil {
+		return "", fmt.Errorf("%s: %w", ref, err)
 	}
 	return bin, nil
 }

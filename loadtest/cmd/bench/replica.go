@@ -61,11 +61,11 @@ func (rp *replicated) stop() { rp.set.Stop() }
 
 // writeReplicationRatio adds what the confirmation costs: min_replicas 1
 // over 0 on the same primary.
-func writeReplicationRatio(w io.Writer, find func(string, int) *row, ratio func(a, b *row, f func(*row) float64) string, vus int) {
+func writeReplicationRatio(w io.Writer, find finder, vus int) {
 	zero, one := find(caseReplicated0, vus), find(caseReplicated1, vus)
 	if zero == nil || one == nil {
 		return
 	}
-	fmt.Fprintf(w, "MariaDB min_replicas 1 / 0 (local replica), orders/s @%d\t%s\t≥ 0.9×\n", vus, ratio(one, zero, func(r *row) float64 { return r.OrdersPerSec }))
-	fmt.Fprintf(w, "MariaDB min_replicas 1 / 0 (local replica), p99 @%d\t%s\t\n", vus, ratio(one, zero, func(r *row) float64 { return r.P99 }))
+	fmt.Fprintf(w, "MariaDB min_replicas 1 / 0 (local replica), orders/s @%d\t%s\t≥ 0.9×\n", vus, ratio(one, zero, orders))
+	fmt.Fprintf(w, "MariaDB min_replicas 1 / 0 (local replica), p99 @%d\t%s\t\n", vus, ratio(one, zero, p99))
 }

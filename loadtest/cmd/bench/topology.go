@@ -81,10 +81,8 @@ func (t *topologies) stop() {
 }
 
 // writeTopologyRatios adds the topology rows' ratios to standalone.
-func writeTopologyRatios(w io.Writer, find func(string, int) *row, ratio func(a, b *row, f func(*row) float64) string, vus int) {
+func writeTopologyRatios(w io.Writer, find finder, vus int) {
 	locked := find(caseStandalone, vus)
-	orders := func(r *row) float64 { return r.OrdersPerSec }
-	p99 := func(r *row) float64 { return r.P99 }
 	for _, name := range []string{caseSentinel, caseSentinelReplicas, caseCluster} {
 		if r := find(name, vus); r != nil {
 			fmt.Fprintf(w, "%s / standalone, orders/s @%d\t%s\t≥ 0.9×\n", name, vus, ratio(r, locked, orders))

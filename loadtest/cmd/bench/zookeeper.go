@@ -48,10 +48,10 @@ func zkEnv(o options, i int) []string {
 
 // writeZooKeeperRatios adds the ZooKeeper backend's ratios to the Redis
 // lock's, both with the locked strategy on one SKU.
-func writeZooKeeperRatios(w io.Writer, zk, redis *row, ratio func(a, b *row, f func(*row) float64) string, vus int) {
+func writeZooKeeperRatios(w io.Writer, zk, redis *row, vus int) {
 	if zk == nil {
 		return
 	}
-	fmt.Fprintf(w, "locked on zookeeper / on redis, orders/s @%d\t%s\t\n", vus, ratio(zk, redis, func(r *row) float64 { return r.OrdersPerSec }))
-	fmt.Fprintf(w, "locked on zookeeper / on redis, p99 @%d\t%s\t\n", vus, ratio(zk, redis, func(r *row) float64 { return r.P99 }))
+	fmt.Fprintf(w, "locked on zookeeper / on redis, orders/s @%d\t%s\t\n", vus, ratio(zk, redis, orders))
+	fmt.Fprintf(w, "locked on zookeeper / on redis, p99 @%d\t%s\t\n", vus, ratio(zk, redis, p99))
 }

@@ -9,6 +9,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"flag"
 	"fmt"
@@ -59,10 +60,10 @@ func run(ctx context.Context, args []string) error {
 	defer db.Close()
 	var locks func() *lock.Client
 	if compare.Design(*design) == compare.PerRequest {
-		if len(cfg.Redis.Addrs) != 1 {
-			return errors.New("per-request needs one Redis address (SECKILL_REDIS_ADDRS)")
+		rdb, err := perRequestRedis(cfg)
+		if err != nil {
+			return err
 		}
-		rdb := redis.NewClient(&redis.Options{Addr: cfg.Redis.Addrs[0], Username: cfg.Redis.Username, Password: cfg.Redis.Password})
 		defer rdb.Close()
 		opts := app.LockOptions(cfg)
 		locks = func() *lock.Client { return lock.New(rdb, opts...) }
@@ -76,22 +77,9 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	sc := compare.ServerConfig{DB: db, AdminToken: cfg.Admin.Token, MaxBody: cfg.HTTP.MaxBodyBytes}
-	if cfg.Auth.Shopper == config.ShopperJWT {
-		v, err := auth.New(ctx, app.VerifierConfig(cfg.Auth.JWT), nil)
-		if err != nil {
-			return err
-		}
-		sc.Shoppers = v
-	}
-	if cfg.Auth.OrderIDKey != "" {
-		key, err := orderid.ParseKey(cfg.Auth.OrderIDKey)
-		if err != nil {
-			return err
-		}
-		if sc.OrderIDs, err = orderid.New(key); err != nil {
-			return err
-		}
+	sc, err := serverConfig(ctx, cfg, db)
+	if err != nil {
+		return err
 	}
 	if cfg.HTTP.DebugAddr != "" {
 		go servePprof(cfg.HTTP.DebugAddr)
@@ -128,4 +116,36 @@ func servePprof(addr string) {
 	if err := srv.ListenAndServe(); err != nil {
 		fmt.Fprintln(os.Stderr, "compare: pprof:", err)
 	}
+}
+
+// perRequestRedis is the per-request design's Redis: one address.
+func perRequestRedis(cfg config.Config) (*redis.Client, error) {
+	if len(cfg.Redis.Addrs) != 1 {
+		return nil, errors.New("per-request needs one Redis address (SECKILL_REDIS_ADDRS)")
+	}
+	return redis.NewClient(&redis.Options{Addr: cfg.Redis.Addrs[0], Username: cfg.Redis.Username, Password: cfg.Redis.Password}), nil
+}
+
+// serverConfig is the service's contract as cfg sets it: the admin token,
+// the body bound, the shoppers' tokens (auth.shopper jwt) and the order
+// ids' encryption.
+func serverConfig(ctx context.Context, cfg config.Config, db *sql.DB) (compare.ServerConfig, error) {
+	sc := compare.ServerConfig{DB: db, AdminToken: cfg.Admin.Token, MaxBody: cfg.HTTP.MaxBodyBytes}
+	if cfg.Auth.Shopper == config.ShopperJWT {
+		v, err := auth.New(ctx, app.VerifierConfig(cfg.Auth.JWT), nil)
+		if err != nil {
+			return sc, err
+		}
+		sc.Shoppers = v
+	}
+	if cfg.Auth.OrderIDKey != "" {
+		key, err := orderid.ParseKey(cfg.Auth.OrderIDKey)
+		if err != nil {
+			return sc, err
+		}
+		if sc.OrderIDs, err = orderid.New(key); err != nil {
+			return sc, err
+		}
+	}
+	return sc, nil
 }

@@ -105,11 +105,23 @@ func clusterRequested(args []string) bool {
 	return false
 }
 
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+// options is the command line: the sale's configuration and the
+// scenario's numbers.
+type options struct {
+	cfg      harness.Config
+	quiet    bool
+	scenario string
+	requests int   // -scenario invented-skus
+	units    int64 // -scenario lifecycle
+	buyers   int   // -scenario fair
+}
+
+// parseFlags reads the command line. -smoke (or -redis cluster) picks the
+// defaults the other flags start from, so that "-smoke -stock 1000"
+// combines both.
+func parseFlags(args []string, stderr io.Writer) (options, *flag.FlagSet, error) {
 	fs := flag.NewFlagSet("loadtest", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	// -smoke picks the defaults the other flags start from, so that
-	// "-smoke -stock 1000" combines both.
 	def := harness.Default()
 	switch {
 	case smokeRequested(args):
@@ -119,11 +131,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	fs.Bool("smoke", false, "the ~30 second run of make test: small stock, low rate (other flags still apply)")
 	var (
-		cfg      harness.Config
-		baseURLs listFlag
-		redis    listFlag
-		env      envFlag
+		o                    options
+		baseURLs, redisAddrs listFlag
+		env                  envFlag
 	)
+	cfg := &o.cfg
 	fs.IntVar(&cfg.Instances, "instances", def.Instances, "service instances to start")
 	fs.Int64Var(&cfg.Stock, "stock", def.Stock, "initial stock of the SKU (with -skus, spread over them)")
 	fs.IntVar(&cfg.SKUs, "skus", def.SKUs, fmt.Sprintf("SKUs the stock is spread over, each checked on its own (0: 1, or %d with -redis cluster)", harness.DefaultClusterSKUs))
@@ -151,53 +163,63 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&cfg.Redis, "redis", "", "topology of -fault failover (or of -fault none, to measure it without a fault): sentinel (default: master + 2 replicas + 3 sentinels) or cluster (3 masters + 3 replicas)")
 	fs.StringVar(&cfg.Lock, "lock", harness.LockRedis, "the instances' lock backend: redis, or zookeeper (a private 3-node ensemble, no Redis; -fault zk-leader kills its leader)")
 	fs.IntVar(&cfg.RedisKill, "redis-kill", 1, "redis-servers the redis fault kills (of 3: 1 is a minority, 2 a majority)")
-	fs.Var(&redis, "redis-addrs", "use these Redis servers instead of starting a private redis-server")
+	fs.Var(&redisAddrs, "redis-addrs", "use these Redis servers instead of starting a private redis-server")
 	fs.StringVar(&cfg.ServiceBin, "bin", "", "prebuilt seckill binary (default: go build ./cmd/seckill)")
 	fs.Var(&env, "env", "KEY=VALUE for every instance, repeatable (e.g. SECKILL_ORDER_LINGER=0)")
 	fs.StringVar(&cfg.K6, "k6", "", "k6 binary (default: PATH, then $(go env GOPATH)/bin, else go install go.k6.io/k6@"+harness.K6Version+")")
-	fs.StringVar(&cfg.Script, "script", "", "k6 script (default loadtest/sale.js)")
-	fs.StringVar(&cfg.ResultsDir, "results", "", "results directory (default loadtest/results)")
 	fs.StringVar(&cfg.Name, "name", "", "run name (default: time and fault)")
 	fs.BoolVar(&cfg.Keep, "keep", false, "keep the run's database and work directory")
 	fs.DurationVar(&cfg.SoldOutBound, "soldout-bound", harness.DefaultSoldOutBound, "the history check accepts a sold_out answer if the stock was gone at some point this long before it was asked (sold_out.local_ttl + sold_out.recheck)")
 	fs.IntVar(&cfg.Restocks, "restocks", 0, "restock the SKU this many times during the sale, each time it sells out, to a quarter of -stock")
 	fs.IntVar(&cfg.HistoryMaxOps, "history-max-ops", 40000, "operations the history check's search takes at most; a longer history is not concluded")
-	quiet := fs.Bool("q", false, "print only the summary")
-	scenario := fs.String("scenario", "sale", "sale: the k6 flash sale; invented-skus: orders for SKU ids that do not exist, measuring what stays (RSS, goroutines, Redis keys); lifecycle: buyers pay, cancel or abandon until every unit is paid, the sweeper's leader frozen and its successor killed; idle-restock: sell-outs, idle gaps, restocks through one instance and bursts at the others; fair: -buyers over 1s round-robin over the instances, retrying 429/503 with the same key, counting late winners and early losers")
-	requests := fs.Int("requests", 20000, "orders sent by -scenario invented-skus")
-	units := fs.Int64("units", 1000, "units sold by -scenario lifecycle")
-	buyers := fs.Int("buyers", 12000, "buyers of -scenario fair, one unit each, arriving evenly over 1s (its units: -stock, 3000 unless set)")
+	fs.BoolVar(&o.quiet, "q", false, "print only the summary")
+	fs.StringVar(&o.scenario, "scenario", "sale", "sale: the k6 flash sale; invented-skus: orders for SKU ids that do not exist, measuring what stays (RSS, goroutines, Redis keys); lifecycle: buyers pay, cancel or abandon until every unit is paid, the sweeper's leader frozen and its successor killed; idle-restock: sell-outs, idle gaps, restocks through one instance and bursts at the others; fair: -buyers over 1s round-robin over the instances, retrying 429/503 with the same key, counting late winners and early losers")
+	fs.IntVar(&o.requests, "requests", 20000, "orders sent by -scenario invented-skus")
+	fs.Int64Var(&o.units, "units", 1000, "units sold by -scenario lifecycle")
+	fs.IntVar(&o.buyers, "buyers", 12000, "buyers of -scenario fair, one unit each, arriving evenly over 1s (its units: -stock, 3000 unless set)")
 	if err := fs.Parse(args); err != nil {
-		return err
+		return o, fs, err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
+		return o, fs, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	cfg.BaseURLs, cfg.RedisAddrs, cfg.Env = baseURLs, redis, env
+	cfg.BaseURLs, cfg.RedisAddrs, cfg.Env = baseURLs, redisAddrs, env
+	return o, fs, nil
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	o, fs, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	cfg := o.cfg
 	if cfg.Fault == harness.FaultMySQLFailover {
 		mysqlFailoverDefaults(fs, &cfg)
 	}
 	cfg.Log = stderr
-	if *quiet {
+	if o.quiet {
 		cfg.Log = io.Discard
 	}
-	switch *scenario {
+	switch o.scenario {
 	case "invented-skus":
-		return runInvented(ctx, cfg, *requests, stdout)
+		res, err := harness.RunInvented(ctx, cfg, o.requests)
+		return report(res, err, stdout)
 	case "lifecycle":
-		return runLifecycle(ctx, cfg, *units, stdout)
+		res, err := harness.RunLifecycle(ctx, cfg, o.units)
+		return report(res, err, stdout)
 	case "idle-restock":
-		return runIdleRestock(ctx, cfg, stdout)
+		res, err := harness.RunIdleRestock(ctx, cfg)
+		return report(res, err, stdout)
 	case "fair":
-		if !stockSet(fs) {
+		if !flagSet(fs, "stock") {
 			cfg.Stock = 3000
 		}
-		return runFair(ctx, cfg, *buyers, stdout)
+		res, err := harness.RunFair(ctx, cfg, cfg.Stock, o.buyers)
+		return report(res, err, stdout)
 	case "sale":
 	default:
-		return fmt.Errorf("-scenario %q: want sale, invented-skus, lifecycle, idle-restock or fair", *scenario)
+		return fmt.Errorf("-scenario %q: want sale, invented-skus, lifecycle, idle-restock or fair", o.scenario)
 	}
-
 	res, err := harness.Run(ctx, cfg)
 	if err != nil {
 		return err
@@ -209,10 +231,28 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// stockSet reports whether -stock was given.
-func stockSet(fs *flag.FlagSet) bool {
+// scenarioResult is what a scenario other than the k6 sale reports.
+type scenarioResult interface {
+	WriteText(io.Writer)
+	Pass() bool
+}
+
+// report prints a scenario's result and fails the run when it did not pass.
+func report(res scenarioResult, err error, stdout io.Writer) error {
+	if err != nil {
+		return err
+	}
+	res.WriteText(stdout)
+	if !res.Pass() {
+		return errViolated
+	}
+	return nil
+}
+
+// flagSet reports whether the flag name was given.
+func flagSet(fs *flag.FlagSet, name string) bool {
 	set := false
-	fs.Visit(func(f *flag.Flag) { set = set || f.Name == "stock" })
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
 	return set
 }
 
@@ -221,15 +261,13 @@ func stockSet(fs *flag.FlagSet) bool {
 // stalled 4s, arrivals at a rate that keeps the sale going through the
 // failover.
 func mysqlFailoverDefaults(fs *flag.FlagSet, cfg *harness.Config) {
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if !set["stock"] {
+	if !flagSet(fs, "stock") {
 		cfg.Stock = 4000
 	}
-	if !set["fault-for"] {
+	if !flagSet(fs, "fault-for") {
 		cfg.FaultFor = 4 * time.Second
 	}
-	if !set["rate"] {
+	if !flagSet(fs, "rate") {
 		cfg.Rate = 400
 	}
 }

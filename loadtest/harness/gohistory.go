@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"net/http"
 	"path/filepath"
@@ -65,39 +66,69 @@ func (g *goHistory) cancel(id int64, user, instance string, call, ret time.Time,
 	g.mu.Unlock()
 }
 
+// restock records a restock the scenario made, as an operation.
+func (g *goHistory) restock(op verify.Op) {
+	g.mu.Lock()
+	g.ops = append(g.ops, op)
+	g.mu.Unlock()
+}
+
+// settledOrder is an order as the history needs it.
+type settledOrder struct {
+	id, qty      int64
+	user, status string
+	settled      *time.Time
+}
+
 // build completes the history from the settled orders of sku: an
 // unanswered request whose buyer has an order bought at some time after
 // it was sent; every cancelled order returned its units within its
 // cancel's interval (the end of the history when the cancel went
 // unanswered), every expired one within expirySlack of its settled_at.
-func (g *goHistory) build(ctx context.Context, r *run, sku, initial, limit int64) (verify.History, error) {
+func (g *goHistory) build(ctx context.Context, db *sql.DB, sku, initial, limit int64) (verify.History, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	h := verify.History{InitialStock: initial, PerUserLimit: limit, Ops: append([]verify.Op(nil), g.ops...)}
-	rows, err := r.db.QueryContext(ctx, "SELECT id, user_id, quantity, status, settled_at FROM orders WHERE sku_id = ?", sku)
+	orders, err := readOrders(ctx, db, sku)
 	if err != nil {
 		return h, err
 	}
-	type order struct {
-		id, qty      int64
-		user, status string
-		settled      *time.Time
-	}
-	var orders []order
-	for rows.Next() {
-		var o order
-		if err := rows.Scan(&o.id, &o.user, &o.qty, &o.status, &o.settled); err != nil {
-			rows.Close()
+	end := g.end(orders)
+	g.resolve(&h, orders, end)
+	for _, o := range orders {
+		ret, ok, err := g.returned(o, end)
+		if err != nil {
 			return h, err
+		}
+		if ok {
+			h.Ops = append(h.Ops, ret)
+		}
+	}
+	sort.SliceStable(h.Ops, func(i, j int) bool { return h.Ops[i].Call.Before(h.Ops[j].Call) })
+	return h, nil
+}
+
+func readOrders(ctx context.Context, db *sql.DB, sku int64) ([]settledOrder, error) {
+	rows, err := db.QueryContext(ctx, "SELECT id, user_id, quantity, status, settled_at FROM orders WHERE sku_id = ?", sku)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var orders []settledOrder
+	for rows.Next() {
+		var o settledOrder
+		if err := rows.Scan(&o.id, &o.user, &o.qty, &o.status, &o.settled); err != nil {
+			return nil, err
 		}
 		orders = append(orders, o)
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return h, err
-	}
+	return orders, rows.Err()
+}
+
+// end is just after the last moment the history knows of.
+func (g *goHistory) end(orders []settledOrder) time.Time {
 	var end time.Time
-	for _, op := range h.Ops {
+	for _, op := range g.ops {
 		end = maxTime(end, op.Return)
 	}
 	for _, op := range g.cancels {
@@ -108,7 +139,12 @@ func (g *goHistory) build(ctx context.Context, r *run, sku, initial, limit int64
 			end = maxTime(end, o.settled.Add(expirySlack))
 		}
 	}
-	end = end.Add(time.Millisecond)
+	return end.Add(time.Millisecond)
+}
+
+// resolve decides the unanswered requests: one whose buyer has an order
+// no answer named bought it, answered at the end; the others did nothing.
+func (g *goHistory) resolve(h *verify.History, orders []settledOrder, end time.Time) {
 	answered := map[int64]verify.Op{}
 	for _, op := range h.Ops {
 		if op.Kind == verify.Bought {
@@ -116,7 +152,7 @@ func (g *goHistory) build(ctx context.Context, r *run, sku, initial, limit int64
 		}
 	}
 	h.Resolution.Unknown = len(g.unknown)
-	byUser := map[string]order{}
+	byUser := map[string]settledOrder{}
 	for _, o := range orders {
 		byUser[o.user] = o
 	}
@@ -130,30 +166,31 @@ func (g *goHistory) build(ctx context.Context, r *run, sku, initial, limit int64
 		h.Resolution.Happened++
 		h.Ops = append(h.Ops, op)
 	}
-	for _, o := range orders {
-		ret := verify.Op{Kind: verify.Returned, User: o.user, Qty: o.qty, OrderID: o.id}
-		switch o.status {
-		case "cancelled":
-			c, ok := g.cancels[o.id]
-			if !ok {
-				return h, fmt.Errorf("order %d is cancelled, yet no cancel of it was sent", o.id)
-			}
-			ret = c
-			if c.Status != http.StatusOK {
-				ret.Return = end
-			}
-		case "expired":
-			if o.settled == nil {
-				return h, fmt.Errorf("order %d expired without settled_at", o.id)
-			}
-			ret.Call, ret.Return, ret.Instance = *o.settled, o.settled.Add(expirySlack), "sweeper"
-		default:
-			continue
+}
+
+// returned is the operation that gave a cancelled or expired order's
+// units back; ok is false for an order that kept them.
+func (g *goHistory) returned(o settledOrder, end time.Time) (ret verify.Op, ok bool, err error) {
+	ret = verify.Op{Kind: verify.Returned, User: o.user, Qty: o.qty, OrderID: o.id}
+	switch o.status {
+	case "cancelled":
+		c, ok := g.cancels[o.id]
+		if !ok {
+			return ret, false, fmt.Errorf("order %d is cancelled, yet no cancel of it was sent", o.id)
 		}
-		h.Ops = append(h.Ops, ret)
+		ret = c
+		if c.Status != http.StatusOK {
+			ret.Return = end
+		}
+	case "expired":
+		if o.settled == nil {
+			return ret, false, fmt.Errorf("order %d expired without settled_at", o.id)
+		}
+		ret.Call, ret.Return, ret.Instance = *o.settled, o.settled.Add(expirySlack), "sweeper"
+	default:
+		return ret, false, nil
 	}
-	sort.SliceStable(h.Ops, func(i, j int) bool { return h.Ops[i].Call.Before(h.Ops[j].Call) })
-	return h, nil
+	return ret, true, nil
 }
 
 func maxTime(a, b time.Time) time.Time {
@@ -167,7 +204,7 @@ func maxTime(a, b time.Time) time.Time {
 // with the run's sold-out bound, writing it as history.jsonl and a
 // violating one as history.html in the results directory.
 func (r *run) checkGoHistory(ctx context.Context, g *goHistory, sku, initial, limit, final int64) (verify.HistoryVerdict, error) {
-	h, err := g.build(ctx, r, sku, initial, limit)
+	h, err := g.build(ctx, r.db, sku, initial, limit)
 	if err != nil {
 		return verify.HistoryVerdict{}, fmt.Errorf("history: %w", err)
 	}
@@ -185,4 +222,14 @@ func (r *run) checkGoHistory(ctx context.Context, g *goHistory, sku, initial, li
 		v.Visualization = historyFile
 	}
 	return v, nil
+}
+
+// historyViolations are a history verdict's violations as a scenario
+// lists them.
+func historyViolations(v verify.HistoryVerdict) []string {
+	var out []string
+	for _, x := range v.Violations {
+		out = append(out, "history: "+x.Message)
+	}
+	return out
 }

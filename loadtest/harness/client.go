@@ -1,0 +1,150 @@
+package harness
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/seckill/seckill/internal/auth"
+	"github.com/seckill/seckill/internal/config"
+)
+
+// admin sends an admin API request and decodes its answer into v (if not
+// nil); an answer other than want is an error with its body.
+func (r *run) admin(ctx context.Context, method, url string, body []byte, want int, v any) error {
+	req, err := http.NewRequestWithContext(ctx, method, url, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+r.token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := r.client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != want {
+		return fmt.Errorf("%s %s: %s: %s", method, url, resp.Status, strings.TrimSpace(string(raw)))
+	}
+	if v == nil {
+		return nil
+	}
+	return json.Unmarshal(raw, v)
+}
+
+// createSKU creates a SKU through the first instance's admin API.
+func (r *run) createSKU(ctx context.Context, name string, stock, perUserLimit int64) (int64, error) {
+	body, _ := json.Marshal(map[string]any{"name": name, "stock": stock, "per_user_limit": perUserLimit})
+	var out struct {
+		ID int64 `json:"id"`
+	}
+	if err := r.admin(ctx, http.MethodPost, r.baseURLs[0]+"/admin/v1/skus", body, http.StatusCreated, &out); err != nil {
+		return 0, fmt.Errorf("create sku: %w", err)
+	}
+	if out.ID == 0 {
+		return 0, errors.New("create sku: the answer has no id")
+	}
+	return out.ID, nil
+}
+
+// orderAnswer is the part of an order's answer the scenarios read.
+type orderAnswer struct {
+	OrderID   string    `json:"order_id"`
+	Status    string    `json:"status"`
+	ExpiresAt time.Time `json:"expires_at"`
+	Error     struct {
+		Code string `json:"code"`
+	} `json:"error"`
+}
+
+// reply is an answer to a request a scenario sent from Go.
+type reply struct {
+	status     int
+	body       []byte        // its first 64 KiB
+	retryAfter time.Duration // what it asked for, 1s when it named none
+}
+
+// answer decodes the body as an order's answer (zero if it is not one).
+func (p reply) answer() orderAnswer {
+	var a orderAnswer
+	_ = json.Unmarshal(p.body, &a)
+	return a
+}
+
+// post sends a JSON POST, with the bearer token and the Idempotency-Key
+// when not empty.
+func (r *run) post(ctx context.Context, url, body, token, key string) (reply, error) {
+	p := reply{retryAfter: time.Second}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		return p, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
+	resp, err := r.client.Do(req)
+	if err != nil {
+		return p, err
+	}
+	defer resp.Body.Close()
+	p.status = resp.StatusCode
+	if s, perr := strconv.Atoi(resp.Header.Get("Retry-After")); perr == nil && s >= 0 {
+		p.retryAfter = time.Duration(s) * time.Second
+	}
+	p.body, err = io.ReadAll(io.LimitReader(resp.Body, 1<<16))
+	return p, err
+}
+
+// order places one unit of the run's SKU for user at base.
+func (r *run) order(ctx context.Context, base, user, token, key string) (reply, error) {
+	body := fmt.Sprintf(`{"sku_id":%d,"user_id":%q,"quantity":1}`, r.skuID, user)
+	return r.post(ctx, base+"/api/v1/orders", body, token, key)
+}
+
+// metric reads one series (name and labels, then a space) from instance
+// i's /metrics; found is false when the instance does not show it.
+func (r *run) metric(ctx context.Context, i int, series string) (v float64, found bool, err error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.baseURLs[i]+"/metrics", nil)
+	if err != nil {
+		return 0, false, err
+	}
+	resp, err := r.client.Do(req)
+	if err != nil {
+		return 0, false, err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), series); ok {
+			v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
+			return v, true, err
+		}
+	}
+	return 0, false, nil
+}
+
+// shopperToken is the bearer token of shopper sub, signed with the run's
+// auth.jwt.secret as the identity provider would; none without a secret
+// (target mode against auth.shopper none).
+func (r *run) shopperToken(sub string) (string, error) {
+	if r.shopper == "" {
+		return "", nil
+	}
+	return auth.Mint([]byte(r.shopper), auth.Claims{Subject: sub, Audience: config.Default().Auth.JWT.Audience, TTL: time.Hour}, time.Now())
+}

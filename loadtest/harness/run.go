@@ -1,0 +1,362 @@
+package harness
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/seckill/seckill/internal/orderid"
+)
+
+// run is the state of one run, the k6 sale's or a scenario's.
+type run struct {
+	cfg    Config
+	log    io.Writer
+	id     string
+	dir    string // results
+	work   string // binaries, data directories
+	ps     procs
+	client *http.Client
+
+	token      string
+	shopper    string         // the HS256 secret k6 signs buyers' tokens with
+	orderIDs   *orderid.Codec // reads the ids buyers were told
+	dbName     string
+	serverDSN  string
+	db         *sql.DB
+	redis      []*proc
+	redisAddrs []string
+	sentinels  *sentinelSetup // with the failover fault on Sentinel
+	cluster    *clusterSetup  // with the failover fault on Cluster
+	zk         *zkEnsemble    // with -lock zookeeper
+	mariadb    *proc
+	myfail     *mysqlFailoverSetup // with the mysql-failover fault
+	instances  []*proc
+	baseURLs   []string
+	skuID      int64   // the first of skuIDs
+	skuIDs     []int64 // the sale's SKUs
+
+	loadBefore string
+
+	mu       sync.Mutex
+	events   []event
+	monitor  monitorState
+	restocks restockLog
+	locks    *LockInspection // the lock inspection sampler's findings
+}
+
+type event struct {
+	At   time.Time
+	What string
+}
+
+func (r *run) event(format string, args ...any) {
+	e := event{At: time.Now(), What: fmt.Sprintf(format, args...)}
+	r.mu.Lock()
+	r.events = append(r.events, e)
+	r.mu.Unlock()
+	fmt.Fprintf(r.log, "%s  %s\n", e.At.Format("15:04:05.000"), e.What)
+}
+
+// newRun makes the run's results directory, loadtest/results/<id>, and
+// its work directory. The caller defers tearDown at once, whatever the
+// error: what was started is stopped.
+func newRun(cfg Config, id string, client *http.Client) (*run, error) {
+	r := &run{cfg: cfg, log: cfg.Log, id: id, client: client}
+	r.dir = filepath.Join(cfg.resultsDir(), r.id)
+	if err := os.MkdirAll(r.dir, 0o755); err != nil {
+		return r, fmt.Errorf("results: %w", err)
+	}
+	var err error
+	r.work, err = os.MkdirTemp("", "seckill-loadtest-")
+	return r, err
+}
+
+// tearDown stops what the run started, drops its database (a private
+// MariaDB goes with its data directory) and removes the work directory,
+// unless Keep.
+func (r *run) tearDown() {
+	r.ps.stopAll(15 * time.Second)
+	if r.db != nil {
+		if r.dbName != "" && !r.cfg.Keep && r.mariadb == nil && r.myfail == nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			if _, err := r.db.ExecContext(ctx, "DROP DATABASE IF EXISTS "+r.dbName); err != nil {
+				fmt.Fprintf(r.log, "warning: drop database %s: %v\n", r.dbName, err)
+			}
+			cancel()
+		}
+		r.db.Close()
+	}
+	r.myfail.stop()
+	if r.cfg.Keep {
+		fmt.Fprintf(r.log, "kept work directory %s and database %s\n", r.work, r.dbName)
+	} else if r.work != "" {
+		os.RemoveAll(r.work)
+	}
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails on Linux
+	return hex.EncodeToString(b)
+}
+
+// bringUp builds the service, makes sure MariaDB and the lock's store are
+// up, creates and migrates the run's database and starts the instances.
+func (r *run) bringUp(ctx context.Context) error {
+	bin, err := r.serviceBinary(ctx)
+	if err != nil {
+		return err
+	}
+	if err := r.startDatabase(ctx); err != nil {
+		return err
+	}
+	if err := r.startLockStore(ctx); err != nil {
+		return err
+	}
+	runDSN, maxConns, err := r.createDatabase(ctx)
+	if err != nil {
+		return err
+	}
+	env, err := r.instanceEnv(runDSN, maxConns)
+	if err != nil {
+		return err
+	}
+	mctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	if out, err := runCmd(mctx, env, bin, "migrate", "up"); err != nil {
+		return fmt.Errorf("seckill migrate up: %w\n%s", err, out)
+	}
+	r.event("database %s migrated", r.dbName)
+	for i := range r.cfg.Instances {
+		if err := r.startInstance(ctx, i, bin, env); err != nil {
+			return err
+		}
+	}
+	r.event("%d instance(s) ready: %s", len(r.baseURLs), strings.Join(r.baseURLs, " "))
+	return nil
+}
+
+// serviceBinary is -bin, or ./cmd/seckill built into the work directory.
+func (r *run) serviceBinary(ctx context.Context) (string, error) {
+	if r.cfg.ServiceBin != "" {
+		return r.cfg.ServiceBin, nil
+	}
+	r.event("building the service")
+	return BuildService(ctx, r.cfg.moduleRoot, r.work)
+}
+
+// startDatabase sets the server the run's database goes on: a private
+// primary and replicas (mysql-failover), a private mariadbd (mysql), or
+// the shared server, started if it is local and down.
+func (r *run) startDatabase(ctx context.Context) error {
+	r.serverDSN = r.cfg.MySQLDSN
+	switch r.cfg.Fault {
+	case FaultMySQLFailover:
+		dsn, err := r.startMySQLFailover(ctx)
+		r.serverDSN = dsn
+		return err
+	case FaultMySQL:
+		p, dsn, err := startMariaDB(ctx, &r.ps, r.work, r.log)
+		r.mariadb, r.serverDSN = p, dsn
+		return err
+	}
+	return ensureSharedMySQL(ctx, r.serverDSN, r.log)
+}
+
+// startLockStore starts what the instances lock on: a ZooKeeper ensemble,
+// a Redis Cluster or Sentinel group, or private redis-servers (none with
+// -redis-addrs).
+func (r *run) startLockStore(ctx context.Context) error {
+	cfg := r.cfg
+	r.redisAddrs = cfg.RedisAddrs
+	switch {
+	case cfg.Lock == LockZooKeeper:
+		return r.startZooKeeper(ctx)
+	case cfg.Redis == RedisCluster:
+		return r.startCluster(ctx)
+	case cfg.Fault == FaultFailover || cfg.Redis == RedisSentinel:
+		return r.startSentinels(ctx)
+	case len(r.redisAddrs) > 0:
+		return nil
+	}
+	for i := range cfg.RedisServers {
+		p, addr, err := startRedis(ctx, &r.ps, r.work, i)
+		if err != nil {
+			return err
+		}
+		r.redis, r.redisAddrs = append(r.redis, p), append(r.redisAddrs, addr)
+	}
+	return nil
+}
+
+// createDatabase creates the run's database on the server and opens the
+// verifier's pool on it (times parsed); it returns the service's DSN of
+// it, as given, and the server's max_connections.
+func (r *run) createDatabase(ctx context.Context) (runDSN string, maxConns int, err error) {
+	mcfg, err := mysql.ParseDSN(r.serverDSN)
+	if err != nil {
+		return "", 0, fmt.Errorf("mysql dsn: %w", err)
+	}
+	mcfg.DBName = ""
+	if r.db, err = sql.Open("mysql", mcfg.FormatDSN()); err != nil {
+		return "", 0, err
+	}
+	r.db.SetMaxOpenConns(4)
+	if err := r.db.QueryRowContext(ctx, "SELECT @@max_connections").Scan(&maxConns); err != nil {
+		return "", 0, fmt.Errorf("mysql: %w", err)
+	}
+	r.dbName = "seckill_lt_" + strings.ReplaceAll(r.id, "-", "_") + "_" + randomHex(3)
+	if _, err := r.db.ExecContext(ctx, "CREATE DATABASE "+r.dbName); err != nil {
+		return "", 0, fmt.Errorf("create database: %w", err)
+	}
+	mcfg.DBName = r.dbName
+	runDSN = mcfg.FormatDSN()
+	mcfg.ParseTime = true
+	r.db.Close()
+	if r.db, err = sql.Open("mysql", mcfg.FormatDSN()); err != nil {
+		return "", 0, err
+	}
+	r.db.SetMaxOpenConns(4)
+	return runDSN, maxConns, nil
+}
+
+// instanceEnv is every instance's environment: the run's database, lock
+// store, admin token and the secrets it generates, then -env.
+func (r *run) instanceEnv(runDSN string, maxConns int) ([]string, error) {
+	// Leave the server room for the verifier and everyone else.
+	perInstance := min(64, max(4, (maxConns-30)/r.cfg.Instances))
+	r.token = randomHex(16)
+	// Buyers are verified (auth.shopper jwt, the default): k6 signs each
+	// one's token with this secret; -env SECKILL_AUTH_SHOPPER=none still works.
+	r.shopper = randomHex(32)
+	orderIDKey := randomHex(16)
+	if err := r.setOrderIDs(orderIDKey); err != nil {
+		return nil, err
+	}
+	env := append(os.Environ(),
+		"SECKILL_AUTH_JWT_SECRET="+r.shopper,
+		"SECKILL_AUTH_ORDER_ID_KEY="+orderIDKey,
+		"SECKILL_MYSQL_DSN="+runDSN,
+		"SECKILL_REDIS_ADDRS="+strings.Join(r.redisAddrs, ","),
+		"SECKILL_ADMIN_TOKEN="+r.token,
+		"SECKILL_LOG_LEVEL=warn",
+		"SECKILL_LOCK_PREFIX=seckill:lt:"+r.id+":",
+		"SECKILL_MYSQL_MAX_OPEN_CONNS="+strconv.Itoa(perInstance),
+	)
+	env = append(env, r.redisEnv()...)
+	if r.zk != nil {
+		env = append(env, r.zkEnv()...)
+	}
+	if r.myfail != nil {
+		env = append(env, r.mysqlFailoverEnv()...)
+	}
+	return append(env, r.cfg.Env...), nil
+}
+
+// startInstance starts instance i on a free port and waits until it is
+// ready. A port taken between the kernel's offer and the bind is retried.
+func (r *run) startInstance(ctx context.Context, i int, bin string, env []string) error {
+	var err error
+	for range 3 {
+		var port int
+		if port, err = FreePort(); err != nil {
+			return err
+		}
+		addr := fmt.Sprintf("127.0.0.1:%d", port)
+		p := r.ps.add(&proc{
+			name: fmt.Sprintf("instance-%d", i), path: bin, args: []string{"serve"},
+			env: append(env[:len(env):len(env)], "SECKILL_HTTP_ADDR="+addr),
+			log: filepath.Join(r.dir, fmt.Sprintf("instance-%d.log", i)),
+		})
+		if err = p.start(); err != nil {
+			return err
+		}
+		if i < len(r.instances) {
+			r.instances[i], r.baseURLs[i] = p, "http://"+addr
+		} else {
+			r.instances = append(r.instances, p)
+			r.baseURLs = append(r.baseURLs, "http://"+addr)
+		}
+		if err = r.waitReady(ctx, i, r.baseURLs[i]); err == nil {
+			return nil
+		}
+		if alive, _ := p.running(); alive {
+			return err // up but not ready: not a port clash
+		}
+	}
+	return err
+}
+
+func (r *run) waitReady(ctx context.Context, i int, base string) error {
+	return poll(ctx, fmt.Sprintf("instance-%d (%s)", i, base), 60*time.Second, 100*time.Millisecond, func(ctx context.Context) error {
+		if alive, err := r.instances[i].running(); !alive {
+			return fmt.Errorf("instance-%d exited: %v (see %s): %w", i, err, r.instances[i].log, errGaveUp)
+		}
+		return httpOK(r.client, base+"/readyz")(ctx)
+	})
+}
+
+// checkAlive reports the instances that died without being killed by the
+// fault (the victim was restarted, so it is alive again).
+func (r *run) checkAlive() error {
+	var dead []string
+	for _, p := range r.instances {
+		if alive, err := p.running(); !alive {
+			dead = append(dead, fmt.Sprintf("%s exited during the run: %v (see %s)", p.name, err, p.log))
+		}
+	}
+	if len(dead) == 0 {
+		return nil
+	}
+	return errors.New(strings.Join(dead, "; "))
+}
+
+func runCmd(ctx context.Context, env []string, path string, args ...string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, path, args...)
+	cmd.Env = env
+	return cmd.CombinedOutput()
+}
+
+// redisEnv is the Redis part of the instances' environment: one server,
+// Redlock over several, or the sentinels of the failover fault.
+func (r *run) redisEnv() []string {
+	switch {
+	case r.sentinels != nil:
+		return []string{"SECKILL_REDIS_MODE=sentinel", "SECKILL_REDIS_MASTER_NAME=" + sentinelMaster}
+	case r.cluster != nil:
+		return []string{"SECKILL_REDIS_MODE=cluster"}
+	case len(r.redisAddrs) > 1:
+		return []string{"SECKILL_REDIS_MODE=redlock"}
+	default:
+		return []string{"SECKILL_REDIS_MODE=standalone"}
+	}
+}
+
+// setOrderIDs keeps the codec of the service's order ids; a target
+// without a key cannot have its acknowledgements checked.
+func (r *run) setOrderIDs(hexKey string) error {
+	if hexKey == "" {
+		return errors.New("the service's order id key (auth.order_id_key) is required to check acknowledged orders")
+	}
+	key, err := orderid.ParseKey(hexKey)
+	if err != nil {
+		return err
+	}
+	r.orderIDs, err = orderid.New(key)
+	return err
+}
