@@ -1,7 +1,8 @@
 // Package app is the composition root: from one config.Config it opens
 // the stores, builds the lock, the order flow and the HTTP API, and runs
 // them until the context ends. cmd/seckill calls it; tests of production
-// behaviour take their settings from it (OrdersConfig, LockOptions).
+// behaviour take their settings from it (EngineConfig, DirectoryConfig,
+// LockOptions).
 package app
 
 import (
@@ -26,6 +27,7 @@ import (
 	"github.com/seckill/seckill/metrics"
 	"github.com/seckill/seckill/redis"
 	"github.com/seckill/seckill/service"
+	"github.com/seckill/seckill/service/engine"
 )
 
 // Serve runs the service until ctx ends, then shuts it down. With no DSN
@@ -66,7 +68,7 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 	if err != nil {
 		return err
 	}
-	lk, marks := redisLocking(cfg, rs, mx, &cl)
+	lk, marks, board := redisLocking(cfg, rs, mx, &cl)
 	var readyz handler.Readiness = readiness{store: store, redises: rs.clients, mode: rs.mode, watch: rs.watch, repl: repl}
 	if len(rs.clients) > 0 {
 		if err := mx.Register(newTopologyCollector(rs)); err != nil {
@@ -79,11 +81,13 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 			return err
 		}
 		cl.add(zkb.Close)
-		lk, marks, readyz = zkb.locker, zkb.marks, zkReadiness{store: store, zk: zkb}
+		lk, marks, board, readyz = zkb.locker, zkb.marks, nil, zkReadiness{store: store, zk: zkb}
 	}
-	orders := newOrders(cfg, store, lk, marks, confirm, mx, log)
-	catalog := service.NewCatalog(store, orders, log)
-	lifecycle, err := startLifecycle(ctx, cfg, store, sweeperLock(cfg, rs, lk), orders, mx, log, &cl)
+	skus := service.NewDirectory(store, marks, DirectoryConfig(cfg), log, mx)
+	seller := newEngine(cfg, store, lk, skus, board, confirm, mx, log)
+	orders := service.NewOrders(store, skus, seller, mx)
+	catalog := service.NewCatalog(store, skus, log)
+	lifecycle, err := startLifecycle(ctx, cfg, store, sweeperLock(cfg, rs, lk), skus, mx, log, &cl)
 	if err != nil {
 		return err
 	}
@@ -94,7 +98,7 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 		return err
 	}
 
-	return listenAndServe(ctx, cfg, running{api: api, operator: operator, orders: orders, catalog: catalog, draining: &draining,
+	return listenAndServe(ctx, cfg, running{api: api, operator: operator, seller: seller, catalog: catalog, draining: &draining,
 		redis: rs.describe(), generatedToken: generatedToken, generatedSecret: generatedSecret}, mx, stdout, ready, log, &cl)
 }
 
@@ -133,25 +137,29 @@ func openRedis(cfg config.Config, cl *closers) (*redisSetup, error) {
 }
 
 // redisLocking returns the per-SKU lock over the Redis setup (Redlock over
-// independent masters) and the shared sold-out marks in Redis; none
+// independent masters), the shared sold-out marks in Redis and the board
+// on which the places of buyers told to come back are shared; none
 // without Redis (lock.backend zookeeper).
-func redisLocking(cfg config.Config, rs *redisSetup, mx *metrics.Metrics, cl *closers) (service.Locker, service.SoldOutMarks) {
+func redisLocking(cfg config.Config, rs *redisSetup, mx *metrics.Metrics, cl *closers) (service.Locker, service.SoldOutMarks, engine.PlaceBoard) {
 	if len(rs.clients) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	lockOpts := append(OrderLockOptions(cfg), lock.WithObserver(mx.Lock()))
 	lockOpts = append(lockOpts, lockReplicaOptions(cfg)...)
 	lc := rs.lockClient(lockOpts...)
 	cl.add(lc.Close) // before the Redis clients close (closers run in reverse)
-	return redis.NewLocker(lc), redis.NewMarks(rs.marks(), cfg.Lock.Prefix+"soldout:", cfg.SoldOut.SharedTTL)
+	marks := redis.NewMarks(rs.marks(), cfg.Lock.Prefix+"soldout:", cfg.SoldOut.SharedTTL)
+	return redis.NewLocker(lc), marks, marks
 }
 
-// newOrders builds the order flow on a lock, the shared sold-out marks and
-// the queue settings.
-func newOrders(cfg config.Config, store service.Store, lk service.Locker, marks service.SoldOutMarks, confirm service.Replicas, mx *metrics.Metrics, log *slog.Logger) *service.Orders {
-	ocfg := OrdersConfig(cfg)
-	ocfg.Replicas = confirm
-	return service.NewOrders(store, lk, marks, ocfg, log, mx)
+// newEngine builds the order engine on a lock, the SKUs, the board of
+// places, the replicas that confirm commits (nil: none) and the queue
+// settings.
+func newEngine(cfg config.Config, store service.Store, lk service.Locker, skus *service.Directory, board engine.PlaceBoard,
+	confirm service.Replicas, mx *metrics.Metrics, log *slog.Logger) *engine.Seller {
+	ecfg := EngineConfig(cfg)
+	ecfg.Replicas = confirm
+	return engine.New(store, lk, skus, board, ecfg, log, mx)
 }
 
 // newAPI builds the HTTP handler with its limits and metrics; with
@@ -190,8 +198,8 @@ func newAPI(cfg config.Config, orders handler.Orders, catalog *service.Catalog, 
 
 // running is what Serve built and now serves.
 type running struct {
-	api, operator http.Handler // operator: nil without http.admin_addr
-	orders        *service.Orders
+	api, operator http.Handler   // operator: nil without http.admin_addr
+	seller        *engine.Seller // drained at shutdown
 	catalog       *service.Catalog
 	draining      *atomic.Bool
 	redis         string // the Redis setup, for the start-up log
@@ -234,7 +242,7 @@ func listenAndServe(ctx context.Context, cfg config.Config, r running, mx *metri
 		}
 		return err
 	}
-	return serveUntilDone(ctx, cfg, &listening{newHTTPServer(cfg, r.api, conns, log), ln}, admin, r.orders, r.draining, ready, log)
+	return serveUntilDone(ctx, cfg, &listening{newHTTPServer(cfg, r.api, conns, log), ln}, admin, r.seller, r.draining, ready, log)
 }
 
 // listening is a server and the listener it is to serve.
@@ -284,7 +292,7 @@ func newHTTPServer(cfg config.Config, api http.Handler, conns *connWatch, log *s
 // serveUntilDone serves the API and admin listeners until ctx ends, then
 // drains: /readyz answers 503 for http.drain_delay, then listeners and
 // order queues shut down within http.shutdown_timeout.
-func serveUntilDone(ctx context.Context, cfg config.Config, api, admin *listening, orders *service.Orders, draining *atomic.Bool, ready func(addr string), log *slog.Logger) error {
+func serveUntilDone(ctx context.Context, cfg config.Config, api, admin *listening, seller *engine.Seller, draining *atomic.Bool, ready func(addr string), log *slog.Logger) error {
 	servers := []*listening{api}
 	if admin != nil {
 		servers = append(servers, admin)
@@ -325,7 +333,7 @@ func serveUntilDone(ctx context.Context, cfg config.Config, api, admin *listenin
 		go func() { defer wg.Done(); errs[i] = l.srv.Shutdown(sctx) }()
 	}
 	wg.Add(1)
-	go func() { defer wg.Done(); errs[len(servers)] = orders.Shutdown(sctx) }()
+	go func() { defer wg.Done(); errs[len(servers)] = seller.Shutdown(sctx) }()
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("shutdown: %w", err)

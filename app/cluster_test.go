@@ -31,7 +31,7 @@ func TestCluster_FollowsAFailoverWithoutWaitingForTheReloadInterval(t *testing.T
 	const prefix = "seckill:lock:"
 	locker := redis.NewLocker(rs.lockClient(lock.WithPrefix(prefix)))
 
-	before, err := locker.Obtain(ctx, "sku:7")
+	before, err := locker.Obtain(ctx, "sku:7", 0)
 	if err != nil {
 		t.Fatalf("Obtain before the failover = %v", err)
 	}
@@ -56,7 +56,7 @@ func TestCluster_FollowsAFailoverWithoutWaitingForTheReloadInterval(t *testing.T
 	for {
 		attempts++
 		octx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		after, err := locker.Obtain(octx, "sku:7")
+		after, err := locker.Obtain(octx, "sku:7", 0)
 		cancel()
 		if err == nil {
 			if after.Fence() <= before.Fence() {

@@ -28,13 +28,13 @@ func sweeperLock(cfg config.Config, rs *redisSetup, lk service.Locker) service.L
 // startLifecycle returns the payment and cancellation of orders and
 // starts the expiry sweeper, which sweeps while it holds the leader lease
 // on lk. cl stops it, and waits, before the stores close.
-func startLifecycle(ctx context.Context, cfg config.Config, store service.LifecycleStore, lk service.Locker, orders *service.Orders,
+func startLifecycle(ctx context.Context, cfg config.Config, store service.LifecycleStore, lk service.Locker, skus *service.Directory,
 	mx *metrics.Metrics, log *slog.Logger, cl *closers) (*service.Lifecycle, error) {
 	obs, err := metrics.NewLifecycle(mx)
 	if err != nil {
 		return nil, err
 	}
-	sweeper := service.NewSweeper(store, lk, orders, SweeperConfig(cfg), log, obs)
+	sweeper := service.NewSweeper(store, lk, skus, SweeperConfig(cfg), log, obs)
 	sctx, stop := context.WithCancel(ctx) // SIGTERM steps down at once: another instance takes the lease
 	done := make(chan struct{})
 	go func() {
@@ -42,5 +42,5 @@ func startLifecycle(ctx context.Context, cfg config.Config, store service.Lifecy
 		sweeper.Run(sctx)
 	}()
 	cl.add(func() error { stop(); <-done; return nil })
-	return service.NewLifecycle(store, orders, log, obs), nil
+	return service.NewLifecycle(store, skus, log, obs), nil
 }

@@ -6,12 +6,25 @@ import (
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/lock"
 	"github.com/seckill/seckill/service"
+	"github.com/seckill/seckill/service/engine"
 )
 
-// OrdersConfig is the order path's configuration as cfg sets it: what
-// Serve runs, and what tests of production behaviour run.
-func OrdersConfig(cfg config.Config) service.OrdersConfig {
-	return service.OrdersConfig{
+// DirectoryConfig is what an instance believes of the SKUs without
+// reading them, as cfg sets it: what Serve runs, and what tests of
+// production behaviour run.
+func DirectoryConfig(cfg config.Config) service.DirectoryConfig {
+	return service.DirectoryConfig{
+		ReadTimeout:    cfg.Order.TxTimeout,
+		UnknownSKUTTL:  cfg.Order.UnknownSKUTTL,
+		SoldOutTTL:     cfg.SoldOut.LocalTTL,
+		SoldOutRecheck: cfg.SoldOut.Recheck,
+	}
+}
+
+// EngineConfig is the order engine's configuration as cfg sets it, without
+// replicas: what Serve runs, and what tests of production behaviour run.
+func EngineConfig(cfg config.Config) engine.Config {
+	return engine.Config{
 		QueueMax:       cfg.Order.QueueMax,
 		MaxLiveSKUs:    cfg.Order.MaxLiveSKUs,
 		BatchMax:       cfg.Order.BatchMax,
@@ -24,9 +37,6 @@ func OrdersConfig(cfg config.Config) service.OrdersConfig {
 		LockHoldIdle:   cfg.Lock.HoldIdle,
 		MaxRetries:     cfg.Order.MaxRetries,
 		IdleTimeout:    cfg.Order.IdleTimeout,
-		UnknownSKUTTL:  cfg.Order.UnknownSKUTTL,
-		SoldOutTTL:     cfg.SoldOut.LocalTTL,
-		SoldOutRecheck: cfg.SoldOut.Recheck,
 		PaymentTimeout: cfg.Order.PaymentTimeout,
 		FairWindow:     cfg.Order.FairWindow,
 		PlaceGrace:     cfg.Order.PlaceGrace,

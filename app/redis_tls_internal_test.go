@@ -65,7 +65,7 @@ func TestRedisTLS_RefusedClearly(t *testing.T) {
 				for {
 					var l service.Lease
 					if err = rs.clients[0].Ping(ctx).Err(); err == nil {
-						if l, err = locker.Obtain(ctx, "sku:1"); err == nil {
+						if l, err = locker.Obtain(ctx, "sku:1", 0); err == nil {
 							if err := l.Release(ctx); err != nil {
 								t.Fatal(err)
 							}
@@ -82,7 +82,7 @@ func TestRedisTLS_RefusedClearly(t *testing.T) {
 			if !tt.check(err) {
 				t.Fatalf("PING = %v; want %s", err, tt.want)
 			}
-			lerr := untilAnswered(func() error { _, err := locker.Obtain(ctx, "sku:1"); return err })
+			lerr := untilAnswered(func() error { _, err := locker.Obtain(ctx, "sku:1", 0); return err })
 			if !errors.Is(lerr, service.ErrLockUnavailable) || !strings.Contains(lerr.Error(), err.Error()) {
 				t.Errorf("Obtain = %v; want lock unavailable, with the cause %q", lerr, err)
 			}

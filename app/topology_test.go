@@ -56,11 +56,11 @@ func TestCluster_LocksFencesAndMarksPerSKU(t *testing.T) {
 	masters := map[string]bool{}
 	for id := int64(1); id <= 100; id++ {
 		key := "sku:" + strconv.FormatInt(id, 10)
-		l1, err := a.Obtain(ctx, key)
+		l1, err := a.Obtain(ctx, key, 0)
 		if err != nil {
 			t.Fatalf("sku %d: Obtain = %v", id, err)
 		}
-		if _, err := b.Obtain(ctx, key); err == nil || errors.Is(err, service.ErrLockUnavailable) {
+		if _, err := b.Obtain(ctx, key, 0); err == nil || errors.Is(err, service.ErrLockUnavailable) {
 			t.Fatalf("sku %d: second client's Obtain while held = %v; want not obtained", id, err)
 		}
 		if err := marks.SetMark(ctx, service.SKURef{ID: id, Incarnation: 1}, 5); err != nil {
@@ -93,7 +93,7 @@ func TestCluster_LocksFencesAndMarksPerSKU(t *testing.T) {
 		if err := l1.Release(ctx); err != nil {
 			t.Fatalf("sku %d: Release = %v", id, err)
 		}
-		l2, err := b.Obtain(ctx, key)
+		l2, err := b.Obtain(ctx, key, 0)
 		if err != nil {
 			t.Fatalf("sku %d: Obtain after release = %v", id, err)
 		}
@@ -142,7 +142,7 @@ func TestSentinel_FailoverLosesTheLockButNotTheData(t *testing.T) {
 	}
 
 	// Healthy replication: min_replicas 1 is acknowledged.
-	l, err := aSafe.Obtain(ctx, "sku:1")
+	l, err := aSafe.Obtain(ctx, "sku:1", 0)
 	if err != nil {
 		t.Fatalf("min_replicas 1, replica in sync: Obtain = %v", err)
 	}
@@ -163,7 +163,7 @@ func TestSentinel_FailoverLosesTheLockButNotTheData(t *testing.T) {
 	g.Links[0].Freeze() // from now on the replica hears nothing from the master
 
 	// With min_replicas 1 the acquisition fails and leaves the key free.
-	_, err = aSafe.Obtain(ctx, "sku:1")
+	_, err = aSafe.Obtain(ctx, "sku:1", 0)
 	if !errors.Is(err, service.ErrLockUnavailable) || !errors.Is(err, lock.ErrNotReplicated) {
 		t.Fatalf("min_replicas 1, replication frozen: Obtain = %v; want ErrNotReplicated (lock unavailable)", err)
 	}
@@ -172,7 +172,7 @@ func TestSentinel_FailoverLosesTheLockButNotTheData(t *testing.T) {
 	}
 
 	// Without it, A obtains a lease the replica never sees.
-	la, err := a.Obtain(ctx, "sku:1")
+	la, err := a.Obtain(ctx, "sku:1", 0)
 	if err != nil {
 		t.Fatalf("A: Obtain = %v", err)
 	}
@@ -201,7 +201,7 @@ func TestSentinel_FailoverLosesTheLockButNotTheData(t *testing.T) {
 	// retries (one Obtain, one token) while its client finds the new master.
 	bctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	lb, err := b.Obtain(bctx, "sku:1")
+	lb, err := b.Obtain(bctx, "sku:1", 0)
 	if err != nil {
 		t.Fatalf("B: Obtain on the promoted replica = %v", err)
 	}

@@ -32,7 +32,7 @@ func TestOpenZooKeeper_FencesInTheRangeTheStoreKnowsAsZooKeepersAndListed(t *tes
 	for zc.Up(ctx) != nil && ctx.Err() == nil {
 		time.Sleep(10 * time.Millisecond) // waiting for the session, bounded by ctx
 	}
-	l, err := zc.locker.Obtain(ctx, "sku:1")
+	l, err := zc.locker.Obtain(ctx, "sku:1", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +42,7 @@ func TestOpenZooKeeper_FencesInTheRangeTheStoreKnowsAsZooKeepersAndListed(t *tes
 	}
 
 	// `seckill locks` on the same config lists it, named after this process.
-	if _, err := zc.locker.Obtain(ctx, "sku:2"); err != nil {
+	if _, err := zc.locker.Obtain(ctx, "sku:2", 0); err != nil {
 		t.Fatal(err)
 	}
 	held, err := HeldLocks(ctx, cfg, slog.New(slog.DiscardHandler), 100)

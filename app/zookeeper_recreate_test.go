@@ -17,6 +17,7 @@ import (
 	"github.com/seckill/seckill/lock/zookeeper"
 	"github.com/seckill/seckill/repository"
 	"github.com/seckill/seckill/service"
+	"github.com/seckill/seckill/service/engine"
 	zkadapter "github.com/seckill/seckill/zookeeper"
 )
 
@@ -144,7 +145,7 @@ func TestZooKeeper_SupersededHolderIsNotMistakenForARecreatedEnsemble(t *testing
 	conn := testenv.ZKConn(t, z.Addrs(), pc.ZooKeeper.SessionTimeout, nil)
 	other := zookeeper.New(testenv.ZKConn(t, z.Addrs(), pc.ZooKeeper.SessionTimeout, nil), zookeeper.Options{Root: root + "/locks", FenceBase: service.ZooKeeperFences})
 	var later int64
-	locker := &interferingLocker{z: zookeeper.New(conn, zookeeper.Options{Root: root + "/locks", FenceBase: service.ZooKeeperFences}), interfere: func(ours int64) {
+	locker := &interferingLocker{Locker: zkadapter.NewLocker(zookeeper.New(conn, zookeeper.Options{Root: root + "/locks", FenceBase: service.ZooKeeperFences})), interfere: func(ours int64) {
 		l, err := other.Obtain(ctx, "elsewhere")
 		if err != nil {
 			t.Error(err)
@@ -157,12 +158,13 @@ func TestZooKeeper_SupersededHolderIsNotMistakenForARecreatedEnsemble(t *testing
 			t.Errorf("the later holder's commit (fence %d, ours %d): %v", later, ours, err)
 		}
 	}}
-	orders := service.NewOrders(store, locker, zkadapter.NewMarks(conn, root+"/soldout", pc.SoldOut.SharedTTL),
-		app.OrdersConfig(pc), testenv.Logger(), nil)
+	skus := service.NewDirectory(store, zkadapter.NewMarks(conn, root+"/soldout", pc.SoldOut.SharedTTL), app.DirectoryConfig(pc), testenv.Logger(), nil)
+	seller := engine.New(store, locker, skus, nil, app.EngineConfig(pc), testenv.Logger(), nil)
+	orders := service.NewOrders(store, skus, seller, nil)
 	t.Cleanup(func() {
 		sctx, scancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer scancel()
-		if err := orders.Shutdown(sctx); err != nil {
+		if err := seller.Shutdown(sctx); err != nil {
 			t.Errorf("Shutdown: %v", err)
 		}
 	})
@@ -185,13 +187,13 @@ func TestZooKeeper_SupersededHolderIsNotMistakenForARecreatedEnsemble(t *testing
 // interferingLocker obtains ZooKeeper locks and, once, right after the
 // first one is obtained, runs interfere with its fence.
 type interferingLocker struct {
-	z         *zookeeper.Client
-	once      sync.Once
-	interfere func(ours int64)
+	service.Locker // the ZooKeeper adapter's
+	once           sync.Once
+	interfere      func(ours int64)
 }
 
-func (l *interferingLocker) Obtain(ctx context.Context, key string) (service.Lease, error) {
-	lk, err := l.z.Obtain(ctx, key)
+func (l *interferingLocker) Obtain(ctx context.Context, key string, rank int64) (service.Lease, error) {
+	lk, err := l.Locker.Obtain(ctx, key, rank)
 	if err != nil {
 		return nil, err
 	}

@@ -20,13 +20,8 @@ type skuPage struct {
 // list pages through the SKUs by id: ?limit= (1–1000, default 100) and
 // ?after= (see pageQuery).
 func (h *skus) list(c *gin.Context) {
-	limit, after, ok := pageQuery(c, h.ids, 100, service.MaxListLimit)
+	list, limit, ok := readPage(c, h.ids, h.log, 100, service.MaxListLimit, h.catalog.List)
 	if !ok {
-		return
-	}
-	list, err := h.catalog.List(c.Request.Context(), after, limit)
-	if err != nil {
-		fail(c, h.log, err)
 		return
 	}
 	ids := make([]int64, len(list))
@@ -62,13 +57,8 @@ const maxPublicPage = 100
 // ?after=. Ended sales are skipped after the read, so a page may hold
 // fewer than limit SKUs; next_after is null only at the end.
 func (h *skus) onSale(c *gin.Context) {
-	limit, after, ok := pageQuery(c, h.ids, maxPublicPage, maxPublicPage)
+	list, limit, ok := readPage(c, h.ids, h.log, maxPublicPage, maxPublicPage, h.catalog.List)
 	if !ok {
-		return
-	}
-	list, err := h.catalog.List(c.Request.Context(), after, limit)
-	if err != nil {
-		fail(c, h.log, err)
 		return
 	}
 	now := time.Now()

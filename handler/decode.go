@@ -33,6 +33,15 @@ func decode(c *gin.Context, max int64, dst any) bool {
 	return true
 }
 
+// required answers 400 naming field when the body left it out (present
+// false), and reports whether the caller may go on.
+func required(c *gin.Context, field string, present bool) bool {
+	if !present {
+		abort(c, http.StatusBadRequest, codeInvalid, `field "`+field+`" is required`)
+	}
+	return present
+}
+
 // readBody reads a JSON body of at most max bytes, writing the 413, 415
 // or 400 itself.
 func readBody(c *gin.Context, max int64) ([]byte, bool) {

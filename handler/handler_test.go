@@ -30,6 +30,7 @@ import (
 	"github.com/seckill/seckill/redis"
 	"github.com/seckill/seckill/repository"
 	"github.com/seckill/seckill/service"
+	"github.com/seckill/seckill/service/engine"
 )
 
 const adminToken = "test-admin-token-0123456789abcdef" // 32 characters
@@ -66,6 +67,7 @@ type stack struct {
 	rdb    *goredis.Client
 	prefix string // the test's Redis key prefix
 	orders *service.Orders
+	seller *engine.Seller
 	// sweeper expires due orders when a test calls SweepOnce.
 	sweeper *service.Sweeper
 }
@@ -103,14 +105,14 @@ func newStack(t *testing.T, opts ...func(*stackOptions)) *stack {
 	lc := lock.New(rdb, app.OrderLockOptions(cfg)...)
 	t.Cleanup(func() { lc.Close() })
 	var locker service.Locker = redis.NewLocker(lc)
-	orders := service.NewOrders(store,
-		locker,
-		redis.NewMarks(rdb, prefix+"soldout:", cfg.SoldOut.SharedTTL),
-		app.OrdersConfig(cfg), log, nil)
-	s.orders = orders
-	catalog := service.NewCatalog(store, orders, log)
+	marks := redis.NewMarks(rdb, prefix+"soldout:", cfg.SoldOut.SharedTTL)
+	skus := service.NewDirectory(store, marks, app.DirectoryConfig(cfg), log, nil)
+	seller := engine.New(store, locker, skus, marks, app.EngineConfig(cfg), log, nil)
+	orders := service.NewOrders(store, skus, seller, nil)
+	s.orders, s.seller = orders, seller
+	catalog := service.NewCatalog(store, skus, log)
 	settle := repository.NewMySQL(s.appDB)
-	s.sweeper = service.NewSweeper(settle, nil, orders, app.SweeperConfig(cfg), log, nil)
+	s.sweeper = service.NewSweeper(settle, nil, skus, app.SweeperConfig(cfg), log, nil)
 	apiLog := log
 	if o.log != nil {
 		apiLog = o.log
@@ -127,7 +129,7 @@ func newStack(t *testing.T, opts ...func(*stackOptions)) *stack {
 		Extra:        o.extra,
 		AccessLog:    o.log != nil,
 
-		Lifecycle:     service.NewLifecycle(settle, orders, log, nil),
+		Lifecycle:     service.NewLifecycle(settle, skus, log, nil),
 		PaymentTokens: paymentToken,
 		Locks:         cmp.Or(o.locks, locker.(service.LockInspector)),
 	})
@@ -139,8 +141,8 @@ func newStack(t *testing.T, opts ...func(*stackOptions)) *stack {
 		srv.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if err := orders.Shutdown(ctx); err != nil {
-			t.Errorf("orders.Shutdown: %v", err)
+		if err := seller.Shutdown(ctx); err != nil {
+			t.Errorf("seller.Shutdown: %v", err)
 		}
 	})
 	s.url = srv.URL
@@ -1464,7 +1466,7 @@ func TestRestockRacingSoldOutMark(t *testing.T) {
 	// Shutdown waits for the worker: its batch has done all it will do.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := s.orders.Shutdown(ctx); err != nil {
+	if err := s.seller.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
 	key := s.prefix + "soldout:{sku:" + strconv.FormatInt(sku, 10) + "}"

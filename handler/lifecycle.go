@@ -28,15 +28,7 @@ type payments struct {
 // sale: 200 with the order (also for a repeat), 409 order_paid or
 // order_expired, or the 404 of a missing order for anyone but its buyer.
 func (h *orders) cancel(c *gin.Context) {
-	if h.auth.enabled() && anonymous(c) {
-		unauthorized(c, codeUnauthorized, "a bearer token is required: Authorization: Bearer <JWT>")
-		return
-	}
-	user, ok := h.auth.identify(c)
-	if !ok {
-		return
-	}
-	id, ok := h.orderPath(c)
+	user, id, ok := h.orderCaller(c, true)
 	if !ok {
 		return
 	}

@@ -63,15 +63,7 @@ func (h *orders) create(c *gin.Context) {
 		return
 	}
 	var body orderRequest
-	if !decode(c, h.max, &body) {
-		return
-	}
-	switch {
-	case body.SKUID == nil:
-		abort(c, http.StatusBadRequest, codeInvalid, `field "sku_id" is required`)
-		return
-	case body.Quantity == nil:
-		abort(c, http.StatusBadRequest, codeInvalid, `field "quantity" is required`)
+	if !decode(c, h.max, &body) || !required(c, "sku_id", body.SKUID != nil) || !required(c, "quantity", body.Quantity != nil) {
 		return
 	}
 	user, ok := h.auth.buyer(c, verified, body.UserID)

@@ -1,6 +1,8 @@
 package handler
 
 import (
+	"context"
+	"log/slog"
 	"net/http"
 	"strconv"
 
@@ -36,6 +38,23 @@ func pageQuery(c *gin.Context, ids *orderid.Codec, def, maxLimit int) (limit int
 		after = id
 	}
 	return limit, after, true
+}
+
+// readPage reads with read the page the query asks for (pageQuery: limit,
+// by default def, at most maxLimit, and after), answering a failure
+// itself; it returns the limit, for nextAfter.
+func readPage[T any](c *gin.Context, ids *orderid.Codec, log *slog.Logger, def, maxLimit int,
+	read func(ctx context.Context, after int64, limit int) ([]T, error)) (list []T, limit int, ok bool) {
+	limit, after, ok := pageQuery(c, ids, def, maxLimit)
+	if !ok {
+		return nil, 0, false
+	}
+	list, err := read(c.Request.Context(), after, limit)
+	if err != nil {
+		fail(c, log, err)
+		return nil, 0, false
+	}
+	return list, limit, true
 }
 
 // nextAfter is the cursor of the page after one of n items read with

@@ -1,6 +1,7 @@
 package handler
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/gin-gonic/gin"
@@ -19,19 +20,31 @@ func (h *orders) orderPath(c *gin.Context) (int64, bool) {
 	return id, ok
 }
 
+// orderCaller identifies the caller of a route that names an order and
+// decodes the order's id, answering a failure itself. With jwt an
+// anonymous caller is refused: 401 when it asks for a change, the 404 of
+// a missing order when it only reads.
+func (h *orders) orderCaller(c *gin.Context, change bool) (user string, id int64, ok bool) {
+	if h.auth.enabled() && anonymous(c) {
+		if change {
+			unauthorized(c, codeUnauthorized, "a bearer token is required: Authorization: Bearer <JWT>")
+		} else {
+			abort(c, http.StatusNotFound, codeNotFound, "not found")
+		}
+		return "", 0, false
+	}
+	if user, ok = h.auth.identify(c); !ok {
+		return "", 0, false
+	}
+	id, ok = h.orderPath(c)
+	return user, id, ok
+}
+
 // get answers an order to its buyer only. With jwt, an anonymous caller
 // and anyone but the buyer get the 404 of a missing order; with none the
 // opaque id is the only capability.
 func (h *orders) get(c *gin.Context) {
-	if h.auth.enabled() && anonymous(c) {
-		abort(c, http.StatusNotFound, codeNotFound, "not found")
-		return
-	}
-	user, ok := h.auth.identify(c)
-	if !ok {
-		return
-	}
-	id, ok := h.orderPath(c)
+	user, id, ok := h.orderCaller(c, false)
 	if !ok {
 		return
 	}
@@ -76,13 +89,11 @@ func (h *orders) list(c *gin.Context) {
 	if !ok {
 		return
 	}
-	limit, after, ok := pageQuery(c, h.ids, myOrdersDefault, myOrdersMax)
+	list, limit, ok := readPage(c, h.ids, h.log, myOrdersDefault, myOrdersMax,
+		func(ctx context.Context, after int64, limit int) ([]service.Order, error) {
+			return h.orders.OrdersOf(ctx, user, after, limit)
+		})
 	if !ok {
-		return
-	}
-	list, err := h.orders.OrdersOf(c.Request.Context(), user, after, limit)
-	if err != nil {
-		fail(c, h.log, err)
 		return
 	}
 	page := myOrderPage{Orders: make([]orderResponse, len(list))}

@@ -1,6 +1,7 @@
 package handler
 
 import (
+	"context"
 	"log/slog"
 	"net/http"
 	"time"
@@ -95,15 +96,7 @@ type createSKURequest struct {
 
 func (h *skus) create(c *gin.Context) {
 	var body createSKURequest
-	if !decode(c, h.max, &body) {
-		return
-	}
-	switch {
-	case body.Name == nil:
-		abort(c, http.StatusBadRequest, codeInvalid, `field "name" is required`)
-		return
-	case body.Stock == nil:
-		abort(c, http.StatusBadRequest, codeInvalid, `field "stock" is required`)
+	if !decode(c, h.max, &body) || !required(c, "name", body.Name != nil) || !required(c, "stock", body.Stock != nil) {
 		return
 	}
 	n := service.NewSKU{Name: *body.Name, Stock: *body.Stock, PerUserLimit: 1, StartsAt: body.StartsAt, EndsAt: body.EndsAt}
@@ -133,11 +126,7 @@ func (h *skus) setStock(c *gin.Context) {
 		return
 	}
 	var body stockRequest
-	if !decode(c, h.max, &body) {
-		return
-	}
-	if body.Stock == nil {
-		abort(c, http.StatusBadRequest, codeInvalid, `field "stock" is required`)
+	if !decode(c, h.max, &body) || !required(c, "stock", body.Stock != nil) {
 		return
 	}
 	s, err := h.catalog.SetStock(c.Request.Context(), id, *body.Stock)
@@ -167,13 +156,11 @@ func (h *skus) listOrders(c *gin.Context) {
 	if !ok {
 		return
 	}
-	limit, after, ok := pageQuery(c, h.ids, 100, service.MaxListLimit)
+	list, limit, ok := readPage(c, h.ids, h.log, 100, service.MaxListLimit,
+		func(ctx context.Context, after int64, limit int) ([]service.Order, error) {
+			return h.catalog.Orders(ctx, id, after, limit)
+		})
 	if !ok {
-		return
-	}
-	list, err := h.catalog.Orders(c.Request.Context(), id, after, limit)
-	if err != nil {
-		fail(c, h.log, err)
 		return
 	}
 	page := orderPage{Orders: make([]adminOrderJSON, len(list))}

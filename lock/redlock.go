@@ -67,14 +67,7 @@ func (r *redlock) withdraw(context.Context, string, string) error { return nil }
 // release never reports the key wanted: redsync does not say.
 func (r *redlock) release(ctx context.Context, key, token string) (wanted bool, err error) {
 	ok, err := r.mutex(key, token, time.Second).UnlockContext(ctx)
-	switch {
-	case ok:
-		return false, nil
-	case r.noQuorum(err):
-		return false, fmt.Errorf("%w: redlock: release: %w", ErrUnavailable, err)
-	default:
-		return false, ErrNotHeld
-	}
+	return false, r.heldOrNot("release", ok, err)
 }
 
 // keep releases: redsync does not say whether the key is wanted.
@@ -86,13 +79,20 @@ func (r *redlock) keep(ctx context.Context, key, token string, _ time.Duration) 
 // refresh never reports the key wanted: redsync does not say.
 func (r *redlock) refresh(ctx context.Context, key, token string, ttl time.Duration) (wanted bool, err error) {
 	ok, err := r.mutex(key, token, ttl).ExtendContext(ctx)
+	return false, r.heldOrNot("refresh", ok, err)
+}
+
+// heldOrNot is the error of an operation (op) on a held lease that a
+// quorum answered ok, or not: ErrUnavailable when no quorum could be
+// reached, else ErrNotHeld.
+func (r *redlock) heldOrNot(op string, ok bool, err error) error {
 	switch {
 	case ok:
-		return false, nil
+		return nil
 	case r.noQuorum(err):
-		return false, fmt.Errorf("%w: redlock: refresh: %w", ErrUnavailable, err)
+		return fmt.Errorf("%w: redlock: %s: %w", ErrUnavailable, op, err)
 	default:
-		return false, ErrNotHeld
+		return ErrNotHeld
 	}
 }
 

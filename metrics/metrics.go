@@ -1,7 +1,7 @@
 // Package metrics publishes what the order path, the lock, the HTTP API
 // and the database pool do as Prometheus series on GET /metrics. It
-// implements service.Observer, handler.Observer, lock.Observer and
-// database.Observer.
+// implements service.Observer, engine.Observer, handler.Observer,
+// lock.Observer and database.Observer.
 package metrics
 
 import (
@@ -19,6 +19,7 @@ import (
 	"github.com/seckill/seckill/internal/database"
 	"github.com/seckill/seckill/lock"
 	"github.com/seckill/seckill/service"
+	"github.com/seckill/seckill/service/engine"
 )
 
 // Metrics holds the service's series in a registry of its own.
@@ -49,6 +50,7 @@ type Metrics struct {
 
 var (
 	_ service.Observer  = (*Metrics)(nil)
+	_ engine.Observer   = (*Metrics)(nil)
 	_ handler.Observer  = (*Metrics)(nil)
 	_ lock.Observer     = lockObserver{}
 	_ database.Observer = (*Metrics)(nil)
@@ -161,7 +163,7 @@ func (m *Metrics) Request(route string, status int, took time.Duration) {
 // OrderResult implements service.Observer and handler.Observer.
 func (m *Metrics) OrderResult(result string) { m.orders.WithLabelValues(result).Inc() }
 
-// QueueDepth implements service.Observer; an empty queue's series is removed.
+// QueueDepth implements engine.Observer; an empty queue's series is removed.
 func (m *Metrics) QueueDepth(skuID int64, depth int) {
 	sku := strconv.FormatInt(skuID, 10)
 	if depth == 0 {
@@ -171,12 +173,12 @@ func (m *Metrics) QueueDepth(skuID int64, depth int) {
 	m.queueDepth.WithLabelValues(sku).Set(float64(depth))
 }
 
-// QueueRejected implements service.Observer.
+// QueueRejected implements engine.Observer.
 func (m *Metrics) QueueRejected(skuID int64) {
 	m.queueRejections.WithLabelValues(strconv.FormatInt(skuID, 10)).Inc()
 }
 
-// Batch implements service.Observer.
+// Batch implements engine.Observer.
 func (m *Metrics) Batch(size int, commit time.Duration, retries int, err error) {
 	m.batchSize.Observe(float64(size))
 	outcome := "ok"
@@ -187,7 +189,7 @@ func (m *Metrics) Batch(size int, commit time.Duration, retries int, err error) 
 	m.txRetries.Add(float64(retries))
 }
 
-// Degraded implements service.Observer.
+// Degraded implements engine.Observer.
 func (m *Metrics) Degraded(on bool) {
 	v := 0.0
 	if on {
@@ -199,13 +201,13 @@ func (m *Metrics) Degraded(on bool) {
 // ConnRefused implements database.Observer.
 func (m *Metrics) ConnRefused() { m.dbRefused.Inc() }
 
-// SoldOutFastPath implements service.Observer.
+// SoldOutFastPath implements service.Observer and engine.Observer.
 func (m *Metrics) SoldOutFastPath() { m.soldOutFastPath.Inc() }
 
 // MarkUnpublished implements service.Observer.
 func (m *Metrics) MarkUnpublished() { m.markUnpublished.Inc() }
 
-// KnownRow implements service.Observer.
+// KnownRow implements engine.Observer.
 func (m *Metrics) KnownRow(used bool) {
 	outcome := "read"
 	if used {
@@ -214,7 +216,7 @@ func (m *Metrics) KnownRow(used bool) {
 	m.knownRows.WithLabelValues(outcome).Inc()
 }
 
-// Unconfirmed implements service.Observer.
+// Unconfirmed implements engine.Observer.
 func (m *Metrics) Unconfirmed(orders int) { m.unconfirmed.Add(float64(orders)) }
 
 // Confirmation implements repository.ReplicaObserver.

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -16,13 +17,13 @@ import (
 	"github.com/seckill/seckill/lock"
 	"github.com/seckill/seckill/locking"
 	"github.com/seckill/seckill/service"
+	"github.com/seckill/seckill/service/engine"
 )
 
 var (
 	_ service.Locker        = (*Locker)(nil)
-	_ service.RankedLocker  = (*Locker)(nil)
 	_ service.LockInspector = (*Locker)(nil)
-	_ service.PlaceBoard    = (*Marks)(nil)
+	_ engine.PlaceBoard     = (*Marks)(nil)
 )
 
 // Locker adapts a *lock.Client to service.Locker, translating "Redis is
@@ -32,30 +33,38 @@ var (
 // sold-out mark share one slot, and different SKUs spread across slots.
 type Locker struct{ c *lock.Client }
 
-// The order path asks a Redis lease whether it is wanted and keeps it
-// across batches (service/lease.go).
-var (
-	_ service.WantedLease   = (*lock.Lock)(nil)
-	_ service.KeepableLease = (*lock.Lock)(nil)
-	_ service.RankedLease   = (*lock.Lock)(nil)
-)
-
 // NewLocker returns the service's lock over c.
 func NewLocker(c *lock.Client) *Locker { return &Locker{c} }
 
 // hashTag wraps key in braces: Redis Cluster hashes only what is inside.
 func hashTag(key string) string { return "{" + key + "}" }
 
-// Obtain takes the lock of key, as service.Locker says.
-func (l *Locker) Obtain(ctx context.Context, key string) (service.Lease, error) {
-	return locking.Lease(l.c.Obtain(ctx, hashTag(key)))
+// Obtain takes the lock of key, in order of rank unless it is 0
+// (lock.Client.ObtainRanked): the order path's fair selling.
+func (l *Locker) Obtain(ctx context.Context, key string, rank int64) (service.Lease, error) {
+	var (
+		lk  *lock.Lock
+		err error
+	)
+	if rank != 0 {
+		lk, err = l.c.ObtainRanked(ctx, hashTag(key), rank)
+	} else {
+		lk, err = l.c.Obtain(ctx, hashTag(key))
+	}
+	return locking.Lease(lease{lk}, err)
 }
 
-// ObtainRanked takes the lock of key in order of rank
-// (lock.Client.ObtainRanked): the order path's fair selling.
-func (l *Locker) ObtainRanked(ctx context.Context, key string, rank int64) (service.Lease, error) {
-	return locking.Lease(l.c.ObtainRanked(ctx, hashTag(key), rank))
-}
+// Ranks reports true: a free Redis lock goes to the lowest rank waiting.
+func (l *Locker) Ranks() bool { return true }
+
+// lease is a Redis lock as a service.Lease: it hears who wants it and
+// their ranks, and keeps itself in one round trip (in Redlock mode Keep
+// lets it go and Wanting is nil), but cannot say a fence horizon.
+type lease struct{ *lock.Lock }
+
+// Horizon is math.MaxInt64: Redis fences are microsecond-seeded, and the
+// database never holds one above what this backend may have issued.
+func (lease) Horizon(context.Context) (int64, error) { return math.MaxInt64, nil }
 
 // InspectLock reads the state of key's lock without taking it.
 func (l *Locker) InspectLock(ctx context.Context, key string) (service.LockState, error) {
@@ -111,7 +120,7 @@ return 1
 
 // key is "<prefix>{sku:7}": the hash tag of the SKU's lock (see Locker).
 func (m *Marks) key(id int64) string {
-	return m.prefix + hashTag("sku:"+strconv.FormatInt(id, 10))
+	return m.prefix + hashTag(service.SKULockKey(id))
 }
 
 // Mark returns the stored mark of sku's incarnation, 0 when there is none.
@@ -137,11 +146,11 @@ func (m *Marks) SetMark(ctx context.Context, sku service.SKURef, mark int64) err
 }
 
 // placesChannel, after the marks' prefix, is where instances post the
-// places of buyers told to come back (service.PlaceBoard).
+// places of buyers told to come back (engine.PlaceBoard).
 const placesChannel = "places"
 
 // Post publishes ps to every instance listening, in one message.
-func (m *Marks) Post(ctx context.Context, ps []service.Place) error {
+func (m *Marks) Post(ctx context.Context, ps []engine.Place) error {
 	msg, err := json.Marshal(ps)
 	if err != nil {
 		return err
@@ -153,13 +162,13 @@ func (m *Marks) Post(ctx context.Context, ps []service.Place) error {
 // message's, until stop; a message it cannot read is skipped. go-redis
 // subscribes again after a reconnect: places posted meanwhile are missed,
 // which costs their buyers their place, nothing else.
-func (m *Marks) Listen(learn func([]service.Place)) (stop func()) {
+func (m *Marks) Listen(learn func([]engine.Place)) (stop func()) {
 	ps := m.rdb.Subscribe(context.Background(), m.prefix+placesChannel)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		for msg := range ps.Channel() {
-			var places []service.Place
+			var places []engine.Place
 			if json.Unmarshal([]byte(msg.Payload), &places) == nil {
 				learn(places)
 			}

@@ -66,11 +66,17 @@ func (s *MySQL) knownUsable(ms []*member) bool {
 	return true
 }
 
-// confirmRead confirms what a read saw, at, before it is answered: an
-// order or a sold-out row from a commit the replicas lack may vanish with
-// the primary.
-func (s *MySQL) confirmRead(ctx context.Context, at service.Commit) error {
-	if s.replicas == nil {
+// confirmRead answers a read of one row that also read its position, at:
+// notFound when it found no row, err translated when it failed, else nil
+// once the replicas confirm at (an order or a sold-out row from a commit
+// the replicas lack may vanish with the primary).
+func (s *MySQL) confirmRead(ctx context.Context, err, notFound error, at service.Commit) error {
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return notFound
+	case err != nil:
+		return translate(err, notFound)
+	case s.replicas == nil:
 		return nil
 	}
 	if err := s.replicas.Confirm(ctx, at); err != nil {
@@ -87,13 +93,7 @@ func (s *MySQL) orderByKeyAt(ctx context.Context, userID, key string) (service.O
 	)
 	err := s.sql.QueryRowContext(ctx, "SELECT id, sku_id, user_id, quantity, idempotency_key, created_at, status, expires_at, settled_at, @@server_id, @@gtid_binlog_pos FROM orders WHERE user_id = ? AND idempotency_key = ?", userID, key).
 		Scan(&r.ID, &r.SKUID, &r.UserID, &r.Quantity, &r.IdempotencyKey, &r.CreatedAt, &r.Status, &r.ExpiresAt, &r.SettledAt, &at.Server, &at.GTIDs)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		return service.Order{}, service.ErrNotFound
-	case err != nil:
-		return service.Order{}, translate(err, service.ErrNotFound)
-	}
-	if err := s.confirmRead(ctx, at); err != nil {
+	if err := s.confirmRead(ctx, err, service.ErrNotFound, at); err != nil {
 		return service.Order{}, err
 	}
 	return r.domain(), nil
@@ -107,13 +107,7 @@ func (s *MySQL) skuAt(ctx context.Context, id int64) (service.SKU, error) {
 	)
 	err := s.sql.QueryRowContext(ctx, "SELECT id, name, total_stock, stock, sold, version, fence, per_user_limit, starts_at, ends_at, created_at, updated_at, @@server_id, @@gtid_binlog_pos FROM skus WHERE id = ?", id).
 		Scan(&r.ID, &r.Name, &r.TotalStock, &r.Stock, &r.Sold, &r.Version, &r.Fence, &r.PerUserLimit, &r.StartsAt, &r.EndsAt, &r.CreatedAt, &r.UpdatedAt, &at.Server, &at.GTIDs)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		return service.SKU{}, service.ErrSKUNotFound
-	case err != nil:
-		return service.SKU{}, translate(err, service.ErrSKUNotFound)
-	}
-	if err := s.confirmRead(ctx, at); err != nil {
+	if err := s.confirmRead(ctx, err, service.ErrSKUNotFound, at); err != nil {
 		return service.SKU{}, err
 	}
 	return r.domain(), nil

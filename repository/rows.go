@@ -8,30 +8,13 @@ import (
 
 // The rows of migrations/ as both stores read and write them.
 
-type skuRow struct {
-	ID           int64 `gorm:"primaryKey"`
-	Name         string
-	TotalStock   int64
-	Stock        int64
-	Sold         int64
-	Version      int64
-	Fence        int64
-	PerUserLimit int64
-	StartsAt     *time.Time
-	EndsAt       *time.Time
-	CreatedAt    time.Time
-	UpdatedAt    time.Time
-}
+// skuRow is a skus row: the domain's SKU, whose fields are its columns
+// (ID the primary key, the others by GORM's snake_case names).
+type skuRow struct{ service.SKU }
 
 func (skuRow) TableName() string { return "skus" }
 
-func (r skuRow) domain() service.SKU {
-	return service.SKU{
-		ID: r.ID, Name: r.Name, TotalStock: r.TotalStock, Stock: r.Stock, Sold: r.Sold,
-		Version: r.Version, Fence: r.Fence, PerUserLimit: r.PerUserLimit,
-		StartsAt: r.StartsAt, EndsAt: r.EndsAt, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
-	}
-}
+func (r skuRow) domain() service.SKU { return r.SKU }
 
 // after is the SKU as b's writes leave r when they sell units (r itself
 // when they sell none): what decrement's UPDATE, or writes.updateSKUs', sets.
@@ -50,13 +33,7 @@ func (r skuRow) after(b service.Batch, units int64) service.SKU {
 	return sku
 }
 
-func rowOf(sku service.SKU) skuRow {
-	return skuRow{
-		ID: sku.ID, Name: sku.Name, TotalStock: sku.TotalStock, Stock: sku.Stock, Sold: sku.Sold,
-		Version: sku.Version, Fence: sku.Fence, PerUserLimit: sku.PerUserLimit,
-		StartsAt: sku.StartsAt, EndsAt: sku.EndsAt, CreatedAt: sku.CreatedAt, UpdatedAt: sku.UpdatedAt,
-	}
-}
+func rowOf(sku service.SKU) skuRow { return skuRow{sku} }
 
 type orderRow struct {
 	ID             int64 `gorm:"primaryKey"`

@@ -60,11 +60,11 @@ func (s *gormStore) SKU(ctx context.Context, id int64) (service.SKU, error) {
 
 // CreateSKU inserts a SKU and returns it with its id.
 func (s *gormStore) CreateSKU(ctx context.Context, sku service.SKU) (service.SKU, error) {
-	r := skuRow{
+	r := skuRow{service.SKU{
 		Name: sku.Name, TotalStock: sku.TotalStock, Stock: sku.Stock, PerUserLimit: sku.PerUserLimit,
 		StartsAt: columnTimePtr(sku.StartsAt), EndsAt: columnTimePtr(sku.EndsAt),
 		CreatedAt: columnTime(sku.CreatedAt), UpdatedAt: columnTime(sku.UpdatedAt),
-	}
+	}}
 	if err := s.db.WithContext(ctx).Create(&r).Error; err != nil {
 		return service.SKU{}, translate(err, service.ErrNotFound)
 	}

@@ -72,7 +72,7 @@ func (c *Catalog) Update(ctx context.Context, id int64, ch SKUChange) (SKU, erro
 	if err != nil {
 		return SKU{}, err
 	}
-	c.orders.skus.learn(s, at.UnixNano()) // its new window holds here at once
+	c.skus.learn(s, at.UnixNano()) // its new window holds here at once
 	return s, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -19,22 +20,42 @@ const (
 	maxUnknownSKUs = 1 << 16
 )
 
-// skuDirectory knows which SKU ids exist, so nothing (a queue, a worker, a
-// Redis key) is allocated for an invented id. An unknown id is remembered
-// for UnknownSKUTTL: a SKU created through another instance is sellable
-// here within that bound. Concurrent lookups of an id share one read.
-type skuDirectory struct {
-	store   Store
-	timeout time.Duration // one lookup's database read
-	ttl     time.Duration // of a negative entry
-	known   *lru.Cache[int64, *skuEntry]
+// DirectoryConfig tunes what an instance believes of the SKUs without
+// reading them; see internal/config for the defaults.
+type DirectoryConfig struct {
+	ReadTimeout    time.Duration // one read of a SKU's row
+	UnknownSKUTTL  time.Duration // how long an id found not to exist is answered 404 without a read
+	SoldOutTTL     time.Duration // how often a SKU's shared sold-out mark is read
+	SoldOutRecheck time.Duration // a local sold-out mark older than this is re-read from the database
+}
+
+// Directory is this instance's knowledge of the SKUs: which ids exist, so
+// that nothing (a queue, a worker, a Redis key) is allocated for an
+// invented one, and which are sold out or off sale, so that their buyers
+// are answered without a queue (soldout.go, window.go). Each belief is tied
+// to the row it was read from and re-read within a bound. An unknown id is
+// remembered for UnknownSKUTTL: a SKU created through another instance is
+// sellable here within that bound. Concurrent lookups of an id share one
+// read.
+type Directory struct {
+	store Store
+	marks SoldOutMarks
+	cfg   DirectoryConfig
+	log   *slog.Logger
+	obs   Observer
+	known *lru.Cache[int64, *skuEntry]
 	// unknown maps an id to the unix nanos until which it is known not to
 	// exist; not expirable.LRU, whose janitor goroutine never exits.
 	unknown *lru.Cache[int64, int64]
 	flight  singleflight.Group
 }
 
-func newSKUDirectory(store Store, ttl, timeout time.Duration) *skuDirectory {
+// NewDirectory returns the SKUs as store holds them, their sold-out state
+// shared through marks. obs may be nil.
+func NewDirectory(store Store, marks SoldOutMarks, cfg DirectoryConfig, log *slog.Logger, obs Observer) *Directory {
+	if obs == nil {
+		obs = nopObserver{}
+	}
 	known, err := lru.New[int64, *skuEntry](maxKnownSKUs)
 	if err != nil {
 		panic(err) // only for a size < 1
@@ -43,7 +64,7 @@ func newSKUDirectory(store Store, ttl, timeout time.Duration) *skuDirectory {
 	if err != nil {
 		panic(err)
 	}
-	return &skuDirectory{store: store, timeout: timeout, ttl: ttl, known: known, unknown: unknown}
+	return &Directory{store: store, marks: marks, cfg: cfg, log: log, obs: obs, known: known, unknown: unknown}
 }
 
 // skuEntry is one existing SKU as this process knows it: its identity and
@@ -75,7 +96,7 @@ func RefOf(s SKU) SKURef {
 
 // lookup returns the entry of an existing SKU, ErrSKUNotFound for an id
 // that does not exist, or ErrUnavailable when the database cannot say.
-func (d *skuDirectory) lookup(ctx context.Context, id int64) (*skuEntry, error) {
+func (d *Directory) lookup(ctx context.Context, id int64) (*skuEntry, error) {
 	if e, ok := d.known.Get(id); ok {
 		return e, nil
 	}
@@ -91,12 +112,12 @@ func (d *skuDirectory) lookup(ctx context.Context, id int64) (*skuEntry, error) 
 			return nil, ErrSKUNotFound
 		}
 		// Not the first caller's ctx: its leaving must not fail the others.
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.timeout)
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.ReadTimeout)
 		defer cancel()
 		at := time.Now().UnixNano()
 		s, err := d.store.SKU(rctx, id)
 		if errors.Is(err, ErrSKUNotFound) {
-			d.unknown.Add(id, time.Now().Add(d.ttl).UnixNano())
+			d.unknown.Add(id, time.Now().Add(d.cfg.UnknownSKUTTL).UnixNano())
 			return nil, err
 		}
 		if err != nil {
@@ -115,7 +136,7 @@ func (d *skuDirectory) lookup(ctx context.Context, id int64) (*skuEntry, error) 
 	}
 }
 
-func (d *skuDirectory) knownMissing(id int64) bool {
+func (d *Directory) knownMissing(id int64) bool {
 	until, ok := d.unknown.Get(id)
 	if !ok {
 		return false
@@ -129,7 +150,7 @@ func (d *skuDirectory) knownMissing(id int64) bool {
 
 // learn records s as read by a read begun at (unix nanos) and returns its
 // entry, replacing that of an earlier SKU of the same id.
-func (d *skuDirectory) learn(s SKU, at int64) *skuEntry {
+func (d *Directory) learn(s SKU, at int64) *skuEntry {
 	d.unknown.Remove(s.ID)
 	fresh := &skuEntry{ref: RefOf(s)}
 	e, ok, _ := d.known.PeekOrAdd(s.ID, fresh)
@@ -141,14 +162,14 @@ func (d *skuDirectory) learn(s SKU, at int64) *skuEntry {
 	return e
 }
 
-// forget drops id after the database said it has no such SKU (recreated
+// Forget drops id after the database said it has no such SKU (recreated
 // or restored under us).
-func (d *skuDirectory) forget(id int64) {
+func (d *Directory) Forget(id int64) {
 	d.known.Remove(id)
 }
 
 // peek returns the entry of a known SKU without any I/O, or nil.
-func (d *skuDirectory) peek(id int64) *skuEntry {
+func (d *Directory) peek(id int64) *skuEntry {
 	e, _ := d.known.Peek(id)
 	return e
 }

@@ -1,8 +1,6 @@
 package service
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"math"
 )
@@ -43,34 +41,3 @@ func (e *StaleFenceError) Error() string {
 }
 
 func (e *StaleFenceError) Unwrap() error { return ErrStaleFence }
-
-// adoptForeignFence recovers from a stored fence above anything the
-// lease's backend issued: left by an earlier incarnation (a ZooKeeper
-// ensemble recreated empty), it would refuse every write. The Store swaps
-// exactly that value for ours; it reports whether it did. When the backend
-// cannot give its horizon or the Store cannot swap, it returns why
-// (ErrUnavailable): that is no sign the lock moved.
-func (o *Orders) adoptForeignFence(ctx context.Context, lease Lease, err error) (bool, error) {
-	var stale *StaleFenceError
-	h, ok := lease.(FenceHorizonLease)
-	if !ok || !errors.As(err, &stale) || stale.Fence != lease.Fence() || stale.Stored > FenceCeiling(stale.Fence) {
-		return false, nil
-	}
-	horizon, herr := h.Horizon(ctx)
-	if herr != nil {
-		return false, fmt.Errorf("%w: reading the lock backend's fence horizon to check sku %d's fence %d: %w", ErrUnavailable, stale.SKUID, stale.Stored, herr)
-	}
-	if stale.Stored <= horizon {
-		return false, nil // ours was superseded
-	}
-	adopted, aerr := o.store.AdoptFence(ctx, stale.SKUID, stale.Stored, stale.Fence)
-	if aerr != nil {
-		return false, fmt.Errorf("%w: replacing sku %d's fence %d of an earlier lock backend: %w", ErrUnavailable, stale.SKUID, stale.Stored, aerr)
-	}
-	if !adopted {
-		return false, nil // changed meanwhile: the next attempt reads it
-	}
-	o.log.Warn("the sku's fence was issued by an earlier incarnation of the lock backend (a ZooKeeper ensemble recreated from empty?): replaced by this one's",
-		"sku", stale.SKUID, "stored_fence", stale.Stored, "horizon", horizon, "fence", stale.Fence)
-	return true, nil
-}

@@ -15,6 +15,7 @@ import (
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/redis"
 	"github.com/seckill/seckill/service"
+	"github.com/seckill/seckill/service/engine"
 )
 
 // countingStore counts the SKU reads of the order path.
@@ -149,7 +150,7 @@ func TestPlace_InventedSKUsCostNothingLasting(t *testing.T) {
 		t.Errorf("live heap grew by %.1f MB for %d invented ids; want at most %d bytes each", float64(heapAfter-heap)/(1<<20), n, perID)
 	}
 	for i, r := range rigs {
-		if q := r.orders.LiveQueues(); q != 0 {
+		if q := r.seller.LiveQueues(); q != 0 {
 			t.Errorf("instance %d runs %d SKU queues after orders for invented ids; want 0", i, q)
 		}
 	}
@@ -172,7 +173,7 @@ func TestPlace_OneInventedIDCostsOneRead(t *testing.T) {
 	var counter *countingStore
 	r := newRig(t, dsn, rigOptions{
 		store: func(s service.Store) service.Store { counter = &countingStore{Store: s}; return counter },
-		cfg:   func(c *service.OrdersConfig) { c.UnknownSKUTTL = time.Hour }, // the test outlasts no negative entry
+		skus:  func(c *service.DirectoryConfig) { c.UnknownSKUTTL = time.Hour }, // the test outlasts no negative entry
 	})
 	var wg sync.WaitGroup
 	start := make(chan struct{})
@@ -219,7 +220,7 @@ func TestPlace_LiveSKUQueuesAreBounded(t *testing.T) {
 	var g *gatedStore
 	r := newRig(t, dsn, rigOptions{
 		store: func(s service.Store) service.Store { g = gate(s); return g },
-		cfg:   func(c *service.OrdersConfig) { c.MaxLiveSKUs = 1 },
+		cfg:   func(c *engine.Config) { c.MaxLiveSKUs = 1 },
 	})
 	a, b := createSKU(t, r.store, 10, 1), createSKU(t, r.store, 10, 1)
 	first := make(chan error, 1)

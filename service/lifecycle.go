@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/seckill/seckill/internal/backoff"
 )
 
 // The order lifecycle. A pending order's units are taken from stock
@@ -18,7 +20,7 @@ import (
 // Each transition is one UPDATE ... WHERE status = 'pending' in the
 // transaction that returns the stock, so a unit is returned once however
 // many try (two sweepers, a cancel racing the expiry). A returned unit is
-// published as a restock (Orders.Restocked) and sold again as usual.
+// published as a restock (Directory.Restocked) and sold again as usual.
 
 // OrderStatus is where an order is in its lifecycle.
 type OrderStatus string
@@ -112,19 +114,19 @@ func (nopLifecycleObserver) SweeperLeader(bool)                        {}
 
 // Lifecycle pays and cancels orders; the Sweeper expires them.
 type Lifecycle struct {
-	store  LifecycleStore
-	orders *Orders
-	log    *slog.Logger
-	obs    LifecycleObserver
+	store LifecycleStore
+	skus  *Directory
+	log   *slog.Logger
+	obs   LifecycleObserver
 }
 
 // NewLifecycle returns the payment and cancellation of orders; returned
-// units are restocked through orders. obs may be nil.
-func NewLifecycle(store LifecycleStore, orders *Orders, log *slog.Logger, obs LifecycleObserver) *Lifecycle {
+// units are restocked through skus. obs may be nil.
+func NewLifecycle(store LifecycleStore, skus *Directory, log *slog.Logger, obs LifecycleObserver) *Lifecycle {
 	if obs == nil {
 		obs = nopLifecycleObserver{}
 	}
-	return &Lifecycle{store: store, orders: orders, log: log, obs: obs}
+	return &Lifecycle{store: store, skus: skus, log: log, obs: obs}
 }
 
 // Pay records the payment of order id. It is idempotent; a cancelled or
@@ -151,7 +153,7 @@ func (l *Lifecycle) Cancel(ctx context.Context, id int64, buyer string) (Order, 
 	}
 	if st.Returned != nil {
 		l.obs.OrderSettled(OrderCancelled, 1, st.Order.Quantity)
-		l.orders.Restocked(ctx, *st.Returned)
+		l.skus.Restocked(ctx, *st.Returned)
 	}
 	return st.Order, nil
 }
@@ -167,7 +169,7 @@ func retryConflicts(ctx context.Context, settle func() (Settlement, error)) (Set
 	var err error
 	for attempt := range settleAttempts {
 		if attempt > 0 {
-			backoff(ctx, attempt+3)
+			backoff.Wait(ctx, attempt+3)
 		}
 		var st Settlement
 		if st, err = settle(); !errors.Is(err, ErrConflict) {

@@ -3,124 +3,59 @@ package service
 import (
 	"context"
 	"errors"
-	"fmt"
-	"log/slog"
-	"sync"
-	"sync/atomic"
-	"time"
 )
 
-// OrdersConfig tunes the order path; see internal/config for the defaults.
-type OrdersConfig struct {
-	QueueMax       int           // waiting requests per SKU per process
-	MaxLiveSKUs    int           // SKU queues (and workers) per process
-	BatchMax       int           // requests per transaction
-	Linger         time.Duration // longest wait for more orders, or other SKUs' batches, before committing (linger.go, rounds.go); 0: never
-	RequestTimeout time.Duration // how long a buyer may wait in the queue; then 503, uncharged
-	TxTimeout      time.Duration // one batch: lock wait plus transaction
-	LockWait       time.Duration // longest wait for the lock before selling without it
-	LockTTL        time.Duration // the lease: after a LockWait timeout the SKU sells unlocked this long
-	LockHold       time.Duration // a busy worker keeps its lock across batches this long; 0: one hold per batch
-	LockHoldIdle   time.Duration // a worker whose queue emptied keeps its lock this long for the next order; 0: lets it go at once
-	MaxRetries     int           // version conflicts tolerated per batch
-	IdleTimeout    time.Duration // an idle SKU worker exits after this
-	UnknownSKUTTL  time.Duration // how long an id found not to exist is answered 404 without a read
-	SoldOutTTL     time.Duration // how often a SKU's shared sold-out mark is read
-	SoldOutRecheck time.Duration // a local sold-out mark older than this is re-read from the database
-	PaymentTimeout time.Duration // a new order awaits payment this long; 0: paid at creation
-	// FairWindow is how much younger than the oldest buyer waiting on
-	// another instance a lock holder's buyers may be and still be sold
-	// (fair.go).
-	FairWindow time.Duration
-	PlaceGrace time.Duration // a buyer told to come back keeps its arrival this long past Retry-After (places.go)
-	PlacesMax  int           // places remembered per process; 0: none
-	// Replicas, when set, confirms every batch's commit before its buyers
-	// are answered (mysql.min_replicas); nil: answered at COMMIT.
-	Replicas Replicas
+// Seller sells the orders Place admits: package engine, which queues the
+// buyers of each SKU and commits them in batches under the SKU's lock.
+type Seller interface {
+	// Sell places r, a valid request for a SKU that exists and is on
+	// sale, or says why not. A request whose ctx ends while it waits is
+	// not charged; one already in a committing batch gets that batch's
+	// answer.
+	Sell(ctx context.Context, r OrderRequest) (Placed, error)
+	// Degraded reports that orders are sold on the database's guard alone.
+	Degraded() bool
 }
 
-// Observer receives what the order path does, for metrics. Methods must
-// be cheap and safe for concurrent use.
+// Observer receives what the rules decide, for metrics. Methods must be
+// cheap and safe for concurrent use.
 type Observer interface {
 	OrderResult(result string)
-	QueueDepth(skuID int64, depth int)
-	QueueRejected(skuID int64)
-	Batch(size int, commit time.Duration, retries int, err error)
-	Degraded(on bool)
+	// SoldOutFastPath counts a buyer refused sold out without a
+	// transaction.
 	SoldOutFastPath()
 	// MarkUnpublished counts restocks whose shared mark could not be
 	// written after retries.
 	MarkUnpublished()
-	// KnownRow counts a committed batch that brought the row its lease's
-	// previous batch left (Batch.Known): decided on it without reading
-	// (used), or read again because something had changed (a restock,
-	// another writer, a repeat buyer, a replay).
-	KnownRow(used bool)
-	// Unconfirmed counts orders committed but not confirmed by the
-	// replicas in time: their buyers were answered outcome_unknown.
-	Unconfirmed(orders int)
 }
 
 type nopObserver struct{}
 
-func (nopObserver) OrderResult(string)                   {}
-func (nopObserver) QueueDepth(int64, int)                {}
-func (nopObserver) QueueRejected(int64)                  {}
-func (nopObserver) Batch(int, time.Duration, int, error) {}
-func (nopObserver) Degraded(bool)                        {}
-func (nopObserver) SoldOutFastPath()                     {}
-func (nopObserver) MarkUnpublished()                     {}
-func (nopObserver) KnownRow(bool)                        {}
-func (nopObserver) Unconfirmed(int)                      {}
+func (nopObserver) OrderResult(string) {}
+func (nopObserver) SoldOutFastPath()   {}
+func (nopObserver) MarkUnpublished()   {}
 
-// Orders is the order flow. It is safe for concurrent use; Shutdown stops it.
+// Orders is the order flow as buyers see it: the rules a request must
+// pass before a Seller sells it, and the buyer's view of their orders.
+// It is safe for concurrent use.
 type Orders struct {
 	store  Store
-	locker Locker
-	marks  SoldOutMarks
-	skus   *skuDirectory
-	group  *groupCommit // the rounds that batches under a lock share
-	cfg    OrdersConfig
-	log    *slog.Logger
+	skus   *Directory
+	seller Seller
 	obs    Observer
-
-	mu     sync.Mutex // guards queues, idle, every queue's waiting list, closing
-	queues map[int64]*skuQueue
-	// idle lists the queues whose workers wait with nothing queued, the
-	// longest idle first: [0] those whose last batch sold nothing, [1] the
-	// others. A full table evicts from them, in that order.
-	idle    [2]idleList
-	closing bool
-	quit    chan struct{} // closed by Shutdown: idle workers exit at once
-	abort   atomic.Bool   // Shutdown ran out of time: answer, don't commit
-	workers sync.WaitGroup
-
-	places *places // the first arrivals of buyers told to come back
-
-	lockSkip     sync.Map     // sku id → unix nanos until which its lock is not awaited
-	lockDownTill atomic.Int64 // unix nanos until which the lock is skipped
-	degraded     atomic.Bool
 }
 
-// NewOrders returns the order flow over store, locker and marks. obs may be nil.
-func NewOrders(store Store, locker Locker, marks SoldOutMarks, cfg OrdersConfig, log *slog.Logger, obs Observer) *Orders {
+// NewOrders returns the order flow: skus admits, seller sells. obs may be nil.
+func NewOrders(store Store, skus *Directory, seller Seller, obs Observer) *Orders {
 	if obs == nil {
 		obs = nopObserver{}
 	}
-	o := &Orders{
-		store: store, locker: locker, marks: marks, cfg: cfg, log: log, obs: obs,
-		skus:   newSKUDirectory(store, cfg.UnknownSKUTTL, cfg.TxTimeout),
-		group:  newGroupCommit(store, cfg.Linger),
-		queues: map[int64]*skuQueue{},
-		quit:   make(chan struct{}),
-	}
-	board, _ := marks.(PlaceBoard)
-	o.places = newPlaces(cfg.PlacesMax, comeBackAfter+cfg.PlaceGrace, board, log)
-	return o
+	return &Orders{store: store, skus: skus, seller: seller, obs: obs}
 }
 
-// Place sells r or says why not. A request whose ctx ends while it waits
-// is not charged; one already in a committing batch gets that batch's answer.
+// Place sells r or says why not: a request that can never succeed, a SKU
+// that does not exist, is known sold out or is not on sale is answered
+// here, without a queue; the others go to the Seller.
 func (o *Orders) Place(ctx context.Context, r OrderRequest) (placed Placed, err error) {
 	defer func() { o.obs.OrderResult(ResultOf(err, placed.Created)) }()
 	if err := r.Validate(); err != nil {
@@ -130,40 +65,20 @@ func (o *Orders) Place(ctx context.Context, r OrderRequest) (placed Placed, err 
 	if err != nil {
 		return Placed{}, err
 	}
-	soldOut, err := o.isSoldOut(ctx, sku)
+	soldOut, err := o.skus.isSoldOut(ctx, sku)
 	if err != nil {
 		return Placed{}, err
 	}
 	if soldOut {
 		return o.refuseUnlocked(ctx, r, ErrSoldOut)
 	}
-	if closed, err := o.saleClosed(ctx, sku); err != nil || closed {
+	if closed, err := o.skus.saleClosed(ctx, sku); err != nil || closed {
 		if err != nil {
 			return Placed{}, err
 		}
 		return o.refuseUnlocked(ctx, r, ErrSaleNotActive)
 	}
-	p := &pending{req: r, arrived: o.places.arrival(r), done: make(chan Outcome, 1)}
-	// No timer per request: the worker refuses, uncharged, whoever it
-	// reaches after their deadline; ctx still ends the wait of a buyer who left.
-	p.expires = time.Now().Add(o.cfg.RequestTimeout).UnixNano()
-	if err := o.enqueue(p); err != nil {
-		o.places.comeBack(r, p.arrived, err)
-		return Placed{}, err
-	}
-	select {
-	case out := <-p.done:
-		o.places.comeBack(r, p.arrived, out.Err)
-		return out.Placed, out.Err
-	case <-ctx.Done():
-		if p.state.CompareAndSwap(queued, abandoned) {
-			return Placed{}, fmt.Errorf("%w: gave up waiting: %w", ErrUnavailable, ctx.Err())
-		}
-		// The worker took it, or bumped it: its answer comes within TxTimeout.
-		out := <-p.done
-		o.places.comeBack(r, p.arrived, out.Err)
-		return out.Placed, out.Err
-	}
+	return o.seller.Sell(ctx, r)
 }
 
 // refuseUnlocked answers a buyer of a sold-out SKU, or of one whose sale
@@ -187,6 +102,10 @@ func (o *Orders) refuseUnlocked(ctx context.Context, r OrderRequest, refusal err
 	return Placed{}, refusal
 }
 
+// Degraded reports whether orders are sold on the database's guard alone:
+// the lock store was found unreachable.
+func (o *Orders) Degraded() bool { return o.seller.Degraded() }
+
 // Order returns the order with the given id.
 func (o *Orders) Order(ctx context.Context, id int64) (Order, error) {
 	return o.store.Order(ctx, id)
@@ -195,29 +114,4 @@ func (o *Orders) Order(ctx context.Context, id int64) (Order, error) {
 // SKU returns the SKU with the given id.
 func (o *Orders) SKU(ctx context.Context, id int64) (SKU, error) {
 	return o.store.SKU(ctx, id)
-}
-
-// Shutdown stops taking orders and drains what is queued. When ctx ends
-// first, the requests still queued are answered ErrUnavailable, uncharged.
-func (o *Orders) Shutdown(ctx context.Context) error {
-	o.mu.Lock()
-	if !o.closing {
-		o.closing = true
-		close(o.quit)
-		defer o.places.close()
-	}
-	o.mu.Unlock()
-	done := make(chan struct{})
-	go func() {
-		o.workers.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		o.abort.Store(true)
-		<-done // every batch in flight is bounded by TxTimeout
-		return ctx.Err()
-	}
 }

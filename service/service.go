@@ -1,7 +1,9 @@
-// Package service is the domain of the flash sale: SKUs, orders, the order
-// flow that coalesces buyers of one SKU into batched transactions, and the
-// interfaces it needs from storage and locking. It imports neither Gin,
-// GORM nor go-redis: adapters implement what it declares here.
+// Package service is the domain of the flash sale: SKUs, orders and their
+// rules (Allocate, the lifecycle, the catalog), the sentinel errors and
+// their one outcome table, and the interfaces it needs from storage,
+// locking and the engine that sells (Seller, package engine). It imports
+// neither Gin, GORM nor go-redis: adapters implement what it declares
+// here.
 package service
 
 import (
@@ -251,7 +253,7 @@ type Store interface {
 	OrdersByUser(ctx context.Context, userID string, after int64, limit int) ([]Order, error)
 	// AdoptFence sets the SKU's fence to to if it is still from, and
 	// reports whether it did: the way out of a fence issued by an earlier
-	// incarnation of the lock backend (see Orders.adoptForeignFence).
+	// incarnation of the lock backend (Lease.Horizon).
 	AdoptFence(ctx context.Context, id, from, to int64) (bool, error)
 	// OrderUnits returns the units of a SKU's pending and of its paid
 	// orders (sold = pending + paid).
@@ -268,48 +270,46 @@ type Store interface {
 // was held elsewhere, by a holder that showed no sign of life, until ctx
 // was done.
 type Locker interface {
-	Obtain(ctx context.Context, key string) (Lease, error)
+	// Obtain takes key's lock. When rank is not 0 and the locker Ranks, a
+	// free lock goes to the lowest rank waiting (lock.Client.ObtainRanked);
+	// otherwise rank is ignored.
+	Obtain(ctx context.Context, key string, rank int64) (Lease, error)
+	// Ranks reports whether Obtain honours rank: the Redis lock does,
+	// ZooKeeper's does not.
+	Ranks() bool
 }
 
-// Lease is a held lock.
+// Lease is a held lock. Fence, Lost and Release every backend has. The
+// others are abilities a backend may lack, declared here so that the
+// order path asks each lease, never its type: a lease without one
+// answers as the method says.
 type Lease interface {
 	// Fence is a token strictly greater than any earlier lease's on the
 	// same key, or 0 when the backend cannot promise that (Redlock).
 	Fence() int64
-	// Lost is closed when the lease was found gone while held.
+	// Lost is closed when the lease was found gone while held; nil when
+	// nothing watches it.
 	Lost() <-chan struct{}
 	Release(ctx context.Context) error
-}
 
-// A Lease may offer more than Lease states; the order path asks for each
-// of these by type assertion and does without it when a backend lacks it.
-
-// WantedLease is a Lease that says, without a round trip, when another
-// holder wants its key: a busy worker then holds it past LockHold only
-// while nobody waits (lock.Lock; its channel is nil in Redlock mode).
-type WantedLease interface {
-	Lease
-	// Wanting is closed once someone else waits for the key, and nil
-	// when the lease cannot tell.
+	// Wanting is closed once someone else waits for the key; nil when the
+	// lease cannot tell (Redlock, ZooKeeper). A lease that tells lets a
+	// busy worker hold it past LockHold while nobody waits.
 	Wanting() <-chan struct{}
-}
-
-// KeepableLease is a Lease that can be kept for another LockHold in one
-// round trip when nobody else wants it, instead of a release and an
-// obtain (lock.Lock; in Redlock mode Keep always lets go).
-type KeepableLease interface {
-	Lease
-	// Keep reports whether the lease is still held; when another holder
-	// waits, it releases the lease and reports false.
+	// Keep holds the lease for another LockHold in one round trip when
+	// nobody else wants it, and reports whether it is still held; when
+	// another holder waits, or the lease cannot be kept (ZooKeeper's),
+	// it releases the lease and reports false.
 	Keep(ctx context.Context) (bool, error)
-}
-
-// FenceHorizonLease is a Lease whose backend can say the highest fence it
-// has issued so far (ZooKeeper's latest zxid). An ensemble recreated empty
-// restarts its fences below those the database still holds; the horizon
-// tells such a foreign fence from a newer holder's (fence.go).
-type FenceHorizonLease interface {
-	Lease
+	// Contender returns the lowest rank another contender announced while
+	// the lease was held; ok is false when none did or the lease cannot
+	// hear (lock.Lock.Contender; fair selling).
+	Contender() (rank int64, ok bool)
+	// Horizon is the highest fence the backend has issued so far
+	// (ZooKeeper's latest zxid): an ensemble recreated empty restarts its
+	// fences below those the database still holds, and the horizon tells
+	// such a foreign fence from a newer holder's. A backend that cannot
+	// say returns math.MaxInt64: any stored fence may be its own.
 	Horizon(ctx context.Context) (int64, error)
 }
 

@@ -52,15 +52,15 @@ func (n NewSKU) Validate() error {
 
 // Catalog is the admin side: SKUs and their stock.
 type Catalog struct {
-	store  Store
-	orders *Orders
-	log    *slog.Logger
+	store Store
+	skus  *Directory
+	log   *slog.Logger
 }
 
 // NewCatalog returns the admin operations; restocks clear the sold-out
-// marks of orders.
-func NewCatalog(store Store, orders *Orders, log *slog.Logger) *Catalog {
-	return &Catalog{store: store, orders: orders, log: log}
+// marks of skus.
+func NewCatalog(store Store, skus *Directory, log *slog.Logger) *Catalog {
+	return &Catalog{store: store, skus: skus, log: log}
 }
 
 // Create adds a SKU.
@@ -86,7 +86,7 @@ func (c *Catalog) Create(ctx context.Context, n NewSKU) (SKU, error) {
 	if err != nil {
 		return SKU{}, err
 	}
-	c.orders.Restocked(ctx, s) // sellable here at once, not after order.unknown_sku_ttl
+	c.skus.Restocked(ctx, s) // sellable here at once, not after order.unknown_sku_ttl
 	return s, nil
 }
 
@@ -105,7 +105,7 @@ func (c *Catalog) SetStock(ctx context.Context, id, stock int64) (SKU, error) {
 	if err != nil {
 		return SKU{}, err
 	}
-	c.orders.Restocked(ctx, s)
+	c.skus.Restocked(ctx, s)
 	return s, nil
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/service"
+	"github.com/seckill/seckill/service/engine"
 )
 
 // createSKUs creates n SKUs, the i-th as made by mk, and returns their ids.
@@ -104,7 +105,7 @@ func TestPlace_ClosedSalesTakeNoSlot(t *testing.T) {
 	if res["sale_not_active"] != n {
 		t.Errorf("%d orders for skus whose sale is not on: %v; want %d sale_not_active", n, res, n)
 	}
-	if q := r.orders.LiveQueues(); q != 0 {
+	if q := r.seller.LiveQueues(); q != 0 {
 		t.Errorf("%d sku queues after refusals that need no lock; want 0", q)
 	}
 	sellsAll(t, r, 10)
@@ -119,7 +120,7 @@ func TestPlace_ClosedSalesTakeNoSlot(t *testing.T) {
 func TestPlace_RefusalFloodDoesNotDenyALiveSKU(t *testing.T) {
 	t.Parallel()
 	dsn := testenv.Database(t)
-	r := newRig(t, dsn, rigOptions{cfg: func(c *service.OrdersConfig) { c.IdleTimeout = time.Hour }})
+	r := newRig(t, dsn, rigOptions{cfg: func(c *engine.Config) { c.IdleTimeout = time.Hour }})
 	n := config.Default().Order.MaxLiveSKUs + 76
 	ids := createSKUs(t, r.store, n, func(i int) service.SKU {
 		if i%2 == 0 {
@@ -132,7 +133,7 @@ func TestPlace_RefusalFloodDoesNotDenyALiveSKU(t *testing.T) {
 		t.Errorf("%d refused orders: %v; want %d limit_exceeded, %d insufficient_stock", n, res, (n+1)/2, n/2)
 	}
 	sellsAll(t, r, 10)
-	if q, max := r.orders.LiveQueues(), config.Default().Order.MaxLiveSKUs; q > max {
+	if q, max := r.seller.LiveQueues(), config.Default().Order.MaxLiveSKUs; q > max {
 		t.Errorf("%d sku queues; want at most %d", q, max)
 	}
 	for _, id := range ids[:10] {
@@ -167,7 +168,7 @@ func TestPlace_SaleWindowChangeSeen(t *testing.T) {
 	if _, err := a.orders.Place(ctx, service.OrderRequest{SKUID: sku, UserID: "on-a", Quantity: 1}); err != nil {
 		t.Errorf("Place on A after A opened the sale = %v; want an order", err)
 	}
-	service.AgeSaleWindow(b.orders, sku, config.Default().SoldOut.Recheck)
+	service.AgeSaleWindow(b.skus, sku, config.Default().SoldOut.Recheck)
 	if _, err := b.orders.Place(ctx, service.OrderRequest{SKUID: sku, UserID: "on-b", Quantity: 1}); err != nil {
 		t.Errorf("Place on B past sold_out.recheck after A opened the sale = %v; want an order", err)
 	}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync/atomic"
 	"time"
+
+	"github.com/seckill/seckill/internal/backoff"
 )
 
 // The sold-out fast path. The database is the truth; the local mark
@@ -63,23 +65,23 @@ func abs(v int64) int64 {
 // isSoldOut answers from the local mark while it is fresh. A stale "sold
 // out" waits for a shared re-read of the row; a "not sold out" asks the
 // shared mark at most once per SoldOutTTL.
-func (o *Orders) isSoldOut(ctx context.Context, e *skuEntry) (bool, error) {
+func (d *Directory) isSoldOut(ctx context.Context, e *skuEntry) (bool, error) {
 	now := time.Now().UnixNano()
 	if e.mark.Load() > 0 {
-		if now-e.confirmed.Load() < int64(o.cfg.SoldOutRecheck) {
+		if now-e.confirmed.Load() < int64(d.cfg.SoldOutRecheck) {
 			return true, nil
 		}
-		r, err := o.reread(ctx, e)
+		r, err := d.reread(ctx, e)
 		return r.soldOut, err
 	}
-	if now-e.shared.Load() < int64(o.cfg.SoldOutTTL) || !e.refreshing.CompareAndSwap(false, true) {
+	if now-e.shared.Load() < int64(d.cfg.SoldOutTTL) || !e.refreshing.CompareAndSwap(false, true) {
 		return false, nil
 	}
 	defer e.refreshing.Store(false)
 	e.shared.Store(now)
-	if m, err := o.marks.Mark(ctx, e.ref); err == nil && m > abs(e.mark.Load()) {
+	if m, err := d.marks.Mark(ctx, e.ref); err == nil && m > abs(e.mark.Load()) {
 		// Another instance sold out after what we know: check the row.
-		r, err := o.reread(ctx, e)
+		r, err := d.reread(ctx, e)
 		return r.soldOut, err
 	}
 	return e.mark.Load() > 0, nil
@@ -98,19 +100,19 @@ type rowRead struct {
 // reread returns the read of e's row in flight, else starts one. The read
 // ignores ctx's cancellation, so the caller that started it leaving does
 // not fail the others; each waits at most until its own ctx ends.
-func (o *Orders) reread(ctx context.Context, e *skuEntry) (*rowRead, error) {
+func (d *Directory) reread(ctx context.Context, e *skuEntry) (*rowRead, error) {
 	r := e.reading.Load()
 	if r == nil {
 		fresh := &rowRead{done: make(chan struct{})}
 		if e.reading.CompareAndSwap(nil, fresh) {
 			r = fresh
 			go func() {
-				r.soldOut, r.sku, r.err = o.recheck(context.WithoutCancel(ctx), e)
+				r.soldOut, r.sku, r.err = d.recheck(context.WithoutCancel(ctx), e)
 				e.reading.Store(nil)
 				close(r.done)
 			}()
 		} else if r = e.reading.Load(); r == nil { // ended between the two loads
-			return o.reread(ctx, e)
+			return d.reread(ctx, e)
 		}
 	}
 	r.waiters.Add(1)
@@ -124,43 +126,43 @@ func (o *Orders) reread(ctx context.Context, e *skuEntry) (*rowRead, error) {
 
 // recheck reads whether the SKU is still sold out, and publishes again a
 // restock whose shared mark was never written.
-func (o *Orders) recheck(ctx context.Context, e *skuEntry) (bool, SKU, error) {
-	ctx, cancel := context.WithTimeout(ctx, o.cfg.TxTimeout)
+func (d *Directory) recheck(ctx context.Context, e *skuEntry) (bool, SKU, error) {
+	ctx, cancel := context.WithTimeout(ctx, d.cfg.ReadTimeout)
 	defer cancel()
 	at := time.Now().UnixNano()
-	s, err := o.store.SKU(ctx, e.ref.ID)
+	s, err := d.store.SKU(ctx, e.ref.ID)
 	if err != nil {
 		if errors.Is(err, ErrSKUNotFound) {
-			o.skus.forget(e.ref.ID)
+			d.Forget(e.ref.ID)
 			return false, SKU{}, ErrSKUNotFound
 		}
 		return false, SKU{}, unavailable(err)
 	}
 	if RefOf(s) != e.ref { // a new SKU under the same id
-		e = o.skus.learn(s, at)
+		e = d.learn(s, at)
 		return e.mark.Load() > 0, s, nil
 	}
 	e.observe(s, at)
 	if s.Stock > 0 {
-		o.publish(ctx, e.ref, -s.Version)
+		d.publish(ctx, e.ref, -s.Version)
 		return false, s, nil
 	}
 	return true, s, nil
 }
 
-// localSoldOut reports a fresh local sold-out mark, without any I/O.
-func (o *Orders) localSoldOut(skuID int64) bool {
-	e := o.skus.peek(skuID)
+// SoldOut reports a fresh local sold-out mark of skuID, without any I/O.
+func (d *Directory) SoldOut(skuID int64) bool {
+	e := d.peek(skuID)
 	return e != nil && e.mark.Load() > 0 &&
-		time.Now().UnixNano()-e.confirmed.Load() < int64(o.cfg.SoldOutRecheck)
+		time.Now().UnixNano()-e.confirmed.Load() < int64(d.cfg.SoldOutRecheck)
 }
 
-// markSoldOut records, locally and in the shared mark, that a commit begun
+// MarkSoldOut records, locally and in the shared mark, that a commit begun
 // at (unix nanos) left the SKU without stock at version. A newer shared
 // mark (a restock during a pause) wins; a failed write only slows the
 // others' fast path.
-func (o *Orders) markSoldOut(skuID, version, at int64) {
-	e := o.skus.peek(skuID)
+func (d *Directory) MarkSoldOut(skuID, version, at int64) {
+	e := d.peek(skuID)
 	if e == nil {
 		return
 	}
@@ -170,11 +172,11 @@ func (o *Orders) markSoldOut(skuID, version, at int64) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	if err := o.marks.SetMark(ctx, e.ref, version); err != nil {
-		o.log.Warn("shared sold-out mark not written", "sku", skuID, "version", version, "err", err)
+	if err := d.marks.SetMark(ctx, e.ref, version); err != nil {
+		d.log.Warn("shared sold-out mark not written", "sku", skuID, "version", version, "err", err)
 		return
 	}
-	if m, err := o.marks.Mark(ctx, e.ref); err == nil && abs(m) > version {
+	if m, err := d.marks.Mark(ctx, e.ref); err == nil && abs(m) > version {
 		e.adopt(m)
 	}
 }
@@ -183,32 +185,32 @@ func (o *Orders) markSoldOut(skuID, version, at int64) {
 // the other instances through the shared mark. A write that keeps failing
 // is logged and counted; they then see the restock from the database
 // within SoldOutTTL + SoldOutRecheck.
-func (o *Orders) Restocked(ctx context.Context, s SKU) {
-	e := o.skus.learn(s, time.Now().UnixNano())
+func (d *Directory) Restocked(ctx context.Context, s SKU) {
+	e := d.learn(s, time.Now().UnixNano())
 	if s.Stock > 0 {
-		o.publish(ctx, e.ref, -s.Version)
+		d.publish(ctx, e.ref, -s.Version)
 	}
 }
 
 // publishAttempts bounds the writes of one restock's shared mark.
 const publishAttempts = 3
 
-func (o *Orders) publish(ctx context.Context, ref SKURef, mark int64) {
+func (d *Directory) publish(ctx context.Context, ref SKURef, mark int64) {
 	var err error
 	for attempt := range publishAttempts {
 		if attempt > 0 {
-			backoff(ctx, attempt+4) // 16ms, 32ms ceilings
+			backoff.Wait(ctx, attempt+4) // 16ms, 32ms ceilings
 		}
 		actx, cancel := context.WithTimeout(ctx, time.Second)
-		err = o.marks.SetMark(actx, ref, mark)
+		err = d.marks.SetMark(actx, ref, mark)
 		cancel()
 		if err == nil || ctx.Err() != nil {
 			break
 		}
 	}
 	if err != nil {
-		o.log.ErrorContext(ctx, "restock not published to the shared sold-out mark; other instances see it from the database within the recheck bound",
+		d.log.ErrorContext(ctx, "restock not published to the shared sold-out mark; other instances see it from the database within the recheck bound",
 			"sku", ref.ID, "mark", mark, "err", err)
-		o.obs.MarkUnpublished()
+		d.obs.MarkUnpublished()
 	}
 }

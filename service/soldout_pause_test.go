@@ -66,13 +66,13 @@ func TestPlace_PausedInstanceDoesNotPublishAStaleSoldOut(t *testing.T) {
 			dsn := testenv.Database(t)
 			prefix := testenv.Name("test:paused:") + ":"
 			pause := &pausedAfterCommit{committed: make(chan struct{}), release: make(chan struct{})}
-			prod := func(c *service.OrdersConfig) { c.SoldOutTTL = 500 * time.Millisecond } // sold_out.local_ttl
-			a := newRig(t, dsn, rigOptions{prefix: prefix, cfg: prod, store: func(s service.Store) service.Store { pause.Store = s; return pause }})
-			b := newRig(t, dsn, rigOptions{prefix: prefix, cfg: prod})
+			prod := func(c *service.DirectoryConfig) { c.SoldOutTTL = 500 * time.Millisecond } // sold_out.local_ttl
+			a := newRig(t, dsn, rigOptions{prefix: prefix, skus: prod, store: func(s service.Store) service.Store { pause.Store = s; return pause }})
+			b := newRig(t, dsn, rigOptions{prefix: prefix, skus: prod})
 			// C looks at the shared mark on every request, so that it reads
 			// A's late mark whenever Redis holds it.
-			eager := func(c *service.OrdersConfig) { c.SoldOutTTL = time.Nanosecond }
-			c := newRig(t, dsn, rigOptions{prefix: prefix, cfg: eager})
+			eager := func(c *service.DirectoryConfig) { c.SoldOutTTL = time.Nanosecond }
+			c := newRig(t, dsn, rigOptions{prefix: prefix, skus: eager})
 			sku := createSKU(t, b.store, 2, 1)
 			ctx := context.Background()
 			// C knows the SKU in stock from before the sell-out.
@@ -86,7 +86,7 @@ func TestPlace_PausedInstanceDoesNotPublishAStaleSoldOut(t *testing.T) {
 				sold <- err
 			}()
 			<-pause.committed
-			if _, err := service.NewCatalog(b.store, b.orders, testenv.Logger()).SetStock(ctx, sku.ID, 5); err != nil {
+			if _, err := service.NewCatalog(b.store, b.skus, testenv.Logger()).SetStock(ctx, sku.ID, 5); err != nil {
 				t.Fatal(err)
 			}
 			if lost {

@@ -51,7 +51,7 @@ func TestPlace_StaleSoldOutNeverAnswers(t *testing.T) {
 	if _, err := b.orders.Place(ctx, service.OrderRequest{SKUID: sku.ID, UserID: "late", Quantity: 1}); !errors.Is(err, service.ErrSoldOut) {
 		t.Fatalf("Place on B after the sell-out = %v; want ErrSoldOut", err)
 	}
-	service.AgeSoldOutMark(b.orders, sku.ID, config.Default().SoldOut.Recheck) // B idle past recheck
+	service.AgeSoldOutMark(b.skus, sku.ID, config.Default().SoldOut.Recheck) // B idle past recheck
 	const stock = 20
 	if _, err := a.catalog.SetStock(ctx, sku.ID, stock); err != nil {
 		t.Fatalf("restock on A = %v", err)
@@ -81,7 +81,7 @@ func TestPlace_StaleSoldOutNeverAnswers(t *testing.T) {
 	}
 	deadline := time.Now().Add(time.Minute)
 	// Every other buyer answered, or every buyer (u-0 included) waits.
-	for n := int(answered.Load()); n < stock-1 && n+service.RowReadWaiters(b.orders, sku.ID) < stock; n = int(answered.Load()) {
+	for n := int(answered.Load()); n < stock-1 && n+service.RowReadWaiters(b.skus, sku.ID) < stock; n = int(answered.Load()) {
 		if time.Now().After(deadline) {
 			t.Fatalf("buyers neither answered nor waiting for the re-read after a minute")
 		}

@@ -27,19 +27,19 @@ const electWait = 100 * time.Millisecond
 type Sweeper struct {
 	store  LifecycleStore
 	locker Locker
-	orders *Orders
+	skus   *Directory
 	cfg    SweeperConfig
 	log    *slog.Logger
 	obs    LifecycleObserver
 }
 
 // NewSweeper returns the expiry sweeper. Returned units are published
-// through orders as restocks. obs may be nil.
-func NewSweeper(store LifecycleStore, locker Locker, orders *Orders, cfg SweeperConfig, log *slog.Logger, obs LifecycleObserver) *Sweeper {
+// through skus as restocks. obs may be nil.
+func NewSweeper(store LifecycleStore, locker Locker, skus *Directory, cfg SweeperConfig, log *slog.Logger, obs LifecycleObserver) *Sweeper {
 	if obs == nil {
 		obs = nopLifecycleObserver{}
 	}
-	return &Sweeper{store: store, locker: locker, orders: orders, cfg: cfg, log: log, obs: obs}
+	return &Sweeper{store: store, locker: locker, skus: skus, cfg: cfg, log: log, obs: obs}
 }
 
 // Run sweeps while this instance holds the lease, and tries for the lease
@@ -69,7 +69,7 @@ func (s *Sweeper) elect(ctx context.Context) (Lease, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, electWait)
 	defer cancel()
-	return s.locker.Obtain(ctx, SweeperLeaseKey)
+	return s.locker.Obtain(ctx, SweeperLeaseKey, 0) // unranked: the first to ask leads
 }
 
 // lead sweeps under lease until it is lost, its fence is refused or ctx
@@ -138,7 +138,7 @@ func (s *Sweeper) SweepOnce(ctx context.Context, fence int64) (Expiry, error) {
 		s.obs.OrderSettled(OrderExpired, ex.Orders, ex.Units)
 	}
 	for _, sku := range ex.SKUs {
-		s.orders.Restocked(ctx, sku)
+		s.skus.Restocked(ctx, sku)
 	}
 	return ex, nil
 }

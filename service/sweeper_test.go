@@ -68,7 +68,7 @@ func sweeperOf(t *testing.T, r *rig, store service.LifecycleStore, obs service.L
 	t.Helper()
 	pc := config.Default()
 	pc.Lock.Prefix = r.prefix
-	return service.NewSweeper(store, redis.NewLocker(lock.New(r.rdb, app.LockOptions(pc)...)), r.orders, app.SweeperConfig(pc), testenv.Logger(), obs)
+	return service.NewSweeper(store, redis.NewLocker(lock.New(r.rdb, app.LockOptions(pc)...)), r.skus, app.SweeperConfig(pc), testenv.Logger(), obs)
 }
 
 // run runs s until the test ends; the returned func stops it and waits.

@@ -34,16 +34,16 @@ func (w *saleWindow) open(now int64) bool {
 // saleClosed reports whether e's sale is known to be off, refusing the
 // buyer before the queue. The window is trusted for SoldOutRecheck after
 // its read, then re-read, so another instance's change shows within that.
-func (o *Orders) saleClosed(ctx context.Context, e *skuEntry) (bool, error) {
+func (d *Directory) saleClosed(ctx context.Context, e *skuEntry) (bool, error) {
 	w := e.window.Load()
 	now := time.Now().UnixNano()
 	if w == nil || w.open(now) {
 		return false, nil
 	}
-	if now-w.read < int64(o.cfg.SoldOutRecheck) {
+	if now-w.read < int64(d.cfg.SoldOutRecheck) {
 		return true, nil
 	}
-	r, err := o.reread(ctx, e)
+	r, err := d.reread(ctx, e)
 	if err != nil {
 		return false, err
 	}

@@ -21,8 +21,6 @@ import (
 var (
 	_ service.Locker        = (*Locker)(nil)
 	_ service.LockInspector = (*Locker)(nil)
-	// The order path reads the horizon of a ZooKeeper lease's fence.
-	_ service.FenceHorizonLease = (*zklock.Lock)(nil)
 )
 
 // Locker adapts a *zklock.Client to service.Locker,
@@ -32,10 +30,30 @@ type Locker struct{ z *zklock.Client }
 // NewLocker returns the service's lock over z.
 func NewLocker(z *zklock.Client) *Locker { return &Locker{z} }
 
-// Obtain takes the lock of key, as service.Locker says.
-func (l *Locker) Obtain(ctx context.Context, key string) (service.Lease, error) {
-	return locking.Lease(l.z.Obtain(ctx, key))
+// Obtain takes the lock of key in the order its contenders queued;
+// rank is ignored.
+func (l *Locker) Obtain(ctx context.Context, key string, _ int64) (service.Lease, error) {
+	lk, err := l.z.Obtain(ctx, key)
+	return locking.Lease(lease{lk}, err)
 }
+
+// Ranks reports false: ZooKeeper's lock queues its contenders by arrival
+// at the ensemble, not by rank.
+func (l *Locker) Ranks() bool { return false }
+
+// lease is a ZooKeeper lock as a service.Lease: it says the horizon of
+// its fences (the latest zxid), but hears neither who wants it nor their
+// ranks, and cannot be kept past a hold.
+type lease struct{ *zklock.Lock }
+
+// Wanting is nil: the lease cannot tell.
+func (lease) Wanting() <-chan struct{} { return nil }
+
+// Keep lets the lease go and reports false.
+func (l lease) Keep(ctx context.Context) (bool, error) { return false, l.Release(ctx) }
+
+// Contender reports none.
+func (lease) Contender() (int64, bool) { return 0, false }
 
 // InspectLock reads the state of key's lock without taking it.
 func (l *Locker) InspectLock(ctx context.Context, key string) (service.LockState, error) {

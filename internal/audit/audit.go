@@ -247,6 +247,17 @@ func audit(ctx context.Context, tx *sql.Tx, id int64) (Report, error) {
 		return Report{}, err
 	}
 
+	r.check(breaches{settlement: badSettlement, mismatched: mismatched, orphans: orphans, over: over, dupKeys: dupKeys})
+	return r, nil
+}
+
+// breaches counts the rows of a SKU that contradict an invariant.
+type breaches struct {
+	settlement, mismatched, orphans, over, dupKeys int64
+}
+
+// check records every invariant the report's figures and b contradict.
+func (r *Report) check(b breaches) {
 	if r.Stock < 0 {
 		r.fail(StockNonNegative, "stock %d", r.Stock)
 	}
@@ -260,22 +271,21 @@ func audit(ctx context.Context, tx *sql.Tx, id int64) (Report, error) {
 		r.fail(UnitsHaveOrders, "sold %d, live orders hold %d units (pending %d, paid %d): %d without an order",
 			r.Sold, lu, r.Pending.Units, r.Paid.Units, r.Sold-lu)
 	}
-	if mismatched > 0 {
-		r.fail(HoldingsMatchOrders, "%d of %d buyers hold other than their live orders' units", mismatched, r.Buyers)
+	if b.mismatched > 0 {
+		r.fail(HoldingsMatchOrders, "%d of %d buyers hold other than their live orders' units", b.mismatched, r.Buyers)
 	}
-	if orphans > 0 {
-		r.fail(NoOrphanHolding, "%d holdings without a live order", orphans)
+	if b.orphans > 0 {
+		r.fail(NoOrphanHolding, "%d holdings without a live order", b.orphans)
 	}
-	if over > 0 {
-		r.fail(WithinLimit, "%d buyers over the per-user limit %d", over, r.PerUserLimit)
+	if b.over > 0 {
+		r.fail(WithinLimit, "%d buyers over the per-user limit %d", b.over, r.PerUserLimit)
 	}
-	if badSettlement > 0 {
-		r.fail(SettledOnce, "%d orders whose status and settlement disagree", badSettlement)
+	if b.settlement > 0 {
+		r.fail(SettledOnce, "%d orders whose status and settlement disagree", b.settlement)
 	}
-	if dupKeys > 0 {
-		r.fail(IdempotencyUnique, "%d orders share their buyer's idempotency key with another order", dupKeys)
+	if b.dupKeys > 0 {
+		r.fail(IdempotencyUnique, "%d orders share their buyer's idempotency key with another order", b.dupKeys)
 	}
-	return r, nil
 }
 
 // statuses tallies the SKU's orders by status and counts those whose

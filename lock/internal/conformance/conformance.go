@@ -306,6 +306,15 @@ func contractInspection(t *testing.T, b Backend) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	inspectHolder(ctx, t, b, a, key, la)
+	inspectHandover(ctx, t, b, a, key, la)
+}
+
+// inspectHolder checks what Inspect says of la, held by a: its owner, a
+// prefix of its token, its fence and since, and a lease left that
+// inspection does not extend.
+func inspectHolder(ctx context.Context, t *testing.T, b Backend, a Locker, key string, la Held) {
+	t.Helper()
 	first, err := a.Inspect(ctx, key)
 	if err != nil {
 		t.Fatal(err)
@@ -335,8 +344,13 @@ func contractInspection(t *testing.T, b Backend) {
 			t.Errorf("lease left %v, then %v; want positive and not extended by inspection", first.LeaseLeft, second.LeaseLeft)
 		}
 	}
+}
 
-	// A second goroutine of the same client waits for the key.
+// inspectHandover checks Inspect while a second goroutine of a waits for
+// the key, then after la's release hands the key over to it, then once
+// the key is free.
+func inspectHandover(ctx context.Context, t *testing.T, b Backend, a Locker, key string, la Held) {
+	t.Helper()
 	next := make(chan Held, 1)
 	go func() {
 		l, err := a.Obtain(ctx, key)

@@ -1,4 +1,4 @@
-package service_test
+package engine_test
 
 import (
 	"context"
@@ -39,7 +39,7 @@ var (
 var fixedSeeds = []uint64{4, 7, 11}
 
 // drawnPrefixes are the sections whose settings reach the order path
-// (app.OrdersConfig, the lock's options, the marks, the sweeper): each of
+// (app.EngineConfig and DirectoryConfig, the lock's options, the marks, the sweeper): each of
 // their settings is drawn unless notDrawn says why not. A new setting
 // there is drawn without a change here.
 var drawnPrefixes = []string{"order.", "lock.", "sold_out."}
@@ -215,7 +215,7 @@ func TestPlace_AcceptedSettingsAreSafe(t *testing.T) {
 			}
 			slices.Sort(drawn)
 			// Stderr, not t.Log: shown even when a panic ends the binary.
-			fmt.Fprintf(os.Stderr, "TestPlace_AcceptedSettingsAreSafe seed=%d (rerun: go test ./service -run 'TestPlace_AcceptedSettingsAreSafe' -settings.seed=%d): %s\n",
+			fmt.Fprintf(os.Stderr, "TestPlace_AcceptedSettingsAreSafe seed=%d (rerun: go test ./service/engine -run 'TestPlace_AcceptedSettingsAreSafe' -settings.seed=%d): %s\n",
 				seed, seed, strings.Join(drawn, " "))
 			t.Cleanup(func() {
 				if t.Failed() {
@@ -225,6 +225,18 @@ func TestPlace_AcceptedSettingsAreSafe(t *testing.T) {
 			runSale(t, rng, cfg)
 		})
 	}
+}
+
+// runSweeper runs s until the test ends; the returned func stops it and
+// waits.
+func runSweeper(t *testing.T, s *service.Sweeper) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); s.Run(ctx) }()
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); <-done }) }
+	t.Cleanup(stop)
+	return stop
 }
 
 // runSale plans a sale from rng, runs it against two instances with cfg,
@@ -239,8 +251,8 @@ func runSale(t *testing.T, rng *rand.Rand, cfg config.Config) {
 		r := rigs[i]
 		lc := lock.New(r.rdb, app.LockOptions(r.pc)...)
 		t.Cleanup(func() { lc.Close() })
-		sw := service.NewSweeper(r.store.(service.LifecycleStore), redis.NewLocker(lc), r.orders, app.SweeperConfig(r.pc), testenv.Logger(), nil)
-		sweepers[i] = run(t, sw)
+		sw := service.NewSweeper(r.store.(service.LifecycleStore), redis.NewLocker(lc), r.skus, app.SweeperConfig(r.pc), testenv.Logger(), nil)
+		sweepers[i] = runSweeper(t, sw)
 	}
 
 	skus := make([]service.SKU, 6+rng.IntN(10))

@@ -1,9 +1,11 @@
-package service
+package engine
 
 import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/seckill/seckill/service"
 )
 
 // The round linger waits only when other SKUs' batches are coming that
@@ -13,7 +15,7 @@ import (
 func TestWorthLingering(t *testing.T) {
 	const linger = 5 * time.Millisecond
 	ms := int64(time.Millisecond)
-	leaderOf := func(sku int64) *groupCall { return &groupCall{ctx: context.Background(), b: Batch{SKUID: sku}} }
+	leaderOf := func(sku int64) *groupCall { return &groupCall{ctx: context.Background(), b: service.Batch{SKUID: sku}} }
 	// stream gives 200 batches, gap apart, of the SKUs skuOf names; now is
 	// after the last.
 	stream := func(gap int64, skuOf func(i int) int64, after int64) func(*groupCommit) int64 {
@@ -21,7 +23,7 @@ func TestWorthLingering(t *testing.T) {
 			at := int64(0)
 			for i := range 200 {
 				at += gap
-				g.arrivedAt(skuOf(i), at)
+				g.arrived(skuOf(i), at)
 			}
 			return at + after
 		}

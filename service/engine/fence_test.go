@@ -1,4 +1,4 @@
-package service_test
+package engine_test
 
 import (
 	"context"
@@ -16,13 +16,16 @@ type horizonLocker struct {
 	horizonErr error
 }
 
-func (l *horizonLocker) Obtain(ctx context.Context, key string) (service.Lease, error) {
-	lease, err := l.Locker.Obtain(ctx, key)
+func (l *horizonLocker) Obtain(ctx context.Context, key string, rank int64) (service.Lease, error) {
+	lease, err := l.Locker.Obtain(ctx, key, rank)
 	if err != nil {
 		return nil, err
 	}
 	return horizonLease{lease, l.horizonErr}, nil
 }
+
+// Ranks is false: the test's leases are obtained as each batch needs one.
+func (l *horizonLocker) Ranks() bool { return false }
 
 type horizonLease struct {
 	service.Lease

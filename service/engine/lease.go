@@ -1,8 +1,10 @@
-package service
+package engine
 
 import (
 	"context"
 	"time"
+
+	"github.com/seckill/seckill/service"
 )
 
 // leaseHold is a SKU's lock held by its worker across batches until
@@ -10,12 +12,12 @@ import (
 // database accepts a repeated fence, and nobody else writes the SKU
 // meanwhile, so known lets the next batch skip its reads.
 type leaseHold struct {
-	o     *Orders
+	locks *locks
 	sku   int64
 	max   time.Duration
-	lease Lease
+	lease service.Lease
 	since time.Time
-	known *SKU // the SKU after this lease's last batch; nil before its first
+	known *service.SKU // the SKU after this lease's last batch; nil before its first
 	// rank is the arrival (unix µs) of the oldest buyer the lock is
 	// wanted for, under fair selling (fair.go); 0: obtained unranked.
 	rank int64
@@ -31,7 +33,7 @@ type leaseHold struct {
 }
 
 // acquire returns the held lease, or obtains one (nil: sell unlocked).
-func (h *leaseHold) acquire(ctx context.Context) Lease {
+func (h *leaseHold) acquire(ctx context.Context) service.Lease {
 	if h.unlocked {
 		h.unlocked = false
 		return nil
@@ -58,7 +60,7 @@ func (h *leaseHold) acquire(ctx context.Context) Lease {
 
 // obtain takes the lock, ranked when h.rank is set; nil: sell unlocked.
 func (h *leaseHold) obtain(ctx context.Context) {
-	h.lease = h.o.obtain(ctx, h.sku, h.rank)
+	h.lease = h.locks.obtain(ctx, h.sku, h.rank)
 	h.since = time.Now()
 	h.known, h.knownOn, h.taken = nil, 0, 0
 }
@@ -67,19 +69,12 @@ func (h *leaseHold) obtain(ctx context.Context) {
 // (fair.go): it was obtained unranked, or it does not hear who wants it
 // (Redlock, wanted notices off). It then lets the lease go, when wanted,
 // after each LockHold.
-func (h *leaseHold) deaf() bool { return h.rank == 0 || h.wanting() == nil }
-
-func (h *leaseHold) wanting() <-chan struct{} {
-	if w, ok := h.lease.(WantedLease); ok {
-		return w.Wanting()
-	}
-	return nil
-}
+func (h *leaseHold) deaf() bool { return h.rank == 0 || h.lease.Wanting() == nil }
 
 // unwanted reports whether the lease is known to be wanted by nobody else:
 // then the worker holds on past max without a round trip.
 func (h *leaseHold) unwanted() bool {
-	w := h.wanting()
+	w := h.lease.Wanting()
 	if w == nil || h.max <= 0 {
 		return false
 	}
@@ -92,23 +87,22 @@ func (h *leaseHold) unwanted() bool {
 }
 
 // keep holds the lease another LockHold if nobody waits for it, else lets
-// it go; it reports whether it is still held. A lease that cannot be kept
-// (ZooKeeper's), or any when max is 0, is let go.
+// it go; it reports whether it is still held. Any lease is let go when
+// max is 0.
 func (h *leaseHold) keep() bool {
-	k, ok := h.lease.(KeepableLease)
-	if !ok || h.max <= 0 {
+	if h.max <= 0 {
 		h.release()
 		return false
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	kept, err := k.Keep(ctx)
+	kept, err := h.lease.Keep(ctx)
 	if kept {
 		h.since = time.Now()
 		return true
 	}
 	if err != nil {
-		h.o.log.Warn("lock release failed", "sku", h.sku, "err", err)
+		h.locks.log.Warn("lock release failed", "sku", h.sku, "err", err)
 	}
 	h.lease, h.known = nil, nil // Keep let it go
 	return false
@@ -123,7 +117,7 @@ func (h *leaseHold) release() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	if err := h.lease.Release(ctx); err != nil {
-		h.o.log.Warn("lock release failed", "sku", h.sku, "err", err)
+		h.locks.log.Warn("lock release failed", "sku", h.sku, "err", err)
 	}
 	h.lease = nil
 }

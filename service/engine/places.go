@@ -1,4 +1,4 @@
-package service
+package engine
 
 import (
 	"cmp"
@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/seckill/seckill/service"
 )
 
 // A buyer told to come back (429 busy, 503) who sends the same request
@@ -48,8 +50,8 @@ type Place struct {
 	Back             bool // the buyer came back: it no longer holds up the younger
 }
 
-// PlaceBoard shares places with every instance. The SoldOutMarks given to
-// NewOrders may offer it; without one, places are this instance's own.
+// PlaceBoard shares places with every instance (Redis pub/sub); without
+// one, places are this instance's own.
 type PlaceBoard interface {
 	// Post tells every instance listening about ps; best effort.
 	Post(ctx context.Context, ps []Place) error
@@ -118,8 +120,8 @@ func newPlaces(maxEntries int, keep time.Duration, board PlaceBoard, log *slog.L
 // arrival returns r's arrival: the one it kept when it was told to come
 // back, else now. A request without a key, or any while no place is
 // remembered, costs an atomic load.
-func (p *places) arrival(r OrderRequest) int64 {
-	now := arrivedNow()
+func (p *places) arrival(r service.OrderRequest) int64 {
+	now := time.Now().UnixMicro()
 	if r.IdempotencyKey == "" || p.n.Load() == 0 {
 		return now
 	}
@@ -148,7 +150,7 @@ func (p *places) ahead(sku int64) int64 {
 	if p.n.Load() == 0 {
 		return noLimit
 	}
-	now := arrivedNow()
+	now := time.Now().UnixMicro()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	l := p.line[sku]
@@ -167,15 +169,15 @@ func (p *places) ahead(sku int64) int64 {
 
 // comeBack remembers, and shares, the place of a keyed request answered
 // err when err tells its buyer to come back.
-func (p *places) comeBack(r OrderRequest, arrived int64, err error) {
+func (p *places) comeBack(r service.OrderRequest, arrived int64, err error) {
 	if p.max == 0 || r.IdempotencyKey == "" || err == nil {
 		return
 	}
-	busy := errors.Is(err, ErrBusy) || errors.Is(err, ErrTooManySKUs)
-	if !busy && !errors.Is(err, ErrUnavailable) {
+	busy := errors.Is(err, service.ErrBusy) || errors.Is(err, service.ErrTooManySKUs)
+	if !busy && !errors.Is(err, service.ErrUnavailable) {
 		return
 	}
-	pl := Place{SKUID: r.SKUID, UserID: r.UserID, Key: r.IdempotencyKey, Arrived: arrived, Expires: arrivedNow() + p.keep.Microseconds(), Busy: busy}
+	pl := Place{SKUID: r.SKUID, UserID: r.UserID, Key: r.IdempotencyKey, Arrived: arrived, Expires: time.Now().UnixMicro() + p.keep.Microseconds(), Busy: busy}
 	p.learn([]Place{pl})
 	p.share(pl)
 }
@@ -192,7 +194,7 @@ func (p *places) share(pl Place) {
 
 // learn remembers ps, keeping the earlier arrival of a request known.
 func (p *places) learn(ps []Place) {
-	now := arrivedNow()
+	now := time.Now().UnixMicro()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, pl := range ps {

@@ -1,4 +1,4 @@
-package service
+package engine
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/seckill/seckill/service"
 )
 
 // A group commit merges the batches of different SKUs that are ready at
@@ -34,7 +36,7 @@ const (
 // it takes cannot hold its own call twice nor another leader's. Each call
 // is therefore answered, and its done closed, by one run.
 type groupCommit struct {
-	store  Store
+	store  service.Store
 	linger time.Duration // lingerBefore's longest wait; 0: a round commits at once
 
 	mu      sync.Mutex
@@ -56,22 +58,31 @@ type arrival struct{ sku, at int64 }
 
 type groupCall struct {
 	ctx  context.Context
-	b    Batch
-	res  BatchResult
+	b    service.Batch
+	res  service.BatchResult
 	err  error
 	done chan struct{} // closed when res and err are final
 	lead chan struct{} // closed when this call must lead the next round
 }
 
-func newGroupCommit(store Store, linger time.Duration) *groupCommit {
+func newGroupCommit(store service.Store, linger time.Duration) *groupCommit {
 	return &groupCommit{store: store, linger: max(linger, 0)}
 }
 
-// commit commits b, possibly in one transaction with other SKUs' batches.
-func (g *groupCommit) commit(ctx context.Context, b Batch) (BatchResult, error) {
+// commit commits b: under its SKU's lock (locked), possibly in one
+// transaction with other SKUs' batches; without it, in a transaction of
+// its own, for such a batch is the one likely to meet another instance's
+// holder on its row (a row-lock wait, a version conflict), which in a
+// shared round would hold up or fail the other SKUs' batches with it.
+func (g *groupCommit) commit(ctx context.Context, b service.Batch, locked bool) (service.BatchResult, error) {
+	if !locked {
+		return g.store.CommitBatch(ctx, b)
+	}
 	c := &groupCall{ctx: ctx, b: b, done: make(chan struct{}), lead: make(chan struct{})}
 	g.mu.Lock()
-	g.arrived(b.SKUID)
+	if g.linger > 0 {
+		g.arrived(b.SKUID, time.Now().UnixNano())
+	}
 	if g.leaders > 0 { // join the next round
 		g.pending = append(g.pending, c)
 		if g.wake != nil && len(g.pending) >= g.wakeAt {
@@ -132,7 +143,7 @@ func (g *groupCommit) wait(c *groupCall) (lead bool) {
 	left := g.remove(c)
 	g.mu.Unlock()
 	if left {
-		c.res, c.err = BatchResult{}, callerGone(c.ctx)
+		c.res, c.err = service.BatchResult{}, callerGone(c.ctx)
 		return false
 	}
 	select {
@@ -143,14 +154,9 @@ func (g *groupCommit) wait(c *groupCall) (lead bool) {
 	}
 }
 
-// arrived records a batch of sku. Called with g.mu held.
-func (g *groupCommit) arrived(sku int64) {
-	if g.linger > 0 {
-		g.arrivedAt(sku, time.Now().UnixNano())
-	}
-}
-
-func (g *groupCommit) arrivedAt(sku, at int64) {
+// arrived records a batch of sku given at at (unix nanos), for
+// worthLingering. Called with g.mu held.
+func (g *groupCommit) arrived(sku, at int64) {
 	g.recent[g.next] = arrival{sku: sku, at: at}
 	g.next = (g.next + 1) % len(g.recent)
 	g.filled = min(g.filled+1, len(g.recent))
@@ -276,11 +282,11 @@ func (g *groupCommit) run(round []*groupCall) {
 	}()
 	var (
 		live []*groupCall
-		bs   []Batch
+		bs   []service.Batch
 	)
 	for _, c := range round {
 		if c.ctx.Err() != nil {
-			c.res, c.err = BatchResult{}, callerGone(c.ctx)
+			c.res, c.err = service.BatchResult{}, callerGone(c.ctx)
 			continue
 		}
 		live = append(live, c)
@@ -298,9 +304,9 @@ func (g *groupCommit) run(round []*groupCall) {
 			c.res, c.err = answers[i].BatchResult, answers[i].Err
 		}
 		return
-	case errors.Is(err, ErrNoTransaction):
+	case errors.Is(err, service.ErrNoTransaction):
 		for _, c := range live {
-			c.res, c.err = BatchResult{}, err
+			c.res, c.err = service.BatchResult{}, err
 		}
 		return
 	}
@@ -312,9 +318,9 @@ func (g *groupCommit) run(round []*groupCall) {
 }
 
 // alone commits b in a transaction of its own, bounded by ctx.
-func (g *groupCommit) alone(ctx context.Context, b Batch) (BatchResult, error) {
+func (g *groupCommit) alone(ctx context.Context, b service.Batch) (service.BatchResult, error) {
 	if ctx.Err() != nil {
-		return BatchResult{}, callerGone(ctx)
+		return service.BatchResult{}, callerGone(ctx)
 	}
 	return g.store.CommitBatch(ctx, b)
 }
@@ -322,7 +328,7 @@ func (g *groupCommit) alone(ctx context.Context, b Batch) (BatchResult, error) {
 // callerGone answers a batch whose caller's context ended before anything
 // was written for it.
 func callerGone(ctx context.Context) error {
-	return fmt.Errorf("%w: nothing written, the caller left: %w", ErrUnavailable, ctx.Err())
+	return fmt.Errorf("%w: nothing written, the caller left: %w", service.ErrUnavailable, ctx.Err())
 }
 
 // roundContext gives a round half the time its most hurried caller has

@@ -1,4 +1,4 @@
-package service_test
+package engine_test
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/repository"
 	"github.com/seckill/seckill/service"
+	"github.com/seckill/seckill/service/engine"
 )
 
 // roundBatch is a batch of one unit for each of users.
@@ -33,7 +34,7 @@ func TestGroupCommit_OneSKUsHeldRowFailsOnlyItsOwnBuyers(t *testing.T) {
 	t.Parallel()
 	db := testenv.DB(t, testenv.Database(t))
 	s := repository.NewMySQL(db)
-	g := service.NewGroupCommit(s, 0)
+	g := engine.NewGroupCommit(s, 0)
 	ctx := context.Background()
 	a, b, gone := createSKU(t, s, 10, 1), createSKU(t, s, 10, 1), createSKU(t, s, 10, 1)
 	held := createSKU(t, s, 10, 1) // the highest id: the round's UPDATE locks the others' rows before it waits for this one
@@ -91,7 +92,7 @@ func TestGroupCommit_PendingCallerLeaves(t *testing.T) {
 	t.Parallel()
 	db := testenv.DB(t, testenv.Database(t))
 	s := repository.NewMySQL(db)
-	g := service.NewGroupCommit(s, 0)
+	g := engine.NewGroupCommit(s, 0)
 	sku := createSKU(t, s, 10, 1)
 	free := g.TakeEveryRound() // the call must wait in pending
 
@@ -118,7 +119,7 @@ func TestGroupCommit_StuckRoundDoesNotHoldOtherSKUs(t *testing.T) {
 	t.Parallel()
 	db := testenv.DB(t, testenv.Database(t))
 	s := repository.NewMySQL(db)
-	g := service.NewGroupCommit(s, 0)
+	g := engine.NewGroupCommit(s, 0)
 	ctx := context.Background()
 	held, other := createSKU(t, s, 10, 1), createSKU(t, s, 10, 1)
 
@@ -192,7 +193,7 @@ func TestGroupCommit_RoundLinger(t *testing.T) {
 	t.Parallel()
 	db := testenv.DB(t, testenv.Database(t))
 	s := repository.NewMySQL(db)
-	g := service.NewGroupCommit(s, 5*time.Millisecond)
+	g := engine.NewGroupCommit(s, 5*time.Millisecond)
 	const skus, stock, buyers = 12, 20, 30
 	ids := make([]int64, skus)
 	for i := range ids {
@@ -237,7 +238,7 @@ func TestGroupCommit_RoundLinger(t *testing.T) {
 		}
 	}
 
-	alone := service.NewGroupCommit(s, time.Hour)
+	alone := engine.NewGroupCommit(s, time.Hour)
 	one := createSKU(t, s, 5, 1)
 	for u := range 5 {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -260,7 +261,7 @@ func TestGroupCommit_LingerPastTheStallCommitsEachBatchOnce(t *testing.T) {
 	s := repository.NewMySQL(db)
 	for _, linger := range []time.Duration{60 * time.Millisecond, 100 * time.Millisecond} {
 		t.Run(linger.String(), func(t *testing.T) {
-			g := service.NewGroupCommit(s, linger)
+			g := engine.NewGroupCommit(s, linger)
 			lingerer, staller := createSKU(t, s, 10, 10), createSKU(t, s, 10, 10)
 			// Batches of 64 other SKUs came over the last 6.4ms: each is
 			// expected again within the linger, so the leader lingers its
@@ -328,7 +329,7 @@ func lingerMax(t *testing.T) time.Duration {
 func TestPlace_LongestLingerSellsEachOrderOnce(t *testing.T) {
 	t.Parallel()
 	linger := lingerMax(t)
-	r := newRig(t, testenv.Database(t), rigOptions{cfg: func(c *service.OrdersConfig) { c.Linger = linger }})
+	r := newRig(t, testenv.Database(t), rigOptions{cfg: func(c *engine.Config) { c.Linger = linger }})
 	const skus, stock, buyers, each = 8, 20, 2, 15
 	ids := make([]int64, skus)
 	for i := range ids {

@@ -1,4 +1,4 @@
-package service_test
+package engine_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/service"
+	"github.com/seckill/seckill/service/engine"
 )
 
 // leaseLog records every lease the order path obtains and releases, in order.
@@ -23,14 +24,18 @@ type leaseLog struct {
 	events []string // "obtain <fence>", "keep <fence>", "release <fence>"
 }
 
-func (l *leaseLog) Obtain(ctx context.Context, key string) (service.Lease, error) {
-	lease, err := l.Locker.Obtain(ctx, key)
+func (l *leaseLog) Obtain(ctx context.Context, key string, rank int64) (service.Lease, error) {
+	lease, err := l.Locker.Obtain(ctx, key, rank)
 	if err != nil {
 		return nil, err
 	}
 	l.add("obtain", lease.Fence())
 	return loggedLease{lease, l}, nil
 }
+
+// Ranks is false: the tests of the log hold leases by lock.hold_max, as
+// a holder that cannot hand its lease over by rank does.
+func (l *leaseLog) Ranks() bool { return false }
 
 func (l *leaseLog) add(what string, fence int64) {
 	l.mu.Lock()
@@ -49,11 +54,6 @@ type loggedLease struct {
 	log *leaseLog
 }
 
-var (
-	_ service.WantedLease   = loggedLease{}
-	_ service.KeepableLease = loggedLease{}
-)
-
 func (l loggedLease) Release(ctx context.Context) error {
 	l.log.add("release", l.Fence())
 	return l.Lease.Release(ctx)
@@ -61,21 +61,16 @@ func (l loggedLease) Release(ctx context.Context) error {
 
 // Wanting is the lease's own, unless the log is deaf.
 func (l loggedLease) Wanting() <-chan struct{} {
-	w, ok := l.Lease.(service.WantedLease)
-	if !ok || l.log.deaf {
+	if l.log.deaf {
 		return nil
 	}
-	return w.Wanting()
+	return l.Lease.Wanting()
 }
 
 // Keep logs "keep" when the lease was kept, else "release" (lock.Lock.Keep
 // lets it go then).
 func (l loggedLease) Keep(ctx context.Context) (bool, error) {
-	k, ok := l.Lease.(service.KeepableLease)
-	if !ok {
-		return false, l.Release(ctx)
-	}
-	kept, err := k.Keep(ctx)
+	kept, err := l.Lease.Keep(ctx)
 	if kept {
 		l.log.add("keep", l.Fence())
 	} else {
@@ -276,7 +271,7 @@ func TestPlace_BusyWorkerHoldsItsLeaseAcrossBatches(t *testing.T) {
 			return g
 		},
 		// Long enough that the hold, not the clock, decides under CPU load.
-		cfg: func(c *service.OrdersConfig) { c.LockHold = time.Minute; c.BatchMax = 10 },
+		cfg: func(c *engine.Config) { c.LockHold = time.Minute; c.BatchMax = 10 },
 	})
 	other := newRig(t, dsn, rigOptions{prefix: prefix})
 	sku := createSKU(t, r.store, 100, 1)
@@ -348,7 +343,7 @@ func TestPlace_IdleWorkerKeepsItsLeaseForTheNextOrder(t *testing.T) {
 		store:  func(s service.Store) service.Store { store.Store = s; return store },
 		locker: func(l service.Locker) service.Locker { leases.Locker = l; return leases },
 		// Long enough that the idle hold, not the clock, decides under load.
-		cfg: func(c *service.OrdersConfig) { c.LockHold = time.Minute; c.LockHoldIdle = time.Minute },
+		cfg: func(c *engine.Config) { c.LockHold = time.Minute; c.LockHoldIdle = time.Minute },
 	})
 	sku := createSKU(t, r.store, 10, 1)
 	for i := range 3 {
@@ -373,7 +368,7 @@ func TestPlace_IdleWorkerKeepsItsLeaseForTheNextOrder(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if err := r.orders.Shutdown(ctx); err != nil {
+	if err := r.seller.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if ev := leases.list(); len(ev) != 2 || ev[1] != "release "+f {
@@ -397,7 +392,7 @@ func TestPlace_IdleHolderLetsAnotherInstanceIn(t *testing.T) {
 			t.Parallel()
 			dsn := testenv.Database(t)
 			prefix := testenv.Name("test:orders:") + ":"
-			idle := func(c *service.OrdersConfig) { c.LockHoldIdle = time.Minute } // production's lock.hold_max
+			idle := func(c *engine.Config) { c.LockHoldIdle = time.Minute } // production's lock.hold_max
 			leases := &leaseLog{deaf: deaf}
 			a := newRig(t, dsn, rigOptions{
 				prefix: prefix, cfg: idle,

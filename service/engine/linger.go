@@ -1,9 +1,9 @@
-package service
+package engine
 
 import "time"
 
 // A SKU worker that takes a small batch while orders for its SKU keep
-// arriving waits up to OrdersConfig.Linger for more, so that a moderately
+// arriving waits up to Config.Linger for more, so that a moderately
 // busy SKU does not pay a whole transaction per order. It lingers only when
 // the wait should at least double the batch: idle, stopped and saturated
 // SKUs commit at once.
@@ -13,7 +13,7 @@ const gapWeight = 8
 
 // arrivals estimates how often orders arrive for one SKU: an
 // exponentially weighted mean of the gaps between arrivals. Guarded by
-// Orders.mu, as the queue it belongs to.
+// queues.mu, as the queue it belongs to.
 type arrivals struct {
 	last int64 // unix nanos of the latest arrival; 0 before the first
 	gap  int64 // mean gap in nanos; 0 until two have arrived
@@ -46,27 +46,21 @@ func (a arrivals) expectedWithin(now int64, d time.Duration) int64 {
 // waited for them: once, for Linger, and only when more orders than the
 // batch holds are expected within that time, and nobody else waits for
 // the SKU's lock (lim, fair.go: arrivals from now on could not join).
-// Shutdown ends the wait at once. t is the worker's own stopped timer.
-func (o *Orders) linger(q *skuQueue, batch []*pending, lim turnLimit, t *time.Timer) []*pending {
-	if o.cfg.Linger <= 0 || len(batch) >= o.cfg.BatchMax || lim.until != noLimit {
+// Shutdown ends the wait at once.
+func (w *worker) linger(batch []*pending, lim turnLimit) []*pending {
+	cfg, qs := &w.s.cfg, w.s.queues
+	if cfg.Linger <= 0 || len(batch) >= cfg.BatchMax || lim.until != noLimit {
 		return batch
 	}
-	if o.expected(q, o.cfg.Linger) <= int64(len(batch)) {
+	if qs.expected(w.q, cfg.Linger) <= int64(len(batch)) {
 		return batch
 	}
-	t.Reset(o.cfg.Linger)
+	w.wait.Reset(cfg.Linger)
 	select {
-	case <-t.C:
-	case <-o.quit:
-		t.Stop()
+	case <-w.wait.C:
+	case <-qs.quit:
+		w.wait.Stop()
 		return batch
 	}
-	return o.take(q, batch, lim)
-}
-
-func (o *Orders) expected(q *skuQueue, d time.Duration) int64 {
-	now := time.Now().UnixNano()
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return q.arrivals.expectedWithin(now, d)
+	return qs.take(w.q, batch, lim)
 }

@@ -1,4 +1,4 @@
-package service_test
+package engine_test
 
 import (
 	"context"
@@ -49,7 +49,7 @@ func TestPlace_CommitWithoutReplyIsAnsweredInTime(t *testing.T) {
 	shut, cancelShut := context.WithTimeout(context.Background(), pc.HTTP.ShutdownTimeout)
 	defer cancelShut()
 	shutDone := make(chan error, 1)
-	go func() { shutDone <- r.orders.Shutdown(shut) }()
+	go func() { shutDone <- r.seller.Shutdown(shut) }()
 
 	var a answer
 	select {

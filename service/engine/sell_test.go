@@ -1,4 +1,4 @@
-package service_test
+package engine_test
 
 import (
 	"context"
@@ -9,199 +9,12 @@ import (
 	"testing"
 	"time"
 
-	goredis "github.com/redis/go-redis/v9"
-	"gorm.io/gorm"
-
-	"github.com/seckill/seckill/app"
-	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/lock"
 	"github.com/seckill/seckill/redis"
-	"github.com/seckill/seckill/repository"
 	"github.com/seckill/seckill/service"
+	"github.com/seckill/seckill/service/engine"
 )
-
-// rig is one service instance on a real MariaDB database and real Redis.
-type rig struct {
-	db      *gorm.DB
-	store   service.Store
-	orders  *service.Orders
-	catalog *service.Catalog
-	obs     *observer
-	rdb     *goredis.Client
-	prefix  string        // lock and mark keys
-	pc      config.Config // the settings it runs
-}
-
-type rigOptions struct {
-	redisAddr string // default: the shared test Redis
-	store     func(service.Store) service.Store
-	cfg       func(*service.OrdersConfig)
-	prefix    string // lock key prefix; default: the test's own
-	locker    func(service.Locker) service.Locker
-	settings  *config.Config // default: config.Default(), production's
-}
-
-func newRig(t *testing.T, dsn string, o rigOptions) *rig {
-	t.Helper()
-	db := testenv.DB(t, dsn)
-	var store service.Store = repository.NewMySQL(db)
-	if o.store != nil {
-		store = o.store(store)
-	}
-	addr := o.redisAddr
-	if addr == "" {
-		addr = testenv.RedisAddr()
-	}
-	rdb := goredis.NewClient(&goredis.Options{Addr: addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond, DialerRetries: 1})
-	t.Cleanup(func() { rdb.Close() })
-	prefix := o.prefix
-	if prefix == "" {
-		prefix = testenv.Name("test:orders:") + ":"
-	}
-	// Production defaults (config.Default): the lease, the watchdog, the
-	// hold, the lock wait and the retries are what production runs.
-	pc := config.Default()
-	if o.settings != nil {
-		pc = *o.settings
-	}
-	pc.Lock.Prefix = prefix
-	cfg := app.OrdersConfig(pc)
-	if o.cfg != nil {
-		o.cfg(&cfg)
-	}
-	obs := &observer{depth: make(chan int, 100000)}
-	lc := lock.New(rdb, app.OrderLockOptions(pc)...)
-	t.Cleanup(func() { lc.Close() })
-	var locker service.Locker = redis.NewLocker(lc)
-	if o.locker != nil {
-		locker = o.locker(locker)
-	}
-	orders := service.NewOrders(store, locker, redis.NewMarks(rdb, prefix+"soldout:", pc.SoldOut.SharedTTL), cfg, testenv.Logger(), obs)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		if err := orders.Shutdown(ctx); err != nil {
-			t.Errorf("Shutdown: %v", err)
-		}
-	})
-	return &rig{db: db, store: store, orders: orders, obs: obs, rdb: rdb, prefix: prefix, pc: pc,
-		catalog: service.NewCatalog(store, orders, testenv.Logger())}
-}
-
-func createSKU(t *testing.T, store service.Store, stock, limit int64) service.SKU {
-	t.Helper()
-	now := time.Now().UTC()
-	s, err := store.CreateSKU(context.Background(), service.SKU{Name: "test", TotalStock: stock, Stock: stock, PerUserLimit: limit, CreatedAt: now, UpdatedAt: now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
-// observer records queue depths so tests can wait for "queued" without sleeping.
-type observer struct {
-	depth       chan int
-	unpublished atomic.Int64
-}
-
-func (o *observer) OrderResult(string) {}
-func (o *observer) QueueDepth(_ int64, d int) {
-	select {
-	case o.depth <- d:
-	default:
-	}
-}
-func (o *observer) QueueRejected(int64)                  {}
-func (o *observer) Batch(int, time.Duration, int, error) {}
-func (o *observer) Degraded(bool)                        {}
-func (o *observer) SoldOutFastPath()                     {}
-func (o *observer) MarkUnpublished()                     { o.unpublished.Add(1) }
-func (o *observer) KnownRow(bool)                        {}
-func (o *observer) Unconfirmed(int)                      {}
-
-// waitDepth waits until the queue of the test's SKU reported depth >= n.
-func (o *observer) waitDepth(t *testing.T, n int) {
-	t.Helper()
-	timeout := time.After(10 * time.Second)
-	for {
-		select {
-		case d := <-o.depth:
-			if d >= n {
-				return
-			}
-		case <-timeout:
-			t.Fatalf("queue never reached depth %d", n)
-		}
-	}
-}
-
-// gatedStore blocks the first CommitBatch until release is closed.
-type gatedStore struct {
-	service.Store
-	entered, release chan struct{}
-	once             sync.Once
-	commits          atomic.Int64
-}
-
-func gate(s service.Store) *gatedStore {
-	return &gatedStore{Store: s, entered: make(chan struct{}), release: make(chan struct{})}
-}
-
-func (g *gatedStore) CommitRound(ctx context.Context, bs []service.Batch) ([]service.RoundResult, error) {
-	return service.OneByOne(ctx, bs, g.CommitBatch)
-}
-
-func (g *gatedStore) CommitBatch(ctx context.Context, b service.Batch) (service.BatchResult, error) {
-	g.commits.Add(1)
-	g.once.Do(func() {
-		close(g.entered)
-		<-g.release
-	})
-	return g.Store.CommitBatch(ctx, b)
-}
-
-// checkInvariants asserts docs/design.md's invariants 1–4 for a SKU and returns
-// the units sold.
-func checkInvariants(t *testing.T, db *gorm.DB, skuID int64) int64 {
-	t.Helper()
-	return testenv.CheckInvariants(t, db, skuID)
-}
-
-// buyers sends n distinct buyers plus every tenth again, all released at
-// once, and counts the answers by result. onCreated runs after each sale.
-func buyers(t *testing.T, o *service.Orders, skuID int64, n int, onCreated func(int64)) map[string]int {
-	t.Helper()
-	var (
-		mu      sync.Mutex
-		results = map[string]int{}
-		created atomic.Int64
-		wg      sync.WaitGroup
-		start   = make(chan struct{})
-	)
-	buy := func(user string) {
-		defer wg.Done()
-		<-start
-		p, err := o.Place(context.Background(), service.OrderRequest{SKUID: skuID, UserID: user, Quantity: 1})
-		mu.Lock()
-		results[service.ResultOf(err, p.Created)]++
-		mu.Unlock()
-		if err == nil && onCreated != nil {
-			onCreated(created.Add(1))
-		}
-	}
-	for i := range n {
-		wg.Add(1)
-		go buy(fmt.Sprintf("u-%d", i))
-		if i%10 == 0 {
-			wg.Add(1)
-			go buy(fmt.Sprintf("u-%d", i))
-		}
-	}
-	close(start)
-	wg.Wait()
-	return results
-}
 
 func TestPlace_ConcurrentBuyersSellExactlyTheStock(t *testing.T) {
 	t.Parallel()
@@ -336,7 +149,7 @@ func TestPlace_FullQueueIsBusyAndShutdownAnswersEveryone(t *testing.T) {
 	var g *gatedStore
 	r := newRig(t, dsn, rigOptions{
 		store: func(s service.Store) service.Store { g = gate(s); return g },
-		cfg:   func(c *service.OrdersConfig) { c.QueueMax = 5 },
+		cfg:   func(c *engine.Config) { c.QueueMax = 5 },
 	})
 	sku := createSKU(t, r.store, 100, 1)
 
@@ -359,7 +172,7 @@ func TestPlace_FullQueueIsBusyAndShutdownAnswersEveryone(t *testing.T) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
-		shutdown <- r.orders.Shutdown(ctx)
+		shutdown <- r.seller.Shutdown(ctx)
 	}()
 	close(g.release)
 	for range 6 {
@@ -416,10 +229,13 @@ type countingLocker struct {
 	n atomic.Int64
 }
 
-func (c *countingLocker) Obtain(ctx context.Context, key string) (service.Lease, error) {
+func (c *countingLocker) Obtain(ctx context.Context, key string, rank int64) (service.Lease, error) {
 	c.n.Add(1)
-	return c.Locker.Obtain(ctx, key)
+	return c.Locker.Obtain(ctx, key, rank)
 }
+
+// Ranks is false: each batch asks for the lock when it needs it.
+func (c *countingLocker) Ranks() bool { return false }
 
 func TestPlace_LockHeldByADeadHolderIsNotAwaitedTwice(t *testing.T) {
 	t.Parallel()
@@ -429,7 +245,7 @@ func TestPlace_LockHeldByADeadHolderIsNotAwaitedTwice(t *testing.T) {
 	r := newRig(t, dsn, rigOptions{
 		prefix: prefix,
 		locker: func(l service.Locker) service.Locker { counter.Locker = l; return counter },
-		cfg: func(c *service.OrdersConfig) {
+		cfg: func(c *engine.Config) {
 			c.LockWait = 100 * time.Millisecond
 			c.LockTTL = time.Minute
 		},
@@ -438,7 +254,7 @@ func TestPlace_LockHeldByADeadHolderIsNotAwaitedTwice(t *testing.T) {
 	// A holder that died without releasing: its lease outlives the test.
 	rdb, _ := testenv.Redis(t)
 	// Through the service's own adapter, so it takes the service's key.
-	dead, err := redis.NewLocker(lock.New(rdb, lock.WithPrefix(prefix), lock.WithTTL(time.Minute))).Obtain(context.Background(), fmt.Sprintf("sku:%d", sku.ID))
+	dead, err := redis.NewLocker(lock.New(rdb, lock.WithPrefix(prefix), lock.WithTTL(time.Minute))).Obtain(context.Background(), fmt.Sprintf("sku:%d", sku.ID), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -468,7 +284,7 @@ func TestPlace_TenThousandBuyersAreBoundedByQueueMax(t *testing.T) {
 		// takes to arrive and be refused, which on a loaded box with -race
 		// is longer than the production timeouts; what those timeouts do
 		// has its own tests (QueuedPastTheRequestTimeoutIsNotCharged).
-		cfg: func(c *service.OrdersConfig) {
+		cfg: func(c *engine.Config) {
 			c.QueueMax, c.BatchMax = queueMax, 256
 			c.RequestTimeout, c.TxTimeout = 2*time.Minute, 2*time.Minute
 		},
@@ -532,7 +348,7 @@ func TestPlace_QueuedPastTheRequestTimeoutIsNotCharged(t *testing.T) {
 	var g *gatedStore
 	r := newRig(t, dsn, rigOptions{
 		store: func(s service.Store) service.Store { g = gate(s); return g },
-		cfg:   func(c *service.OrdersConfig) { c.RequestTimeout = 200 * time.Millisecond },
+		cfg:   func(c *engine.Config) { c.RequestTimeout = 200 * time.Millisecond },
 	})
 	sku := createSKU(t, r.store, 10, 1)
 	first := make(chan error, 1)
@@ -569,13 +385,16 @@ type busyLocker struct {
 	calls atomic.Int64
 }
 
-func (b *busyLocker) Obtain(ctx context.Context, key string) (service.Lease, error) {
+func (b *busyLocker) Obtain(ctx context.Context, key string, rank int64) (service.Lease, error) {
 	if b.calls.Add(1) <= b.busy {
 		<-ctx.Done()
 		return nil, fmt.Errorf("%w: renewed while we waited: %w", service.ErrLockBusy, ctx.Err())
 	}
-	return b.Locker.Obtain(ctx, key)
+	return b.Locker.Obtain(ctx, key, rank)
 }
+
+// Ranks is false: each batch asks for the lock when it needs it.
+func (b *busyLocker) Ranks() bool { return false }
 
 // A lock that live holders keep busy is waited for, not sold beside: the
 // batch commits under the lock once it is free (a fenced write), and the
@@ -590,7 +409,7 @@ func TestPlace_LockBusyWithLiveHoldersIsWaitedFor(t *testing.T) {
 	r := newRig(t, dsn, rigOptions{
 		store:  func(s service.Store) service.Store { fences.Store = s; return fences },
 		locker: func(l service.Locker) service.Locker { locker.Locker = l; return locker },
-		cfg:    func(c *service.OrdersConfig) { c.LockWait = 50 * time.Millisecond },
+		cfg:    func(c *engine.Config) { c.LockWait = 50 * time.Millisecond },
 	})
 	sku := createSKU(t, r.store, 10, 1)
 	for i := range 3 {
@@ -653,12 +472,15 @@ type flakyLocker struct {
 	n atomic.Int64
 }
 
-func (l *flakyLocker) Obtain(ctx context.Context, key string) (service.Lease, error) {
+func (l *flakyLocker) Obtain(ctx context.Context, key string, rank int64) (service.Lease, error) {
 	if l.n.Add(1)%2 == 0 {
 		return nil, fmt.Errorf("%w: refused by the test", service.ErrLockUnavailable)
 	}
-	return l.Locker.Obtain(ctx, key)
+	return l.Locker.Obtain(ctx, key, rank)
 }
+
+// Ranks is false: each batch asks for the lock when it needs it.
+func (l *flakyLocker) Ranks() bool { return false }
 
 // A batch sold without the lock is never committed in a shared round
 // (where waiting on another holder's row would hold up other SKUs), and
@@ -669,7 +491,7 @@ func TestPlace_UnlockedBatchCommitsAlone(t *testing.T) {
 	r := newRig(t, testenv.Database(t), rigOptions{
 		store:  func(s service.Store) service.Store { st = &sharingStore{Store: s}; return st },
 		locker: func(l service.Locker) service.Locker { return &flakyLocker{Locker: l} },
-		cfg:    func(c *service.OrdersConfig) { c.LockHold = 0 }, // a lock per batch: both kinds of batch
+		cfg:    func(c *engine.Config) { c.LockHold = 0 }, // a lock per batch: both kinds of batch
 	})
 	const stock, buyers = 10, 12
 	sku := createSKU(t, r.store, stock, 1)

@@ -1,7 +1,8 @@
-package service_test
+package engine_test
 
 import (
 	"context"
+	"math"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -10,7 +11,6 @@ import (
 
 	"github.com/seckill/seckill/app"
 	"github.com/seckill/seckill/internal/config"
-	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/service"
 )
 
@@ -60,13 +60,11 @@ func (s *memStore) CommitRound(ctx context.Context, bs []service.Batch) ([]servi
 // instantLocker grants every lock at once, ranked or not.
 type instantLocker struct{ fence atomic.Int64 }
 
-func (l *instantLocker) Obtain(context.Context, string) (service.Lease, error) {
+func (l *instantLocker) Obtain(context.Context, string, int64) (service.Lease, error) {
 	return instantLease{l.fence.Add(1)}, nil
 }
 
-func (l *instantLocker) ObtainRanked(ctx context.Context, key string, _ int64) (service.Lease, error) {
-	return l.Obtain(ctx, key)
-}
+func (l *instantLocker) Ranks() bool { return true }
 
 type instantLease struct{ fence int64 }
 
@@ -76,6 +74,7 @@ func (instantLease) Release(context.Context) error                   { return ni
 func (instantLease) Contender() (rank int64, ok bool)                { return 0, false }
 func (instantLease) Wanting() <-chan struct{}                        { return nil }
 func (instantLease) Keep(context.Context) (bool, error)              { return true, nil }
+func (instantLease) Horizon(context.Context) (int64, error)          { return math.MaxInt64, nil }
 func (noMarks) Mark(context.Context, service.SKURef) (int64, error)  { return 0, nil }
 func (noMarks) SetMark(context.Context, service.SKURef, int64) error { return nil }
 
@@ -101,12 +100,8 @@ func BenchmarkPlace_InProcess(b *testing.B) {
 func placeInProcess(b *testing.B, keyed bool) {
 	now := time.Now().UTC()
 	store := &memStore{sku: service.SKU{ID: 1, Name: "bench", TotalStock: 1 << 40, Stock: 1 << 40, PerUserLimit: 1, Version: 1, CreatedAt: now, UpdatedAt: now}}
-	orders := service.NewOrders(store, &instantLocker{}, noMarks{}, app.OrdersConfig(config.Default()), testenv.Logger(), nil)
-	b.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		_ = orders.Shutdown(ctx)
-	})
+	pc := config.Default()
+	orders := newOrders(b, store, &instantLocker{}, noMarks{}, nil, app.DirectoryConfig(pc), app.EngineConfig(pc), nil)
 	var next atomic.Int64
 	b.SetParallelism(256)
 	b.ReportAllocs()

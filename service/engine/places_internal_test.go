@@ -1,10 +1,12 @@
-package service
+package engine
 
 import (
 	"fmt"
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/seckill/seckill/service"
 )
 
 // TestPlacesHoldTheLineOnlyForBusy: a buyer told 429 busy holds up the
@@ -17,16 +19,16 @@ func TestPlacesHoldTheLineOnlyForBusy(t *testing.T) {
 		err  error
 		hold bool
 	}{
-		{"busy", ErrBusy, true},
-		{"too many skus", ErrTooManySKUs, true},
-		{"unavailable", fmt.Errorf("%w: waited past order.request_timeout", ErrUnavailable), false},
+		{"busy", service.ErrBusy, true},
+		{"too many skus", service.ErrTooManySKUs, true},
+		{"unavailable", fmt.Errorf("%w: waited past order.request_timeout", service.ErrUnavailable), false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			p := newPlaces(100, comeBackAfter+5*time.Second, nil, nil)
-			r := OrderRequest{SKUID: 7, UserID: "u", IdempotencyKey: "k", Quantity: 1}
-			first := arrivedNow() - 1000 // 1ms ago
+			r := service.OrderRequest{SKUID: 7, UserID: "u", IdempotencyKey: "k", Quantity: 1}
+			first := time.Now().UnixMicro() - 1000 // 1ms ago
 			p.comeBack(r, first, tc.err)
 			ahead := p.ahead(7)
 			if got := ahead == first; got != tc.hold {
@@ -49,14 +51,14 @@ func TestPlacesHoldTheLineOnlyForBusy(t *testing.T) {
 func BenchmarkPlaces(b *testing.B) {
 	const n = 50000
 	p := newPlaces(n, comeBackAfter+5*time.Second, nil, nil)
-	first := arrivedNow() - 1000
-	reqs := make([]OrderRequest, n)
+	first := time.Now().UnixMicro() - 1000
+	reqs := make([]service.OrderRequest, n)
 	for i := range reqs {
-		reqs[i] = OrderRequest{SKUID: 7, UserID: "u" + strconv.Itoa(i), IdempotencyKey: "k", Quantity: 1}
-		p.comeBack(reqs[i], first+int64(i), ErrBusy)
+		reqs[i] = service.OrderRequest{SKUID: 7, UserID: "u" + strconv.Itoa(i), IdempotencyKey: "k", Quantity: 1}
+		p.comeBack(reqs[i], first+int64(i), service.ErrBusy)
 	}
 	b.Run("arrival/miss", func(b *testing.B) {
-		r := OrderRequest{SKUID: 7, UserID: "stranger", IdempotencyKey: "k", Quantity: 1}
+		r := service.OrderRequest{SKUID: 7, UserID: "stranger", IdempotencyKey: "k", Quantity: 1}
 		for b.Loop() {
 			p.arrival(r)
 		}

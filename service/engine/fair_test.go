@@ -1,4 +1,4 @@
-package service_test
+package engine_test
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/lock"
 	"github.com/seckill/seckill/service"
+	"github.com/seckill/seckill/service/engine"
 )
 
 // holdSKULock takes sku's lock as the rigs name it, so that every order
@@ -70,13 +71,13 @@ func TestPlace_ThreeInstancesSellInArrivalOrder(t *testing.T) {
 	for _, r := range rigs {
 		r.obs.waitDepth(t, buyers/3)
 		var mine []int64
-		for u, a := range service.QueuedArrivals(r.orders, sku.ID) {
+		for u, a := range engine.QueuedArrivals(r.seller, sku.ID) {
 			arrived[u] = a
 			mine = append(mine, a)
 		}
 		slices.Sort(mine)
-		for i := service.TurnFloor - 1; i < len(mine); i++ {
-			floorSpan = max(floorSpan, mine[i]-mine[i-service.TurnFloor+1])
+		for i := engine.TurnFloor - 1; i < len(mine); i++ {
+			floorSpan = max(floorSpan, mine[i]-mine[i-engine.TurnFloor+1])
 		}
 	}
 	release() // every buyer is queued: the instances now sell
@@ -121,7 +122,7 @@ func TestPlace_ThreeInstancesSellInArrivalOrder(t *testing.T) {
 func TestPlace_BuyerSentBackKeepsItsPlaceOnAnotherInstance(t *testing.T) {
 	dsn := testenv.Database(t)
 	prefix := testenv.Name("test:fair:") + ":"
-	queue := func(c *service.OrdersConfig) { c.QueueMax = 2 }
+	queue := func(c *engine.Config) { c.QueueMax = 2 }
 	a := newRig(t, dsn, rigOptions{prefix: prefix, cfg: queue})
 	b := newRig(t, dsn, rigOptions{prefix: prefix, cfg: queue})
 	sku := createSKU(t, a.store, 3, 1)
@@ -148,7 +149,7 @@ func TestPlace_BuyerSentBackKeepsItsPlaceOnAnotherInstance(t *testing.T) {
 	if _, err := a.orders.Place(ctx, y); !errors.Is(err, service.ErrBusy) {
 		t.Fatalf("Place(y, a full queue) = %v; want ErrBusy", err)
 	}
-	for i := 0; !service.KnowsPlace(b.orders, y); i++ { // shared through Redis; bounded: 5s
+	for i := 0; !engine.KnowsPlace(b.seller, y); i++ { // shared through Redis; bounded: 5s
 		if i == 500 {
 			t.Fatal("instance b never heard y's place")
 		}
@@ -184,8 +185,8 @@ type rankedCounter struct {
 	obtained *atomic.Int64
 }
 
-func (c rankedCounter) ObtainRanked(ctx context.Context, key string, rank int64) (service.Lease, error) {
-	l, err := c.Locker.(service.RankedLocker).ObtainRanked(ctx, key, rank)
+func (c rankedCounter) Obtain(ctx context.Context, key string, rank int64) (service.Lease, error) {
+	l, err := c.Locker.Obtain(ctx, key, rank)
 	if err == nil {
 		c.obtained.Add(1)
 	}
@@ -259,8 +260,8 @@ type deafLocker struct {
 	keeps *atomic.Int64
 }
 
-func (l deafLocker) ObtainRanked(ctx context.Context, key string, rank int64) (service.Lease, error) {
-	lease, err := l.Locker.(service.RankedLocker).ObtainRanked(ctx, key, rank)
+func (l deafLocker) Obtain(ctx context.Context, key string, rank int64) (service.Lease, error) {
+	lease, err := l.Locker.Obtain(ctx, key, rank)
 	if err != nil {
 		return nil, err
 	}
@@ -274,10 +275,11 @@ type deafLease struct {
 
 func (l deafLease) Keep(ctx context.Context) (bool, error) {
 	l.keeps.Add(1)
-	return l.Lease.(service.KeepableLease).Keep(ctx)
+	return l.Lease.Keep(ctx)
 }
 
-func (l deafLease) Contender() (int64, bool) { return l.Lease.(service.RankedLease).Contender() }
+// Wanting is nil: the lease does not hear who wants it.
+func (deafLease) Wanting() <-chan struct{} { return nil }
 
 // A holder that cannot hear who wants its lock does not keep it by age: it
 // asks, as without fair selling, after each order.lock_hold (here 1ns: at
@@ -288,7 +290,7 @@ func TestPlace_HolderDeafToContendersKeepsByLockHold(t *testing.T) {
 	var keeps atomic.Int64
 	r := newRig(t, dsn, rigOptions{
 		locker: func(l service.Locker) service.Locker { return deafLocker{l, &keeps} },
-		cfg:    func(c *service.OrdersConfig) { c.LockHold = time.Nanosecond; c.BatchMax = 10 },
+		cfg:    func(c *engine.Config) { c.LockHold = time.Nanosecond; c.BatchMax = 10 },
 	})
 	const buyers = 40
 	sku := createSKU(t, r.store, buyers, 1)

@@ -1,4 +1,4 @@
-package service_test
+package engine_test
 
 import (
 	"context"
@@ -29,7 +29,7 @@ import (
 // MariaDB's CPU per order (MariaDB is shared: other work on it counts)
 // and the p50/p99 of Place. Run it with a fixed count, e.g.
 //
-//	go test -run '^$' -bench Paced -benchtime 6000x ./service/
+//	go test -run '^$' -bench Paced -benchtime 6000x ./service/engine/
 func BenchmarkPlace_Paced(b *testing.B) {
 	for _, rate := range []int{2000, 1000} {
 		for _, linger := range []time.Duration{0, 2 * time.Millisecond} {
@@ -45,17 +45,12 @@ func placePaced(b *testing.B, linger time.Duration, rate int) {
 	b.Cleanup(func() { rdb.Close() })
 	pc := config.Default()
 	pc.Lock.Prefix = testenv.Name("bench:paced:") + ":"
-	cfg := app.OrdersConfig(pc)
+	cfg := app.EngineConfig(pc)
 	cfg.Linger = linger
 	lc := lock.New(rdb, app.OrderLockOptions(pc)...)
 	b.Cleanup(func() { lc.Close() })
-	orders := service.NewOrders(store, redis.NewLocker(lc),
-		redis.NewMarks(rdb, pc.Lock.Prefix+"soldout:", pc.SoldOut.SharedTTL), cfg, testenv.Logger(), nil)
-	b.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		_ = orders.Shutdown(ctx)
-	})
+	marks := redis.NewMarks(rdb, pc.Lock.Prefix+"soldout:", pc.SoldOut.SharedTTL)
+	orders := newOrders(b, store, redis.NewLocker(lc), marks, marks, app.DirectoryConfig(pc), cfg, nil)
 	now := time.Now().UTC()
 	sku, err := store.CreateSKU(context.Background(), service.SKU{Name: "paced", TotalStock: int64(b.N), Stock: int64(b.N), PerUserLimit: 1, CreatedAt: now, UpdatedAt: now})
 	if err != nil {

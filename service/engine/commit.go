@@ -1,0 +1,132 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/seckill/seckill/internal/backoff"
+	"github.com/seckill/seckill/service"
+)
+
+// The one road from a batch to its COMMIT: commitLocked holds the SKU's
+// lease (obtaining a new one after a stale fence), commitUnder retries
+// version conflicts under it, and the group commit (rounds.go) runs the
+// transaction, in a round with other SKUs' batches when the lock is held.
+
+// maxStaleFences bounds how often one batch re-obtains the lock after
+// the database refused its fence.
+const maxStaleFences = 3
+
+// commitLocked commits b under the SKU's lock when one can be had. A
+// stale fence means another holder took the lock since ours was
+// obtained: the lease is dropped at once, never used again, and a new one
+// obtained after a jittered pause, a bounded number of times.
+func (w *worker) commitLocked(ctx context.Context, b service.Batch) (service.BatchResult, error) {
+	h := &w.hold
+	for stale := 0; ; stale++ {
+		lease := h.acquire(ctx)
+		b.Known, b.KnownOn = h.known, h.knownOn
+		res, err := w.commitUnder(ctx, b, lease)
+		if lease != nil && errors.Is(err, service.ErrStaleFence) {
+			switch adopted, aerr := w.s.adoptForeignFence(ctx, lease, err); {
+			case aerr != nil:
+				w.s.log.Warn("stale fence not checked against the lock backend; the batch fails", "sku", b.SKUID, "err", aerr)
+				err = aerr // not ErrStaleFence: nothing says the lock moved
+			case adopted:
+				res, err = w.commitUnder(ctx, b, lease)
+			}
+		}
+		if err != nil {
+			// A lease that failed a batch (lost, stale, expired) never
+			// serves another: the next attempt obtains afresh.
+			h.release()
+		} else if lease != nil {
+			h.known, h.knownOn = &res.SKU, res.Commit.Server
+		}
+		if !errors.Is(err, service.ErrStaleFence) {
+			return res, err
+		}
+		if stale+1 >= maxStaleFences || ctx.Err() != nil {
+			return res, fmt.Errorf("%w: the sku's lock kept moving to other holders: %w", service.ErrUnavailable, err)
+		}
+		w.s.log.Warn("stale fence: the lock moved to another holder; obtaining it again", "sku", b.SKUID, "fence", b.Fence)
+		backoff.Wait(ctx, stale+2)
+	}
+}
+
+// commitUnder runs b's transaction with lease's fence (none without a
+// lease), retrying version conflicts a bounded number of times. Losing
+// the lease meanwhile cancels the transaction.
+func (w *worker) commitUnder(ctx context.Context, b service.Batch, lease service.Lease) (service.BatchResult, error) {
+	b.Fence = 0
+	if lease != nil {
+		b.Fence = lease.Fence()
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		stop := w.cancelOnLoss(lease, cancel)
+		defer stop()
+	}
+	start := time.Now()
+	var (
+		res     service.BatchResult
+		err     error
+		retries int
+	)
+	for {
+		b.Now = time.Now().UTC().Truncate(time.Microsecond) // what the database keeps
+		res, err = w.s.rounds.commit(ctx, b, lease != nil)
+		if !errors.Is(err, service.ErrConflict) || retries >= w.s.cfg.MaxRetries || ctx.Err() != nil {
+			break
+		}
+		retries++
+		b.Known = nil // the row moved: read it
+		if lease == nil {
+			backoff.Wait(ctx, retries) // unlocked contenders: spread the retries out
+		}
+	}
+	w.s.obs.Batch(len(b.Requests), time.Since(start), retries, err)
+	if err == nil && b.Known != nil {
+		w.s.obs.KnownRow(res.ReadsSkipped)
+	}
+	return res, err
+}
+
+// cancelOnLoss calls cancel if lease is found lost before stop is called.
+func (w *worker) cancelOnLoss(lease service.Lease, cancel context.CancelFunc) (stop func()) {
+	lost := lease.Lost()
+	if lost == nil {
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-lost:
+			w.s.log.Warn("lock lease lost during a batch; aborting it", "sku", w.q.id)
+			cancel()
+		case <-done:
+		}
+	}()
+	return func() { close(done) }
+}
+
+// fail answers every buyer of a failed batch with a true answer: the
+// batch committed nothing (or, for ErrOutcomeUnknown, nobody knows).
+func (w *worker) fail(live []*pending, err error) {
+	skuID := w.q.id
+	switch {
+	case errors.Is(err, service.ErrSKUNotFound):
+		w.s.skus.Forget(skuID) // the database no longer has it
+	case errors.Is(err, service.ErrConflict):
+		err = fmt.Errorf("%w: too much contention on sku %d: %w", service.ErrUnavailable, skuID, err)
+	case errors.Is(err, service.ErrUnavailable), errors.Is(err, service.ErrOutcomeUnknown):
+	default:
+		w.s.log.Error("order batch failed", "sku", skuID, "size", len(live), "err", err)
+		err = fmt.Errorf("%w: %w", service.ErrUnavailable, err)
+	}
+	for _, p := range live {
+		p.done <- service.Outcome{Err: err}
+	}
+}
