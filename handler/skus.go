@@ -61,29 +61,30 @@ func (h *skus) writeAdminSKU(c *gin.Context, status int, s service.SKU) {
 }
 
 func (h *skus) get(c *gin.Context) {
-	id, ok := pathID(c, "id")
-	if !ok {
-		return
+	if s, ok := h.skuAt(c, h.orders.SKU); ok {
+		c.JSON(http.StatusOK, publicSKU(s))
 	}
-	s, err := h.orders.SKU(c.Request.Context(), id)
-	if err != nil {
-		fail(c, h.log, err)
-		return
-	}
-	c.JSON(http.StatusOK, publicSKU(s))
 }
 
 func (h *skus) adminGet(c *gin.Context) {
+	if s, ok := h.skuAt(c, h.catalog.SKU); ok {
+		h.writeAdminSKU(c, http.StatusOK, s)
+	}
+}
+
+// skuAt reads, through read, the SKU the path names; when it cannot, it
+// has answered c and reports false.
+func (h *skus) skuAt(c *gin.Context, read func(context.Context, int64) (service.SKU, error)) (service.SKU, bool) {
 	id, ok := pathID(c, "id")
 	if !ok {
-		return
+		return service.SKU{}, false
 	}
-	s, err := h.catalog.SKU(c.Request.Context(), id)
+	s, err := read(c.Request.Context(), id)
 	if err != nil {
 		fail(c, h.log, err)
-		return
+		return service.SKU{}, false
 	}
-	h.writeAdminSKU(c, http.StatusOK, s)
+	return s, true
 }
 
 type createSKURequest struct {

@@ -2,19 +2,12 @@ package lock
 
 import (
 	"context"
-	_ "embed"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
-)
-
-var (
-	//go:embed inspect.lua
-	inspectLua    string
-	inspectScript = redis.NewScript(inspectLua)
 )
 
 // TokenPrefixLen is how many characters of a holder's random token State

@@ -28,6 +28,10 @@ var (
 	//go:embed refresh.lua
 	refreshLua    string
 	refreshScript = redis.NewScript(refreshLua)
+
+	//go:embed inspect.lua
+	inspectLua    string
+	inspectScript = redis.NewScript(inspectLua)
 )
 
 // fenceSuffix names the per-key fence counter: prefix+key+fenceSuffix, and

@@ -26,22 +26,11 @@ type Lifecycle struct {
 // once per Metrics.
 func NewLifecycle(m *Metrics) (*Lifecycle, error) {
 	l := &Lifecycle{
-		settled: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "seckill_orders_settled_total", Help: "Orders that left pending, by status (paid, cancelled, expired). Orders created are seckill_orders_total{result=\"created\"}.",
-		}, []string{"status"}),
-		returned: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "seckill_units_returned_total", Help: "Units returned to stock by orders that left pending unpaid, by status (cancelled, expired).",
-		}, []string{"status"}),
-		sweep: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "seckill_sweep_seconds", Help: "Duration of one expiry sweep transaction, by outcome (ok, stale_fence, error).",
-			Buckets: []float64{.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
-		}, []string{"outcome"}),
-		lag: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "seckill_sweep_lag_seconds", Help: "How long after its expires_at the oldest order of the last sweep that expired any was expired.",
-		}),
-		leader: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "seckill_sweeper_leader", Help: "1 while this instance holds the expiry sweeper's leader lease.",
-		}),
+		settled:  counterVec("seckill_orders_settled_total", "Orders that left pending, by status (paid, cancelled, expired). Orders created are seckill_orders_total{result=\"created\"}.", "status"),
+		returned: counterVec("seckill_units_returned_total", "Units returned to stock by orders that left pending unpaid, by status (cancelled, expired).", "status"),
+		sweep:    histogramVec("seckill_sweep_seconds", "Duration of one expiry sweep transaction, by outcome (ok, stale_fence, error).", []float64{.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5}, "outcome"),
+		lag:      gauge("seckill_sweep_lag_seconds", "How long after its expires_at the oldest order of the last sweep that expired any was expired."),
+		leader:   gauge("seckill_sweeper_leader", "1 while this instance holds the expiry sweeper's leader lease."),
 	}
 	for _, c := range []prometheus.Collector{l.settled, l.returned, l.sweep, l.lag, l.leader} {
 		if err := m.Register(c); err != nil {

@@ -60,67 +60,27 @@ var (
 func New() *Metrics {
 	latency := []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
 	m := &Metrics{
-		reg: prometheus.NewRegistry(),
-		orders: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "seckill_orders_total", Help: "Order requests answered, by result (created, replayed, sold_out, limit_exceeded, busy, unavailable, ...).",
-		}, []string{"result"}),
-		lockAcquire: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "seckill_lock_acquire_seconds", Help: "Time to obtain a per-SKU lock, including local queueing, by outcome (obtained; busy: given up while live holders renewed or passed it on; not_obtained: held by a holder that showed no sign of life; unavailable; queue_full).", Buckets: latency,
-		}, []string{"outcome"}),
-		lockAttempts: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "seckill_lock_acquire_attempts", Help: "Redis attempts per lock acquisition.", Buckets: []float64{0, 1, 2, 3, 5, 10, 20, 50, 100},
-		}),
-		lockWaiters: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "seckill_lock_waiters", Help: "Goroutines waiting locally for a lock key.",
-		}, []string{"key"}),
-		lockRenewals: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "seckill_lock_renewals_total", Help: "Lease renewals by result (ok, failed).",
-		}, []string{"result"}),
-		lockLost: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "seckill_lock_lost_total", Help: "Leases found gone while held.",
-		}),
-		queueDepth: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "seckill_queue_depth", Help: "Order requests waiting in a SKU's queue.",
-		}, []string{"sku"}),
-		queueRejections: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "seckill_queue_rejections_total", Help: "Order requests refused because the SKU's queue was full (429).",
-		}, []string{"sku"}),
-		batchSize: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "seckill_batch_size", Help: "Order requests per transaction.", Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512},
-		}),
-		txSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "seckill_tx_seconds", Help: "Time to commit one batch, retries included, by outcome (ok, error).", Buckets: latency,
-		}, []string{"outcome"}),
-		txRetries: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "seckill_tx_retries_total", Help: "Batch transactions retried after a version or fence conflict.",
-		}),
-		degraded: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "seckill_degraded", Help: "1 while Redis is unreachable and orders are sold on the database's guard alone.",
-		}),
-		soldOutFastPath: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "seckill_soldout_fastpath_total", Help: "Order requests refused as sold out without a transaction.",
-		}),
-		markUnpublished: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "seckill_soldout_mark_unpublished_total", Help: "Restocks whose shared sold-out mark could not be written after retries (other instances see them from the database within sold_out.recheck).",
-		}),
-		knownRows: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "seckill_tx_known_row_total", Help: "Committed batches that brought the row their lock hold's previous batch left, by outcome (used: decided on it without reading; read: read again, the row, a holding or a key having changed).",
-		}, []string{"outcome"}),
-		httpRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "seckill_http_requests_total", Help: "HTTP requests by route and status code.",
-		}, []string{"route", "code"}),
-		httpSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "seckill_http_request_seconds", Help: "HTTP request latency by route.", Buckets: latency,
-		}, []string{"route"}),
-		dbRefused: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "seckill_db_connections_refused_total", Help: "New MySQL connections the server refused for having too many (max_connections): instances x mysql.max_open_conns outgrows it; the orders that needed them got 503 unavailable.",
-		}),
-		unconfirmed: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "seckill_orders_unconfirmed_total", Help: "Orders committed on the primary that mysql.min_replicas replicas did not confirm within mysql.replica_timeout: answered 503 outcome_unknown (lost if the primary is).",
-		}),
-		confirmSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "seckill_mysql_replica_confirm_seconds", Help: "One wait for mysql.min_replicas replicas to confirm a commit position (MASTER_GTID_WAIT), by outcome (confirmed, timeout): the replica lag the order path sees.", Buckets: latency,
-		}, []string{"outcome"}),
+		reg:             prometheus.NewRegistry(),
+		orders:          counterVec("seckill_orders_total", "Order requests answered, by result (created, replayed, sold_out, limit_exceeded, busy, unavailable, ...).", "result"),
+		lockAcquire:     histogramVec("seckill_lock_acquire_seconds", "Time to obtain a per-SKU lock, including local queueing, by outcome (obtained; busy: given up while live holders renewed or passed it on; not_obtained: held by a holder that showed no sign of life; unavailable; queue_full).", latency, "outcome"),
+		lockAttempts:    histogram("seckill_lock_acquire_attempts", "Redis attempts per lock acquisition.", []float64{0, 1, 2, 3, 5, 10, 20, 50, 100}),
+		lockWaiters:     gaugeVec("seckill_lock_waiters", "Goroutines waiting locally for a lock key.", "key"),
+		lockRenewals:    counterVec("seckill_lock_renewals_total", "Lease renewals by result (ok, failed).", "result"),
+		lockLost:        counter("seckill_lock_lost_total", "Leases found gone while held."),
+		queueDepth:      gaugeVec("seckill_queue_depth", "Order requests waiting in a SKU's queue.", "sku"),
+		queueRejections: counterVec("seckill_queue_rejections_total", "Order requests refused because the SKU's queue was full (429).", "sku"),
+		batchSize:       histogram("seckill_batch_size", "Order requests per transaction.", []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512}),
+		txSeconds:       histogramVec("seckill_tx_seconds", "Time to commit one batch, retries included, by outcome (ok, error).", latency, "outcome"),
+		txRetries:       counter("seckill_tx_retries_total", "Batch transactions retried after a version or fence conflict."),
+		degraded:        gauge("seckill_degraded", "1 while Redis is unreachable and orders are sold on the database's guard alone."),
+		soldOutFastPath: counter("seckill_soldout_fastpath_total", "Order requests refused as sold out without a transaction."),
+		markUnpublished: counter("seckill_soldout_mark_unpublished_total", "Restocks whose shared sold-out mark could not be written after retries (other instances see them from the database within sold_out.recheck)."),
+		knownRows:       counterVec("seckill_tx_known_row_total", "Committed batches that brought the row their lock hold's previous batch left, by outcome (used: decided on it without reading; read: read again, the row, a holding or a key having changed).", "outcome"),
+		httpRequests:    counterVec("seckill_http_requests_total", "HTTP requests by route and status code.", "route", "code"),
+		httpSeconds:     histogramVec("seckill_http_request_seconds", "HTTP request latency by route.", latency, "route"),
+		dbRefused:       counter("seckill_db_connections_refused_total", "New MySQL connections the server refused for having too many (max_connections): instances x mysql.max_open_conns outgrows it; the orders that needed them got 503 unavailable."),
+		unconfirmed:     counter("seckill_orders_unconfirmed_total", "Orders committed on the primary that mysql.min_replicas replicas did not confirm within mysql.replica_timeout: answered 503 outcome_unknown (lost if the primary is)."),
+		confirmSeconds:  histogramVec("seckill_mysql_replica_confirm_seconds", "One wait for mysql.min_replicas replicas to confirm a commit position (MASTER_GTID_WAIT), by outcome (confirmed, timeout): the replica lag the order path sees.", latency, "outcome"),
 	}
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),

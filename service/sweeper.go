@@ -144,11 +144,10 @@ func (s *Sweeper) SweepOnce(ctx context.Context, fence int64) (Expiry, error) {
 }
 
 // sleep waits d or until ctx ends; it reports whether ctx is still live.
+// The timer of a sleep that ctx ends is collected unfired (Go 1.23 on).
 func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
 	select {
-	case <-t.C:
+	case <-time.After(d):
 		return true
 	case <-ctx.Done():
 		return false

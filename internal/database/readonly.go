@@ -44,13 +44,15 @@ func (g *PrimaryGuard) Connect(ctx context.Context) (driver.Conn, error) {
 // reused.
 func (g *PrimaryGuard) Retire() { g.gen.Add(1) }
 
-// check retires the pool's connections when err is a read-only refusal.
-func (g *PrimaryGuard) check(err error) {
+// check retires the pool's connections when err is a read-only refusal,
+// and returns err.
+func (g *PrimaryGuard) check(err error) error {
 	var myErr *mysql.MySQLError
 	if err != nil && errors.As(err, &myErr) && myErr.Number == mysqlerr.ReadOnly {
 		g.seen.Add(1)
 		g.Retire()
 	}
+	return err
 }
 
 // guardedConn is a driver connection that reports read-only refusals to
@@ -77,23 +79,19 @@ var (
 func (c *guardedConn) retired() bool { return c.g.gen.Load() != c.gen }
 
 func (c *guardedConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
-	ex, ok := c.Conn.(driver.ExecerContext)
-	if !ok {
-		return nil, driver.ErrSkip
+	if ex, ok := c.Conn.(driver.ExecerContext); ok {
+		res, err := ex.ExecContext(ctx, query, args)
+		return res, c.g.check(err)
 	}
-	res, err := ex.ExecContext(ctx, query, args)
-	c.g.check(err)
-	return res, err
+	return nil, driver.ErrSkip
 }
 
 func (c *guardedConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
-	q, ok := c.Conn.(driver.QueryerContext)
-	if !ok {
-		return nil, driver.ErrSkip
+	if q, ok := c.Conn.(driver.QueryerContext); ok {
+		rows, err := q.QueryContext(ctx, query, args)
+		return rows, c.g.check(err)
 	}
-	rows, err := q.QueryContext(ctx, query, args)
-	c.g.check(err)
-	return rows, err
+	return nil, driver.ErrSkip
 }
 
 func (c *guardedConn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
@@ -109,8 +107,7 @@ func (c *guardedConn) BeginTx(ctx context.Context, opts driver.TxOptions) (drive
 		return nil, errors.New("database: the driver cannot begin a transaction with options")
 	}
 	tx, err := b.BeginTx(ctx, opts)
-	c.g.check(err)
-	return tx, err
+	return tx, c.g.check(err)
 }
 
 func (c *guardedConn) Ping(ctx context.Context) error {

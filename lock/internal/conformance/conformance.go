@@ -139,11 +139,7 @@ func contractTokenChecked(t *testing.T, b Backend) {
 		t.Fatal(err)
 	}
 	b.Drop(t, key)
-	lb, err := c.Obtain(ctx, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lb.Release(ctx)
+	obtain(ctx, t, c, key) // b holds it now
 	if err := la.Release(ctx); !errors.Is(err, lock.ErrNotHeld) {
 		t.Errorf("Release by the lease's former holder = %v; want ErrNotHeld", err)
 	}
@@ -154,10 +150,7 @@ func contractTokenChecked(t *testing.T, b Backend) {
 			t.Errorf("Refresh by the lease's former holder = %v; want ErrNotHeld", err)
 		}
 	}
-	st, err := c.Inspect(ctx, key)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := inspect(ctx, t, c, key)
 	if !st.Held || st.Owner != "b" {
 		t.Errorf("after the former holder's release and extend: %+v; want held by b", st)
 	}
@@ -208,10 +201,7 @@ func contractFenceMonotonic(t *testing.T, b Backend) {
 			t.Errorf("holder #%d: fence %d after %d; want greater", i, l.Fence(), last)
 		}
 		last = l.Fence()
-		st, err := c.Inspect(ctx, key)
-		if err != nil {
-			t.Fatal(err)
-		}
+		st := inspect(ctx, t, c, key)
 		if st.Fence != l.Fence() {
 			t.Errorf("holder #%d: Inspect fence %d; want the holder's %d", i, st.Fence, l.Fence())
 		}
@@ -226,11 +216,7 @@ func contractFenceMonotonic(t *testing.T, b Backend) {
 func contractLossSignalled(t *testing.T, b Backend) {
 	ctx, key := contractCtx(t), contractKey(t)
 	c := b.Client(t, "a", time.Second, true)
-	l, err := c.Obtain(ctx, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Release(ctx)
+	l := obtain(ctx, t, c, key)
 	b.Drop(t, key)
 	select {
 	case <-l.Lost():
@@ -245,11 +231,7 @@ func contractLossSignalled(t *testing.T, b Backend) {
 func contractContextCancellation(t *testing.T, b Backend) {
 	ctx, key := contractCtx(t), contractKey(t)
 	a, c := b.Client(t, "a", contractTTL, false), b.Client(t, "b", contractTTL, false)
-	la, err := a.Obtain(ctx, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer la.Release(ctx)
+	obtain(ctx, t, a, key)
 	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 	defer cancel()
 	if lb, err := c.Obtain(short, key); !errors.Is(err, lock.ErrNotObtained) || !errors.Is(err, context.DeadlineExceeded) {
@@ -258,10 +240,7 @@ func contractContextCancellation(t *testing.T, b Backend) {
 		}
 		t.Fatalf("Obtain of a held key until the deadline = %v; want ErrNotObtained and DeadlineExceeded", err)
 	}
-	st, err := a.Inspect(ctx, key)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := inspect(ctx, t, a, key)
 	if !st.Held || st.Owner != "a" {
 		t.Errorf("after the refused Obtain: %+v; want still held by a", st)
 	}
@@ -275,11 +254,7 @@ func contractWantedNotices(t *testing.T, b Backend) {
 	}
 	ctx, key := contractCtx(t), contractKey(t)
 	a, c := b.Client(t, "a", contractTTL, false), b.Client(t, "b", contractTTL, false)
-	la, err := a.Obtain(ctx, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer la.Release(ctx)
+	la := obtain(ctx, t, a, key)
 	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 	defer cancel()
 	if lb, err := c.Obtain(short, key); err == nil {
@@ -315,10 +290,7 @@ func contractInspection(t *testing.T, b Backend) {
 // inspection does not extend.
 func inspectHolder(ctx context.Context, t *testing.T, b Backend, a Locker, key string, la Held) {
 	t.Helper()
-	first, err := a.Inspect(ctx, key)
-	if err != nil {
-		t.Fatal(err)
-	}
+	first := inspect(ctx, t, a, key)
 	_, token := lock.SplitToken(la.Token())
 	if !first.Held || first.Owner != "a" || first.Token != token || !first.Renewed {
 		t.Errorf("Inspect(held) = %+v; want held by a, token %q, renewed", first, token)
@@ -336,10 +308,7 @@ func inspectHolder(ctx context.Context, t *testing.T, b Backend, a Locker, key s
 		t.Errorf("Inspect: held since %v; want about now (same machine's clock)", first.Since)
 	}
 	if b.NoExpiry == "" {
-		second, err := a.Inspect(ctx, key)
-		if err != nil {
-			t.Fatal(err)
-		}
+		second := inspect(ctx, t, a, key)
 		if first.LeaseLeft <= 0 || second.LeaseLeft > first.LeaseLeft {
 			t.Errorf("lease left %v, then %v; want positive and not extended by inspection", first.LeaseLeft, second.LeaseLeft)
 		}
@@ -360,10 +329,7 @@ func inspectHandover(ctx context.Context, t *testing.T, b Backend, a Locker, key
 		next <- l
 	}()
 	for {
-		st, err := a.Inspect(ctx, key)
-		if err != nil {
-			t.Fatal(err)
-		}
+		st := inspect(ctx, t, a, key)
 		if st.Waiters == 1 {
 			break
 		}
@@ -379,10 +345,7 @@ func inspectHandover(ctx context.Context, t *testing.T, b Backend, a Locker, key
 	if ln == nil {
 		t.FailNow()
 	}
-	st, err := a.Inspect(ctx, key)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := inspect(ctx, t, a, key)
 	if _, tok := lock.SplitToken(ln.Token()); !st.Held || st.Token != tok || st.Waiters != 0 {
 		t.Errorf("Inspect(next holder) = %+v; want held with token %q, no waiter", st, tok)
 	}
@@ -395,4 +358,26 @@ func inspectHandover(ctx context.Context, t *testing.T, b Backend, a Locker, key
 	if st, err := a.Inspect(ctx, key); err != nil || st.Held {
 		t.Errorf("Inspect(released) = %+v, %v; want free", st, err)
 	}
+}
+
+// inspect is c's view of key; an error ends the test.
+func inspect(ctx context.Context, t *testing.T, c Locker, key string) lock.State {
+	t.Helper()
+	st, err := c.Inspect(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// obtain is c's lease on key, released when the test ends; an error ends
+// the test.
+func obtain(ctx context.Context, t *testing.T, c Locker, key string) Held {
+	t.Helper()
+	l, err := c.Obtain(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Release(ctx) })
+	return l
 }
