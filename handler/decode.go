@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
 )
@@ -128,6 +129,63 @@ func unmarshal(body []byte, dst any) string {
 // the last member and matches keys without regard to case, others keep
 // the first or refuse), so it is refused whatever decoder reads the body.
 func duplicateKey(data []byte) (string, bool) {
+	if !keysMayRepeat(data) {
+		return "", false
+	}
+	return duplicateKeyWalk(data)
+}
+
+// keysMayRepeat reports whether two keys of data (a valid JSON text), in
+// whatever objects, might be one key to encoding/json. It says false only
+// when every key is plain ASCII, unescaped, and no two are equal but for
+// case: true of nearly every body, found in one pass over its bytes
+// without allocating, so the token walk of duplicateKeyWalk runs only when
+// a key repeats somewhere (perhaps in two objects) or is spelled unusually.
+// In valid JSON a string followed by a colon is a key.
+func keysMayRepeat(data []byte) bool {
+	var keys [16][]byte
+	n := 0
+	for i := 0; i < len(data); i++ {
+		if data[i] != '"' {
+			continue
+		}
+		plain, end := true, i+1 // end: the closing quote
+		for ; end < len(data) && data[end] != '"'; end++ {
+			switch {
+			case data[end] == '\\':
+				plain = false
+				end++ // the escaped byte, which may be a quote
+			case data[end] >= utf8.RuneSelf:
+				plain = false
+			}
+		}
+		s := data[i+1 : min(end, len(data))]
+		i = end
+		if !followedByColon(data[min(end+1, len(data)):]) {
+			continue // a value
+		}
+		if !plain || n == len(keys) {
+			return true
+		}
+		for _, k := range keys[:n] {
+			if bytes.EqualFold(k, s) {
+				return true
+			}
+		}
+		keys[n], n = s, n+1
+	}
+	return false
+}
+
+// followedByColon reports whether rest starts with a colon after JSON's
+// white space.
+func followedByColon(rest []byte) bool {
+	rest = bytes.TrimLeft(rest, " \t\r\n")
+	return len(rest) > 0 && rest[0] == ':'
+}
+
+// duplicateKeyWalk is duplicateKey by encoding/json's tokens.
+func duplicateKeyWalk(data []byte) (string, bool) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber() // numbers stay text: nothing to parse
 	type object struct {

@@ -2,6 +2,7 @@ package handler
 
 import (
 	"bytes"
+	"encoding/json"
 	"strings"
 	"testing"
 )
@@ -73,4 +74,49 @@ func FuzzUnmarshalRefusesDuplicateKeys(f *testing.F) {
 			}
 		}
 	})
+}
+
+// FuzzKeysMayRepeat: the scan that spares most bodies the token walk never
+// spares one the walk would refuse (any valid JSON, any nesting, escapes
+// and case), and never panics, valid JSON or not.
+func FuzzKeysMayRepeat(f *testing.F) {
+	for _, s := range []string{
+		`{"sku_id":1,"quantity":1,"user_id":"u-1"}`,
+		`{"sku_id":1,"quantity":1,"quantity":2}`,
+		`{"sku_id":1,"QUANTITY":1,"quantity":2}`,
+		`{"quan\u0074ity":1,"quantity":2}`,
+		`{"a":{"b":1,"b":2}}`,
+		`{"a":[{"b":1},{"b":2}]}`,
+		`{"a\"":1,"a\"" :2}`,
+		`{"\u212a":1,"k":2}`,
+		`{"x":"y:","y" :1}`,
+		`"\`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		may := keysMayRepeat(body)
+		if !json.Valid(body) {
+			return
+		}
+		if key, dup := duplicateKeyWalk(body); dup && !may {
+			t.Errorf("keysMayRepeat(%s) = false; the walk finds %q given twice", body, key)
+		}
+	})
+}
+
+// BenchmarkDuplicateKey: an order's body through the scan that spares it
+// the token walk, and through the walk alone (docs/performance.md).
+func BenchmarkDuplicateKey(b *testing.B) {
+	body := []byte(`{"sku_id":12345,"quantity":1,"user_id":"user-000123"}`)
+	for name, find := range map[string]func([]byte) (string, bool){"scan": duplicateKey, "walk": duplicateKeyWalk} {
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, dup := find(body); dup {
+					b.Fatal("found a duplicate in a body without one")
+				}
+			}
+		})
+	}
 }
