@@ -11,7 +11,7 @@ import (
 	"github.com/seckill/seckill/lock"
 	"github.com/seckill/seckill/lock/internal/locktest"
 	"github.com/seckill/seckill/lock/zookeeper"
-	"github.com/seckill/seckill/lock/zookeeper/internal/zktest"
+	"github.com/seckill/seckill/lock/zookeeper/zktest"
 )
 
 // requests counts the ZooKeeper requests Obtain reports making.

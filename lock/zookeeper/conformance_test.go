@@ -13,7 +13,7 @@ import (
 	"github.com/seckill/seckill/lock/internal/conformance"
 	"github.com/seckill/seckill/lock/internal/locktest"
 	"github.com/seckill/seckill/lock/zookeeper"
-	"github.com/seckill/seckill/lock/zookeeper/internal/zktest"
+	"github.com/seckill/seckill/lock/zookeeper/zktest"
 )
 
 // TestConformance runs the lock contract (lock/internal/conformance), the

@@ -14,7 +14,7 @@ import (
 	"github.com/seckill/seckill/lock"
 	"github.com/seckill/seckill/lock/internal/locktest"
 	"github.com/seckill/seckill/lock/zookeeper"
-	"github.com/seckill/seckill/lock/zookeeper/internal/zktest"
+	"github.com/seckill/seckill/lock/zookeeper/zktest"
 )
 
 // zkSession is the session timeout of the tests' clients: the service's

@@ -1,7 +1,8 @@
-// Package zktest starts private ZooKeeper servers for the tests of the
-// ZooKeeper lock client: a standalone server or a quorum ensemble, each a
-// JVM on free loopback ports in the test's temp dir, killed when the test
-// ends; and connects clients to them.
+// Package zktest starts private ZooKeeper servers for tests: a standalone
+// server or a quorum ensemble, each a JVM on free loopback ports in the
+// test's temp dir, killed when the test ends; it finds the leader and
+// connects clients to them. The lock client's tests and the seckill
+// service's use it; it needs Debian's zookeeper package (Missing says so).
 package zktest
 
 import (
@@ -94,6 +95,37 @@ func classpath() string {
 		return cp
 	}
 	return zkClasspath
+}
+
+// Leader returns the server whose srvr answer says it leads (the only
+// server of a standalone ZooKeeper), or nil when none does right now.
+func (z *ZooKeeper) Leader() *ZKServer {
+	for _, s := range z.Servers {
+		switch s.Mode() {
+		case "leader", "standalone":
+			return s
+		}
+	}
+	return nil
+}
+
+// WaitLeader waits, bounded by timeout, until some server leads.
+func (z *ZooKeeper) WaitLeader(timeout time.Duration) *ZKServer {
+	deadline := time.Now().Add(timeout)
+	for {
+		if l := z.Leader(); l != nil {
+			return l
+		}
+		if time.Now().After(deadline) {
+			var logs strings.Builder
+			for _, s := range z.Servers {
+				log, _ := os.ReadFile(filepath.Join(s.dir, "zookeeper.log"))
+				fmt.Fprintf(&logs, "\n--- ZooKeeper %d on %s (mode %q):\n%s", s.ID, s.Addr, s.Mode(), tail(log, 3000))
+			}
+			z.Servers[0].t.Fatalf("no ZooKeeper leader within %v; logs:%s", timeout, logs.String())
+		}
+		time.Sleep(50 * time.Millisecond) // polling for an election, bounded above
+	}
 }
 
 func start(t testing.TB, n int) *ZooKeeper {
