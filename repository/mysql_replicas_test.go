@@ -78,6 +78,12 @@ func TestReplicas_ThePrimaryIsNotItsOwnReplica(t *testing.T) {
 	if err := replica.StartIO(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// Once the replica has the commit (however long a busy machine takes
+	// it to catch up), one Confirm within the 300ms timeout says so.
+	var waited int
+	if err := nodes[1].DB.QueryRowContext(ctx, "SELECT MASTER_GTID_WAIT(?, 60)", stalled.GTIDs).Scan(&waited); err != nil || waited != 0 {
+		t.Fatalf("the resumed replica did not have the stalled commit within 60s: MASTER_GTID_WAIT = %d, %v", waited, err)
+	}
 	if err := r.Confirm(ctx, stalled); err != nil {
 		t.Errorf("Confirm once the replica resumed = %v; want nil", err)
 	}

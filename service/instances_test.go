@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seckill/seckill/app/apptest"
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/internal/procstat"
 	"github.com/seckill/seckill/internal/testenv"
@@ -33,7 +34,7 @@ func (c *countingStore) SKU(ctx context.Context, id int64) (service.SKU, error) 
 func redisKeys(t *testing.T, r *rig) []string {
 	t.Helper()
 	var keys []string
-	iter := r.rdb.Scan(context.Background(), 0, r.prefix+"*", 1000).Iterator()
+	iter := r.Redis.Scan(context.Background(), 0, r.Prefix+"*", 1000).Iterator()
 	for iter.Next(context.Background()) {
 		keys = append(keys, iter.Val())
 	}
@@ -79,7 +80,7 @@ func waitGoroutines(t *testing.T, n int) int {
 func dropIdleConns(t *testing.T, rigs []*rig) {
 	t.Helper()
 	for _, r := range rigs {
-		sqlDB, err := r.db.DB()
+		sqlDB, err := r.DB.DB()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -105,7 +106,7 @@ func inventedBurst(t *testing.T, rigs []*rig, first int64, n, conc int) {
 					return
 				}
 				r := rigs[(int(i)+w)%len(rigs)]
-				_, err := r.orders.Place(context.Background(), service.OrderRequest{SKUID: first + i, UserID: "attacker", Quantity: 1})
+				_, err := r.Orders.Place(context.Background(), service.OrderRequest{SKUID: first + i, UserID: "attacker", Quantity: 1})
 				if !errors.Is(err, service.ErrSKUNotFound) && wrong.Add(1) <= 5 {
 					t.Errorf("Place(invented sku %d) = %v; want ErrSKUNotFound", first+i, err)
 				}
@@ -123,9 +124,9 @@ func TestPlace_InventedSKUsCostNothingLasting(t *testing.T) {
 	prefix := testenv.Name("test:orders:") + ":"
 	rigs := make([]*rig, 3)
 	for i := range rigs {
-		rigs[i] = newRig(t, dsn, rigOptions{prefix: prefix})
+		rigs[i] = newRig(t, dsn, rigOptions{Prefix: prefix})
 	}
-	real := createSKU(t, rigs[0].store, 10, 1)
+	real := apptest.CreateSKU(t, rigs[0].Store, 10, 1)
 	const base = int64(1) << 40 // far above any id the database hands out
 
 	inventedBurst(t, rigs, base, 2000, 64) // warm up: what is allocated once is not per id
@@ -150,7 +151,7 @@ func TestPlace_InventedSKUsCostNothingLasting(t *testing.T) {
 		t.Errorf("live heap grew by %.1f MB for %d invented ids; want at most %d bytes each", float64(heapAfter-heap)/(1<<20), n, perID)
 	}
 	for i, r := range rigs {
-		if q := r.seller.LiveQueues(); q != 0 {
+		if q := r.Seller.LiveQueues(); q != 0 {
 			t.Errorf("instance %d runs %d SKU queues after orders for invented ids; want 0", i, q)
 		}
 	}
@@ -159,10 +160,10 @@ func TestPlace_InventedSKUsCostNothingLasting(t *testing.T) {
 	}
 
 	// The instances still sell what exists.
-	if _, err := rigs[1].orders.Place(context.Background(), service.OrderRequest{SKUID: real.ID, UserID: "buyer", Quantity: 1}); err != nil {
+	if _, err := rigs[1].Orders.Place(context.Background(), service.OrderRequest{SKUID: real.ID, UserID: "buyer", Quantity: 1}); err != nil {
 		t.Fatalf("Place(real sku) = %v; want an order", err)
 	}
-	if sold := checkInvariants(t, rigs[0].db, real.ID); sold != 1 {
+	if sold := testenv.CheckInvariants(t, rigs[0].DB, real.ID); sold != 1 {
 		t.Errorf("sold = %d; want 1", sold)
 	}
 }
@@ -172,8 +173,8 @@ func TestPlace_OneInventedIDCostsOneRead(t *testing.T) {
 	dsn := testenv.Database(t)
 	var counter *countingStore
 	r := newRig(t, dsn, rigOptions{
-		store: func(s service.Store) service.Store { counter = &countingStore{Store: s}; return counter },
-		skus:  func(c *service.DirectoryConfig) { c.UnknownSKUTTL = time.Hour }, // the test outlasts no negative entry
+		Store: func(s service.Store) service.Store { counter = &countingStore{Store: s}; return counter },
+		SKUs:  func(c *service.DirectoryConfig) { c.UnknownSKUTTL = time.Hour }, // the test outlasts no negative entry
 	})
 	var wg sync.WaitGroup
 	start := make(chan struct{})
@@ -182,7 +183,7 @@ func TestPlace_OneInventedIDCostsOneRead(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			<-start
-			if _, err := r.orders.Place(context.Background(), service.OrderRequest{SKUID: 1 << 40, UserID: "u", Quantity: 1}); !errors.Is(err, service.ErrSKUNotFound) {
+			if _, err := r.Orders.Place(context.Background(), service.OrderRequest{SKUID: 1 << 40, UserID: "u", Quantity: 1}); !errors.Is(err, service.ErrSKUNotFound) {
 				t.Errorf("Place(invented) = %v; want ErrSKUNotFound", err)
 			}
 		}()
@@ -194,52 +195,52 @@ func TestPlace_OneInventedIDCostsOneRead(t *testing.T) {
 	}
 	// A SKU created through this instance is sellable at once, not after
 	// the negative entry's life.
-	created, err := r.catalog.Create(context.Background(), service.NewSKU{Name: "new", Stock: 1})
+	created, err := r.Catalog.Create(context.Background(), service.NewSKU{Name: "new", Stock: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.orders.Place(context.Background(), service.OrderRequest{SKUID: created.ID + 1, UserID: "u", Quantity: 1}); !errors.Is(err, service.ErrSKUNotFound) {
+	if _, err := r.Orders.Place(context.Background(), service.OrderRequest{SKUID: created.ID + 1, UserID: "u", Quantity: 1}); !errors.Is(err, service.ErrSKUNotFound) {
 		t.Fatalf("Place(next id) = %v; want ErrSKUNotFound", err)
 	}
-	other, err := r.catalog.Create(context.Background(), service.NewSKU{Name: "next", Stock: 1})
+	other, err := r.Catalog.Create(context.Background(), service.NewSKU{Name: "next", Stock: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if other.ID != created.ID+1 {
 		t.Skipf("ids not consecutive (%d, %d): cannot test the negative entry's invalidation", created.ID, other.ID)
 	}
-	if _, err := r.orders.Place(context.Background(), service.OrderRequest{SKUID: other.ID, UserID: "u", Quantity: 1}); err != nil {
+	if _, err := r.Orders.Place(context.Background(), service.OrderRequest{SKUID: other.ID, UserID: "u", Quantity: 1}); err != nil {
 		t.Errorf("Place(sku created here after a 404 for its id) = %v; want an order", err)
 	}
-	checkInvariants(t, r.db, other.ID)
+	testenv.CheckInvariants(t, r.DB, other.ID)
 }
 
 func TestPlace_LiveSKUQueuesAreBounded(t *testing.T) {
 	t.Parallel()
 	dsn := testenv.Database(t)
-	var g *gatedStore
+	var g *apptest.GatedStore
 	r := newRig(t, dsn, rigOptions{
-		store: func(s service.Store) service.Store { g = gate(s); return g },
-		cfg:   func(c *engine.Config) { c.MaxLiveSKUs = 1 },
+		Store:  func(s service.Store) service.Store { g = apptest.Gate(s); return g },
+		Engine: func(c *engine.Config) { c.MaxLiveSKUs = 1 },
 	})
-	a, b := createSKU(t, r.store, 10, 1), createSKU(t, r.store, 10, 1)
+	a, b := apptest.CreateSKU(t, r.Store, 10, 1), apptest.CreateSKU(t, r.Store, 10, 1)
 	first := make(chan error, 1)
 	go func() {
-		_, err := r.orders.Place(context.Background(), service.OrderRequest{SKUID: a.ID, UserID: "a", Quantity: 1})
+		_, err := r.Orders.Place(context.Background(), service.OrderRequest{SKUID: a.ID, UserID: "a", Quantity: 1})
 		first <- err
 	}()
-	<-g.entered // sku a's queue is live
-	if _, err := r.orders.Place(context.Background(), service.OrderRequest{SKUID: b.ID, UserID: "b", Quantity: 1}); !errors.Is(err, service.ErrTooManySKUs) {
+	<-g.Entered // sku a's queue is live
+	if _, err := r.Orders.Place(context.Background(), service.OrderRequest{SKUID: b.ID, UserID: "b", Quantity: 1}); !errors.Is(err, service.ErrTooManySKUs) {
 		t.Errorf("Place(second sku with max_live_skus 1) = %v; want ErrTooManySKUs", err)
 	}
-	close(g.release)
+	close(g.Release)
 	if err := <-first; err != nil {
 		t.Fatal(err)
 	}
-	if sold := checkInvariants(t, r.db, b.ID); sold != 0 {
+	if sold := testenv.CheckInvariants(t, r.DB, b.ID); sold != 0 {
 		t.Errorf("sku b sold %d; want 0 (refused, uncharged)", sold)
 	}
-	if sold := checkInvariants(t, r.db, a.ID); sold != 1 {
+	if sold := testenv.CheckInvariants(t, r.DB, a.ID); sold != 1 {
 		t.Errorf("sku a sold %d; want 1", sold)
 	}
 }
@@ -280,7 +281,7 @@ func TestPlace_RestockOnASeenByB(t *testing.T) {
 		{
 			name: "shared mark expired before the restock",
 			fault: func(t *testing.T, _ *testenv.RedisServer, a *rig, skuID int64) {
-				if err := a.rdb.Del(context.Background(), a.prefix+"soldout:{sku:"+strconv.FormatInt(skuID, 10)+"}").Err(); err != nil {
+				if err := a.Redis.Del(context.Background(), a.Prefix+"soldout:{sku:"+strconv.FormatInt(skuID, 10)+"}").Err(); err != nil {
 					t.Fatal(err)
 				}
 			},
@@ -306,27 +307,27 @@ func TestPlace_RestockOnASeenByB(t *testing.T) {
 			srv := testenv.StartRedis(t)
 			dsn := testenv.Database(t)
 			prefix := testenv.Name("test:orders:") + ":"
-			a := newRig(t, dsn, rigOptions{redisAddr: srv.Addr, prefix: prefix})
-			b := newRig(t, dsn, rigOptions{redisAddr: srv.Addr, prefix: prefix})
-			sku := createSKU(t, a.store, 2, 1)
+			a := newRig(t, dsn, rigOptions{RedisAddr: srv.Addr, Prefix: prefix})
+			b := newRig(t, dsn, rigOptions{RedisAddr: srv.Addr, Prefix: prefix})
+			sku := apptest.CreateSKU(t, a.Store, 2, 1)
 			for _, u := range []string{"b-1", "b-2"} {
-				if _, err := b.orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: u, Quantity: 1}); err != nil {
+				if _, err := b.Orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: u, Quantity: 1}); err != nil {
 					t.Fatalf("Place on B = %v", err)
 				}
 			}
-			if _, err := b.orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: "b-3", Quantity: 1}); !errors.Is(err, service.ErrSoldOut) {
+			if _, err := b.Orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: "b-3", Quantity: 1}); !errors.Is(err, service.ErrSoldOut) {
 				t.Fatalf("Place on B after the sell-out = %v; want ErrSoldOut", err)
 			}
 			tc.fault(t, srv, a, sku.ID)
-			if _, err := a.catalog.SetStock(context.Background(), sku.ID, 3); err != nil {
+			if _, err := a.Catalog.SetStock(context.Background(), sku.ID, 3); err != nil {
 				t.Fatalf("restock on A = %v", err)
 			}
 			if tc.after != nil {
 				tc.after(t, srv, a)
 			}
-			tries := sellsWithin(t, b.orders, sku.ID, "b-4")
+			tries := sellsWithin(t, b.Orders, sku.ID, "b-4")
 			t.Logf("B sold after %d tries", tries)
-			if sold := checkInvariants(t, a.db, sku.ID); sold != 3 {
+			if sold := testenv.CheckInvariants(t, a.DB, sku.ID); sold != 3 {
 				t.Errorf("sold = %d; want 3", sold)
 			}
 		})
@@ -339,22 +340,22 @@ func TestPlace_MarkOfAnEarlierSKUDoesNotBlock(t *testing.T) {
 	t.Parallel()
 	dsn := testenv.Database(t)
 	r := newRig(t, dsn, rigOptions{})
-	sku := createSKU(t, r.store, 5, 1)
+	sku := apptest.CreateSKU(t, r.Store, 5, 1)
 	old := service.RefOf(sku)
 	old.Incarnation -= 1e6 // created a second earlier, in the database before
 	marks := appMarks(r)
 	if err := marks.SetMark(context.Background(), old, 1<<40); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: "u", Quantity: 1}); err != nil {
+	if _, err := r.Orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: "u", Quantity: 1}); err != nil {
 		t.Fatalf("Place under an earlier SKU's sold-out mark = %v; want an order", err)
 	}
 	if m, err := marks.Mark(context.Background(), service.RefOf(sku)); err != nil || m != 0 {
 		t.Errorf("Mark(this sku) = %d, %v; want 0 (the mark is another SKU's)", m, err)
 	}
-	checkInvariants(t, r.db, sku.ID)
+	testenv.CheckInvariants(t, r.DB, sku.ID)
 }
 
 func appMarks(r *rig) service.SoldOutMarks {
-	return redis.NewMarks(r.rdb, r.prefix+"soldout:", time.Minute)
+	return redis.NewMarks(r.Redis, r.Prefix+"soldout:", time.Minute)
 }

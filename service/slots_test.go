@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seckill/seckill/app/apptest"
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/service"
@@ -75,13 +76,13 @@ func probe(t *testing.T, o *service.Orders, ids []int64, q int64) map[string]int
 // unless every one gets an order.
 func sellsAll(t *testing.T, r *rig, stock int64) {
 	t.Helper()
-	live := createSKU(t, r.store, stock, 1)
-	res := buyers(t, r.orders, live.ID, int(stock), nil)
+	live := apptest.CreateSKU(t, r.Store, stock, 1)
+	res := apptest.Buyers(t, r.Orders, live.ID, int(stock), nil)
 	// buyers sends every tenth buyer twice: the repeat is refused its limit.
 	if res["created"] != int(stock) {
 		t.Errorf("live sku after the probes: %v; want %d created", res, stock)
 	}
-	if sold := checkInvariants(t, r.db, live.ID); sold != stock {
+	if sold := testenv.CheckInvariants(t, r.DB, live.ID); sold != stock {
 		t.Errorf("live sku sold %d; want %d", sold, stock)
 	}
 }
@@ -95,17 +96,17 @@ func TestPlace_ClosedSalesTakeNoSlot(t *testing.T) {
 	r := newRig(t, dsn, rigOptions{})
 	n := config.Default().Order.MaxLiveSKUs + 76
 	later, began, ended := time.Now().Add(time.Hour).UTC(), time.Now().Add(-2*time.Hour).UTC(), time.Now().Add(-time.Hour).UTC()
-	ids := createSKUs(t, r.store, n, func(i int) service.SKU {
+	ids := createSKUs(t, r.Store, n, func(i int) service.SKU {
 		if i%4 == 0 { // ended
 			return service.SKU{Stock: 10, PerUserLimit: 1, StartsAt: &began, EndsAt: &ended}
 		}
 		return service.SKU{Stock: 10, PerUserLimit: 1, StartsAt: &later}
 	})
-	res := probe(t, r.orders, ids, 1)
+	res := probe(t, r.Orders, ids, 1)
 	if res["sale_not_active"] != n {
 		t.Errorf("%d orders for skus whose sale is not on: %v; want %d sale_not_active", n, res, n)
 	}
-	if q := r.seller.LiveQueues(); q != 0 {
+	if q := r.Seller.LiveQueues(); q != 0 {
 		t.Errorf("%d sku queues after refusals that need no lock; want 0", q)
 	}
 	sellsAll(t, r, 10)
@@ -120,24 +121,24 @@ func TestPlace_ClosedSalesTakeNoSlot(t *testing.T) {
 func TestPlace_RefusalFloodDoesNotDenyALiveSKU(t *testing.T) {
 	t.Parallel()
 	dsn := testenv.Database(t)
-	r := newRig(t, dsn, rigOptions{cfg: func(c *engine.Config) { c.IdleTimeout = time.Hour }})
+	r := newRig(t, dsn, rigOptions{Engine: func(c *engine.Config) { c.IdleTimeout = time.Hour }})
 	n := config.Default().Order.MaxLiveSKUs + 76
-	ids := createSKUs(t, r.store, n, func(i int) service.SKU {
+	ids := createSKUs(t, r.Store, n, func(i int) service.SKU {
 		if i%2 == 0 {
 			return service.SKU{Stock: 10, PerUserLimit: 1} // 2 units: over the limit
 		}
 		return service.SKU{Stock: 1, PerUserLimit: 3} // 2 units: more than left
 	})
-	res := probe(t, r.orders, ids, 2)
+	res := probe(t, r.Orders, ids, 2)
 	if res["limit_exceeded"] != (n+1)/2 || res["insufficient_stock"] != n/2 {
 		t.Errorf("%d refused orders: %v; want %d limit_exceeded, %d insufficient_stock", n, res, (n+1)/2, n/2)
 	}
 	sellsAll(t, r, 10)
-	if q, max := r.seller.LiveQueues(), config.Default().Order.MaxLiveSKUs; q > max {
+	if q, max := r.Seller.LiveQueues(), config.Default().Order.MaxLiveSKUs; q > max {
 		t.Errorf("%d sku queues; want at most %d", q, max)
 	}
 	for _, id := range ids[:10] {
-		if sold := checkInvariants(t, r.db, id); sold != 0 {
+		if sold := testenv.CheckInvariants(t, r.DB, id); sold != 0 {
 			t.Errorf("sku %d sold %d to refused orders; want 0", id, sold)
 		}
 	}
@@ -151,28 +152,28 @@ func TestPlace_SaleWindowChangeSeen(t *testing.T) {
 	t.Parallel()
 	dsn := testenv.Database(t)
 	prefix := testenv.Name("test:window:") + ":"
-	a := newRig(t, dsn, rigOptions{prefix: prefix})
-	b := newRig(t, dsn, rigOptions{prefix: prefix})
+	a := newRig(t, dsn, rigOptions{Prefix: prefix})
+	b := newRig(t, dsn, rigOptions{Prefix: prefix})
 	ctx := context.Background()
 	later := time.Now().Add(time.Hour).UTC()
-	sku := createSKUs(t, a.store, 1, func(int) service.SKU { return service.SKU{Stock: 5, PerUserLimit: 1, StartsAt: &later} })[0]
+	sku := createSKUs(t, a.Store, 1, func(int) service.SKU { return service.SKU{Stock: 5, PerUserLimit: 1, StartsAt: &later} })[0]
 	for _, r := range []*rig{a, b} {
-		if _, err := r.orders.Place(ctx, service.OrderRequest{SKUID: sku, UserID: "early", Quantity: 1}); !errors.Is(err, service.ErrSaleNotActive) {
+		if _, err := r.Orders.Place(ctx, service.OrderRequest{SKUID: sku, UserID: "early", Quantity: 1}); !errors.Is(err, service.ErrSaleNotActive) {
 			t.Fatalf("Place before the start = %v; want ErrSaleNotActive", err)
 		}
 	}
 	now := time.Now().Add(-time.Minute).UTC()
-	if _, err := a.catalog.Update(ctx, sku, service.SKUChange{StartsAt: service.OptionalTime{Set: true, Time: &now}}); err != nil {
+	if _, err := a.Catalog.Update(ctx, sku, service.SKUChange{StartsAt: service.OptionalTime{Set: true, Time: &now}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.orders.Place(ctx, service.OrderRequest{SKUID: sku, UserID: "on-a", Quantity: 1}); err != nil {
+	if _, err := a.Orders.Place(ctx, service.OrderRequest{SKUID: sku, UserID: "on-a", Quantity: 1}); err != nil {
 		t.Errorf("Place on A after A opened the sale = %v; want an order", err)
 	}
-	service.AgeSaleWindow(b.skus, sku, config.Default().SoldOut.Recheck)
-	if _, err := b.orders.Place(ctx, service.OrderRequest{SKUID: sku, UserID: "on-b", Quantity: 1}); err != nil {
+	service.AgeSaleWindow(b.SKUs, sku, config.Default().SoldOut.Recheck)
+	if _, err := b.Orders.Place(ctx, service.OrderRequest{SKUID: sku, UserID: "on-b", Quantity: 1}); err != nil {
 		t.Errorf("Place on B past sold_out.recheck after A opened the sale = %v; want an order", err)
 	}
-	if sold := checkInvariants(t, a.db, sku); sold != 2 {
+	if sold := testenv.CheckInvariants(t, a.DB, sku); sold != 2 {
 		t.Errorf("sold = %d; want 2", sold)
 	}
 }

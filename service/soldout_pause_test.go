@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/seckill/seckill/app/apptest"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/service"
 )
@@ -67,26 +68,26 @@ func TestPlace_PausedInstanceDoesNotPublishAStaleSoldOut(t *testing.T) {
 			prefix := testenv.Name("test:paused:") + ":"
 			pause := &pausedAfterCommit{committed: make(chan struct{}), release: make(chan struct{})}
 			prod := func(c *service.DirectoryConfig) { c.SoldOutTTL = 500 * time.Millisecond } // sold_out.local_ttl
-			a := newRig(t, dsn, rigOptions{prefix: prefix, skus: prod, store: func(s service.Store) service.Store { pause.Store = s; return pause }})
-			b := newRig(t, dsn, rigOptions{prefix: prefix, skus: prod})
+			a := newRig(t, dsn, rigOptions{Prefix: prefix, SKUs: prod, Store: func(s service.Store) service.Store { pause.Store = s; return pause }})
+			b := newRig(t, dsn, rigOptions{Prefix: prefix, SKUs: prod})
 			// C looks at the shared mark on every request, so that it reads
 			// A's late mark whenever Redis holds it.
 			eager := func(c *service.DirectoryConfig) { c.SoldOutTTL = time.Nanosecond }
-			c := newRig(t, dsn, rigOptions{prefix: prefix, skus: eager})
-			sku := createSKU(t, b.store, 2, 1)
+			c := newRig(t, dsn, rigOptions{Prefix: prefix, SKUs: eager})
+			sku := apptest.CreateSKU(t, b.Store, 2, 1)
 			ctx := context.Background()
 			// C knows the SKU in stock from before the sell-out.
-			if _, err := c.orders.Place(ctx, service.OrderRequest{SKUID: sku.ID, UserID: "first", Quantity: 1}); err != nil {
+			if _, err := c.Orders.Place(ctx, service.OrderRequest{SKUID: sku.ID, UserID: "first", Quantity: 1}); err != nil {
 				t.Fatalf("Place on instance C = %v; want a sale", err)
 			}
 
 			sold := make(chan error, 1)
 			go func() {
-				_, err := a.orders.Place(ctx, service.OrderRequest{SKUID: sku.ID, UserID: "last", Quantity: 1})
+				_, err := a.Orders.Place(ctx, service.OrderRequest{SKUID: sku.ID, UserID: "last", Quantity: 1})
 				sold <- err
 			}()
 			<-pause.committed
-			if _, err := service.NewCatalog(b.store, b.skus, testenv.Logger()).SetStock(ctx, sku.ID, 5); err != nil {
+			if _, err := service.NewCatalog(b.Store, b.SKUs, testenv.Logger()).SetStock(ctx, sku.ID, 5); err != nil {
 				t.Fatal(err)
 			}
 			if lost {
@@ -110,12 +111,12 @@ func TestPlace_PausedInstanceDoesNotPublishAStaleSoldOut(t *testing.T) {
 				t.Fatalf("Place(last unit) = %v; want sold", err)
 			}
 			// The restock returned before A resumed: 5 units are there.
-			if _, err := c.orders.Place(ctx, service.OrderRequest{SKUID: sku.ID, UserID: "after-c", Quantity: 1}); err != nil {
+			if _, err := c.Orders.Place(ctx, service.OrderRequest{SKUID: sku.ID, UserID: "after-c", Quantity: 1}); err != nil {
 				t.Errorf("Place on instance C after the restock = %v; want a sale (5 units in stock)", err)
 			}
 			deadline := time.Now().Add(time.Minute) // far above sold_out.recheck: a bound, not a measurement
 			for i := 0; ; i++ {
-				_, err := a.orders.Place(ctx, service.OrderRequest{SKUID: sku.ID, UserID: "after-a-" + strconv.Itoa(i), Quantity: 1})
+				_, err := a.Orders.Place(ctx, service.OrderRequest{SKUID: sku.ID, UserID: "after-a-" + strconv.Itoa(i), Quantity: 1})
 				if err == nil {
 					if !lost && i > 0 {
 						t.Errorf("A refused %d times with the restock's mark in Redis; want a sale at once", i)
@@ -130,7 +131,7 @@ func TestPlace_PausedInstanceDoesNotPublishAStaleSoldOut(t *testing.T) {
 				}
 				time.Sleep(20 * time.Millisecond) // polling observable state, bounded above
 			}
-			checkInvariants(t, b.db, sku.ID)
+			testenv.CheckInvariants(t, b.DB, sku.ID)
 		})
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seckill/seckill/app/apptest"
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/service"
@@ -41,19 +42,19 @@ func TestPlace_StaleSoldOutNeverAnswers(t *testing.T) {
 	dsn := testenv.Database(t)
 	prefix := testenv.Name("test:stale:") + ":"
 	held := &heldRead{entered: make(chan struct{}), release: make(chan struct{})}
-	a := newRig(t, dsn, rigOptions{prefix: prefix})
-	b := newRig(t, dsn, rigOptions{prefix: prefix, store: func(s service.Store) service.Store { held.Store = s; return held }})
+	a := newRig(t, dsn, rigOptions{Prefix: prefix})
+	b := newRig(t, dsn, rigOptions{Prefix: prefix, Store: func(s service.Store) service.Store { held.Store = s; return held }})
 	ctx := context.Background()
-	sku := createSKU(t, a.store, 1, 1)
-	if _, err := b.orders.Place(ctx, service.OrderRequest{SKUID: sku.ID, UserID: "first", Quantity: 1}); err != nil {
+	sku := apptest.CreateSKU(t, a.Store, 1, 1)
+	if _, err := b.Orders.Place(ctx, service.OrderRequest{SKUID: sku.ID, UserID: "first", Quantity: 1}); err != nil {
 		t.Fatalf("Place on B = %v; want an order", err)
 	}
-	if _, err := b.orders.Place(ctx, service.OrderRequest{SKUID: sku.ID, UserID: "late", Quantity: 1}); !errors.Is(err, service.ErrSoldOut) {
+	if _, err := b.Orders.Place(ctx, service.OrderRequest{SKUID: sku.ID, UserID: "late", Quantity: 1}); !errors.Is(err, service.ErrSoldOut) {
 		t.Fatalf("Place on B after the sell-out = %v; want ErrSoldOut", err)
 	}
-	service.AgeSoldOutMark(b.skus, sku.ID, config.Default().SoldOut.Recheck) // B idle past recheck
+	service.AgeSoldOutMark(b.SKUs, sku.ID, config.Default().SoldOut.Recheck) // B idle past recheck
 	const stock = 20
-	if _, err := a.catalog.SetStock(ctx, sku.ID, stock); err != nil {
+	if _, err := a.Catalog.SetStock(ctx, sku.ID, stock); err != nil {
 		t.Fatalf("restock on A = %v", err)
 	}
 
@@ -66,7 +67,7 @@ func TestPlace_StaleSoldOutNeverAnswers(t *testing.T) {
 	)
 	buy := func(user string) {
 		defer wg.Done()
-		p, err := b.orders.Place(ctx, service.OrderRequest{SKUID: sku.ID, UserID: user, Quantity: 1})
+		p, err := b.Orders.Place(ctx, service.OrderRequest{SKUID: sku.ID, UserID: user, Quantity: 1})
 		mu.Lock()
 		results[service.ResultOf(err, p.Created)]++
 		mu.Unlock()
@@ -81,7 +82,7 @@ func TestPlace_StaleSoldOutNeverAnswers(t *testing.T) {
 	}
 	deadline := time.Now().Add(time.Minute)
 	// Every other buyer answered, or every buyer (u-0 included) waits.
-	for n := int(answered.Load()); n < stock-1 && n+service.RowReadWaiters(b.skus, sku.ID) < stock; n = int(answered.Load()) {
+	for n := int(answered.Load()); n < stock-1 && n+service.RowReadWaiters(b.SKUs, sku.ID) < stock; n = int(answered.Load()) {
 		if time.Now().After(deadline) {
 			t.Fatalf("buyers neither answered nor waiting for the re-read after a minute")
 		}
@@ -92,7 +93,7 @@ func TestPlace_StaleSoldOutNeverAnswers(t *testing.T) {
 	if results["created"] != stock {
 		t.Errorf("burst of %d buyers on B after the restock of %d units: %v; want %d created", stock, stock, results, stock)
 	}
-	if sold := checkInvariants(t, a.db, sku.ID); sold != stock+1 {
+	if sold := testenv.CheckInvariants(t, a.DB, sku.ID); sold != stock+1 {
 		t.Errorf("sold = %d; want %d", sold, stock+1)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/app"
+	"github.com/seckill/seckill/app/apptest"
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/lock"
@@ -67,8 +68,8 @@ func (r *returns) SweeperLeader(on bool) {
 func sweeperOf(t *testing.T, r *rig, store service.LifecycleStore, obs service.LifecycleObserver) *service.Sweeper {
 	t.Helper()
 	pc := config.Default()
-	pc.Lock.Prefix = r.prefix
-	return service.NewSweeper(store, redis.NewLocker(lock.New(r.rdb, app.LockOptions(pc)...)), r.skus, app.SweeperConfig(pc), testenv.Logger(), obs)
+	pc.Lock.Prefix = r.Prefix
+	return service.NewSweeper(store, redis.NewLocker(lock.New(r.Redis, app.LockOptions(pc)...)), r.SKUs, app.SweeperConfig(pc), testenv.Logger(), obs)
 }
 
 // run runs s until the test ends; the returned func stops it and waits.
@@ -97,7 +98,7 @@ func placeAll(t *testing.T, o *service.Orders, skuID int64, users ...string) {
 // whose clock was read (frozen) before this ran.
 func closeWindow(t *testing.T, r *rig, skuID int64) {
 	t.Helper()
-	if err := r.db.Exec("UPDATE orders SET expires_at = ? WHERE sku_id = ? AND status = 'pending'", time.Now().UTC().Add(-time.Hour), skuID).Error; err != nil {
+	if err := r.DB.Exec("UPDATE orders SET expires_at = ? WHERE sku_id = ? AND status = 'pending'", time.Now().UTC().Add(-time.Hour), skuID).Error; err != nil {
 		t.Fatal(err)
 	}
 }
@@ -105,7 +106,7 @@ func closeWindow(t *testing.T, r *rig, skuID int64) {
 func count(t *testing.T, r *rig, skuID int64, status service.OrderStatus) int64 {
 	t.Helper()
 	var n int64
-	if err := r.db.Raw("SELECT COUNT(*) FROM orders WHERE sku_id = ? AND status = ?", skuID, status).Scan(&n).Error; err != nil {
+	if err := r.DB.Raw("SELECT COUNT(*) FROM orders WHERE sku_id = ? AND status = ?", skuID, status).Scan(&n).Error; err != nil {
 		t.Fatal(err)
 	}
 	return n
@@ -149,17 +150,17 @@ func TestSweeper_PausedLeaderIsFencedOut(t *testing.T) {
 	const n = 10
 	dsn := testenv.Database(t)
 	prefix := testenv.Name("test:sweep:") + ":"
-	a := newRig(t, dsn, rigOptions{prefix: prefix})
-	b := newRig(t, dsn, rigOptions{prefix: prefix})
-	sku := createSKU(t, a.store, n, 1)
-	placeAll(t, a.orders, sku.ID, users("first", n)...)
-	if _, err := b.orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: "late", Quantity: 1}); !errors.Is(err, service.ErrSoldOut) {
+	a := newRig(t, dsn, rigOptions{Prefix: prefix})
+	b := newRig(t, dsn, rigOptions{Prefix: prefix})
+	sku := apptest.CreateSKU(t, a.Store, n, 1)
+	placeAll(t, a.Orders, sku.ID, users("first", n)...)
+	if _, err := b.Orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: "late", Quantity: 1}); !errors.Is(err, service.ErrSoldOut) {
 		t.Fatalf("Place on B after the sell-out = %v; want ErrSoldOut", err)
 	}
 	closeWindow(t, a, sku.ID)
 
 	var obs returns
-	paused := &pausedStore{LifecycleStore: repository.NewMySQL(a.db), entered: make(chan service.ExpiryRun, 1), resume: make(chan struct{}), answer: make(chan error, 1)}
+	paused := &pausedStore{LifecycleStore: repository.NewMySQL(a.DB), entered: make(chan service.ExpiryRun, 1), resume: make(chan struct{}), answer: make(chan error, 1)}
 	run(t, sweeperOf(t, a, paused, &obs))
 	var frozen service.ExpiryRun
 	select {
@@ -171,16 +172,16 @@ func TestSweeper_PausedLeaderIsFencedOut(t *testing.T) {
 		t.Fatal("A's lease has no fence")
 	}
 	// A's lease runs out while A is frozen.
-	if err := a.rdb.Del(context.Background(), prefix+"{"+service.SweeperLeaseKey+"}").Err(); err != nil {
+	if err := a.Redis.Del(context.Background(), prefix+"{"+service.SweeperLeaseKey+"}").Err(); err != nil {
 		t.Fatal(err)
 	}
 
-	stopB := run(t, sweeperOf(t, b, repository.NewMySQL(b.db), &obs))
+	stopB := run(t, sweeperOf(t, b, repository.NewMySQL(b.DB), &obs))
 	waitCount(t, b, sku.ID, service.OrderExpired, n)
 	stopB()
 	// The returned units are sold again, on B, to new buyers.
-	sellsWithin(t, b.orders, sku.ID, "second-0")
-	placeAll(t, b.orders, sku.ID, users("second", n)[1:]...)
+	sellsWithin(t, b.Orders, sku.ID, "second-0")
+	placeAll(t, b.Orders, sku.ID, users("second", n)[1:]...)
 	closeWindow(t, b, sku.ID)
 
 	close(paused.resume)
@@ -197,7 +198,7 @@ func TestSweeper_PausedLeaderIsFencedOut(t *testing.T) {
 	if got := obs.waitUnits(2 * n); got != 2*n {
 		t.Errorf("the sweepers returned %d units; %d orders expired", got, 2*n)
 	}
-	if sold := checkInvariants(t, a.db, sku.ID); sold != 0 {
+	if sold := testenv.CheckInvariants(t, a.DB, sku.ID); sold != 0 {
 		t.Errorf("sold = %d; want 0 (every order expired)", sold)
 	}
 	if l := obs.leaders.Load(); l < 3 {
@@ -212,21 +213,21 @@ func TestSweeper_RestockDuringSweepsIsSoldOnAnotherInstance(t *testing.T) {
 	const n = 20
 	dsn := testenv.Database(t)
 	prefix := testenv.Name("test:sweep:") + ":"
-	a := newRig(t, dsn, rigOptions{prefix: prefix})
-	b := newRig(t, dsn, rigOptions{prefix: prefix})
-	sku := createSKU(t, a.store, n, 1)
-	placeAll(t, b.orders, sku.ID, users("first", n)...)
+	a := newRig(t, dsn, rigOptions{Prefix: prefix})
+	b := newRig(t, dsn, rigOptions{Prefix: prefix})
+	sku := apptest.CreateSKU(t, a.Store, n, 1)
+	placeAll(t, b.Orders, sku.ID, users("first", n)...)
 	closeWindow(t, a, sku.ID)
 
 	var obs returns
-	run(t, sweeperOf(t, b, repository.NewMySQL(b.db), &obs))
-	if _, err := a.catalog.SetStock(context.Background(), sku.ID, 5); err != nil {
+	run(t, sweeperOf(t, b, repository.NewMySQL(b.DB), &obs))
+	if _, err := a.Catalog.SetStock(context.Background(), sku.ID, 5); err != nil {
 		t.Fatal(err)
 	}
 	waitCount(t, a, sku.ID, service.OrderExpired, n)
 	// Whatever the order of the restock and the returns, the units left
 	// are sold on B: 5 restocked, plus the n returned if they came after.
-	s, err := a.store.SKU(context.Background(), sku.ID)
+	s, err := a.Store.SKU(context.Background(), sku.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,12 +235,12 @@ func TestSweeper_RestockDuringSweepsIsSoldOnAnotherInstance(t *testing.T) {
 		t.Fatalf("stock after restock and returns = %d; want 5 or %d", s.Stock, 5+n)
 	}
 	left := s.Stock
-	sellsWithin(t, b.orders, sku.ID, "second-0")
-	placeAll(t, b.orders, sku.ID, users("second", int(left))[1:]...)
-	if _, err := b.orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: "one-too-many", Quantity: 1}); !errors.Is(err, service.ErrSoldOut) {
+	sellsWithin(t, b.Orders, sku.ID, "second-0")
+	placeAll(t, b.Orders, sku.ID, users("second", int(left))[1:]...)
+	if _, err := b.Orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: "one-too-many", Quantity: 1}); !errors.Is(err, service.ErrSoldOut) {
 		t.Errorf("Place beyond the stock = %v; want ErrSoldOut", err)
 	}
-	if sold := checkInvariants(t, a.db, sku.ID); sold != left {
+	if sold := testenv.CheckInvariants(t, a.DB, sku.ID); sold != left {
 		t.Errorf("sold = %d; want %d", sold, left)
 	}
 	if got := obs.waitUnits(n); got != n {
@@ -263,16 +264,16 @@ func TestSweeper_LockUnreachableSweepsUnfencedOnce(t *testing.T) {
 	srv := testenv.StartRedis(t)
 	dsn := testenv.Database(t)
 	prefix := testenv.Name("test:sweep:") + ":"
-	a := newRig(t, dsn, rigOptions{redisAddr: srv.Addr, prefix: prefix})
-	b := newRig(t, dsn, rigOptions{redisAddr: srv.Addr, prefix: prefix})
-	sku := createSKU(t, a.store, n, 1)
-	placeAll(t, a.orders, sku.ID, users("first", n)...)
+	a := newRig(t, dsn, rigOptions{RedisAddr: srv.Addr, Prefix: prefix})
+	b := newRig(t, dsn, rigOptions{RedisAddr: srv.Addr, Prefix: prefix})
+	sku := apptest.CreateSKU(t, a.Store, n, 1)
+	placeAll(t, a.Orders, sku.ID, users("first", n)...)
 	closeWindow(t, a, sku.ID)
 	srv.Stop()
 
 	var obs returns
-	run(t, sweeperOf(t, a, repository.NewMySQL(a.db), &obs))
-	run(t, sweeperOf(t, b, repository.NewMySQL(b.db), &obs))
+	run(t, sweeperOf(t, a, repository.NewMySQL(a.DB), &obs))
+	run(t, sweeperOf(t, b, repository.NewMySQL(b.DB), &obs))
 	waitCount(t, a, sku.ID, service.OrderExpired, n)
 	if got := obs.waitUnits(n); got != n {
 		t.Errorf("the sweepers returned %d units; %d orders expired", got, n)
@@ -280,7 +281,7 @@ func TestSweeper_LockUnreachableSweepsUnfencedOnce(t *testing.T) {
 	if l := obs.leaders.Load(); l != 0 {
 		t.Errorf("%d leaderships without Redis; want none", l)
 	}
-	if sold := checkInvariants(t, a.db, sku.ID); sold != 0 {
+	if sold := testenv.CheckInvariants(t, a.DB, sku.ID); sold != 0 {
 		t.Errorf("sold = %d; want 0", sold)
 	}
 }

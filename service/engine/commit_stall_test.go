@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seckill/seckill/app/apptest"
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/repository"
@@ -22,7 +23,7 @@ func TestPlace_CommitWithoutReplyIsAnsweredInTime(t *testing.T) {
 	proxied, proxy := testenv.ThroughMySQLProxy(t, dsn)
 	r := newRig(t, proxied, rigOptions{})
 	t.Cleanup(proxy.Cut) // before the rig's Shutdown: a stuck COMMIT must not hang the test
-	sku := createSKU(t, r.store, 5, 1)
+	sku := apptest.CreateSKU(t, r.Store, 5, 1)
 	pc := config.Default() // production defaults, as newRig runs them
 
 	committed := proxy.StallAtCommit()
@@ -36,7 +37,7 @@ func TestPlace_CommitWithoutReplyIsAnsweredInTime(t *testing.T) {
 	}
 	answered := make(chan answer, 1)
 	go func() {
-		p, err := r.orders.Place(ctx, req)
+		p, err := r.Orders.Place(ctx, req)
 		answered <- answer{p, err, ctx.Err()}
 	}()
 	select {
@@ -49,7 +50,7 @@ func TestPlace_CommitWithoutReplyIsAnsweredInTime(t *testing.T) {
 	shut, cancelShut := context.WithTimeout(context.Background(), pc.HTTP.ShutdownTimeout)
 	defer cancelShut()
 	shutDone := make(chan error, 1)
-	go func() { shutDone <- r.seller.Shutdown(shut) }()
+	go func() { shutDone <- r.Seller.Shutdown(shut) }()
 
 	var a answer
 	select {

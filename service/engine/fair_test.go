@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/app"
+	"github.com/seckill/seckill/app/apptest"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/lock"
 	"github.com/seckill/seckill/service"
@@ -21,7 +22,7 @@ import (
 // queues until release is called.
 func holdSKULock(t *testing.T, r *rig, sku int64) (release func()) {
 	t.Helper()
-	lc := lock.New(r.rdb, app.LockOptions(r.pc)...)
+	lc := lock.New(r.Redis, app.LockOptions(r.Settings)...)
 	l, err := lc.Obtain(context.Background(), "{"+service.SKULockKey(sku)+"}")
 	if err != nil {
 		t.Fatalf("Obtain(sku %d's lock) = %v", sku, err)
@@ -44,10 +45,10 @@ func TestPlace_ThreeInstancesSellInArrivalOrder(t *testing.T) {
 	prefix := testenv.Name("test:fair:") + ":"
 	rigs := make([]*rig, 3)
 	for i := range rigs {
-		rigs[i] = newRig(t, dsn, rigOptions{prefix: prefix})
+		rigs[i] = newRig(t, dsn, rigOptions{Prefix: prefix})
 	}
 	const units, buyers = 300, 1200
-	sku := createSKU(t, rigs[0].store, units, 1)
+	sku := apptest.CreateSKU(t, rigs[0].Store, units, 1)
 	release := holdSKULock(t, rigs[0], sku.ID)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -63,7 +64,7 @@ func TestPlace_ThreeInstancesSellInArrivalOrder(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, answers[k] = rigs[k%3].orders.Place(ctx, service.OrderRequest{SKUID: sku.ID, UserID: "b" + strconv.Itoa(k), Quantity: 1})
+			_, answers[k] = rigs[k%3].Orders.Place(ctx, service.OrderRequest{SKUID: sku.ID, UserID: "b" + strconv.Itoa(k), Quantity: 1})
 		}()
 	}
 	arrived := map[string]int64{}
@@ -71,7 +72,7 @@ func TestPlace_ThreeInstancesSellInArrivalOrder(t *testing.T) {
 	for _, r := range rigs {
 		r.obs.waitDepth(t, buyers/3)
 		var mine []int64
-		for u, a := range engine.QueuedArrivals(r.seller, sku.ID) {
+		for u, a := range engine.QueuedArrivals(r.Seller, sku.ID) {
 			arrived[u] = a
 			mine = append(mine, a)
 		}
@@ -90,7 +91,7 @@ func TestPlace_ThreeInstancesSellInArrivalOrder(t *testing.T) {
 		order = append(order, a)
 	}
 	slices.Sort(order)
-	bound := max(rigs[0].pc.Order.FairWindow.Microseconds(), floorSpan)
+	bound := max(rigs[0].Settings.Order.FairWindow.Microseconds(), floorSpan)
 	last := order[units-1]
 	var won, late, early int
 	for k, err := range answers {
@@ -112,7 +113,7 @@ func TestPlace_ThreeInstancesSellInArrivalOrder(t *testing.T) {
 	if won != units || late != 0 || early != 0 {
 		t.Errorf("%d bought, %d late winners, %d early losers (bound %v); want %d, 0, 0", won, late, early, time.Duration(bound)*time.Microsecond, units)
 	}
-	testenv.CheckInvariants(t, rigs[0].db, sku.ID)
+	testenv.CheckInvariants(t, rigs[0].DB, sku.ID)
 }
 
 // Invariant 19: a buyer told 429 busy on one instance who retries with the
@@ -123,9 +124,9 @@ func TestPlace_BuyerSentBackKeepsItsPlaceOnAnotherInstance(t *testing.T) {
 	dsn := testenv.Database(t)
 	prefix := testenv.Name("test:fair:") + ":"
 	queue := func(c *engine.Config) { c.QueueMax = 2 }
-	a := newRig(t, dsn, rigOptions{prefix: prefix, cfg: queue})
-	b := newRig(t, dsn, rigOptions{prefix: prefix, cfg: queue})
-	sku := createSKU(t, a.store, 3, 1)
+	a := newRig(t, dsn, rigOptions{Prefix: prefix, Engine: queue})
+	b := newRig(t, dsn, rigOptions{Prefix: prefix, Engine: queue})
+	sku := apptest.CreateSKU(t, a.Store, 3, 1)
 	release := holdSKULock(t, a, sku.ID)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -136,7 +137,7 @@ func TestPlace_BuyerSentBackKeepsItsPlaceOnAnotherInstance(t *testing.T) {
 	answers := make(chan answer, 8)
 	buy := func(r *rig, user, key string, depth int) {
 		go func() {
-			_, err := r.orders.Place(ctx, service.OrderRequest{SKUID: sku.ID, UserID: user, Quantity: 1, IdempotencyKey: key})
+			_, err := r.Orders.Place(ctx, service.OrderRequest{SKUID: sku.ID, UserID: user, Quantity: 1, IdempotencyKey: key})
 			answers <- answer{user, err}
 		}()
 		if depth > 0 {
@@ -146,10 +147,10 @@ func TestPlace_BuyerSentBackKeepsItsPlaceOnAnotherInstance(t *testing.T) {
 	buy(a, "x1", "", 1)
 	buy(a, "x2", "", 2)
 	y := service.OrderRequest{SKUID: sku.ID, UserID: "y", Quantity: 1, IdempotencyKey: "y-key"}
-	if _, err := a.orders.Place(ctx, y); !errors.Is(err, service.ErrBusy) {
+	if _, err := a.Orders.Place(ctx, y); !errors.Is(err, service.ErrBusy) {
 		t.Fatalf("Place(y, a full queue) = %v; want ErrBusy", err)
 	}
-	for i := 0; !engine.KnowsPlace(b.seller, y); i++ { // shared through Redis; bounded: 5s
+	for i := 0; !engine.KnowsPlace(b.Seller, y); i++ { // shared through Redis; bounded: 5s
 		if i == 500 {
 			t.Fatal("instance b never heard y's place")
 		}
@@ -176,7 +177,7 @@ func TestPlace_BuyerSentBackKeepsItsPlaceOnAnotherInstance(t *testing.T) {
 	if !errors.Is(got["z1"], service.ErrSoldOut) {
 		t.Errorf("z1 (arrived after y's first try) = %v; want ErrSoldOut", got["z1"])
 	}
-	testenv.CheckInvariants(t, a.db, sku.ID)
+	testenv.CheckInvariants(t, a.DB, sku.ID)
 }
 
 // rankedCounter counts the leases its ranked locker grants.
@@ -206,10 +207,10 @@ func TestPlace_AfterASellOutNoInstanceWaitsForATurn(t *testing.T) {
 	count := func(l service.Locker) service.Locker { return rankedCounter{l, &obtained} }
 	rigs := make([]*rig, 3)
 	for i := range rigs {
-		rigs[i] = newRig(t, dsn, rigOptions{prefix: prefix, locker: count})
+		rigs[i] = newRig(t, dsn, rigOptions{Prefix: prefix, Locker: count})
 	}
 	const units, buyers = 10, 600
-	sku := createSKU(t, rigs[0].store, units, 1)
+	sku := apptest.CreateSKU(t, rigs[0].Store, units, 1)
 	release := holdSKULock(t, rigs[0], sku.ID)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -225,7 +226,7 @@ func TestPlace_AfterASellOutNoInstanceWaitsForATurn(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			u := "b" + strconv.Itoa(k)
-			_, answers[k] = rigs[k%3].orders.Place(ctx, service.OrderRequest{SKUID: sku.ID, UserID: u, Quantity: 1, IdempotencyKey: u})
+			_, answers[k] = rigs[k%3].Orders.Place(ctx, service.OrderRequest{SKUID: sku.ID, UserID: u, Quantity: 1, IdempotencyKey: u})
 		}()
 	}
 	for _, r := range rigs {
@@ -250,7 +251,7 @@ func TestPlace_AfterASellOutNoInstanceWaitsForATurn(t *testing.T) {
 	if n := obtained.Load(); n > int64(len(rigs)) {
 		t.Errorf("the lock was obtained %d times for one sell-out on %d instances; want at most once each", n, len(rigs))
 	}
-	testenv.CheckInvariants(t, rigs[0].db, sku.ID)
+	testenv.CheckInvariants(t, rigs[0].DB, sku.ID)
 }
 
 // deafLocker ranks, but its leases do not hear who wants them (as with
@@ -289,18 +290,18 @@ func TestPlace_HolderDeafToContendersKeepsByLockHold(t *testing.T) {
 	dsn := testenv.Database(t)
 	var keeps atomic.Int64
 	r := newRig(t, dsn, rigOptions{
-		locker: func(l service.Locker) service.Locker { return deafLocker{l, &keeps} },
-		cfg:    func(c *engine.Config) { c.LockHold = time.Nanosecond; c.BatchMax = 10 },
+		Locker: func(l service.Locker) service.Locker { return deafLocker{l, &keeps} },
+		Engine: func(c *engine.Config) { c.LockHold = time.Nanosecond; c.BatchMax = 10 },
 	})
 	const buyers = 40
-	sku := createSKU(t, r.store, buyers, 1)
+	sku := apptest.CreateSKU(t, r.Store, buyers, 1)
 	release := holdSKULock(t, r, sku.ID)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	errs := make(chan error, buyers)
 	for k := range buyers {
 		go func() {
-			_, err := r.orders.Place(ctx, service.OrderRequest{SKUID: sku.ID, UserID: "b" + strconv.Itoa(k), Quantity: 1})
+			_, err := r.Orders.Place(ctx, service.OrderRequest{SKUID: sku.ID, UserID: "b" + strconv.Itoa(k), Quantity: 1})
 			errs <- err
 		}()
 	}
@@ -314,5 +315,5 @@ func TestPlace_HolderDeafToContendersKeepsByLockHold(t *testing.T) {
 	if keeps.Load() == 0 {
 		t.Errorf("no Keep in %d batches of %d under a lease that hears nobody; want one per batch past the first", buyers/10, 10)
 	}
-	testenv.CheckInvariants(t, r.db, sku.ID)
+	testenv.CheckInvariants(t, r.DB, sku.ID)
 }

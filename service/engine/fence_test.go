@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/seckill/seckill/app/apptest"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/service"
 )
@@ -79,18 +80,18 @@ func TestPlace_ForeignFenceCheckThatFailsSaysWhy(t *testing.T) {
 			t.Parallel()
 			store := &foreignFenceStore{adoptErr: tc.adoptErr}
 			r := newRig(t, testenv.Database(t), rigOptions{
-				store:  func(s service.Store) service.Store { store.Store = s; return store },
-				locker: func(l service.Locker) service.Locker { return &horizonLocker{l, tc.horizonErr} },
+				Store:  func(s service.Store) service.Store { store.Store = s; return store },
+				Locker: func(l service.Locker) service.Locker { return &horizonLocker{l, tc.horizonErr} },
 			})
-			sku := createSKU(t, r.store, 5, 1)
-			_, err := r.orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: "u", Quantity: 1})
+			sku := apptest.CreateSKU(t, r.Store, 5, 1)
+			_, err := r.Orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: "u", Quantity: 1})
 			if !errors.Is(err, service.ErrUnavailable) || !errors.Is(err, tc.want) {
 				t.Errorf("Place = %v; want ErrUnavailable carrying %v", err, tc.want)
 			}
 			if n := store.commits.Load(); n != 1 {
 				t.Errorf("%d commits; want 1: a fence check that could not be made is no lock that moved", n)
 			}
-			if sold := checkInvariants(t, r.db, sku.ID); sold != 0 {
+			if sold := testenv.CheckInvariants(t, r.DB, sku.ID); sold != 0 {
 				t.Errorf("sold = %d; want 0", sold)
 			}
 		})

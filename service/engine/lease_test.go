@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seckill/seckill/app/apptest"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/service"
 	"github.com/seckill/seckill/service/engine"
@@ -136,11 +137,11 @@ func TestPlace_StaleFenceDropsTheLeaseAndObtainsAnother(t *testing.T) {
 			store.n.Store(tc.stale)
 			leases := &leaseLog{}
 			r := newRig(t, dsn, rigOptions{
-				store:  func(s service.Store) service.Store { store.Store = s; return store },
-				locker: func(l service.Locker) service.Locker { leases.Locker = l; return leases },
+				Store:  func(s service.Store) service.Store { store.Store = s; return store },
+				Locker: func(l service.Locker) service.Locker { leases.Locker = l; return leases },
 			})
-			sku := createSKU(t, r.store, 5, 1)
-			_, err := r.orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: "u", Quantity: 1})
+			sku := apptest.CreateSKU(t, r.Store, 5, 1)
+			_, err := r.Orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: "u", Quantity: 1})
 			if tc.want == nil && err != nil || tc.want != nil && !errors.Is(err, tc.want) {
 				t.Fatalf("Place = %v; want %v", err, tc.want)
 			}
@@ -168,7 +169,7 @@ func TestPlace_StaleFenceDropsTheLeaseAndObtainsAnother(t *testing.T) {
 			if tc.want != nil {
 				wantSold = 0
 			}
-			if sold := checkInvariants(t, r.db, sku.ID); sold != wantSold {
+			if sold := testenv.CheckInvariants(t, r.DB, sku.ID); sold != wantSold {
 				t.Errorf("sold = %d; want %d", sold, wantSold)
 			}
 		})
@@ -210,20 +211,20 @@ func TestPlace_LeaseLostMidBatchCancelsIt(t *testing.T) {
 	store := &lossStore{entered: make(chan service.Batch, 1), ended: make(chan error, 1)}
 	leases := &leaseLog{}
 	r := newRig(t, dsn, rigOptions{
-		store:  func(s service.Store) service.Store { store.Store = s; return store },
-		locker: func(l service.Locker) service.Locker { leases.Locker = l; return leases },
+		Store:  func(s service.Store) service.Store { store.Store = s; return store },
+		Locker: func(l service.Locker) service.Locker { leases.Locker = l; return leases },
 	})
-	sku := createSKU(t, r.store, 5, 1)
+	sku := apptest.CreateSKU(t, r.Store, 5, 1)
 	first := make(chan error, 1)
 	go func() {
-		_, err := r.orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: "lost", Quantity: 1})
+		_, err := r.Orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: "lost", Quantity: 1})
 		first <- err
 	}()
 	b := <-store.entered
 	if b.Fence == 0 {
 		t.Fatal("the batch runs without a lease; want one")
 	}
-	n, err := r.rdb.Del(context.Background(), r.prefix+"{sku:"+strconv.FormatInt(sku.ID, 10)+"}").Result()
+	n, err := r.Redis.Del(context.Background(), r.Prefix+"{sku:"+strconv.FormatInt(sku.ID, 10)+"}").Result()
 	if err != nil || n != 1 {
 		t.Fatalf("deleting the lease = %d, %v; want 1 key", n, err)
 	}
@@ -236,16 +237,16 @@ func TestPlace_LeaseLostMidBatchCancelsIt(t *testing.T) {
 	if firstErr != nil && !errors.Is(firstErr, service.ErrUnavailable) {
 		t.Errorf("Place under a lost lease = %v; want an order or ErrUnavailable", firstErr)
 	}
-	if _, err := r.orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: "next", Quantity: 1}); err != nil {
+	if _, err := r.Orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: "next", Quantity: 1}); err != nil {
 		t.Fatalf("Place after the loss = %v; want an order", err)
 	}
 	var charged int64
-	r.db.Raw("SELECT COUNT(*) FROM orders WHERE sku_id = ? AND user_id = 'lost'", sku.ID).Scan(&charged)
+	r.DB.Raw("SELECT COUNT(*) FROM orders WHERE sku_id = ? AND user_id = 'lost'", sku.ID).Scan(&charged)
 	if want := map[bool]int64{true: 1, false: 0}[firstErr == nil]; charged != want {
 		t.Errorf("the buyer told %v has %d orders; want %d", firstErr, charged, want)
 	}
 	wantSold := 1 + charged
-	if sold := checkInvariants(t, r.db, sku.ID); sold != wantSold {
+	if sold := testenv.CheckInvariants(t, r.DB, sku.ID); sold != wantSold {
 		t.Errorf("sold = %d; want %d", sold, wantSold)
 	}
 	if ev := leases.list(); len(ev) < 3 || ev[0] != "obtain "+strconv.FormatInt(b.Fence, 10) || ev[1] != "release "+strconv.FormatInt(b.Fence, 10) {
@@ -260,35 +261,35 @@ func TestPlace_LeaseLostMidBatchCancelsIt(t *testing.T) {
 func TestPlace_BusyWorkerHoldsItsLeaseAcrossBatches(t *testing.T) {
 	t.Parallel()
 	dsn := testenv.Database(t)
-	var g *gatedStore
+	var g *apptest.GatedStore
 	fences := &staleStore{} // refusing none: it only records the fences
 	prefix := testenv.Name("test:orders:") + ":"
 	r := newRig(t, dsn, rigOptions{
-		prefix: prefix,
-		store: func(s service.Store) service.Store {
+		Prefix: prefix,
+		Store: func(s service.Store) service.Store {
 			fences.Store = s
-			g = gate(fences)
+			g = apptest.Gate(fences)
 			return g
 		},
 		// Long enough that the hold, not the clock, decides under CPU load.
-		cfg: func(c *engine.Config) { c.LockHold = time.Minute; c.BatchMax = 10 },
+		Engine: func(c *engine.Config) { c.LockHold = time.Minute; c.BatchMax = 10 },
 	})
-	other := newRig(t, dsn, rigOptions{prefix: prefix})
-	sku := createSKU(t, r.store, 100, 1)
+	other := newRig(t, dsn, rigOptions{Prefix: prefix})
+	sku := apptest.CreateSKU(t, r.Store, 100, 1)
 
 	first := make(chan error, 1)
 	go func() {
-		_, err := r.orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: "first", Quantity: 1})
+		_, err := r.Orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: "first", Quantity: 1})
 		first <- err
 	}()
-	<-g.entered
+	<-g.Entered
 	var wg sync.WaitGroup
 	var created atomic.Int64
 	for i := range 30 { // three batches queued behind the first
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if _, err := r.orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: fmt.Sprintf("u-%d", i), Quantity: 1}); err != nil {
+			if _, err := r.Orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: fmt.Sprintf("u-%d", i), Quantity: 1}); err != nil {
 				t.Errorf("Place = %v; want an order", err)
 			} else {
 				created.Add(1)
@@ -299,8 +300,8 @@ func TestPlace_BusyWorkerHoldsItsLeaseAcrossBatches(t *testing.T) {
 	// Meanwhile another instance contends for the same SKU.
 	var otherResults map[string]int
 	wg.Add(1)
-	go func() { defer wg.Done(); otherResults = buyers(t, other.orders, sku.ID, 50, nil) }()
-	close(g.release)
+	go func() { defer wg.Done(); otherResults = apptest.Buyers(t, other.Orders, sku.ID, 50, nil) }()
+	close(g.Release)
 	wg.Wait()
 	if err := <-first; err != nil {
 		t.Fatal(err)
@@ -325,7 +326,7 @@ func TestPlace_BusyWorkerHoldsItsLeaseAcrossBatches(t *testing.T) {
 		}
 	}
 	want := 1 + 30 + otherResults["created"]
-	if sold := checkInvariants(t, r.db, sku.ID); sold != int64(want) {
+	if sold := testenv.CheckInvariants(t, r.DB, sku.ID); sold != int64(want) {
 		t.Errorf("sold = %d; want %d (31 here, %d on the other instance: %v)", sold, want, otherResults["created"], otherResults)
 	}
 }
@@ -340,14 +341,14 @@ func TestPlace_IdleWorkerKeepsItsLeaseForTheNextOrder(t *testing.T) {
 	store := &staleStore{} // refusing none: it records fences and rows
 	leases := &leaseLog{}
 	r := newRig(t, dsn, rigOptions{
-		store:  func(s service.Store) service.Store { store.Store = s; return store },
-		locker: func(l service.Locker) service.Locker { leases.Locker = l; return leases },
+		Store:  func(s service.Store) service.Store { store.Store = s; return store },
+		Locker: func(l service.Locker) service.Locker { leases.Locker = l; return leases },
 		// Long enough that the idle hold, not the clock, decides under load.
-		cfg: func(c *engine.Config) { c.LockHold = time.Minute; c.LockHoldIdle = time.Minute },
+		Engine: func(c *engine.Config) { c.LockHold = time.Minute; c.LockHoldIdle = time.Minute },
 	})
-	sku := createSKU(t, r.store, 10, 1)
+	sku := apptest.CreateSKU(t, r.Store, 10, 1)
 	for i := range 3 {
-		if _, err := r.orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: fmt.Sprintf("u-%d", i), Quantity: 1}); err != nil {
+		if _, err := r.Orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: fmt.Sprintf("u-%d", i), Quantity: 1}); err != nil {
 			t.Fatalf("Place #%d = %v; want an order", i, err)
 		}
 	}
@@ -368,13 +369,13 @@ func TestPlace_IdleWorkerKeepsItsLeaseForTheNextOrder(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if err := r.seller.Shutdown(ctx); err != nil {
+	if err := r.Seller.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if ev := leases.list(); len(ev) != 2 || ev[1] != "release "+f {
 		t.Errorf("lease events after Shutdown %v; want [obtain %s release %s]", ev, f, f)
 	}
-	if sold := checkInvariants(t, r.db, sku.ID); sold != 3 {
+	if sold := testenv.CheckInvariants(t, r.DB, sku.ID); sold != 3 {
 		t.Errorf("sold = %d; want 3", sold)
 	}
 }
@@ -395,16 +396,16 @@ func TestPlace_IdleHolderLetsAnotherInstanceIn(t *testing.T) {
 			idle := func(c *engine.Config) { c.LockHoldIdle = time.Minute } // production's lock.hold_max
 			leases := &leaseLog{deaf: deaf}
 			a := newRig(t, dsn, rigOptions{
-				prefix: prefix, cfg: idle,
-				locker: func(l service.Locker) service.Locker { leases.Locker = l; return leases },
+				Prefix: prefix, Engine: idle,
+				Locker: func(l service.Locker) service.Locker { leases.Locker = l; return leases },
 			})
 			bStore := &staleStore{}
 			b := newRig(t, dsn, rigOptions{
-				prefix: prefix, cfg: idle,
-				store: func(s service.Store) service.Store { bStore.Store = s; return bStore },
+				Prefix: prefix, Engine: idle,
+				Store: func(s service.Store) service.Store { bStore.Store = s; return bStore },
 			})
-			sku := createSKU(t, a.store, 10, 1)
-			if _, err := a.orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: "a", Quantity: 1}); err != nil {
+			sku := apptest.CreateSKU(t, a.Store, 10, 1)
+			if _, err := a.Orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: "a", Quantity: 1}); err != nil {
 				t.Fatal(err)
 			}
 			ev := leases.list()
@@ -412,7 +413,7 @@ func TestPlace_IdleHolderLetsAnotherInstanceIn(t *testing.T) {
 				t.Fatalf("lease events of the idle holder %v; want an obtain first", ev)
 			}
 			fenceA, _ := strconv.ParseInt(strings.TrimPrefix(ev[0], "obtain "), 10, 64)
-			if _, err := b.orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: "b", Quantity: 1}); err != nil {
+			if _, err := b.Orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: "b", Quantity: 1}); err != nil {
 				t.Fatalf("the other instance's Place = %v; want an order", err)
 			}
 			bStore.mu.Lock()
@@ -436,7 +437,7 @@ func TestPlace_IdleHolderLetsAnotherInstanceIn(t *testing.T) {
 					break
 				}
 			}
-			if sold := checkInvariants(t, a.db, sku.ID); sold != 2 {
+			if sold := testenv.CheckInvariants(t, a.DB, sku.ID); sold != 2 {
 				t.Errorf("sold = %d; want 2", sold)
 			}
 		})

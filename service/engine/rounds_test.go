@@ -10,6 +10,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/seckill/seckill/app/apptest"
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/repository"
@@ -36,8 +37,8 @@ func TestGroupCommit_OneSKUsHeldRowFailsOnlyItsOwnBuyers(t *testing.T) {
 	s := repository.NewMySQL(db)
 	g := engine.NewGroupCommit(s, 0)
 	ctx := context.Background()
-	a, b, gone := createSKU(t, s, 10, 1), createSKU(t, s, 10, 1), createSKU(t, s, 10, 1)
-	held := createSKU(t, s, 10, 1) // the highest id: the round's UPDATE locks the others' rows before it waits for this one
+	a, b, gone := apptest.CreateSKU(t, s, 10, 1), apptest.CreateSKU(t, s, 10, 1), apptest.CreateSKU(t, s, 10, 1)
+	held := apptest.CreateSKU(t, s, 10, 1) // the highest id: the round's UPDATE locks the others' rows before it waits for this one
 
 	blocker := testenv.HoldRow(t, db, held.ID)
 
@@ -93,7 +94,7 @@ func TestGroupCommit_PendingCallerLeaves(t *testing.T) {
 	db := testenv.DB(t, testenv.Database(t))
 	s := repository.NewMySQL(db)
 	g := engine.NewGroupCommit(s, 0)
-	sku := createSKU(t, s, 10, 1)
+	sku := apptest.CreateSKU(t, s, 10, 1)
 	free := g.TakeEveryRound() // the call must wait in pending
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -121,7 +122,7 @@ func TestGroupCommit_StuckRoundDoesNotHoldOtherSKUs(t *testing.T) {
 	s := repository.NewMySQL(db)
 	g := engine.NewGroupCommit(s, 0)
 	ctx := context.Background()
-	held, other := createSKU(t, s, 10, 1), createSKU(t, s, 10, 1)
+	held, other := apptest.CreateSKU(t, s, 10, 1), apptest.CreateSKU(t, s, 10, 1)
 
 	blocker := testenv.HoldRow(t, db, held.ID)
 
@@ -197,7 +198,7 @@ func TestGroupCommit_RoundLinger(t *testing.T) {
 	const skus, stock, buyers = 12, 20, 30
 	ids := make([]int64, skus)
 	for i := range ids {
-		ids[i] = createSKU(t, s, stock, 1).ID
+		ids[i] = apptest.CreateSKU(t, s, stock, 1).ID
 	}
 	type result struct {
 		sku     int64
@@ -239,7 +240,7 @@ func TestGroupCommit_RoundLinger(t *testing.T) {
 	}
 
 	alone := engine.NewGroupCommit(s, time.Hour)
-	one := createSKU(t, s, 5, 1)
+	one := apptest.CreateSKU(t, s, 5, 1)
 	for u := range 5 {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		res, err := alone.Commit(ctx, roundBatch(one.ID, fmt.Sprintf("a-%d", u)))
@@ -262,7 +263,7 @@ func TestGroupCommit_LingerPastTheStallCommitsEachBatchOnce(t *testing.T) {
 	for _, linger := range []time.Duration{60 * time.Millisecond, 100 * time.Millisecond} {
 		t.Run(linger.String(), func(t *testing.T) {
 			g := engine.NewGroupCommit(s, linger)
-			lingerer, staller := createSKU(t, s, 10, 10), createSKU(t, s, 10, 10)
+			lingerer, staller := apptest.CreateSKU(t, s, 10, 10), apptest.CreateSKU(t, s, 10, 10)
 			// Batches of 64 other SKUs came over the last 6.4ms: each is
 			// expected again within the linger, so the leader lingers its
 			// whole linger for them (they never come).
@@ -329,11 +330,11 @@ func lingerMax(t *testing.T) time.Duration {
 func TestPlace_LongestLingerSellsEachOrderOnce(t *testing.T) {
 	t.Parallel()
 	linger := lingerMax(t)
-	r := newRig(t, testenv.Database(t), rigOptions{cfg: func(c *engine.Config) { c.Linger = linger }})
+	r := newRig(t, testenv.Database(t), rigOptions{Engine: func(c *engine.Config) { c.Linger = linger }})
 	const skus, stock, buyers, each = 8, 20, 2, 15
 	ids := make([]int64, skus)
 	for i := range ids {
-		ids[i] = createSKU(t, r.store, stock, 1).ID
+		ids[i] = apptest.CreateSKU(t, r.Store, stock, 1).ID
 	}
 	var (
 		mu      sync.Mutex
@@ -344,7 +345,7 @@ func TestPlace_LongestLingerSellsEachOrderOnce(t *testing.T) {
 		for b := range buyers {
 			wg.Go(func() {
 				for i := range each {
-					p, err := r.orders.Place(context.Background(), service.OrderRequest{SKUID: id, UserID: fmt.Sprintf("u-%d-%d", b, i), Quantity: 1})
+					p, err := r.Orders.Place(context.Background(), service.OrderRequest{SKUID: id, UserID: fmt.Sprintf("u-%d-%d", b, i), Quantity: 1})
 					switch {
 					case err == nil && p.Created:
 						mu.Lock()
@@ -359,7 +360,7 @@ func TestPlace_LongestLingerSellsEachOrderOnce(t *testing.T) {
 	}
 	wg.Wait()
 	for _, id := range ids {
-		if sold, left, orders := testenv.SoldAndOrders(t, r.db, id); sold != stock || left != 0 || orders != stock || created[id] != stock {
+		if sold, left, orders := testenv.SoldAndOrders(t, r.DB, id); sold != stock || left != 0 || orders != stock || created[id] != stock {
 			t.Errorf("sku %d: sold %d, stock %d, %d orders, %d answered created; want %d, 0, %d, %d", id, sold, left, orders, created[id], stock, stock, stock)
 		}
 	}

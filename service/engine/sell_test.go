@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seckill/seckill/app/apptest"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/lock"
 	"github.com/seckill/seckill/redis"
@@ -20,9 +21,9 @@ func TestPlace_ConcurrentBuyersSellExactlyTheStock(t *testing.T) {
 	t.Parallel()
 	dsn := testenv.Database(t)
 	r := newRig(t, dsn, rigOptions{})
-	sku := createSKU(t, r.store, 500, 1)
+	sku := apptest.CreateSKU(t, r.Store, 500, 1)
 
-	results := buyers(t, r.orders, sku.ID, 2000, nil)
+	results := apptest.Buyers(t, r.Orders, sku.ID, 2000, nil)
 
 	if results["created"] != 500 {
 		t.Errorf("created = %d; want 500 (results %v)", results["created"], results)
@@ -30,7 +31,7 @@ func TestPlace_ConcurrentBuyersSellExactlyTheStock(t *testing.T) {
 	if got := results["sold_out"] + results["limit_exceeded"] + results["created"]; got != 2200 {
 		t.Errorf("answered %d of 2200 with created/sold_out/limit_exceeded: %v", got, results)
 	}
-	if sold := checkInvariants(t, r.db, sku.ID); sold != 500 {
+	if sold := testenv.CheckInvariants(t, r.DB, sku.ID); sold != 500 {
 		t.Errorf("sold = %d; want 500", sold)
 	}
 }
@@ -40,18 +41,18 @@ func TestPlace_TwoInstancesShareOneSKU(t *testing.T) {
 	dsn := testenv.Database(t)
 	a := newRig(t, dsn, rigOptions{})
 	b := newRig(t, dsn, rigOptions{})
-	sku := createSKU(t, a.store, 300, 1)
+	sku := apptest.CreateSKU(t, a.Store, 300, 1)
 	var wg sync.WaitGroup
 	var ra, rb map[string]int
 	wg.Add(2)
-	go func() { defer wg.Done(); ra = buyers(t, a.orders, sku.ID, 500, nil) }()
-	go func() { defer wg.Done(); rb = buyers(t, b.orders, sku.ID, 500, nil) }()
+	go func() { defer wg.Done(); ra = apptest.Buyers(t, a.Orders, sku.ID, 500, nil) }()
+	go func() { defer wg.Done(); rb = apptest.Buyers(t, b.Orders, sku.ID, 500, nil) }()
 	wg.Wait()
 	// Users u-0.. exist in both crowds: the per-user limit spans instances.
 	if got := ra["created"] + rb["created"]; got != 300 {
 		t.Errorf("created = %d + %d; want 300", ra["created"], rb["created"])
 	}
-	if sold := checkInvariants(t, a.db, sku.ID); sold != 300 {
+	if sold := testenv.CheckInvariants(t, a.DB, sku.ID); sold != 300 {
 		t.Errorf("sold = %d; want 300", sold)
 	}
 }
@@ -60,11 +61,11 @@ func TestPlace_RedisKilledMidSaleFallsBackAndRecovers(t *testing.T) {
 	t.Parallel()
 	srv := testenv.StartRedis(t)
 	dsn := testenv.Database(t)
-	r := newRig(t, dsn, rigOptions{redisAddr: srv.Addr})
-	sku := createSKU(t, r.store, 400, 1)
+	r := newRig(t, dsn, rigOptions{RedisAddr: srv.Addr})
+	sku := apptest.CreateSKU(t, r.Store, 400, 1)
 
 	var kill sync.Once
-	results := buyers(t, r.orders, sku.ID, 1500, func(n int64) {
+	results := apptest.Buyers(t, r.Orders, sku.ID, 1500, func(n int64) {
 		if n == 50 {
 			kill.Do(srv.Stop)
 		}
@@ -72,52 +73,52 @@ func TestPlace_RedisKilledMidSaleFallsBackAndRecovers(t *testing.T) {
 	if results["created"] != 400 {
 		t.Errorf("created = %d; want 400 (results %v)", results["created"], results)
 	}
-	if sold := checkInvariants(t, r.db, sku.ID); sold != 400 {
+	if sold := testenv.CheckInvariants(t, r.DB, sku.ID); sold != 400 {
 		t.Errorf("sold = %d; want 400", sold)
 	}
 	// A worker may finish the sale under a lease it already held
 	// (lock.hold_max); the next acquisition finds Redis gone.
-	probe := createSKU(t, r.store, 1, 1)
-	if _, err := r.orders.Place(context.Background(), service.OrderRequest{SKUID: probe.ID, UserID: "probe", Quantity: 1}); err != nil {
+	probe := apptest.CreateSKU(t, r.Store, 1, 1)
+	if _, err := r.Orders.Place(context.Background(), service.OrderRequest{SKUID: probe.ID, UserID: "probe", Quantity: 1}); err != nil {
 		t.Fatalf("Place with Redis down = %v; want an order (sold on the database guard)", err)
 	}
-	if !r.orders.Degraded() {
+	if !r.Orders.Degraded() {
 		t.Errorf("Degraded() = false after Redis was killed; want true")
 	}
 
 	// Redis comes back: the next orders go through the lock again.
 	srv.Start()
-	more := createSKU(t, r.store, 1000, 1)
+	more := apptest.CreateSKU(t, r.Store, 1000, 1)
 	deadline := time.Now().Add(10 * time.Second)
-	for i := 0; r.orders.Degraded(); i++ {
+	for i := 0; r.Orders.Degraded(); i++ {
 		if time.Now().After(deadline) {
 			t.Fatal("still degraded 10s after Redis came back")
 		}
-		if _, err := r.orders.Place(context.Background(), service.OrderRequest{SKUID: more.ID, UserID: fmt.Sprintf("r-%d", i), Quantity: 1}); err != nil {
+		if _, err := r.Orders.Place(context.Background(), service.OrderRequest{SKUID: more.ID, UserID: fmt.Sprintf("r-%d", i), Quantity: 1}); err != nil {
 			t.Fatalf("Place after recovery: %v", err)
 		}
 	}
-	checkInvariants(t, r.db, more.ID)
+	testenv.CheckInvariants(t, r.DB, more.ID)
 }
 
 func TestPlace_AbandonedWhileQueuedIsNotCharged(t *testing.T) {
 	t.Parallel()
 	dsn := testenv.Database(t)
-	var g *gatedStore
-	r := newRig(t, dsn, rigOptions{store: func(s service.Store) service.Store { g = gate(s); return g }})
-	sku := createSKU(t, r.store, 10, 1)
+	var g *apptest.GatedStore
+	r := newRig(t, dsn, rigOptions{Store: func(s service.Store) service.Store { g = apptest.Gate(s); return g }})
+	sku := apptest.CreateSKU(t, r.Store, 10, 1)
 
 	first := make(chan error, 1)
 	go func() {
-		_, err := r.orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: "first", Quantity: 1})
+		_, err := r.Orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: "first", Quantity: 1})
 		first <- err
 	}()
-	<-g.entered // the worker is inside the first batch's transaction
+	<-g.Entered // the worker is inside the first batch's transaction
 
 	ctx, cancel := context.WithCancel(context.Background())
 	left := make(chan error, 1)
 	go func() {
-		_, err := r.orders.Place(ctx, service.OrderRequest{SKUID: sku.ID, UserID: "left", Quantity: 1})
+		_, err := r.Orders.Place(ctx, service.OrderRequest{SKUID: sku.ID, UserID: "left", Quantity: 1})
 		left <- err
 	}()
 	r.obs.waitDepth(t, 1)
@@ -125,20 +126,20 @@ func TestPlace_AbandonedWhileQueuedIsNotCharged(t *testing.T) {
 	if err := <-left; !errors.Is(err, service.ErrUnavailable) || !errors.Is(err, context.Canceled) {
 		t.Errorf("Place(cancelled while queued) = %v; want ErrUnavailable wrapping context.Canceled", err)
 	}
-	close(g.release)
+	close(g.Release)
 	if err := <-first; err != nil {
 		t.Fatalf("Place(first) = %v", err)
 	}
 	// A later batch must not charge the buyer who left.
-	if _, err := r.orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: "later", Quantity: 1}); err != nil {
+	if _, err := r.Orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: "later", Quantity: 1}); err != nil {
 		t.Fatal(err)
 	}
 	var charged int64
-	r.db.Raw("SELECT COUNT(*) FROM orders WHERE sku_id = ? AND user_id = 'left'", sku.ID).Scan(&charged)
+	r.DB.Raw("SELECT COUNT(*) FROM orders WHERE sku_id = ? AND user_id = 'left'", sku.ID).Scan(&charged)
 	if charged != 0 {
 		t.Errorf("the buyer who left has %d orders; want 0", charged)
 	}
-	if sold := checkInvariants(t, r.db, sku.ID); sold != 2 {
+	if sold := testenv.CheckInvariants(t, r.DB, sku.ID); sold != 2 {
 		t.Errorf("sold = %d; want 2", sold)
 	}
 }
@@ -146,25 +147,25 @@ func TestPlace_AbandonedWhileQueuedIsNotCharged(t *testing.T) {
 func TestPlace_FullQueueIsBusyAndShutdownAnswersEveryone(t *testing.T) {
 	t.Parallel()
 	dsn := testenv.Database(t)
-	var g *gatedStore
+	var g *apptest.GatedStore
 	r := newRig(t, dsn, rigOptions{
-		store: func(s service.Store) service.Store { g = gate(s); return g },
-		cfg:   func(c *engine.Config) { c.QueueMax = 5 },
+		Store:  func(s service.Store) service.Store { g = apptest.Gate(s); return g },
+		Engine: func(c *engine.Config) { c.QueueMax = 5 },
 	})
-	sku := createSKU(t, r.store, 100, 1)
+	sku := apptest.CreateSKU(t, r.Store, 100, 1)
 
 	answers := make(chan error, 6)
 	place := func(user string) {
-		_, err := r.orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: user, Quantity: 1})
+		_, err := r.Orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: user, Quantity: 1})
 		answers <- err
 	}
 	go place("first")
-	<-g.entered
+	<-g.Entered
 	for i := range 5 {
 		go place(fmt.Sprintf("queued-%d", i))
 	}
 	r.obs.waitDepth(t, 5)
-	if _, err := r.orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: "one-too-many", Quantity: 1}); !errors.Is(err, service.ErrBusy) {
+	if _, err := r.Orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: "one-too-many", Quantity: 1}); !errors.Is(err, service.ErrBusy) {
 		t.Errorf("Place(queue full) = %v; want ErrBusy", err)
 	}
 
@@ -172,9 +173,9 @@ func TestPlace_FullQueueIsBusyAndShutdownAnswersEveryone(t *testing.T) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
-		shutdown <- r.seller.Shutdown(ctx)
+		shutdown <- r.Seller.Shutdown(ctx)
 	}()
-	close(g.release)
+	close(g.Release)
 	for range 6 {
 		if err := <-answers; err != nil {
 			t.Errorf("queued request answered %v during shutdown; want an order", err)
@@ -183,10 +184,10 @@ func TestPlace_FullQueueIsBusyAndShutdownAnswersEveryone(t *testing.T) {
 	if err := <-shutdown; err != nil {
 		t.Errorf("Shutdown = %v", err)
 	}
-	if _, err := r.orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: "after", Quantity: 1}); !errors.Is(err, service.ErrUnavailable) {
+	if _, err := r.Orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: "after", Quantity: 1}); !errors.Is(err, service.ErrUnavailable) {
 		t.Errorf("Place after Shutdown = %v; want ErrUnavailable", err)
 	}
-	if sold := checkInvariants(t, r.db, sku.ID); sold != 6 {
+	if sold := testenv.CheckInvariants(t, r.DB, sku.ID); sold != 6 {
 		t.Errorf("sold = %d; want 6", sold)
 	}
 }
@@ -194,33 +195,33 @@ func TestPlace_FullQueueIsBusyAndShutdownAnswersEveryone(t *testing.T) {
 func TestPlace_SoldOutFastPathSkipsTheDatabase(t *testing.T) {
 	t.Parallel()
 	dsn := testenv.Database(t)
-	var g *gatedStore
-	r := newRig(t, dsn, rigOptions{store: func(s service.Store) service.Store {
-		g = gate(s)
-		close(g.release) // no gate: only count
+	var g *apptest.GatedStore
+	r := newRig(t, dsn, rigOptions{Store: func(s service.Store) service.Store {
+		g = apptest.Gate(s)
+		close(g.Release) // no gate: only count
 		return g
 	}})
-	sku := createSKU(t, r.store, 1, 1)
-	last, err := r.orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: "a", Quantity: 1, IdempotencyKey: "last-unit"})
+	sku := apptest.CreateSKU(t, r.Store, 1, 1)
+	last, err := r.Orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: "a", Quantity: 1, IdempotencyKey: "last-unit"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	before := g.commits.Load()
+	before := g.Commits.Load()
 	for i := range 100 {
-		_, err := r.orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: fmt.Sprintf("b-%d", i), Quantity: 1})
+		_, err := r.Orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: fmt.Sprintf("b-%d", i), Quantity: 1})
 		if !errors.Is(err, service.ErrSoldOut) {
 			t.Fatalf("Place after sell-out = %v; want ErrSoldOut", err)
 		}
 	}
-	if n := g.commits.Load() - before; n != 0 {
+	if n := g.Commits.Load() - before; n != 0 {
 		t.Errorf("100 sold-out rejects ran %d transactions; want 0", n)
 	}
 	// A retry of the last sale still finds its order.
-	again, err := r.orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: "a", Quantity: 1, IdempotencyKey: "last-unit"})
+	again, err := r.Orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: "a", Quantity: 1, IdempotencyKey: "last-unit"})
 	if err != nil || again.Created || again.Order.ID != last.Order.ID {
 		t.Errorf("replay after sell-out = %+v, %v; want order %d, not created", again, err, last.Order.ID)
 	}
-	checkInvariants(t, r.db, sku.ID)
+	testenv.CheckInvariants(t, r.DB, sku.ID)
 }
 
 // countingLocker counts Obtain calls.
@@ -243,14 +244,14 @@ func TestPlace_LockHeldByADeadHolderIsNotAwaitedTwice(t *testing.T) {
 	prefix := testenv.Name("test:orders:") + ":"
 	counter := &countingLocker{}
 	r := newRig(t, dsn, rigOptions{
-		prefix: prefix,
-		locker: func(l service.Locker) service.Locker { counter.Locker = l; return counter },
-		cfg: func(c *engine.Config) {
+		Prefix: prefix,
+		Locker: func(l service.Locker) service.Locker { counter.Locker = l; return counter },
+		Engine: func(c *engine.Config) {
 			c.LockWait = 100 * time.Millisecond
 			c.LockTTL = time.Minute
 		},
 	})
-	sku := createSKU(t, r.store, 10, 1)
+	sku := apptest.CreateSKU(t, r.Store, 10, 1)
 	// A holder that died without releasing: its lease outlives the test.
 	rdb, _ := testenv.Redis(t)
 	// Through the service's own adapter, so it takes the service's key.
@@ -261,14 +262,14 @@ func TestPlace_LockHeldByADeadHolderIsNotAwaitedTwice(t *testing.T) {
 	t.Cleanup(func() { dead.Release(context.Background()) })
 
 	for i := range 5 {
-		if _, err := r.orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: fmt.Sprintf("u-%d", i), Quantity: 1}); err != nil {
+		if _, err := r.Orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: fmt.Sprintf("u-%d", i), Quantity: 1}); err != nil {
 			t.Fatalf("Place %d while the lock is held by a dead holder = %v; want an order", i, err)
 		}
 	}
 	if n := counter.n.Load(); n != 1 {
 		t.Errorf("Obtain called %d times for 5 sequential orders; want 1 (the SKU sells unlocked for a lease after a wait timeout)", n)
 	}
-	if sold := checkInvariants(t, r.db, sku.ID); sold != 5 {
+	if sold := testenv.CheckInvariants(t, r.DB, sku.ID); sold != 5 {
 		t.Errorf("sold = %d; want 5", sold)
 	}
 }
@@ -276,27 +277,27 @@ func TestPlace_LockHeldByADeadHolderIsNotAwaitedTwice(t *testing.T) {
 func TestPlace_TenThousandBuyersAreBoundedByQueueMax(t *testing.T) {
 	t.Parallel()
 	dsn := testenv.Database(t)
-	var g *gatedStore
+	var g *apptest.GatedStore
 	const queueMax = 500
 	r := newRig(t, dsn, rigOptions{
-		store: func(s service.Store) service.Store { g = gate(s); return g },
+		Store: func(s service.Store) service.Store { g = apptest.Gate(s); return g },
 		// The gate holds the first transaction for as long as the crowd
 		// takes to arrive and be refused, which on a loaded box with -race
 		// is longer than the production timeouts; what those timeouts do
 		// has its own tests (QueuedPastTheRequestTimeoutIsNotCharged).
-		cfg: func(c *engine.Config) {
+		Engine: func(c *engine.Config) {
 			c.QueueMax, c.BatchMax = queueMax, 256
 			c.RequestTimeout, c.TxTimeout = 2*time.Minute, 2*time.Minute
 		},
 	})
-	sku := createSKU(t, r.store, 100_000, 1)
+	sku := apptest.CreateSKU(t, r.Store, 100_000, 1)
 
 	first := make(chan error, 1)
 	go func() {
-		_, err := r.orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: "first", Quantity: 1})
+		_, err := r.Orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: "first", Quantity: 1})
 		first <- err
 	}()
-	<-g.entered // the worker holds one request in a transaction that does not end yet
+	<-g.Entered // the worker holds one request in a transaction that does not end yet
 
 	const buyers = 10_000
 	var busy, placed atomic.Int64
@@ -307,7 +308,7 @@ func TestPlace_TenThousandBuyersAreBoundedByQueueMax(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			<-start
-			_, err := r.orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: fmt.Sprintf("u-%d", i), Quantity: 1})
+			_, err := r.Orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: fmt.Sprintf("u-%d", i), Quantity: 1})
 			switch {
 			case errors.Is(err, service.ErrBusy):
 				busy.Add(1)
@@ -329,7 +330,7 @@ func TestPlace_TenThousandBuyersAreBoundedByQueueMax(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond) // polling counters, bounded above
 	}
-	close(g.release)
+	close(g.Release)
 	wg.Wait()
 	if err := <-first; err != nil {
 		t.Fatal(err)
@@ -337,7 +338,7 @@ func TestPlace_TenThousandBuyersAreBoundedByQueueMax(t *testing.T) {
 	if busy.Load() != buyers-queueMax || placed.Load() != queueMax {
 		t.Errorf("busy %d, placed %d; want %d and %d", busy.Load(), placed.Load(), buyers-queueMax, queueMax)
 	}
-	if sold := checkInvariants(t, r.db, sku.ID); sold != queueMax+1 {
+	if sold := testenv.CheckInvariants(t, r.DB, sku.ID); sold != queueMax+1 {
 		t.Errorf("sold = %d; want %d", sold, queueMax+1)
 	}
 }
@@ -345,33 +346,33 @@ func TestPlace_TenThousandBuyersAreBoundedByQueueMax(t *testing.T) {
 func TestPlace_QueuedPastTheRequestTimeoutIsNotCharged(t *testing.T) {
 	t.Parallel()
 	dsn := testenv.Database(t)
-	var g *gatedStore
+	var g *apptest.GatedStore
 	r := newRig(t, dsn, rigOptions{
-		store: func(s service.Store) service.Store { g = gate(s); return g },
-		cfg:   func(c *engine.Config) { c.RequestTimeout = 200 * time.Millisecond },
+		Store:  func(s service.Store) service.Store { g = apptest.Gate(s); return g },
+		Engine: func(c *engine.Config) { c.RequestTimeout = 200 * time.Millisecond },
 	})
-	sku := createSKU(t, r.store, 10, 1)
+	sku := apptest.CreateSKU(t, r.Store, 10, 1)
 	first := make(chan error, 1)
 	go func() {
-		_, err := r.orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: "first", Quantity: 1})
+		_, err := r.Orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: "first", Quantity: 1})
 		first <- err
 	}()
-	<-g.entered
+	<-g.Entered
 	late := make(chan error, 1)
 	go func() {
-		_, err := r.orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: "late", Quantity: 1})
+		_, err := r.Orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: "late", Quantity: 1})
 		late <- err
 	}()
 	r.obs.waitDepth(t, 1)
 	time.Sleep(300 * time.Millisecond) // the scenario: the late buyer's deadline passes while queued
-	close(g.release)
+	close(g.Release)
 	if err := <-first; err != nil {
 		t.Errorf("Place(in the batch already) = %v; want an order", err)
 	}
 	if err := <-late; !errors.Is(err, service.ErrUnavailable) {
 		t.Errorf("Place(queued past its deadline) = %v; want ErrUnavailable", err)
 	}
-	if sold := checkInvariants(t, r.db, sku.ID); sold != 1 {
+	if sold := testenv.CheckInvariants(t, r.DB, sku.ID); sold != 1 {
 		t.Errorf("sold = %d; want 1 (the late buyer is not charged)", sold)
 	}
 }
@@ -407,13 +408,13 @@ func TestPlace_LockBusyWithLiveHoldersIsWaitedFor(t *testing.T) {
 	locker := &busyLocker{busy: 2}
 	fences := &staleStore{} // refusing none: it records each batch's fence
 	r := newRig(t, dsn, rigOptions{
-		store:  func(s service.Store) service.Store { fences.Store = s; return fences },
-		locker: func(l service.Locker) service.Locker { locker.Locker = l; return locker },
-		cfg:    func(c *engine.Config) { c.LockWait = 50 * time.Millisecond },
+		Store:  func(s service.Store) service.Store { fences.Store = s; return fences },
+		Locker: func(l service.Locker) service.Locker { locker.Locker = l; return locker },
+		Engine: func(c *engine.Config) { c.LockWait = 50 * time.Millisecond },
 	})
-	sku := createSKU(t, r.store, 10, 1)
+	sku := apptest.CreateSKU(t, r.Store, 10, 1)
 	for i := range 3 {
-		if _, err := r.orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: fmt.Sprintf("u-%d", i), Quantity: 1}); err != nil {
+		if _, err := r.Orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: fmt.Sprintf("u-%d", i), Quantity: 1}); err != nil {
 			t.Fatalf("Place %d = %v; want an order", i, err)
 		}
 		if n := locker.calls.Load(); i == 0 && n != 2+1 {
@@ -430,7 +431,7 @@ func TestPlace_LockBusyWithLiveHoldersIsWaitedFor(t *testing.T) {
 			t.Errorf("batch %d of %v sold without the lock; want every batch under it (busy is waited out, never skipped)", i, seen)
 		}
 	}
-	if sold := checkInvariants(t, r.db, sku.ID); sold != 3 {
+	if sold := testenv.CheckInvariants(t, r.DB, sku.ID); sold != 3 {
 		t.Errorf("sold = %d; want 3", sold)
 	}
 }
@@ -489,16 +490,16 @@ func TestPlace_UnlockedBatchCommitsAlone(t *testing.T) {
 	t.Parallel()
 	var st *sharingStore
 	r := newRig(t, testenv.Database(t), rigOptions{
-		store:  func(s service.Store) service.Store { st = &sharingStore{Store: s}; return st },
-		locker: func(l service.Locker) service.Locker { return &flakyLocker{Locker: l} },
-		cfg:    func(c *engine.Config) { c.LockHold = 0 }, // a lock per batch: both kinds of batch
+		Store:  func(s service.Store) service.Store { st = &sharingStore{Store: s}; return st },
+		Locker: func(l service.Locker) service.Locker { return &flakyLocker{Locker: l} },
+		Engine: func(c *engine.Config) { c.LockHold = 0 }, // a lock per batch: both kinds of batch
 	})
 	const stock, buyers = 10, 12
-	sku := createSKU(t, r.store, stock, 1)
+	sku := apptest.CreateSKU(t, r.Store, stock, 1)
 	ctx := context.Background()
 	var created atomic.Int64
 	for i := range buyers { // one by one: a batch each, the first locked, the second not
-		p, err := r.orders.Place(ctx, service.OrderRequest{SKUID: sku.ID, UserID: fmt.Sprintf("u%d", i), Quantity: 1})
+		p, err := r.Orders.Place(ctx, service.OrderRequest{SKUID: sku.ID, UserID: fmt.Sprintf("u%d", i), Quantity: 1})
 		if err == nil && p.Created {
 			created.Add(1)
 		} else if err != nil && !errors.Is(err, service.ErrSoldOut) {

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/app"
+	"github.com/seckill/seckill/app/apptest"
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/lock"
@@ -247,17 +248,17 @@ func runSale(t *testing.T, rng *rand.Rand, cfg config.Config) {
 	rigs := make([]*rig, 2)
 	sweepers := make([]func(), len(rigs))
 	for i := range rigs {
-		rigs[i] = newRig(t, dsn, rigOptions{prefix: prefix, settings: &cfg})
+		rigs[i] = newRig(t, dsn, rigOptions{Prefix: prefix, Settings: &cfg})
 		r := rigs[i]
-		lc := lock.New(r.rdb, app.LockOptions(r.pc)...)
+		lc := lock.New(r.Redis, app.LockOptions(r.Settings)...)
 		t.Cleanup(func() { lc.Close() })
-		sw := service.NewSweeper(r.store.(service.LifecycleStore), redis.NewLocker(lc), r.skus, app.SweeperConfig(r.pc), testenv.Logger(), nil)
+		sw := service.NewSweeper(r.Store.(service.LifecycleStore), redis.NewLocker(lc), r.SKUs, app.SweeperConfig(r.Settings), testenv.Logger(), nil)
 		sweepers[i] = runSweeper(t, sw)
 	}
 
 	skus := make([]service.SKU, 6+rng.IntN(10))
 	for i := range skus {
-		skus[i] = createSKU(t, rigs[0].store, 1+rng.Int64N(40), 1+rng.Int64N(3))
+		skus[i] = apptest.CreateSKU(t, rigs[0].Store, 1+rng.Int64N(40), 1+rng.Int64N(3))
 	}
 	plan := make([]planned, 300)
 	for i := range plan {
@@ -296,7 +297,7 @@ func runSale(t *testing.T, rng *rand.Rand, cfg config.Config) {
 				if p.leaves > 0 {
 					ctx, cancel = context.WithTimeout(ctx, p.leaves)
 				}
-				placed, err := rigs[p.instance].orders.Place(ctx, p.req)
+				placed, err := rigs[p.instance].Orders.Place(ctx, p.req)
 				cancel()
 				answers[i] = answered{placed, err}
 			}
@@ -344,16 +345,16 @@ func checkSale(t *testing.T, r *rig, skus []service.SKU, plan []planned, answers
 			}
 			byKey[k] = o.ID
 		}
-		got, err := r.store.Order(context.Background(), o.ID)
+		got, err := r.Store.Order(context.Background(), o.ID)
 		if err != nil || got.SKUID != o.SKUID || got.UserID != o.UserID || got.Quantity != o.Quantity {
 			t.Errorf("request %d answered with order %+v; the database has %+v, %v", i, o, got, err)
 		}
 	}
 	var dbOrders, dupKeys int64
-	if err := r.db.Raw("SELECT COUNT(*) FROM orders").Row().Scan(&dbOrders); err != nil {
+	if err := r.DB.Raw("SELECT COUNT(*) FROM orders").Row().Scan(&dbOrders); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.db.Raw("SELECT COUNT(*) FROM (SELECT 1 FROM orders WHERE idempotency_key IS NOT NULL GROUP BY user_id, idempotency_key HAVING COUNT(*) > 1) d").Row().Scan(&dupKeys); err != nil {
+	if err := r.DB.Raw("SELECT COUNT(*) FROM (SELECT 1 FROM orders WHERE idempotency_key IS NOT NULL GROUP BY user_id, idempotency_key HAVING COUNT(*) > 1) d").Row().Scan(&dupKeys); err != nil {
 		t.Fatal(err)
 	}
 	if dupKeys != 0 {
@@ -366,7 +367,7 @@ func checkSale(t *testing.T, r *rig, skus []service.SKU, plan []planned, answers
 	}
 	var sold int64
 	for _, s := range skus {
-		sold += testenv.CheckInvariants(t, r.db, s.ID)
+		sold += testenv.CheckInvariants(t, r.DB, s.ID)
 	}
 	t.Logf("%d requests: %d orders created, %d in the database, %d units sold now, %d outcome unknown", len(plan), created, dbOrders, sold, unknown)
 }
