@@ -1,12 +1,11 @@
 package zookeeper_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
+	"github.com/seckill/seckill/app/apptest"
 	"github.com/seckill/seckill/internal/testenv"
-	"github.com/seckill/seckill/service"
 	"github.com/seckill/seckill/zookeeper"
 )
 
@@ -18,30 +17,5 @@ func TestMarks_KeepTheNewestVersionOfTheirIncarnation(t *testing.T) {
 	z := testenv.StartZooKeeper(t)
 	conn := testenv.ZKConn(t, z.Addrs(), 10*time.Second, nil)
 	m := zookeeper.NewMarks(conn, "/"+testenv.Name("marks"), time.Minute)
-	ctx := context.Background()
-	old, cur := service.SKURef{ID: 7, Incarnation: 100}, service.SKURef{ID: 7, Incarnation: 200}
-	steps := []struct {
-		name string
-		sku  service.SKURef
-		set  int64 // 0: read only
-		want map[service.SKURef]int64
-	}{
-		{"none yet", old, 0, map[service.SKURef]int64{old: 0, cur: 0}},
-		{"first", old, 5, map[service.SKURef]int64{old: 5, cur: 0}},
-		{"older version ignored", old, 3, map[service.SKURef]int64{old: 5, cur: 0}},
-		{"newer version, other sign", old, -7, map[service.SKURef]int64{old: -7, cur: 0}},
-		{"new incarnation replaces", cur, 2, map[service.SKURef]int64{old: 0, cur: 2}},
-	}
-	for _, s := range steps {
-		if s.set != 0 {
-			if err := m.SetMark(ctx, s.sku, s.set); err != nil {
-				t.Fatalf("%s: SetMark(%v, %d) = %v", s.name, s.sku, s.set, err)
-			}
-		}
-		for sku, want := range s.want {
-			if got, err := m.Mark(ctx, sku); err != nil || got != want {
-				t.Errorf("%s: Mark(%v) = %d, %v; want %d", s.name, sku, got, err, want)
-			}
-		}
-	}
+	apptest.MarksKeepTheNewestVersionOfTheirIncarnation(t, m)
 }

@@ -34,6 +34,29 @@ func holdSKULock(t *testing.T, r *rig, sku int64) (release func()) {
 	}
 }
 
+// sendSpread starts buyers distinct buyers ("b<k>", keyed by their name
+// when keyed) of one unit of sku, round-robin over rigs, six every 3ms.
+// wait waits for every answer, which answers then holds.
+func sendSpread(ctx context.Context, rigs []*rig, sku int64, buyers int, keyed bool) (answers []error, wait func()) {
+	answers = make([]error, buyers)
+	var wg sync.WaitGroup
+	for k := range buyers {
+		if k%6 == 0 {
+			time.Sleep(3 * time.Millisecond) // spreads the arrivals; nothing waits on it
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := service.OrderRequest{SKUID: sku, UserID: "b" + strconv.Itoa(k), Quantity: 1}
+			if keyed {
+				r.IdempotencyKey = r.UserID
+			}
+			_, answers[k] = rigs[k%len(rigs)].Orders.Place(ctx, r)
+		}()
+	}
+	return answers, wg.Wait
+}
+
 // Invariant 19: on three instances, production defaults, the units go to
 // the earliest arrivals across every instance: no buyer wins who arrived
 // more than the bound after the last buyer who should have won, and none
@@ -52,21 +75,9 @@ func TestPlace_ThreeInstancesSellInArrivalOrder(t *testing.T) {
 	release := holdSKULock(t, rigs[0], sku.ID)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	answers := make([]error, buyers)
-	var wg sync.WaitGroup
-	for k := range buyers {
-		if k%6 == 0 {
-			// Spread the arrivals over ~0.6s, far more than the bound,
-			// so that selling out of order shows; nobody is sold
-			// meanwhile, since the lock is held.
-			time.Sleep(3 * time.Millisecond)
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_, answers[k] = rigs[k%3].Orders.Place(ctx, service.OrderRequest{SKUID: sku.ID, UserID: "b" + strconv.Itoa(k), Quantity: 1})
-		}()
-	}
+	// Arrivals over ~0.6s, far more than the bound, so that selling out
+	// of order shows; nobody is sold meanwhile, since the lock is held.
+	answers, wait := sendSpread(ctx, rigs, sku.ID, buyers, false)
 	arrived := map[string]int64{}
 	var floorSpan int64 // the longest span of a turn's floor of one instance's arrivals
 	for _, r := range rigs {
@@ -82,7 +93,7 @@ func TestPlace_ThreeInstancesSellInArrivalOrder(t *testing.T) {
 		}
 	}
 	release() // every buyer is queued: the instances now sell
-	wg.Wait()
+	wait()
 	if len(arrived) != buyers {
 		t.Fatalf("%d buyers queued; want %d", len(arrived), buyers)
 	}
@@ -214,26 +225,14 @@ func TestPlace_AfterASellOutNoInstanceWaitsForATurn(t *testing.T) {
 	release := holdSKULock(t, rigs[0], sku.ID)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	answers := make([]error, buyers)
-	var wg sync.WaitGroup
-	for k := range buyers {
-		if k%6 == 0 {
-			// Spread the arrivals over ~0.3s, more than the window: a
-			// turn then ends within each instance's queue.
-			time.Sleep(3 * time.Millisecond)
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			u := "b" + strconv.Itoa(k)
-			_, answers[k] = rigs[k%3].Orders.Place(ctx, service.OrderRequest{SKUID: sku.ID, UserID: u, Quantity: 1, IdempotencyKey: u})
-		}()
-	}
+	// Arrivals over ~0.3s, more than the window: a turn then ends within
+	// each instance's queue.
+	answers, wait := sendSpread(ctx, rigs, sku.ID, buyers, true)
 	for _, r := range rigs {
 		r.obs.waitDepth(t, buyers/3)
 	}
 	release()
-	wg.Wait()
+	wait()
 	var won, lost int
 	for k, err := range answers {
 		switch {
