@@ -45,6 +45,7 @@ type Metrics struct {
 	httpSeconds     *prometheus.HistogramVec
 	dbRefused       prometheus.Counter
 	unconfirmed     prometheus.Counter
+	soldUnlocked    prometheus.Counter
 	confirmSeconds  *prometheus.HistogramVec
 }
 
@@ -80,6 +81,7 @@ func New() *Metrics {
 		httpSeconds:     histogramVec("seckill_http_request_seconds", "HTTP request latency by route.", latency, "route"),
 		dbRefused:       counter("seckill_db_connections_refused_total", "New MySQL connections the server refused for having too many (max_connections): instances x mysql.max_open_conns outgrows it; the orders that needed them got 503 unavailable."),
 		unconfirmed:     counter("seckill_orders_unconfirmed_total", "Orders committed on the primary that mysql.min_replicas replicas did not confirm within mysql.replica_timeout: answered 503 outcome_unknown (lost if the primary is)."),
+		soldUnlocked:    counter("seckill_orders_unlocked_total", "Order requests decided in a batch sold without the SKU's lock while it had stock (the obtain timed out or failed, or Redis was unreachable): the database's guard held for them, first come, first served across instances did not."),
 		confirmSeconds:  histogramVec("seckill_mysql_replica_confirm_seconds", "One wait for mysql.min_replicas replicas to confirm a commit position (MASTER_GTID_WAIT), by outcome (confirmed, timeout): the replica lag the order path sees.", latency, "outcome"),
 	}
 	m.reg.MustRegister(
@@ -88,7 +90,7 @@ func New() *Metrics {
 		m.orders, m.lockAcquire, m.lockAttempts, m.lockWaiters, m.lockRenewals, m.lockLost,
 		m.queueDepth, m.queueRejections, m.batchSize, m.txSeconds, m.txRetries,
 		m.degraded, m.soldOutFastPath, m.markUnpublished, m.knownRows, m.httpRequests, m.httpSeconds,
-		m.dbRefused, m.unconfirmed, m.confirmSeconds,
+		m.dbRefused, m.unconfirmed, m.soldUnlocked, m.confirmSeconds,
 	)
 	m.knownRows.WithLabelValues("used")
 	m.knownRows.WithLabelValues("read")
@@ -178,6 +180,9 @@ func (m *Metrics) KnownRow(used bool) {
 
 // Unconfirmed implements engine.Observer.
 func (m *Metrics) Unconfirmed(orders int) { m.unconfirmed.Add(float64(orders)) }
+
+// SoldUnlocked implements engine.Observer.
+func (m *Metrics) SoldUnlocked(orders int) { m.soldUnlocked.Add(float64(orders)) }
 
 // Confirmation implements repository.ReplicaObserver.
 func (m *Metrics) Confirmation(wait time.Duration, confirmed bool) {

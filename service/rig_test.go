@@ -39,3 +39,4 @@ func (o *observer) SoldOutFastPath()                     {}
 func (o *observer) MarkUnpublished()                     { o.unpublished.Add(1) }
 func (o *observer) KnownRow(bool)                        {}
 func (o *observer) Unconfirmed(int)                      {}
+func (o *observer) SoldUnlocked(int)                     {}

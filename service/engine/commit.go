@@ -88,6 +88,9 @@ func (w *worker) commitUnder(ctx context.Context, b service.Batch, lease service
 		}
 	}
 	w.s.obs.Batch(len(b.Requests), time.Since(start), retries, err)
+	if lease == nil && !w.s.skus.SoldOut(w.q.id) {
+		w.s.obs.SoldUnlocked(len(b.Requests))
+	}
 	if err == nil && b.Known != nil {
 		w.s.obs.KnownRow(res.ReadsSkipped)
 	}

@@ -61,6 +61,12 @@ type Observer interface {
 	// Unconfirmed counts orders committed but not confirmed by the
 	// replicas in time: their buyers were answered outcome_unknown.
 	Unconfirmed(orders int)
+	// SoldUnlocked counts order requests decided in a batch sold without
+	// the SKU's lock while it had stock (the obtain timed out or failed,
+	// or the lock store is unreachable): the database's guard holds for
+	// them, first come, first served across instances does not
+	// (docs/design.md, invariant 19).
+	SoldUnlocked(orders int)
 }
 
 type nopObserver struct{}
@@ -72,6 +78,7 @@ func (nopObserver) Degraded(bool)                        {}
 func (nopObserver) SoldOutFastPath()                     {}
 func (nopObserver) KnownRow(bool)                        {}
 func (nopObserver) Unconfirmed(int)                      {}
+func (nopObserver) SoldUnlocked(int)                     {}
 
 var _ service.Seller = (*Seller)(nil)
 

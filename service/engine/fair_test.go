@@ -62,7 +62,10 @@ func sendSpread(ctx context.Context, rigs []*rig, sku int64, buyers int, keyed b
 // more than the bound after the last buyer who should have won, and none
 // loses who arrived more than the bound before it. The bound is
 // order.fair_window, or the span of a turn's floor of one instance's
-// arrivals when that is longer (docs/design.md).
+// arrivals when that is longer (docs/design.md). A sale in which a batch
+// was sold without the lock (a ranked obtain timed out on a starved CPU)
+// is degraded, where the invariant does not promise the order: it is
+// sold again, on a new SKU, a bounded number of times.
 func TestPlace_ThreeInstancesSellInArrivalOrder(t *testing.T) {
 	dsn := testenv.Database(t)
 	prefix := testenv.Name("test:fair:") + ":"
@@ -70,11 +73,42 @@ func TestPlace_ThreeInstancesSellInArrivalOrder(t *testing.T) {
 	for i := range rigs {
 		rigs[i] = newRig(t, dsn, rigOptions{Prefix: prefix})
 	}
+	const sales = 3
+	for range sales {
+		s := sellSpread(t, rigs)
+		if s.unlocked > 0 {
+			t.Logf("%d orders sold without the lock (degraded: no order promised); selling again", s.unlocked)
+			continue
+		}
+		if s.won != s.units || s.late != 0 || s.early != 0 {
+			t.Errorf("%d bought, %d late winners, %d early losers (bound %v); want %d, 0, 0", s.won, s.late, s.early, s.bound, s.units)
+		}
+		return
+	}
+	t.Errorf("each of %d sales sold orders without the lock: the fair path was never shown", sales)
+}
+
+// spreadSale is what sellSpread found.
+type spreadSale struct {
+	units, won, late, early int
+	unlocked                int64 // orders sold without the lock, on every instance
+	bound                   time.Duration
+}
+
+// sellSpread queues 1,200 buyers of a new SKU of 300 units over ~0.6s on
+// rigs while the lock is held, then lets them sell, and counts who was
+// served out of arrival order by more than the bound.
+func sellSpread(t *testing.T, rigs []*rig) spreadSale {
+	t.Helper()
 	const units, buyers = 300, 1200
 	sku := apptest.CreateSKU(t, rigs[0].Store, units, 1)
 	release := holdSKULock(t, rigs[0], sku.ID)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
+	var unlocked int64
+	for _, r := range rigs {
+		unlocked -= r.obs.unlocked.Load()
+	}
 	// Arrivals over ~0.6s, far more than the bound, so that selling out
 	// of order shows; nobody is sold meanwhile, since the lock is held.
 	answers, wait := sendSpread(ctx, rigs, sku.ID, buyers, false)
@@ -94,6 +128,9 @@ func TestPlace_ThreeInstancesSellInArrivalOrder(t *testing.T) {
 	}
 	release() // every buyer is queued: the instances now sell
 	wait()
+	for _, r := range rigs {
+		unlocked += r.obs.unlocked.Load()
+	}
 	if len(arrived) != buyers {
 		t.Fatalf("%d buyers queued; want %d", len(arrived), buyers)
 	}
@@ -104,27 +141,25 @@ func TestPlace_ThreeInstancesSellInArrivalOrder(t *testing.T) {
 	slices.Sort(order)
 	bound := max(rigs[0].Settings.Order.FairWindow.Microseconds(), floorSpan)
 	last := order[units-1]
-	var won, late, early int
+	s := spreadSale{units: units, unlocked: unlocked, bound: time.Duration(bound) * time.Microsecond}
 	for k, err := range answers {
 		a := arrived["b"+strconv.Itoa(k)]
 		switch {
 		case err == nil:
-			won++
+			s.won++
 			if a > last+bound {
-				late++
+				s.late++
 			}
 		case errors.Is(err, service.ErrSoldOut):
 			if a < last-bound {
-				early++
+				s.early++
 			}
 		default:
 			t.Errorf("buyer %d: Place = %v; want an order or ErrSoldOut", k, err)
 		}
 	}
-	if won != units || late != 0 || early != 0 {
-		t.Errorf("%d bought, %d late winners, %d early losers (bound %v); want %d, 0, 0", won, late, early, time.Duration(bound)*time.Microsecond, units)
-	}
-	testenv.CheckInvariants(t, rigs[0].DB, sku.ID)
+	testenv.CheckInvariants(t, rigs[0].DB, sku.ID) // whatever the order, never oversold
+	return s
 }
 
 // Invariant 19: a buyer told 429 busy on one instance who retries with the

@@ -50,6 +50,7 @@ func newOrders(tb testing.TB, store service.Store, locker service.Locker, marks 
 type observer struct {
 	depth       chan int
 	unpublished atomic.Int64
+	unlocked    atomic.Int64 // orders sold without the lock (SoldUnlocked)
 }
 
 func (o *observer) OrderResult(string) {}
@@ -66,6 +67,7 @@ func (o *observer) SoldOutFastPath()                     {}
 func (o *observer) MarkUnpublished()                     { o.unpublished.Add(1) }
 func (o *observer) KnownRow(bool)                        {}
 func (o *observer) Unconfirmed(int)                      {}
+func (o *observer) SoldUnlocked(n int)                   { o.unlocked.Add(int64(n)) }
 
 // waitDepth waits until the queue of the test's SKU reported depth >= n.
 func (o *observer) waitDepth(t *testing.T, n int) {

@@ -485,7 +485,8 @@ func (l *flakyLocker) Ranks() bool { return false }
 
 // A batch sold without the lock is never committed in a shared round
 // (where waiting on another holder's row would hold up other SKUs), and
-// one sold under it is; either way the sale is exact.
+// one sold under it is; either way the sale is exact, and the orders sold
+// without the lock are counted (SoldUnlocked).
 func TestPlace_UnlockedBatchCommitsAlone(t *testing.T) {
 	t.Parallel()
 	var st *sharingStore
@@ -526,5 +527,8 @@ func TestPlace_UnlockedBatchCommitsAlone(t *testing.T) {
 	}
 	if locked == 0 || unlocked == 0 {
 		t.Errorf("%d locked and %d unlocked batches; the test needs both", locked, unlocked)
+	}
+	if got := r.obs.unlocked.Load(); got != int64(unlocked) { // one buyer a batch
+		t.Errorf("SoldUnlocked counted %d orders; want %d, the buyers of the batches sold without the lock", got, unlocked)
 	}
 }
