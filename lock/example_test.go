@@ -62,7 +62,7 @@ func ExampleLock_Keep() {
 	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
 	defer rdb.Close()
 	worker := lock.New(rdb, lock.WithPrefix("example:"))
-	other := lock.New(rdb, lock.WithPrefix("example:"), lock.WithRetry(time.Millisecond, time.Millisecond, 1))
+	other := lock.New(rdb, lock.WithPrefix("example:"), lock.WithRetry(time.Millisecond, time.Millisecond, 3))
 	ctx := context.Background()
 
 	l, err := worker.Obtain(ctx, "keep")
@@ -73,13 +73,17 @@ func ExampleLock_Keep() {
 	kept, err := l.Keep(ctx) // after a first batch: nobody waits
 	fmt.Println("kept:", kept, err)
 
-	_, err = other.Obtain(ctx, "keep") // one attempt, refused: the key is now wanted
+	_, err = other.Obtain(ctx, "keep") // three quick attempts, refused: the key is now wanted
 	fmt.Println("other:", err)
 
 	kept, err = l.Keep(ctx) // after a second batch: released for the other
 	fmt.Println("kept:", kept, err, "wanted:", l.Wanted())
 
 	next, err := other.Obtain(ctx, "keep")
+	if err != nil {
+		fmt.Println("other:", err)
+		return
+	}
 	fmt.Println("other:", err, "fence above:", next.Fence() > l.Fence())
 	_ = next.Release(ctx)
 	// Output:
