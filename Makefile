@@ -32,9 +32,9 @@ test: deps
 ##            then the lock's modules (lock, lock/zookeeper: `go test ./...` at the root does not reach
 ##            them) and scripts/lock-alone.sh: a module outside the repository takes the lock alone
 test-only:
-	$(GO) test -race -count=1 -timeout 30m ./...
-	$(GO) test -count=1 -timeout 10m -run '^TestThreeInstancesOnZooKeeperSellExactlyTheStockWhenTheLeaderDies$$' ./app
-	for m in $(LOCK_MODULES); do $(GO) -C $$m test -race -count=1 -timeout 15m ./... || exit 1; done
+	GO=$(GO) ./scripts/go-test.sh -race -count=1 -timeout 30m ./...
+	GO=$(GO) ./scripts/go-test.sh -count=1 -timeout 10m -run '^TestThreeInstancesOnZooKeeperSellExactlyTheStockWhenTheLeaderDies$$' ./app
+	for m in $(LOCK_MODULES); do GO="$(GO) -C $$m" ./scripts/go-test.sh -race -count=1 -timeout 15m ./... || exit 1; done
 	GO=$(GO) ./scripts/lock-alone.sh
 
 deps:
