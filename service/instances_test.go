@@ -229,7 +229,7 @@ func TestPlace_LiveSKUQueuesAreBounded(t *testing.T) {
 		_, err := r.Orders.Place(context.Background(), service.OrderRequest{SKUID: a.ID, UserID: "a", Quantity: 1})
 		first <- err
 	}()
-	<-g.Entered // sku a's queue is live
+	apptest.Await(t, g.Entered, first, "sku a's first order in its commit") // sku a's queue is live
 	if _, err := r.Orders.Place(context.Background(), service.OrderRequest{SKUID: b.ID, UserID: "b", Quantity: 1}); !errors.Is(err, service.ErrTooManySKUs) {
 		t.Errorf("Place(second sku with max_live_skus 1) = %v; want ErrTooManySKUs", err)
 	}

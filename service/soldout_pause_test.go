@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -25,7 +26,11 @@ type pausedAfterCommit struct {
 	service.Store
 	committed, release chan struct{}
 	first              bool
+	resumed            sync.Once
 }
+
+// resume lets the paused commit answer; once, from the test or its cleanup.
+func (p *pausedAfterCommit) resume() { p.resumed.Do(func() { close(p.release) }) }
 
 func (p *pausedAfterCommit) CommitRound(ctx context.Context, bs []service.Batch) ([]service.RoundResult, error) {
 	return service.OneByOne(ctx, bs, p.CommitBatch)
@@ -74,6 +79,7 @@ func TestPlace_PausedInstanceDoesNotPublishAStaleSoldOut(t *testing.T) {
 			// A's late mark whenever Redis holds it.
 			eager := func(c *service.DirectoryConfig) { c.SoldOutTTL = time.Nanosecond }
 			c := newRig(t, dsn, rigOptions{Prefix: prefix, SKUs: eager})
+			t.Cleanup(pause.resume) // before the rigs' shutdown: a failed test leaves no worker paused
 			sku := apptest.CreateSKU(t, b.Store, 2, 1)
 			ctx := context.Background()
 			// C knows the SKU in stock from before the sell-out.
@@ -86,7 +92,7 @@ func TestPlace_PausedInstanceDoesNotPublishAStaleSoldOut(t *testing.T) {
 				_, err := a.Orders.Place(ctx, service.OrderRequest{SKUID: sku.ID, UserID: "last", Quantity: 1})
 				sold <- err
 			}()
-			<-pause.committed
+			apptest.Await(t, pause.committed, sold, "A's commit of the last unit")
 			if _, err := service.NewCatalog(b.Store, b.SKUs, testenv.Logger()).SetStock(ctx, sku.ID, 5); err != nil {
 				t.Fatal(err)
 			}
@@ -106,7 +112,7 @@ func TestPlace_PausedInstanceDoesNotPublishAStaleSoldOut(t *testing.T) {
 					t.Fatalf("losing the shared mark: %d keys, %v", lost, err)
 				}
 			}
-			close(pause.release)
+			pause.resume()
 			if err := <-sold; err != nil {
 				t.Fatalf("Place(last unit) = %v; want sold", err)
 			}

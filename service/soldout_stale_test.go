@@ -74,8 +74,9 @@ func TestPlace_StaleSoldOutNeverAnswers(t *testing.T) {
 		answered.Add(1)
 	}
 	wg.Add(1)
-	go buy("u-0")
-	<-held.entered // u-0 started the re-read
+	u0 := make(chan string, 1)
+	go func() { buy("u-0"); u0 <- "an answer" }()
+	apptest.Await(t, held.entered, u0, "u-0's re-read of the SKU") // u-0 started the re-read
 	for i := 1; i < stock; i++ {
 		wg.Add(1)
 		go buy(fmt.Sprintf("u-%d", i))

@@ -30,7 +30,11 @@ type pausedStore struct {
 	entered chan service.ExpiryRun
 	resume  chan struct{}
 	answer  chan error
+	resumed sync.Once
 }
+
+// thaw lets the frozen sweep go on; once, from the test or its cleanup.
+func (p *pausedStore) thaw() { p.resumed.Do(func() { close(p.resume) }) }
 
 func (p *pausedStore) ExpireDue(ctx context.Context, run service.ExpiryRun) (service.Expiry, error) {
 	first := false
@@ -162,6 +166,7 @@ func TestSweeper_PausedLeaderIsFencedOut(t *testing.T) {
 	var obs returns
 	paused := &pausedStore{LifecycleStore: repository.NewMySQL(a.DB), entered: make(chan service.ExpiryRun, 1), resume: make(chan struct{}), answer: make(chan error, 1)}
 	run(t, sweeperOf(t, a, paused, &obs))
+	t.Cleanup(paused.thaw) // before the sweeper's stop: a failed test leaves it no frozen sweep to wait for
 	var frozen service.ExpiryRun
 	select {
 	case frozen = <-paused.entered:
@@ -184,7 +189,7 @@ func TestSweeper_PausedLeaderIsFencedOut(t *testing.T) {
 	placeAll(t, b.Orders, sku.ID, users("second", n)[1:]...)
 	closeWindow(t, b, sku.ID)
 
-	close(paused.resume)
+	paused.thaw()
 	select {
 	case err := <-paused.answer:
 		if !errors.Is(err, service.ErrStaleFence) {

@@ -130,6 +130,24 @@ func CreateSKU(t *testing.T, store service.Store, stock, limit int64) service.SK
 	return s
 }
 
+// Await waits until reached is closed, for at most a minute (a bound, not
+// a measurement). An answer on ended first means that what was to reach
+// that point ended before it, say a Place refused before its commit: the
+// test fails with that answer, as it does when the minute passes, instead
+// of blocking until the package's timeout.
+func Await[T any](t testing.TB, reached <-chan struct{}, ended <-chan T, what string) {
+	t.Helper()
+	bound := time.NewTimer(time.Minute)
+	defer bound.Stop()
+	select {
+	case <-reached:
+	case v := <-ended:
+		t.Fatalf("%s: it ended before, answering %v", what, v)
+	case <-bound.C:
+		t.Fatalf("%s: not within a minute", what)
+	}
+}
+
 // GatedStore blocks the first CommitBatch until Release is closed.
 type GatedStore struct {
 	service.Store
@@ -148,12 +166,17 @@ func (g *GatedStore) CommitRound(ctx context.Context, bs []service.Batch) ([]ser
 	return service.OneByOne(ctx, bs, g.CommitBatch)
 }
 
-// CommitBatch counts the commit; the first waits for Release.
+// CommitBatch counts the commit; the first waits for Release, or for its
+// ctx to end, as a real transaction's wait would (then it fails): a test
+// that stops before Release leaves no worker blocked for its cleanup.
 func (g *GatedStore) CommitBatch(ctx context.Context, b service.Batch) (service.BatchResult, error) {
 	g.Commits.Add(1)
 	g.once.Do(func() {
 		close(g.Entered)
-		<-g.Release
+		select {
+		case <-g.Release:
+		case <-ctx.Done():
+		}
 	})
 	return g.Store.CommitBatch(ctx, b)
 }

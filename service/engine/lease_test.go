@@ -282,7 +282,7 @@ func TestPlace_BusyWorkerHoldsItsLeaseAcrossBatches(t *testing.T) {
 		_, err := r.Orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: "first", Quantity: 1})
 		first <- err
 	}()
-	<-g.Entered
+	apptest.Await(t, g.Entered, first, "the first order in its commit")
 	var wg sync.WaitGroup
 	var created atomic.Int64
 	for i := range 30 { // three batches queued behind the first

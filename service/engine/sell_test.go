@@ -113,7 +113,7 @@ func TestPlace_AbandonedWhileQueuedIsNotCharged(t *testing.T) {
 		_, err := r.Orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: "first", Quantity: 1})
 		first <- err
 	}()
-	<-g.Entered // the worker is inside the first batch's transaction
+	apptest.Await(t, g.Entered, first, "the first order in its commit") // the worker is inside the first batch's transaction
 
 	ctx, cancel := context.WithCancel(context.Background())
 	left := make(chan error, 1)
@@ -160,7 +160,7 @@ func TestPlace_FullQueueIsBusyAndShutdownAnswersEveryone(t *testing.T) {
 		answers <- err
 	}
 	go place("first")
-	<-g.Entered
+	apptest.Await(t, g.Entered, answers, "the first order in its commit")
 	for i := range 5 {
 		go place(fmt.Sprintf("queued-%d", i))
 	}
@@ -297,7 +297,7 @@ func TestPlace_TenThousandBuyersAreBoundedByQueueMax(t *testing.T) {
 		_, err := r.Orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: "first", Quantity: 1})
 		first <- err
 	}()
-	<-g.Entered // the worker holds one request in a transaction that does not end yet
+	apptest.Await(t, g.Entered, first, "the first order in its commit") // the worker holds one request in a transaction that does not end yet
 
 	const buyers = 10_000
 	var busy, placed atomic.Int64
@@ -357,7 +357,7 @@ func TestPlace_QueuedPastTheRequestTimeoutIsNotCharged(t *testing.T) {
 		_, err := r.Orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: "first", Quantity: 1})
 		first <- err
 	}()
-	<-g.Entered
+	apptest.Await(t, g.Entered, first, "the first order in its commit")
 	late := make(chan error, 1)
 	go func() {
 		_, err := r.Orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: "late", Quantity: 1})
