@@ -62,7 +62,11 @@ func ExampleLock_Keep() {
 	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
 	defer rdb.Close()
 	worker := lock.New(rdb, lock.WithPrefix("example:"))
-	other := lock.New(rdb, lock.WithPrefix("example:"), lock.WithRetry(time.Millisecond, time.Millisecond, 3))
+	// A back-off cap of a minute: its three attempts still back off a
+	// millisecond or two, and a refused attempt marks the key wanted for
+	// twice the cap (at most a lease), so Keep below reads the mark however
+	// slow the box.
+	other := lock.New(rdb, lock.WithPrefix("example:"), lock.WithRetry(time.Millisecond, time.Minute, 3))
 	ctx := context.Background()
 
 	l, err := worker.Obtain(ctx, "keep")

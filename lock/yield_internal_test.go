@@ -36,8 +36,12 @@ func TestRelease_OfAWantedKeyYieldsTheNextObtainToTheWaiter(t *testing.T) {
 			seen := &attemptsSeen{}
 			// A back-off cap of a minute: a yield (1.25 times it) outlasts
 			// every deadline below, so nothing here depends on timing.
+			// B makes one attempt (it never backs off); its cap of a minute
+			// keeps its refused attempt's mark (twice the cap, at most a
+			// lease) until A's release reads it, however slow the box. A
+			// cap of 1 ms left a mark of 2 ms, which a busy box outran.
 			a := New(rdb, WithPrefix(prefix), WithRetry(time.Millisecond, time.Minute, 0), WithObserver(seen))
-			b := New(rdb, WithPrefix(prefix), WithRetry(time.Millisecond, time.Millisecond, 1))
+			b := New(rdb, WithPrefix(prefix), WithRetry(time.Millisecond, time.Minute, 1))
 			held, err := a.Obtain(ctx, "k")
 			if err != nil {
 				t.Fatal(err)
