@@ -6,9 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"sort"
+	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,30 +23,37 @@ import (
 // two replicas (GTID, semi-sync AFTER_SYNC with a 1 s timeout), two
 // instances reaching the primary through one address. Orders are sold;
 // the replicas' IO threads stop (semi-sync falls back to asynchronous);
-// more orders are sold; the primary is SIGKILLed, the more advanced
-// replica promoted, the other re-pointed to it, the address moved; the
-// buyers of the stalled phase retry with their keys and new buyers come.
-// Every order acknowledged (201/200) must be on the survivor, and its
-// books must balance. With mysql.min_replicas 0 the stalled phase's
-// acknowledged orders are lost (the test shows it); with 1 none is, and
-// the instances sell again on the promoted server without a restart.
+// more orders are sold, a third of the earlier ones paid, a third
+// cancelled, the stock set by the admin; the primary is SIGKILLed, the
+// more advanced replica promoted, the other re-pointed to it, the address
+// moved; the clients of the stalled phase retry what was answered 503
+// (with their keys; paying, cancelling and setting the stock are
+// idempotent), new buyers come, and the last third and half of the new
+// orders are paid, the rest cancelled. Every write acknowledged (order,
+// payment, cancel, stock) must be on the survivor, and its books must
+// balance. With mysql.min_replicas 0 the stalled phase's acknowledged
+// writes of each kind are lost (the test shows it); with 1 none is, and
+// the instances sell and take payments again on the promoted server
+// without a restart.
 func TestMySQLFailover_AcknowledgedOrdersSurvive(t *testing.T) {
 	for _, min := range []int{0, 1} {
 		t.Run(fmt.Sprintf("min_replicas=%d", min), func(t *testing.T) {
 			lost, acked := failoverSale(t, min)
-			switch {
-			case min == 0 && lost == 0:
-				t.Errorf("min_replicas 0: no acknowledged order lost (%d acknowledged); the scenario did not stall the replicas", acked)
-			case min > 0 && lost > 0:
-				t.Errorf("min_replicas %d: %d of %d acknowledged orders are not on the survivor", min, lost, acked)
+			for _, kind := range writeKinds {
+				switch n := len(lost[kind]); {
+				case min == 0 && n == 0:
+					t.Errorf("min_replicas 0: none of %d acknowledged %s lost; the scenario did not stall the replicas", acked[kind], kind)
+				case min > 0 && n > 0:
+					t.Errorf("min_replicas %d: %d of %d acknowledged %s not on the survivor: %v", min, n, acked[kind], kind, lost[kind])
+				}
 			}
 		})
 	}
 }
 
-// failoverSale runs the scenario and returns the acknowledged orders
-// missing on the survivor, and how many were acknowledged.
-func failoverSale(t *testing.T, minReplicas int) (lost, acked int) {
+// failoverSale runs the scenario and returns, by kind, the acknowledged
+// writes missing on the survivor, and how many were acknowledged.
+func failoverSale(t *testing.T, minReplicas int) (lost map[string][]string, acked map[string]int) {
 	ctx := context.Background()
 	set, err := mariadb.StartSet(ctx, t.TempDir(), 2, true)
 	t.Cleanup(set.Stop)
@@ -78,23 +84,31 @@ func failoverSale(t *testing.T, minReplicas int) (lost, acked int) {
 		}
 		cfg.Redis.Addrs = []string{redisAddr}
 		cfg.Admin.Token = token
+		cfg.Auth.PaymentTokens = paymentToken
 		noShopperAuth(&cfg)
 		cfg.Lock.Prefix = prefix
 		urls = append(urls, "http://"+serveConfig(t, cfg))
 	}
 	skuID := newSKU(t, urls[0], 1000, 1)
 
-	b := &buyers{urls: urls, sku: skuID, acked: map[string]bool{}, statuses: map[string]int{}}
+	b := newBuyers(urls, skuID)
 	b.buy(t, "before", 40)
-	if len(b.acked) == 0 {
-		t.Fatal("nothing acknowledged before the stall")
+	placed := b.ackedOf("before")
+	if len(placed) < 3 {
+		t.Fatalf("%d orders acknowledged before the stall; want 3 or more", len(placed))
 	}
+	third := len(placed) / 3
+	payNow, cancelNow, payLater := placed[:third], placed[third:2*third], placed[2*third:]
 	for _, r := range set.Replicas {
 		if err := r.StopIO(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
 	stalled := b.buy(t, "stalled", 24)
+	unpaid := b.all(t, payNow, b.pay)
+	uncancelled := b.all(t, cancelNow, b.cancel)
+	restock := b.restockTo(2000)
+	unstocked := b.all(t, []string{"admin"}, restock)
 	noticed(t, urls, minReplicas)
 	set.Primary.Kill()
 	promoted, others := mostAdvanced(t, set.Replicas)
@@ -108,36 +122,32 @@ func failoverSale(t *testing.T, minReplicas int) (lost, acked int) {
 	}
 	mover.Move(promoted.Addr, true)
 
-	// Retries of the stalled phase's unknowns with their own keys, then
-	// new buyers: each asks again while it is told 503, a bounded number
-	// of times.
-	b.retry(t, stalled)
-	before := len(b.acked)
+	// The retries of the stalled phase's unknowns, then new buyers; then
+	// payments and cancels: each client asks again while it is told 503,
+	// a bounded number of times.
+	b.retry(t, stalled, b.order)
+	b.retry(t, unpaid, b.pay)
+	b.retry(t, uncancelled, b.cancel)
+	b.retry(t, unstocked, restock)
+	before := b.count(b.acked)
 	b.buy(t, "after", 24)
-	if minReplicas > 0 && len(b.acked) == before {
+	if minReplicas > 0 && b.count(b.acked) == before {
 		t.Errorf("nothing acknowledged after the failover: the instances did not follow the promoted primary")
+	}
+	fresh := b.ackedOf("after")
+	paidBefore := b.count(b.paid)
+	b.retry(t, b.all(t, slices.Concat(payLater, fresh[:len(fresh)/2]), b.pay), b.pay)
+	b.retry(t, b.all(t, fresh[len(fresh)/2:], b.cancel), b.cancel)
+	if b.count(b.paid) == paidBefore {
+		t.Errorf("no payment acknowledged after the failover: the payments did not go on")
 	}
 
 	survivor := testenv.DB(t, mariadb.AppDSN(promoted.Addr, "seckill"))
 	testenv.CheckInvariants(t, survivor, skuID)
-	var users []string
-	if err := survivor.Raw("SELECT user_id FROM orders WHERE sku_id = ?", skuID).Scan(&users).Error; err != nil {
-		t.Fatal(err)
-	}
-	have := map[string]bool{}
-	for _, u := range users {
-		have[u] = true
-	}
-	var missing []string
-	for u := range b.acked {
-		if !have[u] {
-			missing = append(missing, u)
-		}
-	}
-	sort.Strings(missing)
+	lost, acked = b.lostOn(t, survivor)
 	auditAfterFailover(t, promoted, others[0], set.Primary, skuID)
-	t.Logf("min_replicas %d: %d acknowledged, %d on the survivor, %d lost %v; answers %v", minReplicas, len(b.acked), len(users), len(missing), missing, b.statuses)
-	return len(missing), len(b.acked)
+	t.Logf("min_replicas %d: acknowledged %v; lost %v; answers %v", minReplicas, acked, lost, b.statuses)
+	return lost, acked
 }
 
 // auditAfterFailover runs the audit's replica comparison: the replica
@@ -253,91 +263,4 @@ func mostAdvanced(t *testing.T, rs []*mariadb.Server) (*mariadb.Server, []*maria
 		}
 	}
 	return rs[best], others
-}
-
-// buyers places orders of one unit, each buyer once with its own key, and
-// keeps who was acknowledged.
-type buyers struct {
-	urls []string
-	sku  int64
-
-	mu       sync.Mutex
-	acked    map[string]bool
-	statuses map[string]int // answers by status and code
-}
-
-// buy sends n new buyers of phase at once and returns those whose answer
-// was 503 (unknown or unavailable).
-func (b *buyers) buy(t *testing.T, phase string, n int) []string {
-	t.Helper()
-	var (
-		wg      sync.WaitGroup
-		mu      sync.Mutex
-		unknown []string
-	)
-	for i := range n {
-		user := fmt.Sprintf("%s-%d", phase, i)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if b.order(t, user, i) == http.StatusServiceUnavailable {
-				mu.Lock()
-				unknown = append(unknown, user)
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-	return unknown
-}
-
-// retry asks again for each user, with its key, while the answer is 503,
-// at most 40 times each.
-func (b *buyers) retry(t *testing.T, users []string) {
-	t.Helper()
-	var wg sync.WaitGroup
-	for i, u := range users {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for range 40 {
-				if b.order(t, u, i) != http.StatusServiceUnavailable {
-					return
-				}
-				time.Sleep(250 * time.Millisecond) // a client's back-off
-			}
-			t.Errorf("%s: still 503 after 40 tries", u)
-		}()
-	}
-	wg.Wait()
-}
-
-func (b *buyers) order(t *testing.T, user string, i int) int {
-	body := fmt.Sprintf(`{"sku_id":%d,"user_id":%q,"quantity":1}`, b.sku, user)
-	req, err := http.NewRequest(http.MethodPost, b.urls[i%len(b.urls)]+"/api/v1/orders", strings.NewReader(body))
-	if err != nil {
-		t.Error(err)
-		return 0
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Idempotency-Key", user)
-	resp, err := client.Do(req)
-	if err != nil {
-		return http.StatusServiceUnavailable // a dropped connection: as unknown
-	}
-	raw, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	code := ""
-	if resp.StatusCode >= 400 {
-		if i := strings.Index(string(raw), `"code":"`); i >= 0 {
-			code = strings.SplitN(string(raw)[i+8:], `"`, 2)[0]
-		}
-	}
-	b.statuses[fmt.Sprintf("%d %s", resp.StatusCode, code)]++
-	if resp.StatusCode == http.StatusCreated || resp.StatusCode == http.StatusOK {
-		b.acked[user] = true
-	}
-	return resp.StatusCode
 }
