@@ -25,10 +25,11 @@ func refusesARow(err error) bool {
 const eachAttempts = 2
 
 // oneByOne is what commitEach needs of a store: its transaction of one
-// batch, and a read of the SKU.
+// batch, and a read of the SKU with the position it read at (zero when
+// positions are not tracked).
 type oneByOne interface {
 	commitOnce(ctx context.Context, b service.Batch) (service.BatchResult, error)
-	SKU(ctx context.Context, id int64) (service.SKU, error)
+	skuAtCommit(ctx context.Context, id int64) (service.SKU, service.Commit, error)
 }
 
 // commitEach commits b's requests one at a time on s, in arrival order,
@@ -36,6 +37,11 @@ type oneByOne interface {
 // answered to its request alone (refusedRow). An error that is no
 // request's own fails the batch while nothing is written; after that,
 // committed orders stand and the rest are answered unavailable.
+//
+// The result's Commit is the last transaction's position, which covers
+// the earlier ones of the same server; when they committed on different
+// servers (a failover between two), no one position covers them all and
+// it is left zero, which the replicas never confirm.
 func commitEach(ctx context.Context, s oneByOne, b service.Batch) (service.BatchResult, error) {
 	res := service.BatchResult{Outcomes: make([]service.Outcome, len(b.Requests))}
 	wrote, read := false, false
@@ -47,6 +53,7 @@ func commitEach(ctx context.Context, s oneByOne, b service.Batch) (service.Batch
 		case err == nil:
 			res.Outcomes[i] = out
 			if got != nil {
+				res.Commit = lastCommit(res.Commit, got.Commit, read)
 				res.SKU, read = got.SKU, true
 				wrote = wrote || out.Placed.Created
 			}
@@ -63,13 +70,22 @@ func commitEach(ctx context.Context, s oneByOne, b service.Batch) (service.Batch
 		return res, nil
 	}
 	if !read { // every request's row was refused: the SKU is as it was
-		sku, err := s.SKU(ctx, b.SKUID)
+		sku, at, err := s.skuAtCommit(ctx, b.SKUID)
 		if err != nil {
 			return service.BatchResult{}, err
 		}
-		res.SKU = sku
+		res.SKU, res.Commit = sku, at
 	}
 	return res, nil
+}
+
+// lastCommit is the position that covers prev (when there was one) and
+// next: next, if both are of one server; else none.
+func lastCommit(prev, next service.Commit, hadPrev bool) service.Commit {
+	if hadPrev && prev.Server != next.Server {
+		return service.Commit{}
+	}
+	return next
 }
 
 // commitOne commits a batch of one request and returns its result and

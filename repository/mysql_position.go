@@ -99,16 +99,36 @@ func (s *MySQL) orderByKeyAt(ctx context.Context, userID, key string) (service.O
 	return r.domain(), nil
 }
 
-// skuAt is SKU with the position of what it read.
+// skuAt is SKU, confirmed at the position of what it read.
 func (s *MySQL) skuAt(ctx context.Context, id int64) (service.SKU, error) {
+	sku, at, err := s.readSKUAt(ctx, id)
+	if err := s.confirmRead(ctx, err, service.ErrSKUNotFound, at); err != nil {
+		return service.SKU{}, err
+	}
+	return sku, nil
+}
+
+// skuAtCommit is SKU with the position of what it read, unconfirmed
+// (commitEach's answer is confirmed at it); zero without replicas.
+func (s *MySQL) skuAtCommit(ctx context.Context, id int64) (service.SKU, service.Commit, error) {
+	if s.replicas == nil {
+		sku, err := s.gormStore.SKU(ctx, id)
+		return sku, service.Commit{}, err
+	}
+	sku, at, err := s.readSKUAt(ctx, id)
+	if err != nil {
+		return service.SKU{}, service.Commit{}, translate(err, service.ErrSKUNotFound)
+	}
+	return sku, at, nil
+}
+
+// readSKUAt reads one SKU and the position it read at.
+func (s *MySQL) readSKUAt(ctx context.Context, id int64) (service.SKU, service.Commit, error) {
 	var (
 		r  skuRow
 		at service.Commit
 	)
 	err := s.sql.QueryRowContext(ctx, "SELECT id, name, total_stock, stock, sold, version, fence, per_user_limit, starts_at, ends_at, created_at, updated_at, @@server_id, @@gtid_binlog_pos FROM skus WHERE id = ?", id).
 		Scan(&r.ID, &r.Name, &r.TotalStock, &r.Stock, &r.Sold, &r.Version, &r.Fence, &r.PerUserLimit, &r.StartsAt, &r.EndsAt, &r.CreatedAt, &r.UpdatedAt, &at.Server, &at.GTIDs)
-	if err := s.confirmRead(ctx, err, service.ErrSKUNotFound, at); err != nil {
-		return service.SKU{}, err
-	}
-	return r.domain(), nil
+	return r.domain(), at, err
 }

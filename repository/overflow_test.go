@@ -109,7 +109,15 @@ func TestCommitBatch_StaleReadPastTheColumnsRangeFailsOnlyItsRequest(t *testing.
 	t.Parallel()
 	dsn := testenv.Database(t)
 	db := testenv.DB(t, dsn)
-	s := repository.NewMySQL(db)
+	skuID, res, err := commitBehindAStaleRead(t, dsn, repository.NewMySQL(db))
+	checkBigAnswers(t, db, skuID, res, err)
+}
+
+// commitBehindAStaleRead commits, on s over dsn, a batch whose reads
+// another writer's commit makes stale past the column's range, so that
+// it is committed one by one; it returns the SKU and the batch's answer.
+func commitBehindAStaleRead(t *testing.T, dsn string, s *repository.MySQL) (int64, service.BatchResult, error) {
+	t.Helper()
 	ctx := context.Background()
 	now := time.Now().UTC()
 	sku, err := s.CreateSKU(ctx, service.SKU{Name: "big", TotalStock: 3 * service.MaxQuantity, Stock: 3 * service.MaxQuantity,
@@ -174,5 +182,5 @@ func TestCommitBatch_StaleReadPastTheColumnsRangeFailsOnlyItsRequest(t *testing.
 		t.Fatal(err)
 	}
 	a := <-done
-	checkBigAnswers(t, db, sku.ID, a.res, a.err)
+	return sku.ID, a.res, a.err
 }

@@ -172,3 +172,9 @@ func (s *SQLite) holdings(tx *gorm.DB, skuID int64, reqs []service.OrderRequest)
 	}
 	return m, nil
 }
+
+// skuAtCommit is SKU: SQLite has no replicas to confirm with.
+func (s *SQLite) skuAtCommit(ctx context.Context, id int64) (service.SKU, service.Commit, error) {
+	sku, err := s.SKU(ctx, id)
+	return sku, service.Commit{}, err
+}
