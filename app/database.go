@@ -2,12 +2,14 @@ package app
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"gorm.io/gorm"
 
@@ -88,7 +90,13 @@ func openReplicas(cfg config.Config, db *gorm.DB, guard *database.PrimaryGuard, 
 	if err != nil {
 		return nil, err
 	}
-	repl := repository.NewReplicas(nodes, cfg.MySQL.MinReplicas, cfg.MySQL.ReplicaTimeout, primary, guard, mx, log)
+	first := cfg.MySQL.Replicas[0]
+	open := func(addr string) (*sql.DB, error) { // a replica found on the primary: the list's credentials
+		rdb, _, err := database.OpenReplicaAt(first, addr, cfg.MySQL.ReplicaTimeout)
+		return rdb, err
+	}
+	repl := repository.NewReplicas(repository.ReplicasConfig{Nodes: nodes, Min: cfg.MySQL.MinReplicas, Timeout: cfg.MySQL.ReplicaTimeout,
+		Primary: primary, Retire: guard, Open: open, Obs: mx, Log: log})
 	cl.add(repl.Close)
 	if err := mx.Register(newReplicationCollector(repl)); err != nil {
 		return nil, err
@@ -103,4 +111,18 @@ func registerPool(mx *metrics.Metrics, db *gorm.DB) error {
 		return err
 	}
 	return mx.Pool(sqlDB)
+}
+
+// MySQLLogger sends the MySQL driver's own messages (a connection cut
+// mid-packet during a failover, say) to log instead of stderr, so that
+// the log stays one JSON stream. The driver has one logger per process:
+// main sets it once.
+func MySQLLogger(log *slog.Logger) interface{ Print(v ...any) } {
+	return mysqlLogger{log}
+}
+
+type mysqlLogger struct{ log *slog.Logger }
+
+func (l mysqlLogger) Print(v ...any) {
+	l.log.Warn("mysql driver", "detail", strings.TrimSpace(fmt.Sprint(v...)))
 }

@@ -47,6 +47,14 @@ func (r readiness) RedisTopology(ctx context.Context) handler.Topology {
 
 func (r readiness) MySQL(ctx context.Context) error { return r.store.Ping(ctx) }
 
+// ReplicasReady implements handler.ReplicationReporter.
+func (r readiness) ReplicasReady() (bool, error) {
+	if r.repl == nil || r.repl.Status().MinReplicas == 0 {
+		return false, nil
+	}
+	return true, r.repl.Ready()
+}
+
 // Redis reports nil when a majority of the Redis nodes answer PING.
 func (r readiness) Redis(ctx context.Context) error { return redis.Ping(ctx, r.redises) }
 

@@ -26,9 +26,12 @@ func (h *health) live(c *gin.Context) {
 }
 
 type readiness struct {
-	Status   string    `json:"status"` // ok, degraded (selling without Redis), unavailable or draining
-	MySQL    string    `json:"mysql"`  // up or down
-	Redis    string    `json:"redis"`  // up or down
+	Status string `json:"status"` // ok, degraded (selling without Redis), unavailable or draining
+	MySQL  string `json:"mysql"`  // up or down
+	Redis  string `json:"redis"`  // up or down
+	// Replicas is "ok", or "short" while fewer replicas keep up with the
+	// primary than mysql.min_replicas; absent without it.
+	Replicas string    `json:"mysql_replicas,omitempty"`
 	Topology *Topology `json:"redis_topology,omitempty"`
 	// Replication is the MariaDB replication's state, admin view only.
 	Replication any `json:"mysql_replication,omitempty"`
@@ -38,6 +41,10 @@ type readiness struct {
 // replication (mysql.replicas), without I/O and without credentials.
 type ReplicationReporter interface {
 	MySQLReplication() any // nil: none configured
+	// ReplicasReady returns nil while enough replicas keep up to confirm
+	// commits (mysql.min_replicas), else why not; ok is false when no
+	// replica is asked for.
+	ReplicasReady() (ok bool, err error)
 }
 
 // Topology is what the admin readiness view says about the Redis setup.
@@ -91,6 +98,14 @@ func (h *health) state(ctx context.Context) (readiness, int) {
 		}
 	}
 	status := http.StatusOK
+	if rr, ok := h.ready.(ReplicationReporter); ok {
+		if asked, err := rr.ReplicasReady(); asked {
+			r.Replicas = "ok"
+			if err != nil { // every write would be answered outcome_unknown
+				r.Status, r.Replicas, status = "unavailable", "short", http.StatusServiceUnavailable
+			}
+		}
+	}
 	if p.mysql != nil {
 		r.Status, r.MySQL, status = "unavailable", "down", http.StatusServiceUnavailable
 	}

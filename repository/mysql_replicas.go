@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -32,13 +33,15 @@ var _ service.Replicas = (*Replicas)(nil)
 type Replicas struct {
 	min     int
 	timeout time.Duration
-	nodes   []*replica
 	primary *sql.DB // the watch's probe of the primary
 	retire  Retirer // ends the primary pool's connections when it reaches a read-only server
+	open    func(addr string) (*sql.DB, error)
 	obs     ReplicaObserver
 	log     *slog.Logger
 
 	mu           sync.Mutex
+	nodes        []*replica    // the listed, then those found on the primary; only grows
+	primaryAt    gtids         // the primary's position at the watch's last probe
 	changed      chan struct{} // closed and replaced whenever a replica's state moves
 	wanted       gtids         // what callers wait for, on wantedServer
 	wantedServer int64
@@ -46,6 +49,7 @@ type Replicas struct {
 	semiSync     string // the primary's semi-sync replication, as the watch saw it
 	readOnly     bool   // the primary's address reached a read-only server
 	primaryID    int64
+	logged       map[string]bool // what was logged once
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -60,12 +64,14 @@ type ReplicaObserver interface {
 	Confirmation(wait time.Duration, confirmed bool)
 }
 
-// replica is one configured replica and what it was last seen to have.
-// Its fields below db are guarded by Replicas.mu.
+// replica is one replica and what it was last seen to have. Its fields
+// below kick are guarded by Replicas.mu.
 type replica struct {
-	name string // "replica 2 (127.0.0.1:3307)": never the DSN
-	db   *sql.DB
-	kick chan struct{} // capacity 1: "someone waits for more"
+	name  string // "replica 2 (127.0.0.1:3307)": never the DSN
+	addr  string
+	found bool // found on the primary (SHOW SLAVE HOSTS), not listed
+	db    *sql.DB
+	kick  chan struct{} // capacity 1: "someone waits for more"
 
 	has      gtids // every stream's last commit it was seen to have
 	serverID int64
@@ -73,6 +79,7 @@ type replica struct {
 	err      string // the last error, when down
 	lastWait time.Duration
 	lagTxns  int64 // transactions behind the primary, as the watch saw it
+	keepsUp  bool  // had, at the watch's probe, what the primary had at the one before
 }
 
 // The states a replica is reported in.
@@ -91,25 +98,67 @@ type ReplicaConfig struct {
 	Addr string
 }
 
-// NewReplicas starts confirming on the given replicas: min of them must
-// have a commit within timeout. primary is the service's pool of the
-// primary, probed every watchEvery for its semi-sync status and read-only
-// flag; retire ends that pool's connections when it turned read-only.
-// Close stops it.
-func NewReplicas(nodes []ReplicaConfig, min int, timeout time.Duration, primary *sql.DB, retire Retirer, obs ReplicaObserver, log *slog.Logger) *Replicas {
-	r := &Replicas{min: min, timeout: timeout, primary: primary, retire: retire, obs: obs, log: log,
-		changed: make(chan struct{}), wanted: gtids{}, semiSync: "unknown", stop: make(chan struct{})}
-	for i, n := range nodes {
-		r.nodes = append(r.nodes, &replica{name: fmt.Sprintf("replica %d (%s)", i+1, n.Addr), db: n.DB,
-			kick: make(chan struct{}, 1), has: gtids{}, state: replicaUnknown})
+// ReplicasConfig is what NewReplicas confirms with.
+type ReplicasConfig struct {
+	Nodes   []ReplicaConfig // mysql.replicas
+	Min     int             // mysql.min_replicas
+	Timeout time.Duration   // mysql.replica_timeout
+	// Primary is the service's pool of the primary, probed every
+	// watchEvery for its semi-sync status, its read-only flag and its
+	// replicas; Retire ends its connections when it turned read-only.
+	Primary *sql.DB
+	Retire  Retirer
+	// Open, when set, opens a pool to a replica the primary lists (SHOW
+	// SLAVE HOSTS, with report_host) at an address Nodes lack: after a
+	// failover the old primary comes back as a replica there.
+	Open func(addr string) (*sql.DB, error)
+	Obs  ReplicaObserver
+	Log  *slog.Logger
+}
+
+// maxReplicaNodes bounds the replicas asked, listed and found together.
+const maxReplicaNodes = 16
+
+// NewReplicas starts confirming on the configured replicas: Min of them
+// must have a commit within Timeout. Close stops it.
+func NewReplicas(cfg ReplicasConfig) *Replicas {
+	r := &Replicas{min: cfg.Min, timeout: cfg.Timeout, primary: cfg.Primary, retire: cfg.Retire, open: cfg.Open,
+		obs: cfg.Obs, log: cfg.Log, changed: make(chan struct{}), wanted: gtids{}, semiSync: "unknown", stop: make(chan struct{})}
+	if r.log == nil {
+		r.log = slog.New(slog.DiscardHandler)
 	}
-	for _, n := range r.nodes {
-		r.wg.Add(1)
-		go r.follow(n)
+	for _, n := range cfg.Nodes {
+		r.add(n.DB, n.Addr, false)
 	}
 	r.wg.Add(1)
 	go r.watch()
 	return r
+}
+
+// add starts asking the replica at addr; false when maxReplicaNodes are
+// asked already.
+func (r *Replicas) add(db *sql.DB, addr string, found bool) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.nodes) >= maxReplicaNodes {
+		return false
+	}
+	name := fmt.Sprintf("replica %d (%s)", len(r.nodes)+1, addr)
+	if found {
+		name = fmt.Sprintf("replica %d (%s, found on the primary)", len(r.nodes)+1, addr)
+	}
+	n := &replica{name: name, addr: addr, found: found, db: db, kick: make(chan struct{}, 1), has: gtids{}, state: replicaUnknown}
+	r.nodes = append(r.nodes, n)
+	r.wg.Add(1)
+	go r.follow(n)
+	return true
+}
+
+// list returns the replicas asked so far.
+func (r *Replicas) list() []*replica {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.nodes)
 }
 
 // Close stops the goroutines and closes the replicas' pools.
@@ -117,7 +166,7 @@ func (r *Replicas) Close() error {
 	close(r.stop)
 	r.wg.Wait()
 	var errs []error
-	for _, n := range r.nodes {
+	for _, n := range r.list() {
 		errs = append(errs, n.db.Close())
 	}
 	return errors.Join(errs...)
@@ -145,11 +194,8 @@ func (r *Replicas) Confirm(ctx context.Context, c service.Commit) error {
 		r.waiting--
 		r.mu.Unlock()
 	}()
-	for _, n := range r.nodes {
-		select {
-		case n.kick <- struct{}{}:
-		default:
-		}
+	for _, n := range r.list() {
+		n.poke()
 	}
 	deadline := time.NewTimer(r.timeout)
 	defer deadline.Stop()
@@ -191,6 +237,14 @@ func (r *Replicas) confirmedLocked(server int64, want gtids) int {
 	return n
 }
 
+// poke tells n's follower that someone waits.
+func (n *replica) poke() {
+	select {
+	case n.kick <- struct{}{}:
+	default:
+	}
+}
+
 // follow asks replica n, whenever someone waits for a commit it was not
 // seen to have, to wait for the highest position wanted.
 func (r *Replicas) follow(n *replica) {
@@ -211,21 +265,27 @@ func (r *Replicas) follow(n *replica) {
 				break
 			}
 			if !r.waitOn(n, server, want) {
-				// Down, or at the sequence from another history: ask
-				// again after a pause, not in a loop.
+				// Down, at the sequence from another history, or asked
+				// to wait less than a round trip: ask again after a
+				// pause, not in a loop, whatever mysql.replica_timeout.
 				select {
 				case <-r.stop:
 					return
-				case <-time.After(min(r.timeout, 250*time.Millisecond)):
+				case <-time.After(askAgainAfter):
 				}
 			}
 		}
 	}
 }
 
+// askAgainAfter is the pause before a replica that cannot confirm now is
+// asked again.
+const askAgainAfter = 250 * time.Millisecond
+
 // waitOn asks n to wait for want, committed on server, and records what
 // it has. It reports whether asking again at once makes sense: false
-// when n did not answer, or answered at once without having want.
+// when n did not answer, answered at once without having want, or waited
+// less than askAgainAfter without having it.
 func (r *Replicas) waitOn(n *replica, server int64, want gtids) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), r.timeout+2*time.Second)
 	defer cancel()
@@ -269,6 +329,9 @@ func (r *Replicas) waitOn(n *replica, server int64, want gtids) bool {
 	case waited.Valid && waited.Int64 == -2: // what it has is its own
 		n.serverID, n.err, n.state = id, "", replicaPrimary
 	default:
+		if id != n.serverID { // another server at its address: what the old had is not its
+			n.has = gtids{}
+		}
 		n.serverID, n.err = id, ""
 		n.has.merge(has)
 		switch {
@@ -280,148 +343,36 @@ func (r *Replicas) waitOn(n *replica, server int64, want gtids) bool {
 			n.state, n.lastWait = replicaLagging, time.Since(start)
 		}
 	}
-	if n.state != before && r.log != nil {
-		r.log.Warn("mysql replica "+strings.ReplaceAll(n.state, "_", " "), "replica", n.name, "was", before,
-			"waited_ms", time.Since(start).Milliseconds(), "err", n.err)
-	}
-	close(r.changed)
-	r.changed = make(chan struct{})
-	return n.state != replicaDown && n.state != replicaDiverged
+	r.logState(n, before, time.Since(start))
+	r.broadcastLocked()
+	quick := n.state == replicaLagging && time.Since(start) < askAgainAfter
+	return n.state != replicaDown && n.state != replicaDiverged && !quick
 }
 
-// watchEvery is how often the primary's semi-sync status and read-only
-// flag and the replicas' distance are read.
-const watchEvery = 2 * time.Second
-
-// watch reads, every watchEvery, the primary's semi-sync status and
-// read-only flag and how far behind each replica is, logging each
-// change once. A read-only primary is not the primary: its pool's
-// connections are retired.
-func (r *Replicas) watch() {
-	defer r.wg.Done()
-	t := time.NewTicker(watchEvery)
-	defer t.Stop()
-	for {
-		r.probe()
-		select {
-		case <-r.stop:
-			return
-		case <-t.C:
-		}
-	}
-}
-
-func (r *Replicas) probe() {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	var (
-		id       int64
-		readOnly bool
-		pos      string
-	)
-	if r.primary == nil || r.primary.QueryRowContext(ctx, "SELECT @@server_id, @@read_only, @@gtid_binlog_pos").Scan(&id, &readOnly, &pos) != nil {
+// logState logs n's state when it moved from before: a replica back in
+// sync at INFO, any other move at WARN with its error if it has one.
+// Called with r.mu held.
+func (r *Replicas) logState(n *replica, before string, waited time.Duration) {
+	if n.state == before {
 		return
 	}
-	semi := semiSyncOf(ctx, r.primary)
-	primaryAt, _ := parseGTIDs(pos)
-	lags := make([]int64, len(r.nodes))
-	for i, n := range r.nodes {
-		lags[i] = -1
-		var slavePos string
-		if n.db.QueryRowContext(ctx, "SELECT @@gtid_slave_pos").Scan(&slavePos) == nil {
-			if at, err := parseGTIDs(slavePos); err == nil {
-				lags[i] = behind(primaryAt, at)
-			}
-		}
+	args := []any{"replica", n.name, "was", before}
+	if waited > 0 {
+		args = append(args, "waited_ms", waited.Milliseconds())
 	}
-	r.mu.Lock()
-	wasReadOnly, wasSemi := r.readOnly, r.semiSync
-	r.primaryID, r.readOnly, r.semiSync = id, readOnly, semi
-	for i, n := range r.nodes {
-		n.lagTxns = lags[i]
+	if n.err != "" && n.state == replicaDown {
+		args = append(args, "err", n.err)
 	}
-	r.mu.Unlock()
-	if readOnly && !wasReadOnly {
-		r.log.Error("the primary's address reaches a read-only server: it is not the primary; its connections are retired", "server_id", id)
+	level := slog.LevelWarn
+	if n.state == replicaInSync || n.state == replicaPrimary && before == replicaUnknown {
+		level = slog.LevelInfo
 	}
-	if readOnly && r.retire != nil {
-		r.retire.Retire()
-	}
-	if semi != wasSemi && (semi == "off" || wasSemi == "off") {
-		r.log.Warn("mysql semi-sync replication "+semi+" on the primary", "was", wasSemi, "server_id", id)
-	}
+	r.log.Log(context.Background(), level, "mysql replica "+strings.ReplaceAll(n.state, "_", " "), args...)
 }
 
-// semiSyncOf reads the primary's semi-sync replication: "on", "off"
-// (enabled, but fallen back to asynchronous), "not_enabled", or
-// "unknown" when the server cannot say.
-func semiSyncOf(ctx context.Context, db *sql.DB) string {
-	var name, enabled, status string
-	if err := db.QueryRowContext(ctx, "SHOW GLOBAL VARIABLES LIKE 'rpl_semi_sync_master_enabled'").Scan(&name, &enabled); err != nil {
-		return "unknown"
-	}
-	if !strings.EqualFold(enabled, "ON") {
-		return "not_enabled"
-	}
-	if err := db.QueryRowContext(ctx, "SHOW GLOBAL STATUS LIKE 'Rpl_semi_sync_master_status'").Scan(&name, &status); err != nil {
-		return "unknown"
-	}
-	if strings.EqualFold(status, "ON") {
-		return "on"
-	}
-	return "off"
-}
-
-// behind counts the transactions of primary's domains that at lacks.
-func behind(primary, at gtids) int64 {
-	last := func(g gtids) map[uint32]uint64 {
-		out := map[uint32]uint64{}
-		for s, seq := range g {
-			out[s.domain] = max(out[s.domain], seq)
-		}
-		return out
-	}
-	p, a := last(primary), last(at)
-	var n int64
-	for d, seq := range p {
-		if seq > a[d] {
-			n += int64(seq - a[d])
-		}
-	}
-	return n
-}
-
-// ReplicationStatus is what readiness shows of the replication: never a
-// DSN or a password.
-type ReplicationStatus struct {
-	MinReplicas     int             `json:"min_replicas"`
-	PrimaryServerID int64           `json:"primary_server_id"`
-	PrimaryReadOnly bool            `json:"primary_read_only"`
-	SemiSync        string          `json:"semi_sync"` // on, off, not_enabled, unknown
-	Replicas        []ReplicaStatus `json:"replicas"`
-	Confirming      int             `json:"confirming"` // replicas that can confirm a commit of the primary now
-}
-
-// ReplicaStatus is one replica's state.
-type ReplicaStatus struct {
-	Name            string  `json:"name"`
-	ServerID        int64   `json:"server_id"`
-	State           string  `json:"state"`
-	LastWaitMS      float64 `json:"last_wait_ms"`
-	LagTransactions int64   `json:"lag_transactions"` // -1: unknown
-}
-
-// Status returns the replication's state as last seen, without I/O.
-func (r *Replicas) Status() ReplicationStatus {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	st := ReplicationStatus{MinReplicas: r.min, PrimaryServerID: r.primaryID, PrimaryReadOnly: r.readOnly, SemiSync: r.semiSync}
-	for _, n := range r.nodes {
-		st.Replicas = append(st.Replicas, ReplicaStatus{Name: n.name, ServerID: n.serverID, State: n.state,
-			LastWaitMS: float64(n.lastWait.Microseconds()) / 1000, LagTransactions: n.lagTxns})
-		if n.state == replicaInSync && n.serverID != r.primaryID {
-			st.Confirming++
-		}
-	}
-	return st
+// broadcastLocked wakes every Confirm waiting for a change. Called with
+// r.mu held.
+func (r *Replicas) broadcastLocked() {
+	close(r.changed)
+	r.changed = make(chan struct{})
 }

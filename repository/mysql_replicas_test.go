@@ -39,7 +39,7 @@ func TestReplicas_ThePrimaryIsNotItsOwnReplica(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { primary.Close() })
-	r := NewReplicas(nodes, 1, 300*time.Millisecond, primary, nil, nil, testenv.Logger())
+	r := NewReplicas(ReplicasConfig{Nodes: nodes, Min: 1, Timeout: 300 * time.Millisecond, Primary: primary, Log: testenv.Logger()})
 	t.Cleanup(func() { r.Close() })
 	if err := set.Primary.Exec(ctx, "CREATE DATABASE t", "CREATE TABLE t.x (id INT AUTO_INCREMENT PRIMARY KEY)"); err != nil {
 		t.Fatal(err)

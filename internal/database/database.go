@@ -231,9 +231,18 @@ func wrap(err error) error {
 // returns the replica's address, which names it in logs and readiness
 // without the DSN's credentials.
 func OpenReplica(dsn string, wait time.Duration) (*sql.DB, string, error) {
+	return OpenReplicaAt(dsn, "", wait)
+}
+
+// OpenReplicaAt is OpenReplica at addr (host:port) with dsn's other
+// parts, for a replica the primary lists; addr "" keeps dsn's.
+func OpenReplicaAt(dsn, addr string, wait time.Duration) (*sql.DB, string, error) {
 	mc, err := mysql.ParseDSN(dsn)
 	if err != nil {
 		return nil, "", errors.New("database: a replica DSN does not parse") // the DSN may hold a password
+	}
+	if addr != "" {
+		mc.Net, mc.Addr = "tcp", addr
 	}
 	mc.ParseTime = true
 	mc.Loc = time.UTC

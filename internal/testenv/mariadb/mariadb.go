@@ -35,7 +35,7 @@ const initSQL = `SET sql_log_bin = 0;
 CREATE USER IF NOT EXISTS 'root'@'127.0.0.1';
 GRANT ALL PRIVILEGES ON *.* TO 'root'@'127.0.0.1' WITH GRANT OPTION;
 CREATE USER IF NOT EXISTS '` + AppUser + `'@'127.0.0.1';
-GRANT SELECT, INSERT, UPDATE, DELETE, CREATE, DROP, ALTER, INDEX, REFERENCES, CREATE TEMPORARY TABLES, LOCK TABLES ON *.* TO '` + AppUser + `'@'127.0.0.1';
+GRANT SELECT, INSERT, UPDATE, DELETE, CREATE, DROP, ALTER, INDEX, REFERENCES, CREATE TEMPORARY TABLES, LOCK TABLES, REPLICATION MASTER ADMIN ON *.* TO '` + AppUser + `'@'127.0.0.1';
 `
 
 // Server is one private mariadbd.
@@ -104,7 +104,7 @@ func Start(ctx context.Context, template, dir string, id int, extra ...string) (
 			"--bind-address=127.0.0.1", "--port=" + strconv.Itoa(port), "--socket=" + filepath.Join(dir, "s.sock"),
 			"--pid-file=" + filepath.Join(dir, "m.pid"), "--log-error=" + filepath.Join(dir, "error.log"),
 			"--skip-name-resolve", "--init-file=" + init,
-			"--server-id=" + strconv.Itoa(id), "--log-bin=binlog", "--log-slave-updates", "--binlog-format=ROW",
+			"--server-id=" + strconv.Itoa(id), "--report-host=127.0.0.1", "--report-port=" + strconv.Itoa(port), "--log-bin=binlog", "--log-slave-updates", "--binlog-format=ROW",
 			"--innodb-buffer-pool-size=64M", "--innodb-log-file-size=8M", "--max-connections=400",
 			"--character-set-server=utf8mb4", "--collation-server=utf8mb4_general_ci"}
 		if os.Geteuid() == 0 {
@@ -205,6 +205,9 @@ func (s *Server) Query(ctx context.Context, q string, dest ...any) error {
 type Set struct {
 	Primary  *Server
 	Replicas []*Server
+	template string
+	dir      string
+	extra    []*Server // AddReplica's
 }
 
 // StartSet starts a primary (server_id 1) and n replicas (2..n+1) in dir,
@@ -216,7 +219,7 @@ func StartSet(ctx context.Context, dir string, n int, semiSync bool) (*Set, erro
 	if err != nil {
 		return nil, err
 	}
-	set := &Set{}
+	set := &Set{template: template, dir: dir}
 	if set.Primary, err = Start(ctx, template, filepath.Join(dir, "s1"), 1); err != nil {
 		return set, err
 	}
@@ -242,6 +245,19 @@ func StartSet(ctx context.Context, dir string, n int, semiSync bool) (*Set, erro
 		}
 	}
 	return set, nil
+}
+
+// AddReplica starts a new, empty server with server_id id that follows
+// primary from the start of its history: an old primary rebuilt as a
+// replica of the one promoted. It is not in set.Replicas; set.Stop stops
+// it all the same.
+func (set *Set) AddReplica(ctx context.Context, id int, primary *Server) (*Server, error) {
+	s, err := Start(ctx, set.template, filepath.Join(set.dir, fmt.Sprintf("s%d", id)), id)
+	if err != nil {
+		return nil, err
+	}
+	set.extra = append(set.extra, s)
+	return s, s.Follow(ctx, primary)
 }
 
 // Follow makes s a read-only replica of primary from its own GTID
@@ -335,7 +351,7 @@ func (set *Set) Stop() {
 	if set.Primary != nil {
 		set.Primary.Kill()
 	}
-	for _, r := range set.Replicas {
+	for _, r := range append(set.Replicas, set.extra...) {
 		r.Kill()
 	}
 }
