@@ -1,0 +1,105 @@
+package repository
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/seckill/seckill/service"
+)
+
+// Every write the service acknowledges waits for the replicas as an
+// order does (docs/design.md, invariant 18): a payment, a cancel, a SKU
+// created, edited or restocked is answered, success or refusal, only once
+// mysql.min_replicas replicas have the position read after its COMMIT on
+// the same connection, which covers the write and everything it read.
+// Not confirmed in time, it is service.ErrOutcomeUnknown; each of these
+// writes is idempotent, so the retry answers truly.
+//
+// The sweeper's expiries are not confirmed: nobody is answered, and a
+// unit one returns is sold again only by a batch that read the returned
+// row, whose own position covers the expiry's commit, so no buyer is
+// acknowledged on it before a replica has the expiry too.
+
+// confirmed runs write on one connection of the pool and, with replicas,
+// reads that connection's position after it and returns write's answer
+// once the replicas confirm it. A write whose answer is a driver error
+// (nothing known of it) is returned as is.
+func (s *MySQL) confirmed(ctx context.Context, write func(g gormStore) error) error {
+	if s.replicas == nil {
+		return write(s.gormStore)
+	}
+	var (
+		at         service.Commit
+		werr, perr error
+	)
+	err := s.db.WithContext(ctx).Connection(func(conn *gorm.DB) error {
+		werr = write(gormStore{db: conn})
+		perr = conn.Raw(positionQuery).Row().Scan(&at.Server, &at.GTIDs)
+		return nil
+	})
+	switch {
+	case err != nil:
+		return translate(err, service.ErrNotFound)
+	case perr != nil && werr == nil:
+		return fmt.Errorf("%w: the write's position cannot be read: %w", service.ErrOutcomeUnknown, perr)
+	case perr != nil:
+		return werr
+	}
+	if cerr := s.replicas.Confirm(ctx, at); cerr != nil {
+		return fmt.Errorf("%w: %w", service.ErrOutcomeUnknown, cerr)
+	}
+	return werr
+}
+
+// PayOrder is gormStore.PayOrder, confirmed.
+func (s *MySQL) PayOrder(ctx context.Context, id int64, now time.Time) (service.Settlement, error) {
+	var st service.Settlement
+	err := s.confirmed(ctx, func(g gormStore) (err error) {
+		st, err = g.PayOrder(ctx, id, now)
+		return err
+	})
+	return st, err
+}
+
+// CancelOrder is gormStore.CancelOrder, confirmed.
+func (s *MySQL) CancelOrder(ctx context.Context, id int64, buyer string, now time.Time) (service.Settlement, error) {
+	var st service.Settlement
+	err := s.confirmed(ctx, func(g gormStore) (err error) {
+		st, err = g.CancelOrder(ctx, id, buyer, now)
+		return err
+	})
+	return st, err
+}
+
+// CreateSKU is gormStore.CreateSKU, confirmed.
+func (s *MySQL) CreateSKU(ctx context.Context, sku service.SKU) (service.SKU, error) {
+	var out service.SKU
+	err := s.confirmed(ctx, func(g gormStore) (err error) {
+		out, err = g.CreateSKU(ctx, sku)
+		return err
+	})
+	return out, err
+}
+
+// SetStock is gormStore.SetStock, confirmed.
+func (s *MySQL) SetStock(ctx context.Context, id, stock int64) (service.SKU, error) {
+	var out service.SKU
+	err := s.confirmed(ctx, func(g gormStore) (err error) {
+		out, err = g.SetStock(ctx, id, stock)
+		return err
+	})
+	return out, err
+}
+
+// UpdateSKU is gormStore.UpdateSKU, confirmed.
+func (s *MySQL) UpdateSKU(ctx context.Context, id int64, ch service.SKUChange, now time.Time) (service.SKU, error) {
+	var out service.SKU
+	err := s.confirmed(ctx, func(g gormStore) (err error) {
+		out, err = g.UpdateSKU(ctx, id, ch, now)
+		return err
+	})
+	return out, err
+}
