@@ -25,6 +25,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/app"
@@ -240,7 +241,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 	}
 	log := logging.New(stderr, cfg.Log.Level, format)
-	redis.SetLogger(app.RedisLogger(log)) // go-redis has one logger per process
+	redis.SetLogger(app.RedisLogger(log))     // go-redis has one logger per process
+	_ = mysql.SetLogger(app.MySQLLogger(log)) // so has the MySQL driver; it refuses only nil
 
 	switch cmd.name {
 	case "migrate":
