@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/internal/database"
+	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/internal/testenv/mariadb"
 	"github.com/seckill/seckill/service"
 )
@@ -225,4 +226,32 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// TestReplicas_TheShortestTimeoutIsNoBusyLoop (issue 46 e): at the
+// shortest mysql.replica_timeout accepted (1ms), a replica that lags is
+// asked again after a pause, not every millisecond: the round trips it
+// gets are bounded by the time spent over askAgainAfter, plus the
+// watch's probes.
+func TestReplicas_TheShortestTimeoutIsNoBusyLoop(t *testing.T) {
+	rig := newReplicaRig(t, 1)
+	ctx := context.Background()
+	proxy := testenv.StartMySQLProxy(t, rig.set.Replicas[0].Addr)
+	r := NewReplicas(ReplicasConfig{Nodes: []ReplicaConfig{openReplicaAt(t, proxy.Addr)}, Min: 1,
+		Timeout: time.Millisecond, Primary: rig.primary, Log: slog.New(slog.DiscardHandler)})
+	t.Cleanup(func() { r.Close() })
+	if err := rig.set.Replicas[0].StopIO(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c := rig.commit(t)
+	before, start := proxy.Commands(), time.Now()
+	for range 200 {
+		if err := r.Confirm(ctx, c); !errors.Is(err, service.ErrNotReplicated) {
+			t.Fatalf("Confirm with the replica stalled = %v; want ErrNotReplicated", err)
+		}
+	}
+	asked, took := proxy.Commands()-before, time.Since(start)
+	if bound := int64(took/askAgainAfter)*2 + 2*int64(took/watchEvery) + 10; asked > bound {
+		t.Errorf("the stalled replica was asked %d times in %v; want at most %d (a pause of %v between tries)", asked, took, bound, askAgainAfter)
+	}
 }
