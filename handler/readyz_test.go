@@ -2,6 +2,7 @@ package handler_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -95,5 +96,55 @@ func TestReadyz_OneRoundPerPeriodAndNoAddress(t *testing.T) {
 	}
 	if m := ready.mysql.Load(); m != 1 {
 		t.Errorf("the admin view made %d MySQL pings in all; want 1 (the cached round)", m)
+	}
+}
+
+// replicatedReady is a database whose replication can or cannot confirm
+// commits (mysql.min_replicas).
+type replicatedReady struct {
+	countingReady
+	asked bool
+	err   error
+}
+
+func (r *replicatedReady) MySQLReplication() any        { return map[string]any{"confirming": 0} }
+func (r *replicatedReady) ReplicasReady() (bool, error) { return r.asked, r.err }
+
+// TestReadyz_ShortOfReplicas (issue 46 f): while fewer replicas keep up
+// than mysql.min_replicas, every write would be answered outcome_unknown:
+// /readyz says so with 503 and mysql_replicas "short", which a balancer
+// acts on; the admin view says the same with 200. Without min_replicas
+// the field is absent.
+func TestReadyz_ShortOfReplicas(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		ready  *replicatedReady
+		status int
+		body   string
+	}{
+		{"not asked", &replicatedReady{}, http.StatusOK, `{"status":"ok","mysql":"up","redis":"up"}`},
+		{"keeping up", &replicatedReady{asked: true}, http.StatusOK, `{"status":"ok","mysql":"up","redis":"up","mysql_replicas":"ok"}`},
+		{"short", &replicatedReady{asked: true, err: errors.New("0 of 1")}, http.StatusServiceUnavailable,
+			`{"status":"unavailable","mysql":"up","redis":"up","mysql_replicas":"short"}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			api, err := handler.New(handler.Config{Orders: steadyOrders{}, Ready: tc.ready, AdminToken: adminToken, Log: testenv.Logger(), ReadyCache: time.Hour})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec := httptest.NewRecorder()
+			api.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+			if rec.Code != tc.status || strings.TrimSpace(rec.Body.String()) != tc.body {
+				t.Errorf("GET /readyz = %d %s; want %d %s", rec.Code, rec.Body.String(), tc.status, tc.body)
+			}
+			req := httptest.NewRequest(http.MethodGet, "/admin/v1/readyz", nil)
+			req.Header.Set("Authorization", "Bearer "+adminToken)
+			rec = httptest.NewRecorder()
+			api.ServeHTTP(rec, req)
+			if rec.Code != http.StatusOK || tc.ready.asked && !strings.Contains(rec.Body.String(), `"mysql_replicas":"`) {
+				t.Errorf("GET /admin/v1/readyz = %d %s; want 200 naming mysql_replicas", rec.Code, rec.Body.String())
+			}
+		})
 	}
 }
