@@ -68,8 +68,15 @@ type placeKey struct {
 
 type placeAt struct {
 	arrived, expires int64
-	holds            int64 // until when it holds up younger buyers (unix µs), unless back; 0: never
+	holds            int64 // until when it holds up younger buyers (unix µs), unless back or lapsed; 0: never
 	back             bool
+}
+
+// holding reports whether the place holds up younger buyers at now: a
+// lapsed place does not, even before its hold ends (order.place_grace
+// under returnSlack).
+func (at placeAt) holding(now int64) bool {
+	return !at.back && at.holds > now && at.expires > now
 }
 
 // inLine is a place in its SKU's line of buyers sent back.
@@ -156,7 +163,7 @@ func (p *places) ahead(sku int64) int64 {
 	l := p.line[sku]
 	for len(l) > 0 {
 		at, ok := p.byKey[l[0].k]
-		if ok && !at.back && at.holds > now && at.arrived == l[0].arrived {
+		if ok && at.holding(now) && at.arrived == l[0].arrived {
 			p.line[sku] = l
 			return at.arrived
 		}
@@ -235,7 +242,7 @@ func (p *places) enter(sku int64, e inLine) {
 	l := p.line[sku]
 	i, _ := slices.BinarySearchFunc(l, e.arrived, func(x inLine, t int64) int { return cmp.Compare(x.arrived, t) })
 	l = slices.Insert(l, i, e)
-	if len(l) > 2*p.max { // places replaced many times: keep the live ones
+	if len(l)-p.max > p.max { // places replaced many times: keep the live ones (2*max would overflow near MaxInt)
 		l = slices.DeleteFunc(l, func(x inLine) bool { at, ok := p.byKey[x.k]; return !ok || at.arrived != x.arrived })
 	}
 	p.line[sku] = l
@@ -256,7 +263,7 @@ func (p *places) evict(now int64) {
 			delete(p.byKey, k)
 		}
 	}
-	if len(p.fifo) > 2*p.max { // keys replaced many times: rebuild
+	if len(p.fifo)-p.max > p.max { // keys replaced many times: rebuild
 		fifo := make([]placeKey, 0, len(p.byKey))
 		for _, k := range p.fifo {
 			if _, ok := p.byKey[k]; ok {

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"runtime"
 	"strconv"
 	"testing"
 	"time"
@@ -41,6 +42,23 @@ func TestPlacesHoldTheLineOnlyForBusy(t *testing.T) {
 				t.Errorf("ahead(sku 7) = %d once the buyer came back; want noLimit", got)
 			}
 		})
+	}
+}
+
+// TestPlacesAheadSkipsLapsedPlaces: a place that has lapsed holds nobody
+// up, whatever order.place_grace. At 0 a place lapses when its buyer's
+// Retry-After does, before the hold of a buyer who never came back ends.
+func TestPlacesAheadSkipsLapsedPlaces(t *testing.T) {
+	t.Parallel()
+	p := newPlaces(100, comeBackAfter, nil, nil) // order.place_grace 0
+	now := time.Now().UnixMicro()
+	told := Place{SKUID: 7, UserID: "u", Key: "k", Arrived: now - 1000, Expires: now + 1000, Busy: true}
+	p.learn([]Place{told})
+	for time.Now().UnixMicro() <= told.Expires { // the place's 1ms runs out
+		runtime.Gosched()
+	}
+	if got := p.ahead(7); got != noLimit {
+		t.Errorf("ahead(sku 7) = %d with its only place lapsed; want noLimit", got)
 	}
 }
 
