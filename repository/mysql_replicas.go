@@ -79,7 +79,7 @@ type replica struct {
 	err      string // the last error, when down
 	lastWait time.Duration
 	lagTxns  int64 // transactions behind the primary, as the watch saw it
-	keepsUp  bool  // had, at the watch's probe, what the primary had at the one before
+	keepsUp  bool  // had what it was last asked for, or what the primary had a probe before
 }
 
 // The states a replica is reported in.
@@ -343,6 +343,7 @@ func (r *Replicas) waitOn(n *replica, server int64, want gtids) bool {
 			n.state, n.lastWait = replicaLagging, time.Since(start)
 		}
 	}
+	n.keepsUp = n.state == replicaInSync
 	r.logState(n, before, time.Since(start))
 	r.broadcastLocked()
 	quick := n.state == replicaLagging && time.Since(start) < askAgainAfter
