@@ -50,7 +50,7 @@ var Results = []Result{
 	{ErrOrderExpired, KindConflict, "order_expired", "the order expired unpaid: its units went back to the sale; nothing was changed", ""},
 	{ErrBusy, KindBusy, "busy", "too many buyers are waiting for this sku; retry shortly", "busy"},
 	{ErrTooManySKUs, KindBusy, "busy", "this instance has buyers waiting for too many skus; retry shortly", "busy"},
-	{ErrOutcomeUnknown, KindUnavailable, "outcome_unknown", "the order may or may not have been placed: look it up, or retry with the same Idempotency-Key if the request carried one", "outcome_unknown"},
+	{ErrOutcomeUnknown, KindUnavailable, "outcome_unknown", "it may or may not have been done: look it up, or send the same request again (with the same Idempotency-Key for an order)", "outcome_unknown"},
 	{ErrUnavailable, KindUnavailable, "unavailable", "the service cannot complete this now; retry after Retry-After seconds", "unavailable"},
 	// The order flow's own: each is handled (retried, or passed on wrapped
 	// in one above) before a client could see it.
