@@ -86,8 +86,13 @@ func (p reply) answer() orderAnswer {
 // post sends a JSON POST, with the bearer token and the Idempotency-Key
 // when not empty.
 func (r *run) post(ctx context.Context, url, body, token, key string) (reply, error) {
+	return r.send(ctx, http.MethodPost, url, body, token, key)
+}
+
+// send is post with another method.
+func (r *run) send(ctx context.Context, method, url, body, token, key string) (reply, error) {
 	p := reply{retryAfter: time.Second}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, method, url, strings.NewReader(body))
 	if err != nil {
 		return p, err
 	}

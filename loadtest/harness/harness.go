@@ -218,6 +218,13 @@ func (r *run) prepareSale(ctx context.Context) error {
 	if err := r.createSKUs(ctx); err != nil {
 		return err
 	}
+	if r.myfail != nil {
+		id, err := r.createSKU(ctx, "failover writes "+r.id, writeSKU, 1)
+		if err != nil {
+			return err
+		}
+		r.myfail.writes.sku = id
+	}
 	if len(r.skuIDs) > 1 {
 		r.event("%d skus created from %d: stock %d in all, per-user limit %d", len(r.skuIDs), r.skuID, cfg.Stock, cfg.PerUserLimit)
 	} else {
@@ -239,11 +246,17 @@ func (r *run) sale(ctx context.Context, k6 string) (time.Time, k6Result, error) 
 	if r.cfg.Restocks > 0 {
 		wg.Go(func() { r.restockLoop(mctx) })
 	}
+	if r.myfail != nil {
+		wg.Go(func() { r.failoverWrites(mctx) })
+	}
 	k6res, k6err := r.runK6(ctx, k6)
 	r.event("k6 finished: exit %d", k6res.ExitCode)
 	r.saveMetrics(ctx)
 	stopMonitor()
 	wg.Wait()
+	if r.myfail != nil {
+		r.myfail.writes.pending.Wait() // the fault's restock is under way once wg is done
+	}
 	switch {
 	case k6err != nil:
 		return k6Start, k6res, k6err

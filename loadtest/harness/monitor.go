@@ -29,9 +29,9 @@ type sample struct {
 // run owns it, else from the admin API.
 func (r *run) stockReading(ctx context.Context) (stock, sold int64, err error) {
 	if r.db != nil {
-		// The run's database holds the sale's SKUs only: with several,
-		// their sums.
-		err = r.db.QueryRowContext(ctx, "SELECT COALESCE(SUM(stock), 0), COALESCE(SUM(sold), 0) FROM skus").Scan(&stock, &sold)
+		// With several SKUs, their sums (not those of the mysql-failover
+		// fault's writes).
+		err = r.db.QueryRowContext(ctx, "SELECT COALESCE(SUM(stock), 0), COALESCE(SUM(sold), 0) FROM skus WHERE id IN ("+r.skuList()+")").Scan(&stock, &sold)
 		return stock, sold, err
 	}
 	var out struct {

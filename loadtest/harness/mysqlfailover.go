@@ -19,14 +19,18 @@ import (
 // IO threads stop for FaultFor (a slow link: semi-sync falls back to
 // asynchronous), then the primary is SIGKILLed, the more advanced replica
 // promoted, the other re-pointed to it (MASTER_USE_GTID) and the address
-// moved. The verifier then reads the survivor: an acknowledged order
-// missing there is lost, and its unit was sold again.
+// moved. Beside k6's orders the runner pays, cancels and restocks
+// (failoverwrites.go). The verifier then reads the survivor: an
+// acknowledged order missing there is lost, and its unit was sold again;
+// so is an acknowledged payment, cancel or stock change not there.
 const FaultMySQLFailover = "mysql-failover"
 
-// mysqlFailoverSetup is the fault's servers and address.
+// mysqlFailoverSetup is the fault's servers and address, and the writes
+// beside k6's orders.
 type mysqlFailoverSetup struct {
-	set   *mariadb.Set
-	mover *mariadb.Mover
+	set    *mariadb.Set
+	mover  *mariadb.Mover
+	writes *failoverWrites
 }
 
 func (s *mysqlFailoverSetup) stop() {
@@ -44,7 +48,7 @@ func (s *mysqlFailoverSetup) stop() {
 func (r *run) startMySQLFailover(ctx context.Context) (string, error) {
 	r.event("starting a MariaDB primary and two replicas (GTID, semi-sync AFTER_SYNC, 1s timeout)")
 	set, err := mariadb.StartSet(ctx, filepath.Join(r.work, "mysql"), 2, true)
-	r.myfail = &mysqlFailoverSetup{set: set} // stopped with the run, whatever happens next
+	r.myfail = &mysqlFailoverSetup{set: set, writes: newFailoverWrites()} // stopped with the run, whatever happens next
 	if err != nil {
 		return "", err
 	}
@@ -66,6 +70,7 @@ func (r *run) mysqlFailoverEnv() []string {
 		"SECKILL_MYSQL_DSN=" + mariadb.AppDSN(r.myfail.mover.Addr, r.dbName),
 		"SECKILL_MYSQL_REPLICAS=" + strings.Join(replicas, ","),
 		"SECKILL_MYSQL_MIN_REPLICAS=" + strconv.Itoa(r.cfg.MySQLMinReplicas),
+		"SECKILL_AUTH_PAYMENT_TOKENS=" + r.myfail.writes.payToken,
 	}
 }
 
@@ -82,6 +87,7 @@ func (r *run) injectMySQLFailover(ctx context.Context) error {
 			return err
 		}
 	}
+	r.restockDuringStall(ctx)
 	time.Sleep(r.cfg.FaultFor)
 	set.Primary.Kill()
 	r.event("FAULT: SIGKILL the primary")

@@ -71,11 +71,12 @@ type Summary struct {
 	Unavailable int     `json:"unavailable_answers"`
 
 	// With the mysql-failover fault: mysql.min_replicas, the acknowledged
-	// orders missing on the survivor, and the units acknowledged beyond
-	// the stock.
-	MySQLMinReplicas *int  `json:"mysql_min_replicas,omitempty"`
-	FailoverLost     int   `json:"failover_lost_orders"`
-	FailoverOversold int64 `json:"failover_oversold_units"`
+	// orders missing on the survivor, the units acknowledged beyond the
+	// stock, and the runner's payments, cancels and stock change.
+	MySQLMinReplicas *int            `json:"mysql_min_replicas,omitempty"`
+	FailoverLost     int             `json:"failover_lost_orders"`
+	FailoverOversold int64           `json:"failover_oversold_units"`
+	FailoverWrites   *FailoverWrites `json:"failover_writes,omitempty"`
 
 	Acknowledged        int            `json:"acknowledged_orders"`
 	Unanswered          int            `json:"unanswered_requests"`   // the buyer never learned the outcome
@@ -154,6 +155,12 @@ func (r *run) verify(ctx context.Context, k6Start time.Time, k6res k6Result) (Su
 		}
 		min := r.cfg.MySQLMinReplicas
 		s.MySQLMinReplicas = &min
+		fw, err := r.checkFailoverWrites(ctx, r.monitor.faultBack)
+		if err != nil {
+			return s, err
+		}
+		s.FailoverWrites = &fw
+		s.Violations = append(s.Violations, fw.violations()...)
 	}
 	s.Violations = append(s.Violations, auditViolations(r.audit(ctx))...)
 	if r.locks != nil {
@@ -419,6 +426,10 @@ func (s Summary) writeFindings(p func(string, ...any)) {
 			*s.MySQLMinReplicas, s.FailoverLost, s.FailoverOversold)
 		if *s.MySQLMinReplicas == 0 && !s.Pass {
 			p("                the loss this fault demonstrates: with 0 an order is acknowledged at the primary's COMMIT; -mysql-min-replicas 1 waits for a replica")
+		}
+		if w := s.FailoverWrites; w != nil {
+			p("  writes        %s", w)
+			p("                answers %s", counts(w.Answers))
 		}
 	}
 	if h := s.History; h != nil {
