@@ -19,8 +19,8 @@ import (
 // 19): each instance remembers the places of the buyers it sent back and
 // shares them through the PlaceBoard, and a keyed request finds its place
 // in the local table, without a round trip. What is remembered is bounded
-// by order.places_max per process, the soonest to lapse evicted first;
-// the board keeps nothing in Redis.
+// by order.places_max per process, the soonest to lapse evicted first,
+// whoever posted it; the board keeps nothing in Redis.
 //
 // Until a buyer sent back busy (429: a full queue) comes back, or
 // Retry-After plus returnSlack has passed, it is still in line: no
@@ -66,6 +66,7 @@ type placeKey struct {
 	user, key string
 }
 
+// placeAt is what a place says.
 type placeAt struct {
 	arrived, expires int64
 	holds            int64 // until when it holds up younger buyers (unix µs), unless back or lapsed; 0: never
@@ -79,23 +80,54 @@ func (at placeAt) holding(now int64) bool {
 	return !at.back && at.holds > now && at.expires > now
 }
 
-// inLine is a place in its SKU's line of buyers sent back.
+// place is a remembered place. Its turns in fifo and in its SKU's line
+// point at it rather than name its key, so telling a stale turn costs no
+// lookup and a turn costs 16 bytes.
+type place struct {
+	k placeKey
+	placeAt
+	kept uint32 // the last compact that kept it in its line
+	gone bool   // dropped from byKey: its turns are stale
+}
+
+// inLine is a place's turn in its SKU's line of buyers sent back, at the
+// arrival it had when it took it.
 type inLine struct {
-	k       placeKey
+	at      *place
 	arrived int64
 }
 
-// places is the bounded table of remembered places.
+// live reports whether e's place still holds up the younger from e.
+func (e inLine) live(now int64) bool {
+	return !e.at.gone && e.at.arrived == e.arrived && e.at.holding(now)
+}
+
+// lapse is a place's turn in fifo, at the expiry it had when it took it:
+// a place has one live turn, its latest.
+type lapse struct {
+	at      *place
+	expires int64
+}
+
+func (t lapse) live() bool { return !t.at.gone && t.at.expires == t.expires }
+
+// places is the bounded table of remembered places. All it holds is
+// bounded by max, whichever instance posted the places and whether or not
+// a worker here asks for their SKU: byKey holds at most max places, fifo
+// and the lines together at most 2×max entries each (docs/operations.md,
+// Sizing).
 type places struct {
 	max  int
 	keep time.Duration
 	log  *slog.Logger
 
-	n     atomic.Int64 // entries, read without mu by the order path
-	mu    sync.Mutex
-	byKey map[placeKey]placeAt
-	fifo  []placeKey         // insertion order, which is expiry order; may hold keys since replaced
-	line  map[int64][]inLine // sku → places by arrival; may hold places since back, lapsed or replaced
+	n        atomic.Int64 // entries, read without mu by the order path
+	mu       sync.Mutex
+	byKey    map[placeKey]*place
+	fifo     []lapse            // by expiry; may hold stale turns
+	line     map[int64][]inLine // sku → turns by arrival; may hold stale turns
+	lined    int                // turns the lines took since compact, trimmed ones included
+	compacts uint32
 
 	out       chan Place    // to the board; nil without one; never closed
 	quit      chan struct{} // closed by close: the poster posts what it has and exits
@@ -113,7 +145,7 @@ const (
 )
 
 func newPlaces(maxEntries int, keep time.Duration, board PlaceBoard, log *slog.Logger) *places {
-	p := &places{max: max(maxEntries, 0), keep: keep, log: log, byKey: map[placeKey]placeAt{}, line: map[int64][]inLine{}}
+	p := &places{max: max(maxEntries, 0), keep: keep, log: log, byKey: map[placeKey]*place{}, line: map[int64][]inLine{}}
 	if board != nil && p.max > 0 {
 		p.out = make(chan Place, placeOut)
 		p.quit = make(chan struct{})
@@ -132,14 +164,16 @@ func (p *places) arrival(r service.OrderRequest) int64 {
 	if r.IdempotencyKey == "" || p.n.Load() == 0 {
 		return now
 	}
-	k := placeKey{r.SKUID, r.UserID, r.IdempotencyKey}
 	p.mu.Lock()
-	at, ok := p.byKey[k]
+	var at placeAt
+	pl, ok := p.byKey[placeKey{r.SKUID, r.UserID, r.IdempotencyKey}]
+	if ok {
+		at = pl.placeAt
+	}
 	ok = ok && now < at.expires && at.arrived < now
 	first := ok && !at.back
 	if first {
-		at.back = true
-		p.byKey[k] = at
+		pl.back = true
 	}
 	p.mu.Unlock()
 	if !ok {
@@ -162,10 +196,9 @@ func (p *places) ahead(sku int64) int64 {
 	defer p.mu.Unlock()
 	l := p.line[sku]
 	for len(l) > 0 {
-		at, ok := p.byKey[l[0].k]
-		if ok && at.holding(now) && at.arrived == l[0].arrived {
+		if l[0].live(now) {
 			p.line[sku] = l
-			return at.arrived
+			return l[0].arrived
 		}
 		l[0] = inLine{}
 		l = l[1:]
@@ -199,7 +232,9 @@ func (p *places) share(pl Place) {
 	}
 }
 
-// learn remembers ps, keeping the earlier arrival of a request known.
+// learn remembers ps, keeping the earlier arrival of a request known. A
+// place heard again (the poster hears its own post; a Back for a place
+// already back) changes nothing and takes no room.
 func (p *places) learn(ps []Place) {
 	now := time.Now().UnixMicro()
 	p.mu.Lock()
@@ -209,69 +244,125 @@ func (p *places) learn(ps []Place) {
 			continue
 		}
 		k := placeKey{pl.SKUID, pl.UserID, pl.Key}
-		old, known := p.byKey[k]
-		known = known && old.expires > now
+		old := p.byKey[k]
+		known := old != nil && old.expires > now
 		if pl.Back {
 			if known && old.arrived == pl.Arrived {
 				old.back = true
-				p.byKey[k] = old
 			}
 			continue
 		}
-		at := placeAt{arrived: pl.Arrived, expires: pl.Expires}
-		if pl.Busy {
-			at.holds = pl.Expires - p.keep.Microseconds() + (comeBackAfter + returnSlack).Microseconds()
-		}
+		var was placeAt
 		if known {
-			at.arrived = min(at.arrived, old.arrived)
-			at.expires = max(at.expires, old.expires)
-			at.holds = max(at.holds, old.holds)
+			was = old.placeAt
 		}
-		p.evict(now)
-		p.byKey[k] = at
-		p.fifo = append(p.fifo, k)
-		if at.holds > 0 {
-			p.enter(pl.SKUID, inLine{k, at.arrived})
+		at := p.merge(pl, was, known)
+		switch {
+		case known && at == was:
+			continue
+		case known:
+			old.placeAt = at
+		default: // new, or in the place of a lapsed one
+			if old != nil {
+				p.drop(old)
+			} else {
+				p.evict(now)
+			}
+			old = &place{k: k, placeAt: at}
+			p.byKey[k] = old
+		}
+		if !known || at.expires != was.expires {
+			p.fifo = append(p.fifo, lapse{old, at.expires})
+		}
+		if at.holds > 0 && !(known && was.holding(now) && was.arrived == at.arrived) { // not in line yet
+			p.enter(pl.SKUID, inLine{old, at.arrived}, now)
 		}
 	}
 	p.n.Store(int64(len(p.byKey)))
 }
 
+// merge returns the place pl makes of old, the one remembered for its
+// key, if known.
+func (p *places) merge(pl Place, old placeAt, known bool) placeAt {
+	at := placeAt{arrived: pl.Arrived, expires: pl.Expires}
+	if pl.Busy {
+		at.holds = pl.Expires - p.keep.Microseconds() + (comeBackAfter + returnSlack).Microseconds()
+	}
+	if known {
+		at.arrived = min(at.arrived, old.arrived)
+		at.expires = max(at.expires, old.expires)
+		at.holds = max(at.holds, old.holds)
+		at.back = old.back && pl.Expires <= old.expires // a post older than its return does not put it back in line
+	}
+	return at
+}
+
 // enter adds e to its SKU's line, by arrival. Called with mu held.
-func (p *places) enter(sku int64, e inLine) {
+func (p *places) enter(sku int64, e inLine, now int64) {
 	l := p.line[sku]
 	i, _ := slices.BinarySearchFunc(l, e.arrived, func(x inLine, t int64) int { return cmp.Compare(x.arrived, t) })
-	l = slices.Insert(l, i, e)
-	if len(l)-p.max > p.max { // places replaced many times: keep the live ones (2*max would overflow near MaxInt)
-		l = slices.DeleteFunc(l, func(x inLine) bool { at, ok := p.byKey[x.k]; return !ok || at.arrived != x.arrived })
+	p.line[sku] = slices.Insert(l, i, e)
+	p.lined++
+	if p.lined-p.max > p.max { // 2*max would overflow near MaxInt
+		p.compact(now)
 	}
-	p.line[sku] = l
+}
+
+// compact keeps in the lines only the live turns, one a place, in slices
+// of their size, and drops the empty lines: the lines then hold at most
+// the table's places, whichever SKUs' and whether or not a worker here
+// trims them (ahead). Each compact follows at least max turns, so its
+// cost per turn is constant. Called with mu held.
+func (p *places) compact(now int64) {
+	p.compacts++
+	lines := map[int64][]inLine{}
+	p.lined = 0
+	for sku, l := range p.line {
+		n := 0
+		for _, e := range l {
+			if e.live(now) && e.at.kept != p.compacts {
+				e.at.kept = p.compacts
+				l[n] = e
+				n++
+			}
+		}
+		if n > 0 {
+			lines[sku] = slices.Clone(l[:n])
+			p.lined += n
+		}
+	}
+	p.line = lines
 }
 
 // evict makes room for one entry: it drops the lapsed, then the soonest
 // to lapse while the table is full. Called with mu held.
 func (p *places) evict(now int64) {
 	for len(p.fifo) > 0 {
-		k := p.fifo[0]
-		at, ok := p.byKey[k]
-		if ok && at.expires > now && len(p.byKey) < p.max {
+		t := p.fifo[0]
+		if t.live() && t.expires > now && len(p.byKey) < p.max {
 			break
 		}
-		p.fifo[0] = placeKey{}
+		p.fifo[0] = lapse{}
 		p.fifo = p.fifo[1:]
-		if ok && (at.expires <= now || len(p.byKey) >= p.max) {
-			delete(p.byKey, k)
+		if t.live() {
+			p.drop(t.at)
 		}
 	}
-	if len(p.fifo)-p.max > p.max { // keys replaced many times: rebuild
-		fifo := make([]placeKey, 0, len(p.byKey))
-		for _, k := range p.fifo {
-			if _, ok := p.byKey[k]; ok {
-				fifo = append(fifo, k)
+	if len(p.fifo)-p.max > p.max { // places heard many times: keep each one's live turn
+		fifo := make([]lapse, 0, len(p.byKey))
+		for _, t := range p.fifo {
+			if t.live() {
+				fifo = append(fifo, t)
 			}
 		}
 		p.fifo = fifo
 	}
+}
+
+// drop forgets pl; its turns go stale. Called with mu held.
+func (p *places) drop(pl *place) {
+	delete(p.byKey, pl.k)
+	pl.gone = true
 }
 
 // post sends the places told to come back here to the board, a batch at
