@@ -26,7 +26,7 @@ type replicaRig struct {
 	mover   *mariadb.Mover // the primary's address
 }
 
-func newReplicaRig(t *testing.T, replicas int) *replicaRig {
+func newReplicaRig(t testing.TB, replicas int) *replicaRig {
 	t.Helper()
 	ctx := context.Background()
 	set, err := mariadb.StartSet(ctx, t.TempDir(), replicas, false)
@@ -75,7 +75,7 @@ func (rig *replicaRig) commit(t *testing.T) service.Commit {
 	return service.Commit{}
 }
 
-func openReplicaAt(t *testing.T, addr string) ReplicaConfig {
+func openReplicaAt(t testing.TB, addr string) ReplicaConfig {
 	t.Helper()
 	db, got, err := database.OpenReplica("root@tcp("+addr+")/", time.Second)
 	if err != nil {
