@@ -16,6 +16,8 @@ type replicationCollector struct {
 	wait     *prometheus.Desc
 	semiSync *prometheus.Desc
 	readOnly *prometheus.Desc
+	keeping  *prometheus.Desc
+	min      *prometheus.Desc
 }
 
 func newReplicationCollector(repl *repository.Replicas) *replicationCollector {
@@ -31,6 +33,10 @@ func newReplicationCollector(repl *repository.Replicas) *replicationCollector {
 			"1 for the primary's semi-sync replication state: on, off (enabled but fallen back to asynchronous), not_enabled, unknown.", []string{"state"}, nil),
 		readOnly: prometheus.NewDesc("seckill_mysql_primary_read_only",
 			"1 when the primary's address reaches a read-only server (a demoted primary): its connections are retired.", nil, nil),
+		keeping: prometheus.NewDesc("seckill_mysql_replicas_keeping_up",
+			"Replicas, other than the primary, that had what the primary had at the watch's last probe (or what they were last asked): those that can confirm a commit now.", nil, nil),
+		min: prometheus.NewDesc("seckill_mysql_min_replicas",
+			"mysql.min_replicas: replicas that must have a write before it is acknowledged.", nil, nil),
 	}
 }
 
@@ -40,6 +46,8 @@ func (c *replicationCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.wait
 	ch <- c.semiSync
 	ch <- c.readOnly
+	ch <- c.keeping
+	ch <- c.min
 }
 
 func (c *replicationCollector) Collect(ch chan<- prometheus.Metric) {
@@ -55,4 +63,6 @@ func (c *replicationCollector) Collect(ch chan<- prometheus.Metric) {
 		ro = 1
 	}
 	ch <- prometheus.MustNewConstMetric(c.readOnly, prometheus.GaugeValue, ro)
+	ch <- prometheus.MustNewConstMetric(c.keeping, prometheus.GaugeValue, float64(st.Confirming))
+	ch <- prometheus.MustNewConstMetric(c.min, prometheus.GaugeValue, float64(st.MinReplicas))
 }
