@@ -158,10 +158,10 @@ type Order struct {
 	// (service/engine/fair.go). Smaller is fairer down to the span of those 64
 	// arrivals; handoffs stay at most one per 64 orders at any value.
 	FairWindow time.Duration `yaml:"fair_window" default:"50ms" valid:"0s..10s" help:"first come, first served across instances: after its turn's 64 oldest buyers, a lock holder sells buyers up to this much younger than another instance's oldest, then hands over"`
-	PlaceGrace time.Duration `yaml:"place_grace" default:"5s" valid:"0s..1m" help:"a buyer told 429/503 who retries with the same Idempotency-Key within Retry-After plus this keeps its first arrival, on any instance; 0: a place lapses with its Retry-After, and holds nobody up after"`
+	PlaceGrace time.Duration `yaml:"place_grace" default:"5s" valid:"0s..1m" help:"a buyer told 429/503 who retries with the same Idempotency-Key and body within Retry-After plus this keeps its first arrival, on any instance; 0: a place lapses with its Retry-After, and holds nobody up after"`
 	// PlacesMax's ceiling keeps the table's arithmetic (2×max) and its
 	// memory sane.
-	PlacesMax int `yaml:"places_max" default:"50000" valid:"0..1000000" help:"places of buyers told to come back remembered per instance, the other instances' included (250 to 500 bytes each: docs/operations.md); full: the soonest to lapse goes; 0: none kept"`
+	PlacesMax int `yaml:"places_max" default:"50000" valid:"0..1000000" help:"places of buyers told to come back remembered per instance, the other instances' included (250 to 550 bytes each: docs/operations.md); full: the soonest to lapse goes; 0: none kept"`
 }
 
 // Lock configures the per-SKU Redis lock.

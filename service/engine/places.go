@@ -20,7 +20,9 @@ import (
 // shares them through the PlaceBoard, and a keyed request finds its place
 // in the local table, without a round trip. What is remembered is bounded
 // by order.places_max per process, the soonest to lapse evicted first,
-// whoever posted it; the board keeps nothing in Redis.
+// whoever posted it; the board keeps nothing in Redis. A place is the
+// request's: the same key with another quantity is a new arrival
+// (docs/api.md, "Idempotency keys").
 //
 // Until a buyer sent back busy (429: a full queue) comes back, or
 // Retry-After plus returnSlack has passed, it is still in line: no
@@ -45,6 +47,7 @@ const (
 type Place struct {
 	SKUID            int64
 	UserID, Key      string
+	Quantity         int64 // the request's; 0 (posted by an earlier version): any
 	Arrived, Expires int64
 	Busy             bool // told 429 busy: it holds up the younger until it comes back
 	Back             bool // the buyer came back: it no longer holds up the younger
@@ -70,6 +73,7 @@ type placeKey struct {
 type placeAt struct {
 	arrived, expires int64
 	holds            int64 // until when it holds up younger buyers (unix µs), unless back or lapsed; 0: never
+	quantity         int32 // the request's (quantityOf); 0: any
 	back             bool
 }
 
@@ -78,6 +82,19 @@ type placeAt struct {
 // under returnSlack).
 func (at placeAt) holding(now int64) bool {
 	return !at.back && at.holds > now && at.expires > now
+}
+
+// sameRequest reports whether quantities a and b name one request; 0 is
+// a place posted by an earlier version, which did not say.
+func sameRequest(a, b int32) bool { return a == 0 || b == 0 || a == b && a > 0 }
+
+// quantityOf is q as a place keeps it, in 4 bytes (a place costs 16 less
+// with them): -1, no request's, when no request can ask for q.
+func quantityOf(q int64) int32 {
+	if q < 0 || q > service.MaxQuantity {
+		return -1
+	}
+	return int32(q)
 }
 
 // place is a remembered place. Its turns in fifo and in its SKU's line
@@ -157,8 +174,9 @@ func newPlaces(maxEntries int, keep time.Duration, board PlaceBoard, log *slog.L
 }
 
 // arrival returns r's arrival: the one it kept when it was told to come
-// back, else now. A request without a key, or any while no place is
-// remembered, costs an atomic load.
+// back, else now. The same key with another body is a new arrival, and
+// its buyer, back, no longer holds up the younger. A request without a
+// key, or any while no place is remembered, costs an atomic load.
 func (p *places) arrival(r service.OrderRequest) int64 {
 	now := time.Now().UnixMicro()
 	if r.IdempotencyKey == "" || p.n.Load() == 0 {
@@ -176,11 +194,11 @@ func (p *places) arrival(r service.OrderRequest) int64 {
 		pl.back = true
 	}
 	p.mu.Unlock()
-	if !ok {
-		return now
-	}
 	if first {
-		p.share(Place{SKUID: r.SKUID, UserID: r.UserID, Key: r.IdempotencyKey, Arrived: at.arrived, Expires: at.expires, Back: true})
+		p.share(Place{SKUID: r.SKUID, UserID: r.UserID, Key: r.IdempotencyKey, Quantity: int64(at.quantity), Arrived: at.arrived, Expires: at.expires, Back: true})
+	}
+	if !ok || !sameRequest(at.quantity, quantityOf(r.Quantity)) {
+		return now
 	}
 	return at.arrived
 }
@@ -217,7 +235,8 @@ func (p *places) comeBack(r service.OrderRequest, arrived int64, err error) {
 	if !busy && !errors.Is(err, service.ErrUnavailable) {
 		return
 	}
-	pl := Place{SKUID: r.SKUID, UserID: r.UserID, Key: r.IdempotencyKey, Arrived: arrived, Expires: time.Now().UnixMicro() + p.keep.Microseconds(), Busy: busy}
+	pl := Place{SKUID: r.SKUID, UserID: r.UserID, Key: r.IdempotencyKey, Quantity: r.Quantity,
+		Arrived: arrived, Expires: time.Now().UnixMicro() + p.keep.Microseconds(), Busy: busy}
 	p.learn([]Place{pl})
 	p.share(pl)
 }
@@ -245,7 +264,7 @@ func (p *places) learn(ps []Place) {
 		}
 		k := placeKey{pl.SKUID, pl.UserID, pl.Key}
 		old := p.byKey[k]
-		known := old != nil && old.expires > now
+		known := old != nil && old.expires > now && sameRequest(old.quantity, quantityOf(pl.Quantity))
 		if pl.Back {
 			if known && old.arrived == pl.Arrived {
 				old.back = true
@@ -262,7 +281,7 @@ func (p *places) learn(ps []Place) {
 			continue
 		case known:
 			old.placeAt = at
-		default: // new, or in the place of a lapsed one
+		default: // new, or in the place of a lapsed one or another request's
 			if old != nil {
 				p.drop(old)
 			} else {
@@ -282,9 +301,9 @@ func (p *places) learn(ps []Place) {
 }
 
 // merge returns the place pl makes of old, the one remembered for its
-// key, if known.
+// key, if known (the same request).
 func (p *places) merge(pl Place, old placeAt, known bool) placeAt {
-	at := placeAt{arrived: pl.Arrived, expires: pl.Expires}
+	at := placeAt{arrived: pl.Arrived, expires: pl.Expires, quantity: quantityOf(pl.Quantity)}
 	if pl.Busy {
 		at.holds = pl.Expires - p.keep.Microseconds() + (comeBackAfter + returnSlack).Microseconds()
 	}
@@ -292,6 +311,7 @@ func (p *places) merge(pl Place, old placeAt, known bool) placeAt {
 		at.arrived = min(at.arrived, old.arrived)
 		at.expires = max(at.expires, old.expires)
 		at.holds = max(at.holds, old.holds)
+		at.quantity = max(at.quantity, old.quantity)    // an earlier version's 0 learns it
 		at.back = old.back && pl.Expires <= old.expires // a post older than its return does not put it back in line
 	}
 	return at

@@ -45,6 +45,52 @@ func TestPlacesHoldTheLineOnlyForBusy(t *testing.T) {
 	}
 }
 
+// TestPlacesKeptForTheSameRequestOnly: a place is the request's, not its
+// key's (docs/api.md, "Idempotency keys"): a buyer told 429 for one unit
+// who comes back with the same key for five is a new arrival, and no
+// longer holds up the younger; the request it was told about still finds
+// its place. A place posted by an instance of an earlier version carries
+// no quantity and is kept for any.
+func TestPlacesKeptForTheSameRequestOnly(t *testing.T) {
+	t.Parallel()
+	first := time.Now().UnixMicro() - 1000 // 1ms ago
+	one := service.OrderRequest{SKUID: 7, UserID: "u", IdempotencyKey: "k", Quantity: 1}
+	five := one
+	five.Quantity = 5
+
+	p := newPlaces(100, comeBackAfter+5*time.Second, nil, nil)
+	p.comeBack(one, first, service.ErrBusy)
+	if got := p.arrival(five); got <= first {
+		t.Errorf("arrival(same key, quantity 5) = %d after a place for quantity 1 (arrived %d); want a new arrival", got, first)
+	}
+	if got := p.ahead(7); got != noLimit {
+		t.Errorf("ahead(sku 7) = %d once the buyer came back with another body; want noLimit", got)
+	}
+	if got := p.arrival(one); got != first {
+		t.Errorf("arrival(the request told 429) = %d; want its place, %d", got, first)
+	}
+	second := first + 500
+	p.comeBack(five, second, service.ErrBusy) // told 429 for five: that request's place now
+	if got := p.arrival(five); got != second {
+		t.Errorf("arrival(quantity 5, told 429 in turn) = %d; want its own place, %d", got, second)
+	}
+	if got := p.arrival(one); got == first {
+		t.Errorf("arrival(quantity 1) = %d, the place the key's later request replaced; want a new arrival", got)
+	}
+
+	board := newPlaces(100, comeBackAfter+5*time.Second, nil, nil)
+	board.learn([]Place{{SKUID: 7, UserID: "u", Key: "k", Quantity: 1, Arrived: first, Expires: first + 6e6, Busy: true}})
+	if got := board.arrival(five); got <= first {
+		t.Errorf("arrival(same key, quantity 5) = %d after the board's place for quantity 1; want a new arrival", got)
+	}
+
+	old := newPlaces(100, comeBackAfter+5*time.Second, nil, nil)
+	old.learn([]Place{{SKUID: 7, UserID: "u", Key: "k", Arrived: first, Expires: first + 6e6, Busy: true}})
+	if got := old.arrival(five); got != first {
+		t.Errorf("arrival(quantity 5) = %d after a place without a quantity; want it kept, %d", got, first)
+	}
+}
+
 // TestPlacesAheadSkipsLapsedPlaces: a place that has lapsed holds nobody
 // up, whatever order.place_grace. At 0 a place lapses when its buyer's
 // Retry-After does, before the hold of a buyer who never came back ends.
@@ -52,7 +98,7 @@ func TestPlacesAheadSkipsLapsedPlaces(t *testing.T) {
 	t.Parallel()
 	p := newPlaces(100, comeBackAfter, nil, nil) // order.place_grace 0
 	now := time.Now().UnixMicro()
-	told := Place{SKUID: 7, UserID: "u", Key: "k", Arrived: now - 1000, Expires: now + 1000, Busy: true}
+	told := Place{SKUID: 7, UserID: "u", Key: "k", Quantity: 1, Arrived: now - 1000, Expires: now + 1000, Busy: true}
 	p.learn([]Place{told})
 	for time.Now().UnixMicro() <= told.Expires { // the place's 1ms runs out
 		runtime.Gosched()
