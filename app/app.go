@@ -20,6 +20,7 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 
+	"github.com/seckill/seckill/engine"
 	"github.com/seckill/seckill/handler"
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/internal/database"
@@ -27,7 +28,6 @@ import (
 	"github.com/seckill/seckill/metrics"
 	"github.com/seckill/seckill/redis"
 	"github.com/seckill/seckill/service"
-	"github.com/seckill/seckill/service/engine"
 )
 
 // Serve runs the service until ctx ends, then shuts it down. With no DSN

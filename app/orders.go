@@ -3,10 +3,10 @@ package app
 import (
 	"time"
 
+	"github.com/seckill/seckill/engine"
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/lock"
 	"github.com/seckill/seckill/service"
-	"github.com/seckill/seckill/service/engine"
 )
 
 // DirectoryConfig is what an instance believes of the SKUs without

@@ -12,12 +12,12 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/seckill/seckill/app"
+	"github.com/seckill/seckill/engine"
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/lock/zookeeper"
 	"github.com/seckill/seckill/repository"
 	"github.com/seckill/seckill/service"
-	"github.com/seckill/seckill/service/engine"
 	zkadapter "github.com/seckill/seckill/zookeeper"
 )
 

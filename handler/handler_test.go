@@ -22,6 +22,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/seckill/seckill/app"
+	"github.com/seckill/seckill/engine"
 	"github.com/seckill/seckill/handler"
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/internal/database"
@@ -30,7 +31,6 @@ import (
 	"github.com/seckill/seckill/redis"
 	"github.com/seckill/seckill/repository"
 	"github.com/seckill/seckill/service"
-	"github.com/seckill/seckill/service/engine"
 )
 
 const adminToken = "test-admin-token-0123456789abcdef" // 32 characters

@@ -15,11 +15,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/seckill/seckill/engine"
 	"github.com/seckill/seckill/handler"
 	"github.com/seckill/seckill/internal/database"
 	"github.com/seckill/seckill/lock"
 	"github.com/seckill/seckill/service"
-	"github.com/seckill/seckill/service/engine"
 )
 
 // Metrics holds the service's series in a registry of its own.

@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seckill/seckill/engine"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/redis"
-	"github.com/seckill/seckill/service/engine"
 )
 
 // TestMarks_PlacesCarryTheirQuantity: a place posted on the board reaches

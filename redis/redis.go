@@ -14,10 +14,10 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/seckill/seckill/engine"
 	"github.com/seckill/seckill/lock"
 	"github.com/seckill/seckill/locking"
 	"github.com/seckill/seckill/service"
-	"github.com/seckill/seckill/service/engine"
 )
 
 var (

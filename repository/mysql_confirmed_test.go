@@ -70,7 +70,10 @@ func TestMySQL_EveryAcknowledgedWriteWaitsForTheReplicas(t *testing.T) {
 			_, err := s.UpdateSKU(ctx, sku.ID, service.SKUChange{PerUserLimit: &limit}, time.Now().UTC())
 			return err
 		}},
-		{"create", func() error { _, err := s.CreateSKU(ctx, service.SKU{Name: "x", TotalStock: 1, Stock: 1, PerUserLimit: 1, CreatedAt: now, UpdatedAt: now}); return err }},
+		{"create", func() error {
+			_, err := s.CreateSKU(ctx, service.SKU{Name: "x", TotalStock: 1, Stock: 1, PerUserLimit: 1, CreatedAt: now, UpdatedAt: now})
+			return err
+		}},
 	}
 	for _, w := range writes {
 		if err := w.write(); !errors.Is(err, service.ErrOutcomeUnknown) {

@@ -11,12 +11,12 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/app/apptest"
+	"github.com/seckill/seckill/engine"
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/internal/procstat"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/redis"
 	"github.com/seckill/seckill/service"
-	"github.com/seckill/seckill/service/engine"
 )
 
 // countingStore counts the SKU reads of the order path.

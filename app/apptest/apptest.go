@@ -1,7 +1,7 @@
 // Package apptest builds, for tests, one service instance's order flow as
 // app.Serve builds it, on a real MariaDB database and real Redis, with
 // production's settings unless a test says otherwise; and the helpers the
-// tests of service and service/engine share around it.
+// tests of service and engine share around it.
 package apptest
 
 import (
@@ -16,13 +16,13 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/seckill/seckill/app"
+	"github.com/seckill/seckill/engine"
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/lock"
 	"github.com/seckill/seckill/redis"
 	"github.com/seckill/seckill/repository"
 	"github.com/seckill/seckill/service"
-	"github.com/seckill/seckill/service/engine"
 )
 
 // Observer is what an instance reports to: the domain's and the engine's

@@ -140,11 +140,11 @@ type Order struct {
 	UnknownSKUTTL time.Duration `yaml:"unknown_sku_ttl" default:"1s" valid:">0" help:"an id found not to exist is answered 404 without a database read this long"`
 	// Linger is how long a SKU's worker waits for more orders before a
 	// commit, only when more orders than its batch holds are expected to
-	// arrive within it (service/engine/linger.go): a moderate rate then shares a
+	// arrive within it (engine/linger.go): a moderate rate then shares a
 	// transaction instead of paying one per order. An idle or a saturated
 	// SKU commits at once. A group-commit round waits as long for other
 	// SKUs' batches, only when those expected would at least double it
-	// (service/engine/rounds.go). The latency traded is at most Linger per
+	// (engine/rounds.go). The latency traded is at most Linger per
 	// order at each step (docs/performance.md); it is bounded because
 	// every lingering buyer pays it.
 	Linger time.Duration `yaml:"linger" default:"5ms" valid:"0s..100ms" help:"longest wait for more orders, or other SKUs' batches, before a small commit; 0 off"`
@@ -155,7 +155,7 @@ type Order struct {
 	// FairWindow: a SKU's lock holder sells its turn's 64 oldest buyers,
 	// then those who arrived no later than the oldest buyer waiting on
 	// another instance plus this, then hands the lock to that instance
-	// (service/engine/fair.go). Smaller is fairer down to the span of those 64
+	// (engine/fair.go). Smaller is fairer down to the span of those 64
 	// arrivals; handoffs stay at most one per 64 orders at any value.
 	FairWindow time.Duration `yaml:"fair_window" default:"50ms" valid:"0s..10s" help:"first come, first served across instances: after its turn's 64 oldest buyers, a lock holder sells buyers up to this much younger than another instance's oldest, then hands over"`
 	PlaceGrace time.Duration `yaml:"place_grace" default:"5s" valid:"0s..1m" help:"a buyer told 429/503 who retries with the same Idempotency-Key and body within Retry-After plus this keeps its first arrival, on any instance; 0: a place lapses with its Retry-After, and holds nobody up after"`

@@ -12,10 +12,10 @@ import (
 
 	"github.com/seckill/seckill/app"
 	"github.com/seckill/seckill/app/apptest"
+	"github.com/seckill/seckill/engine"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/lock"
 	"github.com/seckill/seckill/service"
-	"github.com/seckill/seckill/service/engine"
 )
 
 // holdSKULock takes sku's lock as the rigs name it, so that every order

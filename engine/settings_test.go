@@ -216,7 +216,7 @@ func TestPlace_AcceptedSettingsAreSafe(t *testing.T) {
 			}
 			slices.Sort(drawn)
 			// Stderr, not t.Log: shown even when a panic ends the binary.
-			fmt.Fprintf(os.Stderr, "TestPlace_AcceptedSettingsAreSafe seed=%d (rerun: go test ./service/engine -run 'TestPlace_AcceptedSettingsAreSafe' -settings.seed=%d): %s\n",
+			fmt.Fprintf(os.Stderr, "TestPlace_AcceptedSettingsAreSafe seed=%d (rerun: go test ./engine -run 'TestPlace_AcceptedSettingsAreSafe' -settings.seed=%d): %s\n",
 				seed, seed, strings.Join(drawn, " "))
 			t.Cleanup(func() {
 				if t.Failed() {

@@ -29,7 +29,7 @@ import (
 // MariaDB's CPU per order (MariaDB is shared: other work on it counts)
 // and the p50/p99 of Place. Run it with a fixed count, e.g.
 //
-//	go test -run '^$' -bench Paced -benchtime 6000x ./service/engine/
+//	go test -run '^$' -bench Paced -benchtime 6000x ./engine/
 func BenchmarkPlace_Paced(b *testing.B) {
 	for _, rate := range []int{2000, 1000} {
 		for _, linger := range []time.Duration{0, 2 * time.Millisecond} {

@@ -10,11 +10,11 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/app/apptest"
+	"github.com/seckill/seckill/engine"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/lock"
 	"github.com/seckill/seckill/redis"
 	"github.com/seckill/seckill/service"
-	"github.com/seckill/seckill/service/engine"
 )
 
 func TestPlace_ConcurrentBuyersSellExactlyTheStock(t *testing.T) {

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/app/apptest"
+	"github.com/seckill/seckill/engine"
 	"github.com/seckill/seckill/service"
-	"github.com/seckill/seckill/service/engine"
 )
 
 // rig is one service instance on a real MariaDB database and real Redis,

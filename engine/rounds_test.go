@@ -11,11 +11,11 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/seckill/seckill/app/apptest"
+	"github.com/seckill/seckill/engine"
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/repository"
 	"github.com/seckill/seckill/service"
-	"github.com/seckill/seckill/service/engine"
 )
 
 // roundBatch is a batch of one unit for each of users.

@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/app/apptest"
+	"github.com/seckill/seckill/engine"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/service"
-	"github.com/seckill/seckill/service/engine"
 )
 
 // leaseLog records every lease the order path obtains and releases, in order.
