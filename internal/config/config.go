@@ -273,6 +273,13 @@ func (c Config) Validate() error {
 		return fmt.Errorf("config: lock.hold_max (%v) + order.tx_timeout (%v) must be shorter than lock.ttl (%v) unless lock.watchdog is on",
 			c.Lock.HoldMax, c.Order.TxTimeout, c.Lock.TTL)
 	}
+	if c.Order.RequestTimeout >= c.HTTP.WriteTimeout {
+		// The answer at a buyer's deadline (a 503, or an outcome_unknown
+		// after waiting for the replicas) is written after it: a write
+		// deadline before it would drop the connection instead.
+		return fmt.Errorf("config: order.request_timeout (%v) must be shorter than http.write_timeout (%v): the answer at the deadline is written after it",
+			c.Order.RequestTimeout, c.HTTP.WriteTimeout)
+	}
 	if c.Lock.Prefix == "" {
 		return errors.New("config: lock.prefix must not be empty")
 	}

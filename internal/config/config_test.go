@@ -100,6 +100,7 @@ func TestLoad_InvalidSettingsNameTheirKey(t *testing.T) {
 		{"mysql replica not a dsn", "", map[string]string{"SECKILL_MYSQL_DSN": "root@tcp(127.0.0.1:3306)/x", "SECKILL_MYSQL_REPLICAS": "secret:pw@nonsense(("}, "mysql.replicas"},
 		{"mysql replicas without a dsn", "", map[string]string{"SECKILL_MYSQL_REPLICAS": "root@tcp(127.0.0.1:3307)/"}, "mysql.replicas"},
 		{"mysql replica timeout zero", "", map[string]string{"SECKILL_MYSQL_REPLICA_TIMEOUT": "0s"}, "mysql.replica_timeout"},
+		{"request timeout past the write timeout", "", map[string]string{"SECKILL_ORDER_REQUEST_TIMEOUT": "30s"}, "http.write_timeout"},
 		{"mysql replica timeout past the request", "", map[string]string{"SECKILL_MYSQL_DSN": "root@tcp(127.0.0.1:3306)/x", "SECKILL_MYSQL_REPLICAS": "root@tcp(127.0.0.1:3307)/",
 			"SECKILL_MYSQL_MIN_REPLICAS": "1", "SECKILL_MYSQL_REPLICA_TIMEOUT": "20s"}, "mysql.replica_timeout"},
 		{"places max past its ceiling", "", map[string]string{"SECKILL_ORDER_PLACES_MAX": "9223372036854775807"}, "order.places_max"},
