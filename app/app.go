@@ -59,7 +59,7 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 	if err != nil {
 		return err
 	}
-	var confirm service.Replicas
+	var confirm engine.Replicas
 	if repl != nil && cfg.MySQL.MinReplicas > 0 {
 		confirm = repl
 	}
@@ -86,14 +86,13 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 	skus := service.NewDirectory(store, marks, DirectoryConfig(cfg), log, mx)
 	seller := newEngine(cfg, store, lk, skus, board, confirm, mx, log)
 	orders := service.NewOrders(store, skus, seller, mx)
-	catalog := service.NewCatalog(store, skus, log)
+	catalog := service.NewCatalog(store, store, skus, log)
 	lifecycle, err := startLifecycle(ctx, cfg, store, sweeperLock(cfg, rs, lk), skus, mx, log, &cl)
 	if err != nil {
 		return err
 	}
 	var draining atomic.Bool
-	locks, _ := lk.(service.LockInspector) // every Locker of redis and zookeeper
-	api, operator, err := newAPI(cfg, orders, catalog, readyz, mx, &draining, shoppers, lifecycle, locks, log)
+	api, operator, err := newAPI(cfg, orders, catalog, readyz, mx, &draining, shoppers, lifecycle, lk, log)
 	if err != nil {
 		return err
 	}
@@ -140,7 +139,7 @@ func openRedis(cfg config.Config, cl *closers) (*redisSetup, error) {
 // independent masters), the shared sold-out marks in Redis and the board
 // on which the places of buyers told to come back are shared; none
 // without Redis (lock.backend zookeeper).
-func redisLocking(cfg config.Config, rs *redisSetup, mx *metrics.Metrics, cl *closers) (service.Locker, service.SoldOutMarks, engine.PlaceBoard) {
+func redisLocking(cfg config.Config, rs *redisSetup, mx *metrics.Metrics, cl *closers) (lockAdapter, service.SoldOutMarks, engine.PlaceBoard) {
 	if len(rs.clients) == 0 {
 		return nil, nil, nil
 	}
@@ -155,8 +154,8 @@ func redisLocking(cfg config.Config, rs *redisSetup, mx *metrics.Metrics, cl *cl
 // newEngine builds the order engine on a lock, the SKUs, the board of
 // places, the replicas that confirm commits (nil: none) and the queue
 // settings.
-func newEngine(cfg config.Config, store service.Store, lk service.Locker, skus *service.Directory, board engine.PlaceBoard,
-	confirm service.Replicas, mx *metrics.Metrics, log *slog.Logger) *engine.Seller {
+func newEngine(cfg config.Config, store engine.Committer, lk engine.Locker, skus engine.SKUs, board engine.PlaceBoard,
+	confirm engine.Replicas, mx *metrics.Metrics, log *slog.Logger) *engine.Seller {
 	ecfg := EngineConfig(cfg)
 	ecfg.Replicas = confirm
 	return engine.New(store, lk, skus, board, ecfg, log, mx)

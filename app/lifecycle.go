@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 
+	"github.com/seckill/seckill/engine"
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/metrics"
 	"github.com/seckill/seckill/redis"
@@ -15,10 +16,19 @@ func SweeperConfig(cfg config.Config) service.SweeperConfig {
 	return service.SweeperConfig{Interval: cfg.Order.SweepInterval, Batch: cfg.Order.SweepBatch, TxTimeout: cfg.Order.TxTimeout}
 }
 
+// lockAdapter is a lock of redis or zookeeper as the wiring hands it
+// out: the engine's Locker, the sweeper's Elector, the admin's
+// LockInspector, one value.
+type lockAdapter interface {
+	engine.Locker
+	service.Elector
+	service.LockInspector
+}
+
 // sweeperLock is the lock that elects the expiry sweeper: on Redis a
 // client of its own without the lock observer, so that lock metrics count
 // the order path only; on ZooKeeper, lk.
-func sweeperLock(cfg config.Config, rs *redisSetup, lk service.Locker) service.Locker {
+func sweeperLock(cfg config.Config, rs *redisSetup, lk lockAdapter) service.Elector {
 	if cfg.Lock.Backend == config.BackendZooKeeper || len(rs.clients) == 0 {
 		return lk
 	}
@@ -28,7 +38,7 @@ func sweeperLock(cfg config.Config, rs *redisSetup, lk service.Locker) service.L
 // startLifecycle returns the payment and cancellation of orders and
 // starts the expiry sweeper, which sweeps while it holds the leader lease
 // on lk. cl stops it, and waits, before the stores close.
-func startLifecycle(ctx context.Context, cfg config.Config, store service.LifecycleStore, lk service.Locker, skus *service.Directory,
+func startLifecycle(ctx context.Context, cfg config.Config, store service.LifecycleStore, lk service.Elector, skus *service.Directory,
 	mx *metrics.Metrics, log *slog.Logger, cl *closers) (*service.Lifecycle, error) {
 	obs, err := metrics.NewLifecycle(mx)
 	if err != nil {

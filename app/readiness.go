@@ -8,7 +8,6 @@ import (
 	"github.com/seckill/seckill/handler"
 	"github.com/seckill/seckill/redis"
 	"github.com/seckill/seckill/repository"
-	"github.com/seckill/seckill/service"
 )
 
 var (
@@ -20,7 +19,7 @@ var (
 
 // readiness implements handler.Readiness and handler.TopologyReporter.
 type readiness struct {
-	store   service.Store
+	store   pinger
 	redises []goredis.UniversalClient
 	mode    string
 	watch   *sentinelWatch       // nil unless redis.mode is sentinel
@@ -61,7 +60,7 @@ func (r readiness) Redis(ctx context.Context) error { return redis.Ping(ctx, r.r
 // zkReadiness reports the ZooKeeper session where the Redis readiness
 // reports Redis: /readyz's "redis" field is the lock backend's state.
 type zkReadiness struct {
-	store service.Store
+	store pinger
 	zk    *zooKeeper
 }
 

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seckill/seckill/engine"
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/lock"
@@ -63,7 +64,7 @@ func TestRedisTLS_RefusedClearly(t *testing.T) {
 				// for a PING and a lease, bounded.
 				deadline := time.Now().Add(10 * time.Second)
 				for {
-					var l service.Lease
+					var l engine.Lease
 					if err = rs.clients[0].Ping(ctx).Err(); err == nil {
 						if l, err = locker.Obtain(ctx, "sku:1", 0); err == nil {
 							if err := l.Release(ctx); err != nil {

@@ -33,7 +33,7 @@ func openZooKeeper(cfg config.Config, log *slog.Logger, obs lock.Observer) (*zoo
 	}
 	z := zklock.New(conn, zklock.Options{
 		Root: cfg.ZooKeeper.Root + "/locks", Observer: obs,
-		FenceBase: service.ZooKeeperFences, // the range the Store knows as ZooKeeper's
+		FenceBase: service.ZooKeeperFences, // the range the store knows as ZooKeeper's
 		Owner:     instanceName(),
 	})
 	return &zooKeeper{

@@ -14,7 +14,7 @@ import (
 
 // TestOpenZooKeeper_FencesInTheRangeTheStoreKnowsAsZooKeepersAndListed: the
 // wired ZooKeeper lock issues fences at or above service.ZooKeeperFences, so
-// a Store tells them from Redis's (service.FenceCeiling), and HeldLocks
+// a store tells them from Redis's (service.FenceCeiling), and HeldLocks
 // (`seckill locks`) lists its held locks.
 func TestOpenZooKeeper_FencesInTheRangeTheStoreKnowsAsZooKeepersAndListed(t *testing.T) {
 	z := testenv.StartZooKeeper(t)

@@ -187,12 +187,12 @@ func TestZooKeeper_SupersededHolderIsNotMistakenForARecreatedEnsemble(t *testing
 // interferingLocker obtains ZooKeeper locks and, once, right after the
 // first one is obtained, runs interfere with its fence.
 type interferingLocker struct {
-	service.Locker // the ZooKeeper adapter's
-	once           sync.Once
-	interfere      func(ours int64)
+	engine.Locker // the ZooKeeper adapter's
+	once          sync.Once
+	interfere     func(ours int64)
 }
 
-func (l *interferingLocker) Obtain(ctx context.Context, key string, rank int64) (service.Lease, error) {
+func (l *interferingLocker) Obtain(ctx context.Context, key string, rank int64) (engine.Lease, error) {
 	lk, err := l.Locker.Obtain(ctx, key, rank)
 	if err != nil {
 		return nil, err

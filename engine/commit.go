@@ -59,7 +59,7 @@ func (w *worker) commitLocked(ctx context.Context, b service.Batch) (service.Bat
 // commitUnder runs b's transaction with lease's fence (none without a
 // lease), retrying version conflicts a bounded number of times. Losing
 // the lease meanwhile cancels the transaction.
-func (w *worker) commitUnder(ctx context.Context, b service.Batch, lease service.Lease) (service.BatchResult, error) {
+func (w *worker) commitUnder(ctx context.Context, b service.Batch, lease Lease) (service.BatchResult, error) {
 	b.Fence = 0
 	if lease != nil {
 		b.Fence = lease.Fence()
@@ -98,7 +98,7 @@ func (w *worker) commitUnder(ctx context.Context, b service.Batch, lease service
 }
 
 // cancelOnLoss calls cancel if lease is found lost before stop is called.
-func (w *worker) cancelOnLoss(lease service.Lease, cancel context.CancelFunc) (stop func()) {
+func (w *worker) cancelOnLoss(lease Lease, cancel context.CancelFunc) (stop func()) {
 	lost := lease.Lost()
 	if lost == nil {
 		return func() {}

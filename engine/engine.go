@@ -4,7 +4,9 @@
 // (fair selling), the group commit that lets batches of several SKUs
 // share a transaction, and the replicas' confirmation before an answer.
 // Who gets stock is decided by the domain's rules (service.Allocate), run
-// by the Store inside each transaction.
+// by the Committer inside each transaction. The engine declares the ports
+// it calls (ports.go): the Committer, the SKUs, the Locker and its Lease,
+// the Replicas; the places' board (places.go).
 package engine
 
 import (
@@ -40,7 +42,7 @@ type Config struct {
 	PlacesMax  int           // places remembered per process; 0: none
 	// Replicas, when set, confirms every batch's commit before its buyers
 	// are answered (mysql.min_replicas); nil: answered at COMMIT.
-	Replicas service.Replicas
+	Replicas Replicas
 }
 
 // Observer receives what the engine does, for metrics. Methods must be
@@ -87,8 +89,8 @@ type Seller struct {
 	cfg    Config
 	log    *slog.Logger
 	obs    Observer
-	store  service.Store
-	skus   *service.Directory // whether a SKU is known sold out; told of a sell-out
+	store  Committer
+	skus   SKUs // whether a SKU is known sold out; told of a sell-out
 	queues *queues
 	locks  *locks       // the lock policy: obtain, or sell on the database guard
 	rounds *groupCommit // the transactions that batches under a lock share
@@ -96,11 +98,11 @@ type Seller struct {
 	abort  atomic.Bool  // Shutdown ran out of time: answer, don't commit
 }
 
-// New returns the engine over store and locker. skus says which SKUs are
+// New returns the engine committing through store, under locker's leases. skus says which SKUs are
 // known sold out and learns of each sell-out; board, if not nil, shares
 // the places of buyers told to come back with the other instances. obs
 // may be nil.
-func New(store service.Store, locker service.Locker, skus *service.Directory, board PlaceBoard, cfg Config, log *slog.Logger, obs Observer) *Seller {
+func New(store Committer, locker Locker, skus SKUs, board PlaceBoard, cfg Config, log *slog.Logger, obs Observer) *Seller {
 	if obs == nil {
 		obs = nopObserver{}
 	}

@@ -11,7 +11,7 @@ import (
 type GroupCommit = groupCommit
 
 // NewGroupCommit returns the group commit the order path runs over store.
-func NewGroupCommit(store service.Store, linger time.Duration) *GroupCommit {
+func NewGroupCommit(store Committer, linger time.Duration) *GroupCommit {
 	return newGroupCommit(store, linger)
 }
 

@@ -228,11 +228,11 @@ func TestPlace_BuyerSentBackKeepsItsPlaceOnAnotherInstance(t *testing.T) {
 
 // rankedCounter counts the leases its ranked locker grants.
 type rankedCounter struct {
-	service.Locker
+	engine.Locker
 	obtained *atomic.Int64
 }
 
-func (c rankedCounter) Obtain(ctx context.Context, key string, rank int64) (service.Lease, error) {
+func (c rankedCounter) Obtain(ctx context.Context, key string, rank int64) (engine.Lease, error) {
 	l, err := c.Locker.Obtain(ctx, key, rank)
 	if err == nil {
 		c.obtained.Add(1)
@@ -250,7 +250,7 @@ func TestPlace_AfterASellOutNoInstanceWaitsForATurn(t *testing.T) {
 	dsn := testenv.Database(t)
 	prefix := testenv.Name("test:fair:") + ":"
 	var obtained atomic.Int64
-	count := func(l service.Locker) service.Locker { return rankedCounter{l, &obtained} }
+	count := func(l engine.Locker) engine.Locker { return rankedCounter{l, &obtained} }
 	rigs := make([]*rig, 3)
 	for i := range rigs {
 		rigs[i] = newRig(t, dsn, rigOptions{Prefix: prefix, Locker: count})
@@ -291,11 +291,11 @@ func TestPlace_AfterASellOutNoInstanceWaitsForATurn(t *testing.T) {
 // deafLocker ranks, but its leases do not hear who wants them (as with
 // Redlock, or lock.wanted_notices off); it counts their Keeps.
 type deafLocker struct {
-	service.Locker
+	engine.Locker
 	keeps *atomic.Int64
 }
 
-func (l deafLocker) Obtain(ctx context.Context, key string, rank int64) (service.Lease, error) {
+func (l deafLocker) Obtain(ctx context.Context, key string, rank int64) (engine.Lease, error) {
 	lease, err := l.Locker.Obtain(ctx, key, rank)
 	if err != nil {
 		return nil, err
@@ -304,7 +304,7 @@ func (l deafLocker) Obtain(ctx context.Context, key string, rank int64) (service
 }
 
 type deafLease struct {
-	service.Lease
+	engine.Lease
 	keeps *atomic.Int64
 }
 
@@ -324,7 +324,7 @@ func TestPlace_HolderDeafToContendersKeepsByLockHold(t *testing.T) {
 	dsn := testenv.Database(t)
 	var keeps atomic.Int64
 	r := newRig(t, dsn, rigOptions{
-		Locker: func(l service.Locker) service.Locker { return deafLocker{l, &keeps} },
+		Locker: func(l engine.Locker) engine.Locker { return deafLocker{l, &keeps} },
 		Engine: func(c *engine.Config) { c.LockHold = time.Nanosecond; c.BatchMax = 10 },
 	})
 	const buyers = 40

@@ -10,11 +10,11 @@ import (
 
 // adoptForeignFence recovers from a stored fence above anything the
 // lease's backend issued: left by an earlier incarnation (a ZooKeeper
-// ensemble recreated empty), it would refuse every write. The Store swaps
-// exactly that value for ours; it reports whether it did. When the backend
-// cannot give its horizon or the Store cannot swap, it returns why
-// (ErrUnavailable): that is no sign the lock moved.
-func (s *Seller) adoptForeignFence(ctx context.Context, lease service.Lease, err error) (bool, error) {
+// ensemble recreated empty), it would refuse every write. The Committer
+// swaps exactly that value for ours; it reports whether it did. When the
+// backend cannot give its horizon or the Committer cannot swap, it
+// returns why (ErrUnavailable): that is no sign the lock moved.
+func (s *Seller) adoptForeignFence(ctx context.Context, lease Lease, err error) (bool, error) {
 	var stale *service.StaleFenceError
 	if !errors.As(err, &stale) || stale.Fence != lease.Fence() || stale.Stored > service.FenceCeiling(stale.Fence) {
 		return false, nil

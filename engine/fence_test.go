@@ -7,17 +7,18 @@ import (
 	"testing"
 
 	"github.com/seckill/seckill/app/apptest"
+	"github.com/seckill/seckill/engine"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/service"
 )
 
 // horizonLocker's leases say their backend's fence horizon, or fail to.
 type horizonLocker struct {
-	service.Locker
+	engine.Locker
 	horizonErr error
 }
 
-func (l *horizonLocker) Obtain(ctx context.Context, key string, rank int64) (service.Lease, error) {
+func (l *horizonLocker) Obtain(ctx context.Context, key string, rank int64) (engine.Lease, error) {
 	lease, err := l.Locker.Obtain(ctx, key, rank)
 	if err != nil {
 		return nil, err
@@ -29,7 +30,7 @@ func (l *horizonLocker) Obtain(ctx context.Context, key string, rank int64) (ser
 func (l *horizonLocker) Ranks() bool { return false }
 
 type horizonLease struct {
-	service.Lease
+	engine.Lease
 	err error
 }
 
@@ -39,7 +40,7 @@ func (l horizonLease) Horizon(context.Context) (int64, error) { return 0, l.err 
 // the batch's, within its backend's range, and fails to adopt it when
 // adoptErr is set.
 type foreignFenceStore struct {
-	service.Store
+	engine.Committer
 	adoptErr error
 	commits  atomic.Int64
 }
@@ -57,7 +58,7 @@ func (s *foreignFenceStore) AdoptFence(ctx context.Context, id, from, to int64) 
 	if s.adoptErr != nil {
 		return false, s.adoptErr
 	}
-	return s.Store.AdoptFence(ctx, id, from, to)
+	return s.Committer.AdoptFence(ctx, id, from, to)
 }
 
 // A stored fence above the lease's is checked against the lock backend's
@@ -80,8 +81,8 @@ func TestPlace_ForeignFenceCheckThatFailsSaysWhy(t *testing.T) {
 			t.Parallel()
 			store := &foreignFenceStore{adoptErr: tc.adoptErr}
 			r := newRig(t, testenv.Database(t), rigOptions{
-				Store:  func(s service.Store) service.Store { store.Store = s; return store },
-				Locker: func(l service.Locker) service.Locker { return &horizonLocker{l, tc.horizonErr} },
+				Commits: func(s engine.Committer) engine.Committer { store.Committer = s; return store },
+				Locker:  func(l engine.Locker) engine.Locker { return &horizonLocker{l, tc.horizonErr} },
 			})
 			sku := apptest.CreateSKU(t, r.Store, 5, 1)
 			_, err := r.Orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: "u", Quantity: 1})

@@ -15,7 +15,7 @@ type leaseHold struct {
 	locks *locks
 	sku   int64
 	max   time.Duration
-	lease service.Lease
+	lease Lease
 	since time.Time
 	known *service.SKU // the SKU after this lease's last batch; nil before its first
 	// rank is the arrival (unix µs) of the oldest buyer the lock is
@@ -33,7 +33,7 @@ type leaseHold struct {
 }
 
 // acquire returns the held lease, or obtains one (nil: sell unlocked).
-func (h *leaseHold) acquire(ctx context.Context) service.Lease {
+func (h *leaseHold) acquire(ctx context.Context) Lease {
 	if h.unlocked {
 		h.unlocked = false
 		return nil

@@ -19,13 +19,13 @@ import (
 
 // leaseLog records every lease the order path obtains and releases, in order.
 type leaseLog struct {
-	service.Locker
+	engine.Locker
 	deaf   bool // its leases do not say when they are wanted, as ZooKeeper's
 	mu     sync.Mutex
 	events []string // "obtain <fence>", "keep <fence>", "release <fence>"
 }
 
-func (l *leaseLog) Obtain(ctx context.Context, key string, rank int64) (service.Lease, error) {
+func (l *leaseLog) Obtain(ctx context.Context, key string, rank int64) (engine.Lease, error) {
 	lease, err := l.Locker.Obtain(ctx, key, rank)
 	if err != nil {
 		return nil, err
@@ -51,7 +51,7 @@ func (l *leaseLog) list() []string {
 }
 
 type loggedLease struct {
-	service.Lease
+	engine.Lease
 	log *leaseLog
 }
 
@@ -84,7 +84,7 @@ func (l loggedLease) Keep(ctx context.Context) (bool, error) {
 // row's fence moved past the batch's, recording the fences it saw, the
 // known rows the batches brought and the rows their commits left.
 type staleStore struct {
-	service.Store
+	engine.Committer
 	n      atomic.Int64
 	mu     sync.Mutex
 	fences []int64
@@ -106,7 +106,7 @@ func (s *staleStore) CommitBatch(ctx context.Context, b service.Batch) (service.
 		err = fmt.Errorf("fence %d refused: %w", b.Fence, service.ErrStaleFence)
 	)
 	if s.n.Add(-1) < 0 {
-		res, err = s.Store.CommitBatch(ctx, b)
+		res, err = s.Committer.CommitBatch(ctx, b)
 	}
 	var left *service.SKU
 	if err == nil {
@@ -137,8 +137,8 @@ func TestPlace_StaleFenceDropsTheLeaseAndObtainsAnother(t *testing.T) {
 			store.n.Store(tc.stale)
 			leases := &leaseLog{}
 			r := newRig(t, dsn, rigOptions{
-				Store:  func(s service.Store) service.Store { store.Store = s; return store },
-				Locker: func(l service.Locker) service.Locker { leases.Locker = l; return leases },
+				Commits: func(s engine.Committer) engine.Committer { store.Committer = s; return store },
+				Locker:  func(l engine.Locker) engine.Locker { leases.Locker = l; return leases },
 			})
 			sku := apptest.CreateSKU(t, r.Store, 5, 1)
 			_, err := r.Orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: "u", Quantity: 1})
@@ -178,7 +178,7 @@ func TestPlace_StaleFenceDropsTheLeaseAndObtainsAnother(t *testing.T) {
 
 // lossStore holds the first batch until its ctx ends, recording why.
 type lossStore struct {
-	service.Store
+	engine.Committer
 	entered chan service.Batch
 	ended   chan error
 	once    sync.Once
@@ -196,7 +196,7 @@ func (s *lossStore) CommitBatch(ctx context.Context, b service.Batch) (service.B
 		<-ctx.Done()
 		s.ended <- ctx.Err()
 	}
-	return s.Store.CommitBatch(ctx, b)
+	return s.Committer.CommitBatch(ctx, b)
 }
 
 // TestPlace_LeaseLostMidBatchCancelsIt: the lease vanishes from Redis (an
@@ -211,8 +211,8 @@ func TestPlace_LeaseLostMidBatchCancelsIt(t *testing.T) {
 	store := &lossStore{entered: make(chan service.Batch, 1), ended: make(chan error, 1)}
 	leases := &leaseLog{}
 	r := newRig(t, dsn, rigOptions{
-		Store:  func(s service.Store) service.Store { store.Store = s; return store },
-		Locker: func(l service.Locker) service.Locker { leases.Locker = l; return leases },
+		Commits: func(s engine.Committer) engine.Committer { store.Committer = s; return store },
+		Locker:  func(l engine.Locker) engine.Locker { leases.Locker = l; return leases },
 	})
 	sku := apptest.CreateSKU(t, r.Store, 5, 1)
 	first := make(chan error, 1)
@@ -266,8 +266,8 @@ func TestPlace_BusyWorkerHoldsItsLeaseAcrossBatches(t *testing.T) {
 	prefix := testenv.Name("test:orders:") + ":"
 	r := newRig(t, dsn, rigOptions{
 		Prefix: prefix,
-		Store: func(s service.Store) service.Store {
-			fences.Store = s
+		Commits: func(s engine.Committer) engine.Committer {
+			fences.Committer = s
 			g = apptest.Gate(fences)
 			return g
 		},
@@ -341,8 +341,8 @@ func TestPlace_IdleWorkerKeepsItsLeaseForTheNextOrder(t *testing.T) {
 	store := &staleStore{} // refusing none: it records fences and rows
 	leases := &leaseLog{}
 	r := newRig(t, dsn, rigOptions{
-		Store:  func(s service.Store) service.Store { store.Store = s; return store },
-		Locker: func(l service.Locker) service.Locker { leases.Locker = l; return leases },
+		Commits: func(s engine.Committer) engine.Committer { store.Committer = s; return store },
+		Locker:  func(l engine.Locker) engine.Locker { leases.Locker = l; return leases },
 		// Long enough that the idle hold, not the clock, decides under load.
 		Engine: func(c *engine.Config) { c.LockHold = time.Minute; c.LockHoldIdle = time.Minute },
 	})
@@ -397,12 +397,12 @@ func TestPlace_IdleHolderLetsAnotherInstanceIn(t *testing.T) {
 			leases := &leaseLog{deaf: deaf}
 			a := newRig(t, dsn, rigOptions{
 				Prefix: prefix, Engine: idle,
-				Locker: func(l service.Locker) service.Locker { leases.Locker = l; return leases },
+				Locker: func(l engine.Locker) engine.Locker { leases.Locker = l; return leases },
 			})
 			bStore := &staleStore{}
 			b := newRig(t, dsn, rigOptions{
 				Prefix: prefix, Engine: idle,
-				Store: func(s service.Store) service.Store { bStore.Store = s; return bStore },
+				Commits: func(s engine.Committer) engine.Committer { bStore.Committer = s; return bStore },
 			})
 			sku := apptest.CreateSKU(t, a.Store, 10, 1)
 			if _, err := a.Orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: "a", Quantity: 1}); err != nil {

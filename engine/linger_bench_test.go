@@ -50,7 +50,7 @@ func placePaced(b *testing.B, linger time.Duration, rate int) {
 	lc := lock.New(rdb, app.OrderLockOptions(pc)...)
 	b.Cleanup(func() { lc.Close() })
 	marks := redis.NewMarks(rdb, pc.Lock.Prefix+"soldout:", pc.SoldOut.SharedTTL)
-	orders := newOrders(b, store, redis.NewLocker(lc), marks, marks, app.DirectoryConfig(pc), cfg, nil)
+	orders := newOrders(b, store, store, redis.NewLocker(lc), marks, marks, app.DirectoryConfig(pc), cfg, nil)
 	now := time.Now().UTC()
 	sku, err := store.CreateSKU(context.Background(), service.SKU{Name: "paced", TotalStock: int64(b.N), Stock: int64(b.N), PerUserLimit: 1, CreatedAt: now, UpdatedAt: now})
 	if err != nil {

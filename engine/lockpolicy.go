@@ -18,7 +18,7 @@ const redisProbeInterval = time.Second
 // locks is the lock policy: when to wait for a SKU's lock, and when to
 // sell on the database's guard alone. Shared by every worker.
 type locks struct {
-	locker service.Locker
+	locker Locker
 	cfg    Config
 	log    *slog.Logger
 	obs    Observer
@@ -34,7 +34,7 @@ type locks struct {
 // kept it for half the batch's time. Live holders are waited for, since
 // selling beside them only makes transactions conflict (docs/locking.md,
 // "Busy is not dead").
-func (l *locks) obtain(ctx context.Context, skuID, rank int64) service.Lease {
+func (l *locks) obtain(ctx context.Context, skuID, rank int64) Lease {
 	now := time.Now().UnixNano()
 	if now < l.downTill.Load() {
 		return nil

@@ -10,15 +10,16 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/app"
+	"github.com/seckill/seckill/engine"
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/service"
 )
 
 // memStore sells one SKU from memory at once: what is left of an order's
 // cost is the order path's own (admission, queue, worker, answer). The
-// methods the order path does not call are left nil.
+// reads of orders, which the order path does not call, are left nil.
 type memStore struct {
-	service.Store
+	service.OrderReader
 	mu  sync.Mutex
 	sku service.SKU
 	id  int64
@@ -57,10 +58,12 @@ func (s *memStore) CommitRound(ctx context.Context, bs []service.Batch) ([]servi
 	return out, nil
 }
 
+func (s *memStore) AdoptFence(context.Context, int64, int64, int64) (bool, error) { return false, nil }
+
 // instantLocker grants every lock at once, ranked or not.
 type instantLocker struct{ fence atomic.Int64 }
 
-func (l *instantLocker) Obtain(context.Context, string, int64) (service.Lease, error) {
+func (l *instantLocker) Obtain(context.Context, string, int64) (engine.Lease, error) {
 	return instantLease{l.fence.Add(1)}, nil
 }
 
@@ -101,7 +104,7 @@ func placeInProcess(b *testing.B, keyed bool) {
 	now := time.Now().UTC()
 	store := &memStore{sku: service.SKU{ID: 1, Name: "bench", TotalStock: 1 << 40, Stock: 1 << 40, PerUserLimit: 1, Version: 1, CreatedAt: now, UpdatedAt: now}}
 	pc := config.Default()
-	orders := newOrders(b, store, &instantLocker{}, noMarks{}, nil, app.DirectoryConfig(pc), app.EngineConfig(pc), nil)
+	orders := newOrders(b, store, store, &instantLocker{}, noMarks{}, nil, app.DirectoryConfig(pc), app.EngineConfig(pc), nil)
 	var next atomic.Int64
 	b.SetParallelism(256)
 	b.ReportAllocs()

@@ -28,21 +28,21 @@ func newRig(t *testing.T, dsn string, o rigOptions) *rig {
 }
 
 // newFlow is apptest.NewFlow; obs may be nil.
-func newFlow(tb testing.TB, store service.Store, locker service.Locker, marks service.SoldOutMarks, board engine.PlaceBoard,
+func newFlow(tb testing.TB, commits engine.Committer, reads service.OrderReader, locker engine.Locker, marks service.SoldOutMarks, board engine.PlaceBoard,
 	dcfg service.DirectoryConfig, cfg engine.Config, obs *observer) (*service.Orders, *service.Directory, *engine.Seller) {
 	tb.Helper()
 	var o apptest.Observer
 	if obs != nil {
 		o = obs
 	}
-	return apptest.NewFlow(tb, store, locker, marks, board, dcfg, cfg, o)
+	return apptest.NewFlow(tb, commits, reads, locker, marks, board, dcfg, cfg, o)
 }
 
 // newOrders is newFlow's order flow alone.
-func newOrders(tb testing.TB, store service.Store, locker service.Locker, marks service.SoldOutMarks, board engine.PlaceBoard,
+func newOrders(tb testing.TB, commits engine.Committer, reads service.OrderReader, locker engine.Locker, marks service.SoldOutMarks, board engine.PlaceBoard,
 	dcfg service.DirectoryConfig, cfg engine.Config, obs *observer) *service.Orders {
 	tb.Helper()
-	o, _, _ := newFlow(tb, store, locker, marks, board, dcfg, cfg, obs)
+	o, _, _ := newFlow(tb, commits, reads, locker, marks, board, dcfg, cfg, obs)
 	return o
 }
 

@@ -25,7 +25,7 @@ const (
 	roundStall = 50 * time.Millisecond
 )
 
-// groupCommit schedules rounds; the Store executes them (CommitRound).
+// groupCommit schedules rounds; the Committer executes them (CommitRound).
 // There is no background goroutine: a caller that finds no round under
 // way leads one, and hands the lead to the first caller still waiting
 // when its round ends, unless another round is still under way.
@@ -36,7 +36,7 @@ const (
 // it takes cannot hold its own call twice nor another leader's. Each call
 // is therefore answered, and its done closed, by one run.
 type groupCommit struct {
-	store  service.Store
+	store  Committer
 	linger time.Duration // lingerBefore's longest wait; 0: a round commits at once
 
 	mu      sync.Mutex
@@ -65,7 +65,7 @@ type groupCall struct {
 	lead chan struct{} // closed when this call must lead the next round
 }
 
-func newGroupCommit(store service.Store, linger time.Duration) *groupCommit {
+func newGroupCommit(store Committer, linger time.Duration) *groupCommit {
 	return &groupCommit{store: store, linger: max(linger, 0)}
 }
 

@@ -105,7 +105,7 @@ func TestPlace_AbandonedWhileQueuedIsNotCharged(t *testing.T) {
 	t.Parallel()
 	dsn := testenv.Database(t)
 	var g *apptest.GatedStore
-	r := newRig(t, dsn, rigOptions{Store: func(s service.Store) service.Store { g = apptest.Gate(s); return g }})
+	r := newRig(t, dsn, rigOptions{Commits: func(s engine.Committer) engine.Committer { g = apptest.Gate(s); return g }})
 	sku := apptest.CreateSKU(t, r.Store, 10, 1)
 
 	first := make(chan error, 1)
@@ -149,8 +149,8 @@ func TestPlace_FullQueueIsBusyAndShutdownAnswersEveryone(t *testing.T) {
 	dsn := testenv.Database(t)
 	var g *apptest.GatedStore
 	r := newRig(t, dsn, rigOptions{
-		Store:  func(s service.Store) service.Store { g = apptest.Gate(s); return g },
-		Engine: func(c *engine.Config) { c.QueueMax = 5 },
+		Commits: func(s engine.Committer) engine.Committer { g = apptest.Gate(s); return g },
+		Engine:  func(c *engine.Config) { c.QueueMax = 5 },
 	})
 	sku := apptest.CreateSKU(t, r.Store, 100, 1)
 
@@ -196,7 +196,7 @@ func TestPlace_SoldOutFastPathSkipsTheDatabase(t *testing.T) {
 	t.Parallel()
 	dsn := testenv.Database(t)
 	var g *apptest.GatedStore
-	r := newRig(t, dsn, rigOptions{Store: func(s service.Store) service.Store {
+	r := newRig(t, dsn, rigOptions{Commits: func(s engine.Committer) engine.Committer {
 		g = apptest.Gate(s)
 		close(g.Release) // no gate: only count
 		return g
@@ -226,11 +226,11 @@ func TestPlace_SoldOutFastPathSkipsTheDatabase(t *testing.T) {
 
 // countingLocker counts Obtain calls.
 type countingLocker struct {
-	service.Locker
+	engine.Locker
 	n atomic.Int64
 }
 
-func (c *countingLocker) Obtain(ctx context.Context, key string, rank int64) (service.Lease, error) {
+func (c *countingLocker) Obtain(ctx context.Context, key string, rank int64) (engine.Lease, error) {
 	c.n.Add(1)
 	return c.Locker.Obtain(ctx, key, rank)
 }
@@ -245,7 +245,7 @@ func TestPlace_LockHeldByADeadHolderIsNotAwaitedTwice(t *testing.T) {
 	counter := &countingLocker{}
 	r := newRig(t, dsn, rigOptions{
 		Prefix: prefix,
-		Locker: func(l service.Locker) service.Locker { counter.Locker = l; return counter },
+		Locker: func(l engine.Locker) engine.Locker { counter.Locker = l; return counter },
 		Engine: func(c *engine.Config) {
 			c.LockWait = 100 * time.Millisecond
 			c.LockTTL = time.Minute
@@ -280,7 +280,7 @@ func TestPlace_TenThousandBuyersAreBoundedByQueueMax(t *testing.T) {
 	var g *apptest.GatedStore
 	const queueMax = 500
 	r := newRig(t, dsn, rigOptions{
-		Store: func(s service.Store) service.Store { g = apptest.Gate(s); return g },
+		Commits: func(s engine.Committer) engine.Committer { g = apptest.Gate(s); return g },
 		// The gate holds the first transaction for as long as the crowd
 		// takes to arrive and be refused, which on a loaded box with -race
 		// is longer than the production timeouts; what those timeouts do
@@ -348,8 +348,8 @@ func TestPlace_QueuedPastTheRequestTimeoutIsNotCharged(t *testing.T) {
 	dsn := testenv.Database(t)
 	var g *apptest.GatedStore
 	r := newRig(t, dsn, rigOptions{
-		Store:  func(s service.Store) service.Store { g = apptest.Gate(s); return g },
-		Engine: func(c *engine.Config) { c.RequestTimeout = 200 * time.Millisecond },
+		Commits: func(s engine.Committer) engine.Committer { g = apptest.Gate(s); return g },
+		Engine:  func(c *engine.Config) { c.RequestTimeout = 200 * time.Millisecond },
 	})
 	sku := apptest.CreateSKU(t, r.Store, 10, 1)
 	first := make(chan error, 1)
@@ -381,12 +381,12 @@ func TestPlace_QueuedPastTheRequestTimeoutIsNotCharged(t *testing.T) {
 // live holders: each waits out its context (a whole lock.wait), then says
 // ErrLockBusy. The calls after those go to the real Locker.
 type busyLocker struct {
-	service.Locker
+	engine.Locker
 	busy  int64
 	calls atomic.Int64
 }
 
-func (b *busyLocker) Obtain(ctx context.Context, key string, rank int64) (service.Lease, error) {
+func (b *busyLocker) Obtain(ctx context.Context, key string, rank int64) (engine.Lease, error) {
 	if b.calls.Add(1) <= b.busy {
 		<-ctx.Done()
 		return nil, fmt.Errorf("%w: renewed while we waited: %w", service.ErrLockBusy, ctx.Err())
@@ -408,9 +408,9 @@ func TestPlace_LockBusyWithLiveHoldersIsWaitedFor(t *testing.T) {
 	locker := &busyLocker{busy: 2}
 	fences := &staleStore{} // refusing none: it records each batch's fence
 	r := newRig(t, dsn, rigOptions{
-		Store:  func(s service.Store) service.Store { fences.Store = s; return fences },
-		Locker: func(l service.Locker) service.Locker { locker.Locker = l; return locker },
-		Engine: func(c *engine.Config) { c.LockWait = 50 * time.Millisecond },
+		Commits: func(s engine.Committer) engine.Committer { fences.Committer = s; return fences },
+		Locker:  func(l engine.Locker) engine.Locker { locker.Locker = l; return locker },
+		Engine:  func(c *engine.Config) { c.LockWait = 50 * time.Millisecond },
 	})
 	sku := apptest.CreateSKU(t, r.Store, 10, 1)
 	for i := range 3 {
@@ -439,7 +439,7 @@ func TestPlace_LockBusyWithLiveHoldersIsWaitedFor(t *testing.T) {
 // sharingStore records, per batch, whether it was committed in a round
 // and under which fence.
 type sharingStore struct {
-	service.Store
+	engine.Committer
 	mu      sync.Mutex
 	batches []sharedBatch
 }
@@ -457,23 +457,23 @@ func (s *sharingStore) record(b service.Batch, inRound bool) {
 
 func (s *sharingStore) CommitBatch(ctx context.Context, b service.Batch) (service.BatchResult, error) {
 	s.record(b, false)
-	return s.Store.CommitBatch(ctx, b)
+	return s.Committer.CommitBatch(ctx, b)
 }
 
 func (s *sharingStore) CommitRound(ctx context.Context, bs []service.Batch) ([]service.RoundResult, error) {
 	for _, b := range bs {
 		s.record(b, true)
 	}
-	return s.Store.CommitRound(ctx, bs)
+	return s.Committer.CommitRound(ctx, bs)
 }
 
 // flakyLocker refuses every other Obtain as if Redis were unreachable.
 type flakyLocker struct {
-	service.Locker
+	engine.Locker
 	n atomic.Int64
 }
 
-func (l *flakyLocker) Obtain(ctx context.Context, key string, rank int64) (service.Lease, error) {
+func (l *flakyLocker) Obtain(ctx context.Context, key string, rank int64) (engine.Lease, error) {
 	if l.n.Add(1)%2 == 0 {
 		return nil, fmt.Errorf("%w: refused by the test", service.ErrLockUnavailable)
 	}
@@ -491,9 +491,9 @@ func TestPlace_UnlockedBatchCommitsAlone(t *testing.T) {
 	t.Parallel()
 	var st *sharingStore
 	r := newRig(t, testenv.Database(t), rigOptions{
-		Store:  func(s service.Store) service.Store { st = &sharingStore{Store: s}; return st },
-		Locker: func(l service.Locker) service.Locker { return &flakyLocker{Locker: l} },
-		Engine: func(c *engine.Config) { c.LockHold = 0 }, // a lock per batch: both kinds of batch
+		Commits: func(s engine.Committer) engine.Committer { st = &sharingStore{Committer: s}; return st },
+		Locker:  func(l engine.Locker) engine.Locker { return &flakyLocker{Locker: l} },
+		Engine:  func(c *engine.Config) { c.LockHold = 0 }, // a lock per batch: both kinds of batch
 	})
 	const stock, buyers = 10, 12
 	sku := apptest.CreateSKU(t, r.Store, stock, 1)

@@ -252,7 +252,7 @@ func runSale(t *testing.T, rng *rand.Rand, cfg config.Config) {
 		r := rigs[i]
 		lc := lock.New(r.Redis, app.LockOptions(r.Settings)...)
 		t.Cleanup(func() { lc.Close() })
-		sw := service.NewSweeper(r.Store.(service.LifecycleStore), redis.NewLocker(lc), r.SKUs, app.SweeperConfig(r.Settings), testenv.Logger(), nil)
+		sw := service.NewSweeper(r.Store, redis.NewLocker(lc), r.SKUs, app.SweeperConfig(r.Settings), testenv.Logger(), nil)
 		sweepers[i] = runSweeper(t, sw)
 	}
 

@@ -23,6 +23,7 @@ import (
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/getkin/kin-openapi/routers/gorillamux"
 
+	"github.com/seckill/seckill/engine"
 	"github.com/seckill/seckill/handler"
 	"github.com/seckill/seckill/internal/database"
 	"github.com/seckill/seckill/metrics"
@@ -528,7 +529,7 @@ func contractBusy(t *testing.T, c *contract) {
 	gate := &gatedStore{entered: make(chan int, 16), release: make(chan struct{})}
 	s := newStack(t, func(o *stackOptions) {
 		o.queueMax = 1
-		o.wrap = func(st service.Store) service.Store { gate.Store = st; return gate }
+		o.commits = func(st engine.Committer) engine.Committer { gate.Committer = st; return gate }
 	})
 	c.attach(t, s)
 	var once sync.Once
@@ -588,7 +589,7 @@ func contractRateLimited(t *testing.T, c *contract) {
 // answer was lost.
 func contractOutcomeUnknown(t *testing.T, c *contract) {
 	s := newStack(t, func(o *stackOptions) {
-		o.wrap = func(st service.Store) service.Store { return &unknownStore{st} }
+		o.commits = func(st engine.Committer) engine.Committer { return &unknownStore{st} }
 	})
 	c.attach(t, s)
 	sku := s.createSKU(t, `{"name":"unknown","stock":10}`)
@@ -599,7 +600,7 @@ func contractOutcomeUnknown(t *testing.T, c *contract) {
 }
 
 // unknownStore fails every batch commit with service.ErrOutcomeUnknown.
-type unknownStore struct{ service.Store }
+type unknownStore struct{ engine.Committer }
 
 func (u *unknownStore) CommitRound(ctx context.Context, bs []service.Batch) ([]service.RoundResult, error) {
 	return service.OneByOne(ctx, bs, u.CommitBatch)

@@ -73,7 +73,7 @@ type stack struct {
 }
 
 type stackOptions struct {
-	wrap     func(service.Store) service.Store
+	commits  func(engine.Committer) engine.Committer // wraps what the engine commits through
 	queueMax int
 	limits   handler.Limits
 	auth     handler.ShopperAuth     // zero: auth.shopper none, random order id key
@@ -93,9 +93,10 @@ func newStack(t *testing.T, opts ...func(*stackOptions)) *stack {
 	s := &stack{appDB: testenv.DB(t, dsn), db: testenv.DB(t, dsn), ready: &fakeReady{}}
 	rdb, prefix := testenv.Redis(t)
 	s.rdb, s.prefix = rdb, prefix
-	var store service.Store = repository.NewMySQL(s.appDB)
-	if o.wrap != nil {
-		store = o.wrap(store)
+	store := repository.NewMySQL(s.appDB)
+	var commits engine.Committer = store
+	if o.commits != nil {
+		commits = o.commits(commits)
 	}
 	log := testenv.Logger()
 	// Production defaults (config.Default), on the test's own key prefix.
@@ -104,13 +105,13 @@ func newStack(t *testing.T, opts ...func(*stackOptions)) *stack {
 	cfg.Order.QueueMax = o.queueMax
 	lc := lock.New(rdb, app.OrderLockOptions(cfg)...)
 	t.Cleanup(func() { lc.Close() })
-	var locker service.Locker = redis.NewLocker(lc)
+	var locker engine.Locker = redis.NewLocker(lc)
 	marks := redis.NewMarks(rdb, prefix+"soldout:", cfg.SoldOut.SharedTTL)
 	skus := service.NewDirectory(store, marks, app.DirectoryConfig(cfg), log, nil)
-	seller := engine.New(store, locker, skus, marks, app.EngineConfig(cfg), log, nil)
+	seller := engine.New(commits, locker, skus, marks, app.EngineConfig(cfg), log, nil)
 	orders := service.NewOrders(store, skus, seller, nil)
 	s.orders, s.seller = orders, seller
-	catalog := service.NewCatalog(store, skus, log)
+	catalog := service.NewCatalog(store, store, skus, log)
 	settle := repository.NewMySQL(s.appDB)
 	s.sweeper = service.NewSweeper(settle, nil, skus, app.SweeperConfig(cfg), log, nil)
 	apiLog := log
@@ -1221,7 +1222,7 @@ func TestHealth(t *testing.T) {
 // gatedStore holds every CommitBatch until released, so that a test
 // knows which requests sit in the SKU's queue.
 type gatedStore struct {
-	service.Store
+	engine.Committer
 	entered chan int // receives the size of each batch as it starts
 	release chan struct{}
 }
@@ -1237,7 +1238,7 @@ func (g *gatedStore) CommitBatch(ctx context.Context, b service.Batch) (service.
 	case <-ctx.Done():
 		return service.BatchResult{}, ctx.Err()
 	}
-	return g.Store.CommitBatch(ctx, b)
+	return g.Committer.CommitBatch(ctx, b)
 }
 
 // TestQueueFull fills a SKU's queue of one while its worker is held in a
@@ -1248,7 +1249,7 @@ func TestQueueFull(t *testing.T) {
 	gate := &gatedStore{entered: make(chan int, 16), release: make(chan struct{})}
 	s := newStack(t, func(o *stackOptions) {
 		o.queueMax = 1
-		o.wrap = func(st service.Store) service.Store { gate.Store = st; return gate }
+		o.commits = func(st engine.Committer) engine.Committer { gate.Committer = st; return gate }
 	})
 	var once sync.Once
 	open := func() { once.Do(func() { close(gate.release) }) }
@@ -1410,7 +1411,7 @@ func TestConcurrentBuyers(t *testing.T) {
 // heldStore commits each batch, then holds its result until released:
 // the batch's reads and writes are done, its answers not yet given.
 type heldStore struct {
-	service.Store
+	engine.Committer
 	committed chan service.BatchResult
 	release   chan struct{}
 }
@@ -1420,7 +1421,7 @@ func (h *heldStore) CommitRound(ctx context.Context, bs []service.Batch) ([]serv
 }
 
 func (h *heldStore) CommitBatch(ctx context.Context, b service.Batch) (service.BatchResult, error) {
-	res, err := h.Store.CommitBatch(ctx, b)
+	res, err := h.Committer.CommitBatch(ctx, b)
 	h.committed <- res
 	<-h.release
 	return res, err
@@ -1436,7 +1437,7 @@ func TestRestockRacingSoldOutMark(t *testing.T) {
 	t.Parallel()
 	held := &heldStore{committed: make(chan service.BatchResult, 16), release: make(chan struct{})}
 	s := newStack(t, func(o *stackOptions) {
-		o.wrap = func(st service.Store) service.Store { held.Store = st; return held }
+		o.commits = func(st engine.Committer) engine.Committer { held.Committer = st; return held }
 	})
 	var once sync.Once
 	open := func() { once.Do(func() { close(held.release) }) }

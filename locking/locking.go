@@ -1,31 +1,46 @@
 // Package locking passes the answers of the lock library, from any of its
-// backends, to the service in the service's terms: its sentinel errors and
-// its LockState.
+// backends, to the engine and the service in their terms: the engine's
+// Lease, the sweeper's Leadership, the service's sentinel errors and its
+// LockState.
 package locking
 
 import (
 	"errors"
 	"fmt"
 
+	"github.com/seckill/seckill/engine"
 	"github.com/seckill/seckill/lock"
 	"github.com/seckill/seckill/service"
 )
 
-// Lease passes a backend's Obtain answer to the service, translating "the
+// Lease passes a backend's Obtain answer to the engine, translating "the
 // backend is unreachable" into service.ErrLockUnavailable (the order path
 // then sells on the database's guard alone) and "held by live holders"
 // into service.ErrLockBusy (it waits its turn).
-func Lease[L service.Lease](lk L, err error) (service.Lease, error) {
-	switch {
-	case errors.Is(err, lock.ErrUnavailable):
-		return nil, fmt.Errorf("%w: %w", service.ErrLockUnavailable, err)
-	case errors.Is(err, lock.ErrContended):
-		return nil, fmt.Errorf("%w: %w", service.ErrLockBusy, err)
-	}
+func Lease[L engine.Lease](lk L, err error) (engine.Lease, error) {
 	if err != nil {
-		return nil, err
+		return nil, obtainError(err)
 	}
 	return lk, nil
+}
+
+// Leadership passes a backend's Obtain answer to the sweeper's election
+// (service.Elector), translating errors as Lease does.
+func Leadership[L service.Leadership](lk L, err error) (service.Leadership, error) {
+	if err != nil {
+		return nil, obtainError(err)
+	}
+	return lk, nil
+}
+
+func obtainError(err error) error {
+	switch {
+	case errors.Is(err, lock.ErrUnavailable):
+		return fmt.Errorf("%w: %w", service.ErrLockUnavailable, err)
+	case errors.Is(err, lock.ErrContended):
+		return fmt.Errorf("%w: %w", service.ErrLockBusy, err)
+	}
+	return err
 }
 
 // State passes a backend's inspection to the service, translating "the

@@ -21,13 +21,14 @@ import (
 )
 
 var (
-	_ service.Locker        = (*Locker)(nil)
+	_ engine.Locker         = (*Locker)(nil)
+	_ service.Elector       = (*Locker)(nil)
 	_ service.LockInspector = (*Locker)(nil)
 	_ engine.PlaceBoard     = (*Marks)(nil)
 )
 
-// Locker adapts a *lock.Client to service.Locker, translating "Redis is
-// unreachable" into service.ErrLockUnavailable. The service's key
+// Locker adapts a *lock.Client to engine.Locker and service.Elector,
+// translating "Redis is unreachable" into service.ErrLockUnavailable. The service's key
 // ("sku:7") becomes the hash tag of the Redis keys ("<prefix>{sku:7}" and
 // its fence counter), so on a Cluster the lock, its fence and the SKU's
 // sold-out mark share one slot, and different SKUs spread across slots.
@@ -41,7 +42,7 @@ func hashTag(key string) string { return "{" + key + "}" }
 
 // Obtain takes the lock of key, in order of rank unless it is 0
 // (lock.Client.ObtainRanked): the order path's fair selling.
-func (l *Locker) Obtain(ctx context.Context, key string, rank int64) (service.Lease, error) {
+func (l *Locker) Obtain(ctx context.Context, key string, rank int64) (engine.Lease, error) {
 	var (
 		lk  *lock.Lock
 		err error
@@ -57,7 +58,13 @@ func (l *Locker) Obtain(ctx context.Context, key string, rank int64) (service.Le
 // Ranks reports true: a free Redis lock goes to the lowest rank waiting.
 func (l *Locker) Ranks() bool { return true }
 
-// lease is a Redis lock as a service.Lease: it hears who wants it and
+// Elect takes the lock of key unranked: the sweeper's election.
+func (l *Locker) Elect(ctx context.Context, key string) (service.Leadership, error) {
+	lk, err := l.c.Obtain(ctx, hashTag(key))
+	return locking.Leadership(lk, err)
+}
+
+// lease is a Redis lock as an engine.Lease: it hears who wants it and
 // their ranks, and keeps itself in one round trip (in Redlock mode Keep
 // lets it go and Wanting is nil), but cannot say a fence horizon.
 type lease struct{ *lock.Lock }

@@ -17,10 +17,22 @@ import (
 	"github.com/seckill/seckill/service"
 )
 
-// store is what the tests ask of either store.
+// store is what the tests ask of either store: the engine's commits and
+// what the domain reads and writes.
 type store interface {
-	service.Store
+	committer
+	service.OrderReader
+	service.CatalogStore
+	service.SKUOrders
 	service.LifecycleStore
+}
+
+// committer is engine.Committer, spelled out so that the tests of
+// repository need not import the engine.
+type committer interface {
+	CommitBatch(ctx context.Context, b service.Batch) (service.BatchResult, error)
+	CommitRound(ctx context.Context, bs []service.Batch) ([]service.RoundResult, error)
+	AdoptFence(ctx context.Context, id, from, to int64) (bool, error)
 }
 
 // backend is one database and its store: the batch commit is written

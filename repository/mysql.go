@@ -10,7 +10,13 @@ import (
 	"github.com/seckill/seckill/service"
 )
 
-var _ service.Store = (*MySQL)(nil)
+var (
+	_ service.OrderReader    = (*MySQL)(nil)
+	_ service.SKUReader      = (*MySQL)(nil)
+	_ service.CatalogStore   = (*MySQL)(nil)
+	_ service.SKUOrders      = (*MySQL)(nil)
+	_ service.LifecycleStore = (*MySQL)(nil)
+)
 
 // MySQL is the store of the service's MySQL or MariaDB database. It
 // commits batches in multi-statement round trips on a pooled connection
@@ -23,7 +29,14 @@ type MySQL struct {
 	// replicas, when set, confirms commits and reads: every COMMIT then
 	// reads its position, and replays and SKU reads are confirmed
 	// before they are returned (WithReplicas).
-	replicas service.Replicas
+	replicas Confirmer
+}
+
+// Confirmer confirms that enough replicas have a commit: Replicas does.
+// Confirm returns nil once they do, else an error wrapping
+// service.ErrNotReplicated.
+type Confirmer interface {
+	Confirm(ctx context.Context, c service.Commit) error
 }
 
 // Option configures a MySQL store.
@@ -31,7 +44,7 @@ type Option func(*MySQL)
 
 // WithReplicas makes the store track where each transaction committed
 // (BatchResult.Commit) and confirm the orders and SKUs it reads with r.
-func WithReplicas(r service.Replicas) Option {
+func WithReplicas(r Confirmer) Option {
 	return func(s *MySQL) { s.replicas = r }
 }
 

@@ -14,7 +14,7 @@ import (
 	"github.com/seckill/seckill/service"
 )
 
-var _ service.Replicas = (*Replicas)(nil)
+var _ Confirmer = (*Replicas)(nil)
 
 // Replicas confirms commits on the primary's replicas
 // (mysql.min_replicas): a commit is confirmed once min replicas other
@@ -172,7 +172,7 @@ func (r *Replicas) Close() error {
 	return errors.Join(errs...)
 }
 
-// Confirm implements service.Replicas.
+// Confirm implements Confirmer (and the engine's Replicas).
 func (r *Replicas) Confirm(ctx context.Context, c service.Commit) error {
 	if r.min <= 0 {
 		return nil

@@ -9,7 +9,13 @@ import (
 	"github.com/seckill/seckill/service"
 )
 
-var _ service.Store = (*SQLite)(nil)
+var (
+	_ service.OrderReader    = (*SQLite)(nil)
+	_ service.SKUReader      = (*SQLite)(nil)
+	_ service.CatalogStore   = (*SQLite)(nil)
+	_ service.SKUOrders      = (*SQLite)(nil)
+	_ service.LifecycleStore = (*SQLite)(nil)
+)
 
 // SQLite is the store of the quick start only (no mysql.dsn): one
 // process, one connection, one transaction at a time

@@ -34,7 +34,7 @@ func setupB(t testing.TB, stock, limit int64) (*gorm.DB, *repository.MySQL, serv
 
 // commitIn commits b alone (CommitBatch) or as a round of one
 // (CommitRound).
-func commitIn(ctx context.Context, s service.Store, b service.Batch, round bool) (service.BatchResult, error) {
+func commitIn(ctx context.Context, s committer, b service.Batch, round bool) (service.BatchResult, error) {
 	if !round {
 		return s.CommitBatch(ctx, b)
 	}

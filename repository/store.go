@@ -1,8 +1,10 @@
-// Package repository implements service.Store on each database the
-// service runs on: MySQL (or MariaDB), its database (NewMySQL), and
-// SQLite, for the quick start only (NewSQLite). Every stock decrement is
-// a conditional UPDATE with its rows affected checked, and the schema
-// refuses what must never be written.
+// Package repository implements what the domain and the engine read and
+// write of the database (service.OrderReader, SKUReader, CatalogStore,
+// SKUOrders, LifecycleStore; engine.Committer, asserted in app) on each
+// database the service runs on: MySQL (or MariaDB), its database
+// (NewMySQL), and SQLite, for the quick start only (NewSQLite). Every
+// stock decrement is a conditional UPDATE with its rows affected checked,
+// and the schema refuses what must never be written.
 //
 // The two stores are two types of one package, neither branching on the
 // other. Each commits a batch its own way: MySQL in raw multi-statement

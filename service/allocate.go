@@ -5,7 +5,7 @@ import "time"
 // Allocation is one Batch's plan, decided from what its transaction read:
 // who gets stock (first come, first served), who is refused, who replays.
 type Allocation struct {
-	// Outcomes has one entry per request; the Store fills in the order ID
+	// Outcomes has one entry per request; the store fills in the order ID
 	// of those in New or Alias after inserting.
 	Outcomes []Outcome
 	// New lists the requests that become new orders, in arrival order.
@@ -27,7 +27,7 @@ type BuyerKey struct{ UserID, Key string }
 func KeyOf(r OrderRequest) BuyerKey { return BuyerKey{r.UserID, r.IdempotencyKey} }
 
 // Allocate decides a batch, given the orders committed under its
-// idempotency keys and what its users already hold. It is pure: the Store
+// idempotency keys and what its users already hold. It is pure: the store
 // runs it between its reads and its conditional writes.
 func Allocate(sku SKU, reqs []OrderRequest, existing map[BuyerKey]Order, bought map[string]int64, now time.Time) Allocation {
 	a := Allocation{
@@ -94,7 +94,7 @@ func Allocate(sku SKU, reqs []OrderRequest, existing map[BuyerKey]Order, bought 
 }
 
 // Resolve copies the store-assigned IDs of new orders into their aliases.
-// The Store calls it after filling Outcomes[New[k]].Placed.Order.ID.
+// The store calls it after filling Outcomes[New[k]].Placed.Order.ID.
 func (a *Allocation) Resolve() {
 	for i, j := range a.Alias {
 		a.Outcomes[i] = Outcome{Placed: Placed{Order: a.Outcomes[j].Placed.Order}}
@@ -102,7 +102,7 @@ func (a *Allocation) Resolve() {
 }
 
 // Hold makes the new orders pending until CreatedAt plus timeout, or paid
-// at once when timeout is 0. The Store calls it before inserting.
+// at once when timeout is 0. The store calls it before inserting.
 func (a *Allocation) Hold(timeout time.Duration) {
 	for _, i := range a.New {
 		o := &a.Outcomes[i].Placed.Order

@@ -40,7 +40,7 @@ func (c SKUChange) Validate() error {
 }
 
 // Apply returns s with the change made, or ErrInvalid when the sale
-// window it leaves is empty. The Store calls it on the row it locked.
+// window it leaves is empty. The store calls it on the row it locked.
 func (c SKUChange) Apply(s SKU) (SKU, error) {
 	if c.Name != nil {
 		s.Name = *c.Name

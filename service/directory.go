@@ -29,6 +29,11 @@ type DirectoryConfig struct {
 	SoldOutRecheck time.Duration // a local sold-out mark older than this is re-read from the database
 }
 
+// SKUReader reads a SKU's row: ErrSKUNotFound when there is none.
+type SKUReader interface {
+	SKU(ctx context.Context, id int64) (SKU, error)
+}
+
 // Directory is this instance's knowledge of the SKUs: which ids exist, so
 // that nothing (a queue, a worker, a Redis key) is allocated for an
 // invented one, and which are sold out or off sale, so that their buyers
@@ -38,7 +43,7 @@ type DirectoryConfig struct {
 // sellable here within that bound. Concurrent lookups of an id share one
 // read.
 type Directory struct {
-	store Store
+	store SKUReader
 	marks SoldOutMarks
 	cfg   DirectoryConfig
 	log   *slog.Logger
@@ -52,7 +57,7 @@ type Directory struct {
 
 // NewDirectory returns the SKUs as store holds them, their sold-out state
 // shared through marks. obs may be nil.
-func NewDirectory(store Store, marks SoldOutMarks, cfg DirectoryConfig, log *slog.Logger, obs Observer) *Directory {
+func NewDirectory(store SKUReader, marks SoldOutMarks, cfg DirectoryConfig, log *slog.Logger, obs Observer) *Directory {
 	if obs == nil {
 		obs = nopObserver{}
 	}

@@ -28,7 +28,7 @@ func FenceStale(stored, f int64) bool {
 	return f > 0 && stored > f && stored <= FenceCeiling(f)
 }
 
-// StaleFenceError is the ErrStaleFence a Store returns, with the fences it
+// StaleFenceError is the ErrStaleFence a store returns, with the fences it
 // compared.
 type StaleFenceError struct {
 	SKUID  int64

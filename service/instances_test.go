@@ -21,13 +21,13 @@ import (
 
 // countingStore counts the SKU reads of the order path.
 type countingStore struct {
-	service.Store
+	service.OrderReader
 	skuReads atomic.Int64
 }
 
 func (c *countingStore) SKU(ctx context.Context, id int64) (service.SKU, error) {
 	c.skuReads.Add(1)
-	return c.Store.SKU(ctx, id)
+	return c.OrderReader.SKU(ctx, id)
 }
 
 // redisKeys returns the keys under prefix.
@@ -173,8 +173,11 @@ func TestPlace_OneInventedIDCostsOneRead(t *testing.T) {
 	dsn := testenv.Database(t)
 	var counter *countingStore
 	r := newRig(t, dsn, rigOptions{
-		Store: func(s service.Store) service.Store { counter = &countingStore{Store: s}; return counter },
-		SKUs:  func(c *service.DirectoryConfig) { c.UnknownSKUTTL = time.Hour }, // the test outlasts no negative entry
+		Reads: func(s service.OrderReader) service.OrderReader {
+			counter = &countingStore{OrderReader: s}
+			return counter
+		},
+		SKUs: func(c *service.DirectoryConfig) { c.UnknownSKUTTL = time.Hour }, // the test outlasts no negative entry
 	})
 	var wg sync.WaitGroup
 	start := make(chan struct{})
@@ -220,8 +223,8 @@ func TestPlace_LiveSKUQueuesAreBounded(t *testing.T) {
 	dsn := testenv.Database(t)
 	var g *apptest.GatedStore
 	r := newRig(t, dsn, rigOptions{
-		Store:  func(s service.Store) service.Store { g = apptest.Gate(s); return g },
-		Engine: func(c *engine.Config) { c.MaxLiveSKUs = 1 },
+		Commits: func(s engine.Committer) engine.Committer { g = apptest.Gate(s); return g },
+		Engine:  func(c *engine.Config) { c.MaxLiveSKUs = 1 },
 	})
 	a, b := apptest.CreateSKU(t, r.Store, 10, 1), apptest.CreateSKU(t, r.Store, 10, 1)
 	first := make(chan error, 1)

@@ -185,7 +185,7 @@ func now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
 // OrderUnits returns the units of the SKU's pending and paid orders
 // (sold = pending + paid).
 func (c *Catalog) OrderUnits(ctx context.Context, skuID int64) (pending, paid int64, err error) {
-	return c.store.OrderUnits(ctx, skuID)
+	return c.orders.OrderUnits(ctx, skuID)
 }
 
 // OrderUnitsOf is OrderUnits for a page of SKUs, in one read; a SKU
@@ -194,5 +194,5 @@ func (c *Catalog) OrderUnitsOf(ctx context.Context, skuIDs []int64) (map[int64]U
 	if len(skuIDs) == 0 {
 		return nil, nil
 	}
-	return c.store.OrderUnitsOf(ctx, skuIDs)
+	return c.orders.OrderUnitsOf(ctx, skuIDs)
 }

@@ -35,18 +35,31 @@ func (nopObserver) OrderResult(string) {}
 func (nopObserver) SoldOutFastPath()   {}
 func (nopObserver) MarkUnpublished()   {}
 
+// OrderReader is what Orders reads of the database: a buyer's orders and
+// the public view of a SKU.
+type OrderReader interface {
+	Order(ctx context.Context, id int64) (Order, error)
+	// OrderByKey returns the order userID placed under the idempotency
+	// key, or ErrNotFound: keys are the buyer's own.
+	OrderByKey(ctx context.Context, userID, key string) (Order, error)
+	// OrdersByUser returns up to limit orders of a user with ids above
+	// after, oldest first.
+	OrdersByUser(ctx context.Context, userID string, after int64, limit int) ([]Order, error)
+	SKU(ctx context.Context, id int64) (SKU, error)
+}
+
 // Orders is the order flow as buyers see it: the rules a request must
 // pass before a Seller sells it, and the buyer's view of their orders.
 // It is safe for concurrent use.
 type Orders struct {
-	store  Store
+	store  OrderReader
 	skus   *Directory
 	seller Seller
 	obs    Observer
 }
 
 // NewOrders returns the order flow: skus admits, seller sells. obs may be nil.
-func NewOrders(store Store, skus *Directory, seller Seller, obs Observer) *Orders {
+func NewOrders(store OrderReader, skus *Directory, seller Seller, obs Observer) *Orders {
 	if obs == nil {
 		obs = nopObserver{}
 	}

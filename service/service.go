@@ -1,9 +1,11 @@
 // Package service is the domain of the flash sale: SKUs, orders and their
 // rules (Allocate, the lifecycle, the catalog), the sentinel errors and
-// their one outcome table, and the interfaces it needs from storage,
-// locking and the engine that sells (Seller, package engine). It imports
-// neither Gin, GORM nor go-redis: adapters implement what it declares
-// here.
+// their one outcome table, and the small interfaces its own parts call:
+// each reads or writes what it needs of the database (OrderReader,
+// SKUReader, CatalogStore, SKUOrders, LifecycleStore), the sweeper's
+// election (Elector) and the engine that sells (Seller, package engine).
+// It imports neither Gin, GORM nor go-redis, nor any lock package:
+// adapters implement what it declares here.
 package service
 
 import (
@@ -32,27 +34,28 @@ var (
 	ErrUnavailable = errors.New("service unavailable")
 	ErrInvalid     = errors.New("invalid request")
 
-	// ErrConflict is returned by a Store when the conditional UPDATE matched
+	// ErrConflict is returned by a store when the conditional UPDATE matched
 	// no row because the version or fence moved: the caller retries.
 	ErrConflict = errors.New("concurrent update")
-	// ErrStaleFence is returned by a Store when the SKU row already carries
+	// ErrStaleFence is returned by a store when the SKU row already carries
 	// a fence newer than the batch's: another holder took the lock since
 	// this lease was obtained. The caller must drop its lease and obtain a
 	// new one, never retry with the same fence.
 	ErrStaleFence = errors.New("stale fencing token")
 	// ErrOutcomeUnknown is returned when a batch's COMMIT may or may not
-	// have taken effect and the Store could not find out which: buyers are
+	// have taken effect and the store could not find out which: buyers are
 	// told so (503), never "uncharged".
 	ErrOutcomeUnknown = errors.New("order outcome unknown")
-	// ErrNoTransaction is returned (wrapped) by Store.CommitRound when no
+	// ErrNoTransaction is returned (wrapped) by a round's commit when no
 	// transaction could be begun, for a reason other than its context:
 	// committing the round's batches alone would fail the same way.
 	ErrNoTransaction = errors.New("no transaction could be begun")
-	// ErrLockUnavailable is returned by a Locker when Redis cannot be
-	// reached (not when the lock is merely held): the order path then sells
-	// without the lock, guarded by the version column alone.
+	// ErrLockUnavailable is returned by a lock (the engine's, the
+	// sweeper's Elector) when its backend cannot be reached (not when the
+	// lock is merely held): the order path then sells without the lock,
+	// guarded by the version column alone.
 	ErrLockUnavailable = errors.New("lock backend unavailable")
-	// ErrLockBusy is returned (wrapped) by a Locker whose wait ran out
+	// ErrLockBusy is returned (wrapped) by a lock whose wait ran out
 	// while the lock was visibly in use by live holders (renewed or passed
 	// on meanwhile), as opposed to held by one that may have died.
 	ErrLockBusy = errors.New("lock busy with live holders")
@@ -159,7 +162,7 @@ type Placed struct {
 }
 
 // Batch is one transaction's worth of requests for one SKU, in arrival
-// order. The Store commits it only if the SKU's version is still the one
+// order. The store commits it only if the SKU's version is still the one
 // its transaction read and, when Fence > 0, the stored fence is no newer
 // (a holder may commit several batches under one lease; a stale holder's
 // fence is older).
@@ -172,7 +175,7 @@ type Batch struct {
 	// awaiting payment; 0: they are paid at creation (see Allocation.Hold).
 	PaymentTimeout time.Duration
 	// Known is the SKU as the previous batch under the same lock hold left
-	// it, or nil. The Store may decide the batch on it without reading
+	// it, or nil. The store may decide the batch on it without reading
 	// the SKU, the buyers' holdings or the idempotency keys, provided its
 	// writes check all of it (the version guard; every holding new; every
 	// key unused) and it decides again on what it reads when any check
@@ -180,7 +183,7 @@ type Batch struct {
 	// answer.
 	Known *SKU
 	// KnownOn is the server id that committed Known (Commit.Server), 0
-	// when not tracked. A Store that tracks it decides on Known only on
+	// when not tracked. A store that tracks it decides on Known only on
 	// that server: after a failover the promoted server's row may carry
 	// the same version with other contents.
 	KnownOn int64
@@ -199,11 +202,12 @@ type BatchResult struct {
 	// ReadsSkipped says the batch was decided on Batch.Known, without
 	// reading: its writes found the row, holdings and keys as known.
 	ReadsSkipped bool
-	// Commit is where the batch's transaction committed, for Replicas.
+	// Commit is where the batch's transaction committed, for the replicas
+	// to confirm.
 	Commit Commit
 }
 
-// RoundResult is one batch's answer in a round (Store.CommitRound): what
+// RoundResult is one batch's answer in a round (a CommitRound): what
 // it did, or its own error.
 type RoundResult struct {
 	BatchResult
@@ -211,7 +215,7 @@ type RoundResult struct {
 }
 
 // OneByOne answers a round by giving its batches to commit one after
-// another, each in its own transaction: for a Store that runs one
+// another, each in its own transaction: for a store that runs one
 // transaction at a time, or a test's that must see every batch.
 func OneByOne(ctx context.Context, bs []Batch, commit func(context.Context, Batch) (BatchResult, error)) ([]RoundResult, error) {
 	out := make([]RoundResult, len(bs))
@@ -223,95 +227,6 @@ func OneByOne(ctx context.Context, bs []Batch, commit func(context.Context, Batc
 
 // Units are the units of a SKU's pending and of its paid orders.
 type Units struct{ Pending, Paid int64 }
-
-// Store is the source of truth. The implementation must decrement stock
-// only through a conditional UPDATE and report ErrConflict when it matched
-// no row, so that a retry re-reads.
-type Store interface {
-	CommitBatch(ctx context.Context, b Batch) (BatchResult, error)
-	// CommitRound commits batches of distinct SKUs in one transaction
-	// whose statements wait at most a second for a row lock, and answers
-	// each: its result, or its own error (ErrSKUNotFound, ErrStaleFence,
-	// ErrOutcomeUnknown). An error means nothing was committed.
-	CommitRound(ctx context.Context, bs []Batch) ([]RoundResult, error)
-	Order(ctx context.Context, id int64) (Order, error)
-	// OrderByKey returns the order userID placed under the idempotency
-	// key, or ErrNotFound: keys are the buyer's own.
-	OrderByKey(ctx context.Context, userID, key string) (Order, error)
-	SKU(ctx context.Context, id int64) (SKU, error)
-	CreateSKU(ctx context.Context, s SKU) (SKU, error)
-	SetStock(ctx context.Context, id, stock int64) (SKU, error)
-	OrdersBySKU(ctx context.Context, skuID, after int64, limit int) ([]Order, error)
-	// SKUs returns up to limit SKUs with ids above after, by id.
-	SKUs(ctx context.Context, after int64, limit int) ([]SKU, error)
-	// UpdateSKU applies ch (with SKUChange.Apply) to the SKU in one
-	// transaction, bumps its version and keeps the per-user limit copied
-	// into the holdings consistent, or returns ErrSKUNotFound or ErrInvalid.
-	UpdateSKU(ctx context.Context, id int64, ch SKUChange, now time.Time) (SKU, error)
-	// OrdersByUser returns up to limit orders of a user with ids above
-	// after, oldest first.
-	OrdersByUser(ctx context.Context, userID string, after int64, limit int) ([]Order, error)
-	// AdoptFence sets the SKU's fence to to if it is still from, and
-	// reports whether it did: the way out of a fence issued by an earlier
-	// incarnation of the lock backend (Lease.Horizon).
-	AdoptFence(ctx context.Context, id, from, to int64) (bool, error)
-	// OrderUnits returns the units of a SKU's pending and of its paid
-	// orders (sold = pending + paid).
-	OrderUnits(ctx context.Context, skuID int64) (pending, paid int64, err error)
-	// OrderUnitsOf is OrderUnits for several SKUs in one read; a SKU
-	// without pending or paid orders may be absent from the map.
-	OrderUnitsOf(ctx context.Context, skuIDs []int64) (map[int64]Units, error)
-	Ping(ctx context.Context) error
-}
-
-// Locker obtains per-SKU leases. It returns ErrLockUnavailable (wrapped)
-// when its backend cannot be reached, ErrLockBusy (wrapped) when the lock
-// was held by live holders until ctx was done, and another error when it
-// was held elsewhere, by a holder that showed no sign of life, until ctx
-// was done.
-type Locker interface {
-	// Obtain takes key's lock. When rank is not 0 and the locker Ranks, a
-	// free lock goes to the lowest rank waiting (lock.Client.ObtainRanked);
-	// otherwise rank is ignored.
-	Obtain(ctx context.Context, key string, rank int64) (Lease, error)
-	// Ranks reports whether Obtain honours rank: the Redis lock does,
-	// ZooKeeper's does not.
-	Ranks() bool
-}
-
-// Lease is a held lock. Fence, Lost and Release every backend has. The
-// others are abilities a backend may lack, declared here so that the
-// order path asks each lease, never its type: a lease without one
-// answers as the method says.
-type Lease interface {
-	// Fence is a token strictly greater than any earlier lease's on the
-	// same key, or 0 when the backend cannot promise that (Redlock).
-	Fence() int64
-	// Lost is closed when the lease was found gone while held; nil when
-	// nothing watches it.
-	Lost() <-chan struct{}
-	Release(ctx context.Context) error
-
-	// Wanting is closed once someone else waits for the key; nil when the
-	// lease cannot tell (Redlock, ZooKeeper). A lease that tells lets a
-	// busy worker hold it past LockHold while nobody waits.
-	Wanting() <-chan struct{}
-	// Keep holds the lease for another LockHold in one round trip when
-	// nobody else wants it, and reports whether it is still held; when
-	// another holder waits, or the lease cannot be kept (ZooKeeper's),
-	// it releases the lease and reports false.
-	Keep(ctx context.Context) (bool, error)
-	// Contender returns the lowest rank another contender announced while
-	// the lease was held; ok is false when none did or the lease cannot
-	// hear (lock.Lock.Contender; fair selling).
-	Contender() (rank int64, ok bool)
-	// Horizon is the highest fence the backend has issued so far
-	// (ZooKeeper's latest zxid): an ensemble recreated empty restarts its
-	// fences below those the database still holds, and the horizon tells
-	// such a foreign fence from a newer holder's. A backend that cannot
-	// say returns math.MaxInt64: any stored fence may be its own.
-	Horizon(ctx context.Context) (int64, error)
-}
 
 // SKURef names one SKU as the database knows it: its id, and its
 // created_at in microseconds, which tells it from an earlier SKU of the

@@ -50,17 +50,42 @@ func (n NewSKU) Validate() error {
 	return nil
 }
 
-// Catalog is the admin side: SKUs and their stock.
-type Catalog struct {
-	store Store
-	skus  *Directory
-	log   *slog.Logger
+// CatalogStore is what the catalog reads and writes of the SKUs.
+type CatalogStore interface {
+	SKU(ctx context.Context, id int64) (SKU, error)
+	// SKUs returns up to limit SKUs with ids above after, by id.
+	SKUs(ctx context.Context, after int64, limit int) ([]SKU, error)
+	CreateSKU(ctx context.Context, s SKU) (SKU, error)
+	SetStock(ctx context.Context, id, stock int64) (SKU, error)
+	// UpdateSKU applies ch (with SKUChange.Apply) to the SKU in one
+	// transaction, bumps its version and keeps the per-user limit copied
+	// into the holdings consistent, or returns ErrSKUNotFound or ErrInvalid.
+	UpdateSKU(ctx context.Context, id int64, ch SKUChange, now time.Time) (SKU, error)
 }
 
-// NewCatalog returns the admin operations; restocks clear the sold-out
-// marks of skus.
-func NewCatalog(store Store, skus *Directory, log *slog.Logger) *Catalog {
-	return &Catalog{store: store, skus: skus, log: log}
+// SKUOrders is what the catalog reads of a SKU's orders, for the admin.
+type SKUOrders interface {
+	OrdersBySKU(ctx context.Context, skuID, after int64, limit int) ([]Order, error)
+	// OrderUnits returns the units of a SKU's pending and of its paid
+	// orders (sold = pending + paid).
+	OrderUnits(ctx context.Context, skuID int64) (pending, paid int64, err error)
+	// OrderUnitsOf is OrderUnits for several SKUs in one read; a SKU
+	// without pending or paid orders may be absent from the map.
+	OrderUnitsOf(ctx context.Context, skuIDs []int64) (map[int64]Units, error)
+}
+
+// Catalog is the admin side: SKUs and their stock.
+type Catalog struct {
+	store  CatalogStore
+	orders SKUOrders
+	skus   *Directory
+	log    *slog.Logger
+}
+
+// NewCatalog returns the admin operations on store, with the SKUs' orders
+// read from orders; restocks clear the sold-out marks of skus.
+func NewCatalog(store CatalogStore, orders SKUOrders, skus *Directory, log *slog.Logger) *Catalog {
+	return &Catalog{store: store, orders: orders, skus: skus, log: log}
 }
 
 // Create adds a SKU.
@@ -120,7 +145,7 @@ func (c *Catalog) Orders(ctx context.Context, skuID, after int64, limit int) ([]
 	if _, err := c.store.SKU(ctx, skuID); err != nil {
 		return nil, err
 	}
-	return c.store.OrdersBySKU(ctx, skuID, after, limit)
+	return c.orders.OrdersBySKU(ctx, skuID, after, limit)
 }
 
 func utc(t *time.Time) *time.Time {

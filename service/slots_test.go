@@ -17,7 +17,7 @@ import (
 )
 
 // createSKUs creates n SKUs, the i-th as made by mk, and returns their ids.
-func createSKUs(t *testing.T, store service.Store, n int, mk func(i int) service.SKU) []int64 {
+func createSKUs(t *testing.T, store service.CatalogStore, n int, mk func(i int) service.SKU) []int64 {
 	t.Helper()
 	ids := make([]int64, n)
 	var next atomic.Int64

@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/app/apptest"
+	"github.com/seckill/seckill/engine"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/service"
 )
@@ -23,7 +24,7 @@ import (
 // answer until release is closed: the instance paused (SIGSTOP) between
 // the commit that sold the last unit and publishing the sold-out mark.
 type pausedAfterCommit struct {
-	service.Store
+	engine.Committer
 	committed, release chan struct{}
 	first              bool
 	resumed            sync.Once
@@ -37,7 +38,7 @@ func (p *pausedAfterCommit) CommitRound(ctx context.Context, bs []service.Batch)
 }
 
 func (p *pausedAfterCommit) CommitBatch(ctx context.Context, b service.Batch) (service.BatchResult, error) {
-	res, err := p.Store.CommitBatch(ctx, b)
+	res, err := p.Committer.CommitBatch(ctx, b)
 	if !p.first { // one worker per SKU: no two calls at once
 		p.first = true
 		close(p.committed)
@@ -73,7 +74,7 @@ func TestPlace_PausedInstanceDoesNotPublishAStaleSoldOut(t *testing.T) {
 			prefix := testenv.Name("test:paused:") + ":"
 			pause := &pausedAfterCommit{committed: make(chan struct{}), release: make(chan struct{})}
 			prod := func(c *service.DirectoryConfig) { c.SoldOutTTL = 500 * time.Millisecond } // sold_out.local_ttl
-			a := newRig(t, dsn, rigOptions{Prefix: prefix, SKUs: prod, Store: func(s service.Store) service.Store { pause.Store = s; return pause }})
+			a := newRig(t, dsn, rigOptions{Prefix: prefix, SKUs: prod, Commits: func(s engine.Committer) engine.Committer { pause.Committer = s; return pause }})
 			b := newRig(t, dsn, rigOptions{Prefix: prefix, SKUs: prod})
 			// C looks at the shared mark on every request, so that it reads
 			// A's late mark whenever Redis holds it.
@@ -93,7 +94,7 @@ func TestPlace_PausedInstanceDoesNotPublishAStaleSoldOut(t *testing.T) {
 				sold <- err
 			}()
 			apptest.Await(t, pause.committed, sold, "A's commit of the last unit")
-			if _, err := service.NewCatalog(b.Store, b.SKUs, testenv.Logger()).SetStock(ctx, sku.ID, 5); err != nil {
+			if _, err := service.NewCatalog(b.Store, b.Store, b.SKUs, testenv.Logger()).SetStock(ctx, sku.ID, 5); err != nil {
 				t.Fatal(err)
 			}
 			if lost {

@@ -18,7 +18,7 @@ import (
 // heldRead holds the first SKU read made after arm until release is
 // closed, announcing it on entered.
 type heldRead struct {
-	service.Store
+	service.OrderReader
 	armed            atomic.Bool
 	entered, release chan struct{}
 }
@@ -28,7 +28,7 @@ func (h *heldRead) SKU(ctx context.Context, id int64) (service.SKU, error) {
 		close(h.entered)
 		<-h.release
 	}
-	return h.Store.SKU(ctx, id)
+	return h.OrderReader.SKU(ctx, id)
 }
 
 // TestPlace_StaleSoldOutNeverAnswers: a SKU sells out on B, B sits idle
@@ -43,7 +43,7 @@ func TestPlace_StaleSoldOutNeverAnswers(t *testing.T) {
 	prefix := testenv.Name("test:stale:") + ":"
 	held := &heldRead{entered: make(chan struct{}), release: make(chan struct{})}
 	a := newRig(t, dsn, rigOptions{Prefix: prefix})
-	b := newRig(t, dsn, rigOptions{Prefix: prefix, Store: func(s service.Store) service.Store { held.Store = s; return held }})
+	b := newRig(t, dsn, rigOptions{Prefix: prefix, Reads: func(s service.OrderReader) service.OrderReader { held.OrderReader = s; return held }})
 	ctx := context.Background()
 	sku := apptest.CreateSKU(t, a.Store, 1, 1)
 	if _, err := b.Orders.Place(ctx, service.OrderRequest{SKUID: sku.ID, UserID: "first", Quantity: 1}); err != nil {

@@ -17,6 +17,25 @@ type SweeperConfig struct {
 	TxTimeout time.Duration // one sweep transaction
 }
 
+// Elector elects the one instance that sweeps. Elect takes key's lock,
+// unranked: the first to ask leads. It returns ErrLockUnavailable
+// (wrapped) when the lock's backend cannot be reached, another error when
+// the lock stayed held until ctx was done.
+type Elector interface {
+	Elect(ctx context.Context, key string) (Leadership, error)
+}
+
+// Leadership is the leader's lease.
+type Leadership interface {
+	// Fence is a token strictly greater than any earlier leader's, or 0
+	// when the backend cannot promise that.
+	Fence() int64
+	// Lost is closed when the lease was found gone while held; nil when
+	// nothing watches it.
+	Lost() <-chan struct{}
+	Release(ctx context.Context) error
+}
+
 // electWait bounds a follower's wait for the lease, tried once per Interval.
 const electWait = 100 * time.Millisecond
 
@@ -25,28 +44,29 @@ const electWait = 100 * time.Millisecond
 // one that sweeps, and its fence makes the database refuse a sweeper whose
 // lease was superseded (say, paused and resumed).
 type Sweeper struct {
-	store  LifecycleStore
-	locker Locker
-	skus   *Directory
-	cfg    SweeperConfig
-	log    *slog.Logger
-	obs    LifecycleObserver
+	store LifecycleStore
+	elect Elector
+	skus  *Directory
+	cfg   SweeperConfig
+	log   *slog.Logger
+	obs   LifecycleObserver
 }
 
-// NewSweeper returns the expiry sweeper. Returned units are published
-// through skus as restocks. obs may be nil.
-func NewSweeper(store LifecycleStore, locker Locker, skus *Directory, cfg SweeperConfig, log *slog.Logger, obs LifecycleObserver) *Sweeper {
+// NewSweeper returns the expiry sweeper, elected by elect (nil: it sweeps
+// unfenced). Returned units are published through skus as restocks. obs
+// may be nil.
+func NewSweeper(store LifecycleStore, elect Elector, skus *Directory, cfg SweeperConfig, log *slog.Logger, obs LifecycleObserver) *Sweeper {
 	if obs == nil {
 		obs = nopLifecycleObserver{}
 	}
-	return &Sweeper{store: store, locker: locker, skus: skus, cfg: cfg, log: log, obs: obs}
+	return &Sweeper{store: store, elect: elect, skus: skus, cfg: cfg, log: log, obs: obs}
 }
 
 // Run sweeps while this instance holds the lease, and tries for the lease
 // once per Interval otherwise, until ctx ends.
 func (s *Sweeper) Run(ctx context.Context) {
 	for {
-		lease, err := s.elect(ctx)
+		lease, err := s.elected(ctx)
 		switch {
 		case lease != nil:
 			s.lead(ctx, lease)
@@ -61,20 +81,20 @@ func (s *Sweeper) Run(ctx context.Context) {
 	}
 }
 
-// elect tries for the lease once, briefly: a follower does not queue
+// elected tries for the lease once, briefly: a follower does not queue
 // behind the leader.
-func (s *Sweeper) elect(ctx context.Context) (Lease, error) {
-	if s.locker == nil {
+func (s *Sweeper) elected(ctx context.Context) (Leadership, error) {
+	if s.elect == nil {
 		return nil, ErrLockUnavailable
 	}
 	ctx, cancel := context.WithTimeout(ctx, electWait)
 	defer cancel()
-	return s.locker.Obtain(ctx, SweeperLeaseKey, 0) // unranked: the first to ask leads
+	return s.elect.Elect(ctx, SweeperLeaseKey)
 }
 
 // lead sweeps under lease until it is lost, its fence is refused or ctx
 // ends, then releases it. Losing the lease cancels the sweep under way.
-func (s *Sweeper) lead(ctx context.Context, lease Lease) {
+func (s *Sweeper) lead(ctx context.Context, lease Leadership) {
 	s.obs.SweeperLeader(true)
 	defer s.obs.SweeperLeader(false)
 	ctx, cancel := context.WithCancel(ctx)

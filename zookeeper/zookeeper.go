@@ -13,17 +13,19 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/seckill/seckill/engine"
 	zklock "github.com/seckill/seckill/lock/zookeeper"
 	"github.com/seckill/seckill/locking"
 	"github.com/seckill/seckill/service"
 )
 
 var (
-	_ service.Locker        = (*Locker)(nil)
+	_ engine.Locker         = (*Locker)(nil)
+	_ service.Elector       = (*Locker)(nil)
 	_ service.LockInspector = (*Locker)(nil)
 )
 
-// Locker adapts a *zklock.Client to service.Locker,
+// Locker adapts a *zklock.Client to engine.Locker and service.Elector,
 // translating "ZooKeeper is unreachable" into service.ErrLockUnavailable.
 type Locker struct{ z *zklock.Client }
 
@@ -32,7 +34,7 @@ func NewLocker(z *zklock.Client) *Locker { return &Locker{z} }
 
 // Obtain takes the lock of key in the order its contenders queued;
 // rank is ignored.
-func (l *Locker) Obtain(ctx context.Context, key string, _ int64) (service.Lease, error) {
+func (l *Locker) Obtain(ctx context.Context, key string, _ int64) (engine.Lease, error) {
 	lk, err := l.z.Obtain(ctx, key)
 	return locking.Lease(lease{lk}, err)
 }
@@ -41,7 +43,13 @@ func (l *Locker) Obtain(ctx context.Context, key string, _ int64) (service.Lease
 // at the ensemble, not by rank.
 func (l *Locker) Ranks() bool { return false }
 
-// lease is a ZooKeeper lock as a service.Lease: it says the horizon of
+// Elect takes the lock of key: the sweeper's election.
+func (l *Locker) Elect(ctx context.Context, key string) (service.Leadership, error) {
+	lk, err := l.z.Obtain(ctx, key)
+	return locking.Leadership(lk, err)
+}
+
+// lease is a ZooKeeper lock as an engine.Lease: it says the horizon of
 // its fences (the latest zxid), but hears neither who wants it nor their
 // ranks, and cannot be kept past a hold.
 type lease struct{ *zklock.Lock }

@@ -36,7 +36,7 @@ type Observer interface {
 // Redis.
 type Instance struct {
 	DB       *gorm.DB
-	Store    service.Store
+	Store    *repository.MySQL // unwrapped: Options.Commits and Reads wrap what the flow sees
 	Orders   *service.Orders
 	Seller   *engine.Seller
 	SKUs     *service.Directory
@@ -48,12 +48,13 @@ type Instance struct {
 
 // Options change an Instance from production's.
 type Options struct {
-	RedisAddr string // default: the shared test Redis
-	Store     func(service.Store) service.Store
+	RedisAddr string                                        // default: the shared test Redis
+	Commits   func(engine.Committer) engine.Committer       // wraps what the engine commits through
+	Reads     func(service.OrderReader) service.OrderReader // wraps what the rules and the SKU directory read
 	Engine    func(*engine.Config)
 	SKUs      func(*service.DirectoryConfig)
 	Prefix    string // lock key prefix; default: the test's own
-	Locker    func(service.Locker) service.Locker
+	Locker    func(engine.Locker) engine.Locker
 	Settings  *config.Config // default: config.Default(), production's
 	Observer  Observer       // nil: none
 }
@@ -64,8 +65,15 @@ func New(t *testing.T, dsn string, o Options) *Instance {
 	t.Helper()
 	in := &Instance{DB: testenv.DB(t, dsn), Prefix: o.Prefix, Settings: config.Default()}
 	in.Store = repository.NewMySQL(in.DB)
-	if o.Store != nil {
-		in.Store = o.Store(in.Store)
+	var (
+		commits engine.Committer    = in.Store
+		reads   service.OrderReader = in.Store
+	)
+	if o.Commits != nil {
+		commits = o.Commits(commits)
+	}
+	if o.Reads != nil {
+		reads = o.Reads(reads)
 	}
 	addr := o.RedisAddr
 	if addr == "" {
@@ -91,24 +99,24 @@ func New(t *testing.T, dsn string, o Options) *Instance {
 	}
 	lc := lock.New(in.Redis, app.OrderLockOptions(in.Settings)...)
 	t.Cleanup(func() { lc.Close() })
-	var locker service.Locker = redis.NewLocker(lc)
+	var locker engine.Locker = redis.NewLocker(lc)
 	if o.Locker != nil {
 		locker = o.Locker(locker)
 	}
 	marks := redis.NewMarks(in.Redis, in.Prefix+"soldout:", in.Settings.SoldOut.SharedTTL)
-	in.Orders, in.SKUs, in.Seller = NewFlow(t, in.Store, locker, marks, marks, dcfg, cfg, o.Observer)
-	in.Catalog = service.NewCatalog(in.Store, in.SKUs, testenv.Logger())
+	in.Orders, in.SKUs, in.Seller = NewFlow(t, commits, reads, locker, marks, marks, dcfg, cfg, o.Observer)
+	in.Catalog = service.NewCatalog(in.Store, in.Store, in.SKUs, testenv.Logger())
 	return in
 }
 
 // NewFlow builds one instance's order flow as app.Serve does: the SKU
-// directory, the engine (shut down when tb ends) and the rules in front.
-// board and obs may be nil.
-func NewFlow(tb testing.TB, store service.Store, locker service.Locker, marks service.SoldOutMarks, board engine.PlaceBoard,
+// directory reading reads, the engine committing through commits (shut
+// down when tb ends) and the rules in front. board and obs may be nil.
+func NewFlow(tb testing.TB, commits engine.Committer, reads service.OrderReader, locker engine.Locker, marks service.SoldOutMarks, board engine.PlaceBoard,
 	dcfg service.DirectoryConfig, cfg engine.Config, obs Observer) (*service.Orders, *service.Directory, *engine.Seller) {
 	tb.Helper()
-	skus := service.NewDirectory(store, marks, dcfg, testenv.Logger(), obs)
-	seller := engine.New(store, locker, skus, board, cfg, testenv.Logger(), obs)
+	skus := service.NewDirectory(reads, marks, dcfg, testenv.Logger(), obs)
+	seller := engine.New(commits, locker, skus, board, cfg, testenv.Logger(), obs)
 	tb.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
@@ -116,11 +124,11 @@ func NewFlow(tb testing.TB, store service.Store, locker service.Locker, marks se
 			tb.Errorf("Shutdown: %v", err)
 		}
 	})
-	return service.NewOrders(store, skus, seller, obs), skus, seller
+	return service.NewOrders(reads, skus, seller, obs), skus, seller
 }
 
 // CreateSKU creates a SKU of stock units, limit per buyer, on sale now.
-func CreateSKU(t *testing.T, store service.Store, stock, limit int64) service.SKU {
+func CreateSKU(t *testing.T, store service.CatalogStore, stock, limit int64) service.SKU {
 	t.Helper()
 	now := time.Now().UTC()
 	s, err := store.CreateSKU(context.Background(), service.SKU{Name: "test", TotalStock: stock, Stock: stock, PerUserLimit: limit, CreatedAt: now, UpdatedAt: now})
@@ -150,15 +158,15 @@ func Await[T any](t testing.TB, reached <-chan struct{}, ended <-chan T, what st
 
 // GatedStore blocks the first CommitBatch until Release is closed.
 type GatedStore struct {
-	service.Store
+	engine.Committer
 	Entered, Release chan struct{}
 	once             sync.Once
 	Commits          atomic.Int64
 }
 
 // Gate wraps s.
-func Gate(s service.Store) *GatedStore {
-	return &GatedStore{Store: s, Entered: make(chan struct{}), Release: make(chan struct{})}
+func Gate(s engine.Committer) *GatedStore {
+	return &GatedStore{Committer: s, Entered: make(chan struct{}), Release: make(chan struct{})}
 }
 
 // CommitRound commits each batch alone, through CommitBatch.
@@ -178,7 +186,7 @@ func (g *GatedStore) CommitBatch(ctx context.Context, b service.Batch) (service.
 		case <-ctx.Done():
 		}
 	})
-	return g.Store.CommitBatch(ctx, b)
+	return g.Committer.CommitBatch(ctx, b)
 }
 
 // Buyers sends n distinct buyers plus every tenth again, all released at

@@ -1,0 +1,97 @@
+package engine
+
+import (
+	"context"
+
+	"github.com/seckill/seckill/service"
+)
+
+// Committer commits batches: the database's side of the order path
+// (repository.MySQL, repository.SQLite). It must decrement stock only
+// through a conditional UPDATE and report service.ErrConflict when that
+// matched no row, so that a retry re-reads.
+type Committer interface {
+	CommitBatch(ctx context.Context, b service.Batch) (service.BatchResult, error)
+	// CommitRound commits batches of distinct SKUs in one transaction
+	// whose statements wait at most a second for a row lock, and answers
+	// each: its result, or its own error (ErrSKUNotFound, ErrStaleFence,
+	// ErrOutcomeUnknown). An error means nothing was committed.
+	CommitRound(ctx context.Context, bs []service.Batch) ([]service.RoundResult, error)
+	// AdoptFence sets the SKU's fence to to if it is still from, and
+	// reports whether it did: the way out of a fence issued by an earlier
+	// incarnation of the lock backend (Lease.Horizon).
+	AdoptFence(ctx context.Context, id, from, to int64) (bool, error)
+}
+
+// SKUs is what the engine asks and tells of this instance's SKUs
+// (service.Directory): whether one is known sold out, that a commit sold
+// one out, that one is gone from the database.
+type SKUs interface {
+	SoldOut(skuID int64) bool
+	// MarkSoldOut records that the commit of version, begun at (unix
+	// nanos), left the SKU without stock.
+	MarkSoldOut(skuID, version, at int64)
+	Forget(skuID int64)
+}
+
+// Replicas confirms that commits reached enough replicas of the primary
+// (mysql.min_replicas): a buyer is answered only once they have the
+// batch's commit, so that losing the primary's machine loses no
+// acknowledged order.
+type Replicas interface {
+	// Confirm returns nil once enough replicas have c, else, within its
+	// own bound (mysql.replica_timeout) or when ctx ends, an error
+	// wrapping service.ErrNotReplicated.
+	Confirm(ctx context.Context, c service.Commit) error
+}
+
+// Locker obtains per-SKU leases. It returns service.ErrLockUnavailable
+// (wrapped) when its backend cannot be reached, service.ErrLockBusy
+// (wrapped) when the lock was held by live holders until ctx was done,
+// and another error when it was held elsewhere, by a holder that showed
+// no sign of life, until ctx was done.
+type Locker interface {
+	// Obtain takes key's lock. When rank is not 0 and the locker Ranks, a
+	// free lock goes to the lowest rank waiting (lock.Client.ObtainRanked);
+	// otherwise rank is ignored.
+	Obtain(ctx context.Context, key string, rank int64) (Lease, error)
+	// Ranks reports whether Obtain honours rank: the Redis lock does,
+	// ZooKeeper's does not.
+	Ranks() bool
+}
+
+// Lease is a held lock. Fence, Lost and Release every backend has. The
+// others are abilities a backend may lack, declared here so that the
+// order path asks each lease, never its type: a lease without one
+// answers as the method says. Seven methods, one over the house's six:
+// each is called by the worker's hold of the lock (lease.go, fair.go,
+// fence.go), and the hold is to be redrawn in one place (issue 47, 3).
+type Lease interface {
+	// Fence is a token strictly greater than any earlier lease's on the
+	// same key, or 0 when the backend cannot promise that (Redlock).
+	Fence() int64
+	// Lost is closed when the lease was found gone while held; nil when
+	// nothing watches it.
+	Lost() <-chan struct{}
+	Release(ctx context.Context) error
+
+	// Wanting is closed once someone else waits for the key; nil when the
+	// lease cannot tell (Redlock, ZooKeeper). A lease that tells lets a
+	// busy worker hold it past LockHold while nobody waits.
+	Wanting() <-chan struct{}
+	// Keep holds the lease for another LockHold in one round trip when
+	// nobody else wants it, and reports whether it is still held; when
+	// another holder waits, or the lease cannot be kept (ZooKeeper's),
+	// it releases the lease and reports false.
+	Keep(ctx context.Context) (bool, error)
+	// Contender returns the lowest rank another contender announced while
+	// the lease was held; ok is false when none did or the lease cannot
+	// hear (lock.Lock.Contender; fair selling).
+	Contender() (rank int64, ok bool)
+	// Horizon is the highest fence the backend has issued so far
+	// (ZooKeeper's latest zxid): an ensemble recreated empty restarts its
+	// fences below those the database still holds, and the horizon tells
+	// such a foreign fence from a newer holder's. A backend that cannot
+	// say returns math.MaxInt64: any stored fence may be its own.
+	Horizon(ctx context.Context) (int64, error)
+}
