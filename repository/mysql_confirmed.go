@@ -54,14 +54,36 @@ func (s *MySQL) confirmed(ctx context.Context, write func(g gormStore) error) er
 	return werr
 }
 
-// PayOrder is gormStore.PayOrder, confirmed.
+// payQuery pays a pending order not yet due, then reads in the same round
+// trip what the UPDATE changed, the order as it now is and, after the
+// UPDATE's autocommit on the same connection, the position that covers
+// it.
+const payQuery = "UPDATE orders SET status = ?, settled_at = ? WHERE id = ? AND status = ? AND expires_at > ?; " +
+	"SELECT ROW_COUNT(), id, sku_id, user_id, quantity, idempotency_key, created_at, status, expires_at, settled_at, @@server_id, @@gtid_binlog_pos FROM orders WHERE id = ?"
+
+// PayOrder is gormStore.PayOrder in one round trip (payQuery), its
+// answer confirmed with replicas.
 func (s *MySQL) PayOrder(ctx context.Context, id int64, now time.Time) (service.Settlement, error) {
-	var st service.Settlement
-	err := s.confirmed(ctx, func(g gormStore) (err error) {
-		st, err = g.PayOrder(ctx, id, now)
-		return err
-	})
-	return st, err
+	var (
+		r       orderRow
+		changed int64
+		at      service.Commit
+	)
+	err := s.sql.QueryRowContext(ctx, payQuery, service.OrderPaid, now, id, service.OrderPending, now, id).
+		Scan(&changed, &r.ID, &r.SKUID, &r.UserID, &r.Quantity, &r.IdempotencyKey, &r.CreatedAt, &r.Status, &r.ExpiresAt, &r.SettledAt, &at.Server, &at.GTIDs)
+	if err := s.confirmRead(ctx, err, service.ErrNotFound, at); err != nil {
+		return service.Settlement{}, err
+	}
+	o := r.domain()
+	switch {
+	case changed == 1:
+		return service.Settlement{Order: o, Changed: true}, nil
+	case o.Status == service.OrderPaid:
+		return service.Settlement{Order: o}, nil
+	case o.Status == service.OrderPending:
+		return service.Settlement{}, service.ErrOrderExpired // due, not swept yet
+	}
+	return service.Settlement{}, service.ErrOfStatus(o.Status)
 }
 
 // CancelOrder is gormStore.CancelOrder, confirmed.

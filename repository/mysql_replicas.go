@@ -80,7 +80,15 @@ type replica struct {
 	lastWait time.Duration
 	lagTxns  int64 // transactions behind the primary, as the watch saw it
 	keepsUp  bool  // had what it was last asked for, or what the primary had a probe before
+	asking   int   // waits in flight (at most waitsPerReplica)
+	asked    gtids // the highest position they wait for
 }
+
+// waitsPerReplica is how many waits one replica is asked at once: a
+// commit that arrives while a wait is in flight for an earlier one is
+// asked for at once, not after it, so a confirmation takes one wait, not
+// up to two.
+const waitsPerReplica = 2
 
 // The states a replica is reported in.
 const (
@@ -147,10 +155,12 @@ func (r *Replicas) add(db *sql.DB, addr string, found bool) bool {
 	if found {
 		name = fmt.Sprintf("replica %d (%s, found on the primary)", len(r.nodes)+1, addr)
 	}
-	n := &replica{name: name, addr: addr, found: found, db: db, kick: make(chan struct{}, 1), has: gtids{}, state: replicaUnknown}
+	n := &replica{name: name, addr: addr, found: found, db: db, kick: make(chan struct{}, 1), has: gtids{}, asked: gtids{}, state: replicaUnknown}
 	r.nodes = append(r.nodes, n)
-	r.wg.Add(1)
-	go r.follow(n)
+	for range waitsPerReplica {
+		r.wg.Add(1)
+		go r.follow(n)
+	}
 	return true
 }
 
@@ -246,7 +256,8 @@ func (n *replica) poke() {
 }
 
 // follow asks replica n, whenever someone waits for a commit it was not
-// seen to have, to wait for the highest position wanted.
+// seen to have and no wait in flight asks for, to wait for the highest
+// position wanted. Each replica has waitsPerReplica of them.
 func (r *Replicas) follow(n *replica) {
 	defer r.wg.Done()
 	for {
@@ -259,12 +270,23 @@ func (r *Replicas) follow(n *replica) {
 			r.mu.Lock()
 			server, want := r.wantedServer, gtids{}
 			want.merge(r.wanted)
-			need := r.waiting > 0 && len(want) > 0 && n.serverID != server && !n.has.covers(want)
+			need := r.waiting > 0 && len(want) > 0 && n.serverID != server && !n.has.covers(want) &&
+				(n.asking == 0 || !n.asked.covers(want)) // a wait in flight for it already
+			if need {
+				n.asking++
+				n.asked.merge(want)
+			}
 			r.mu.Unlock()
 			if !need {
 				break
 			}
-			if !r.waitOn(n, server, want) {
+			again := r.waitOn(n, server, want)
+			r.mu.Lock()
+			if n.asking--; n.asking == 0 {
+				n.asked = gtids{}
+			}
+			r.mu.Unlock()
+			if !again {
 				// Down, at the sequence from another history, or asked
 				// to wait less than a round trip: ask again after a
 				// pause, not in a loop, whatever mysql.replica_timeout.

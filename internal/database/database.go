@@ -226,8 +226,8 @@ func wrap(err error) error {
 }
 
 // OpenReplica opens a small pool to one of the primary's replicas, for
-// the confirmation of commits (repository.Replicas): two connections,
-// one wait and one probe, each read bounded by wait plus a margin. It
+// the confirmation of commits (repository.Replicas): three connections,
+// two waits and one probe, each read bounded by wait plus a margin. It
 // returns the replica's address, which names it in logs and readiness
 // without the DSN's credentials.
 func OpenReplica(dsn string, wait time.Duration) (*sql.DB, string, error) {
@@ -262,8 +262,8 @@ func OpenReplicaAt(dsn, addr string, wait time.Duration) (*sql.DB, string, error
 		return nil, "", errors.New("database: a replica DSN is not usable")
 	}
 	db := sql.OpenDB(connector)
-	db.SetMaxOpenConns(2)
-	db.SetMaxIdleConns(2)
+	db.SetMaxOpenConns(3)
+	db.SetMaxIdleConns(3)
 	db.SetConnMaxLifetime(5 * time.Minute)
 	return db, mc.Addr, nil
 }
