@@ -106,9 +106,11 @@ type closers []func() error
 
 func (c *closers) add(f func() error) { *c = append(*c, f) }
 
-func (c closers) close(log *slog.Logger) {
-	for i := len(c) - 1; i >= 0; i-- {
-		if err := c[i](); err != nil {
+// close is deferred at the start of Serve: through the pointer it runs
+// what was added since, not the empty list of then.
+func (c *closers) close(log *slog.Logger) {
+	for i := len(*c) - 1; i >= 0; i-- {
+		if err := (*c)[i](); err != nil {
 			log.Warn("close", "err", err)
 		}
 	}
