@@ -10,7 +10,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 
+	"github.com/go-sql-driver/mysql"
 	"gorm.io/gorm"
 
 	"github.com/seckill/seckill/internal/config"
@@ -113,16 +116,24 @@ func registerPool(mx *metrics.Metrics, db *gorm.DB) error {
 	return mx.Pool(sqlDB)
 }
 
-// MySQLLogger sends the MySQL driver's own messages (a connection cut
+// SetMySQLLogger sends the MySQL driver's own messages (a connection cut
 // mid-packet during a failover, say) to log instead of stderr, so that
-// the log stays one JSON stream. The driver has one logger per process:
-// main sets it once.
-func MySQLLogger(log *slog.Logger) interface{ Print(v ...any) } {
-	return mysqlLogger{log}
+// the log stays one JSON stream. The driver has one logger per process,
+// read without a lock: it is set once, to a forwarder that reads log
+// atomically, so that each run (tests run several at once) may set its
+// own.
+func SetMySQLLogger(log *slog.Logger) {
+	mysqlLog.Store(log)
+	mysqlLogOnce.Do(func() { _ = mysql.SetLogger(mysqlLogger{}) }) // it refuses only nil
 }
 
-type mysqlLogger struct{ log *slog.Logger }
+var (
+	mysqlLog     atomic.Pointer[slog.Logger]
+	mysqlLogOnce sync.Once
+)
 
-func (l mysqlLogger) Print(v ...any) {
-	l.log.Warn("mysql driver", "detail", strings.TrimSpace(fmt.Sprint(v...)))
+type mysqlLogger struct{}
+
+func (mysqlLogger) Print(v ...any) {
+	mysqlLog.Load().Warn("mysql driver", "detail", strings.TrimSpace(fmt.Sprint(v...)))
 }

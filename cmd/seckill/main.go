@@ -25,7 +25,6 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/app"
@@ -241,8 +240,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 	}
 	log := logging.New(stderr, cfg.Log.Level, format)
-	redis.SetLogger(app.RedisLogger(log))     // go-redis has one logger per process
-	_ = mysql.SetLogger(app.MySQLLogger(log)) // so has the MySQL driver; it refuses only nil
+	redis.SetLogger(app.RedisLogger(log)) // go-redis has one logger per process
+	app.SetMySQLLogger(log)               // so has the MySQL driver
 
 	switch cmd.name {
 	case "migrate":
