@@ -25,8 +25,8 @@ import (
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/internal/database"
 	"github.com/seckill/seckill/lock"
+	"github.com/seckill/seckill/locking"
 	"github.com/seckill/seckill/metrics"
-	"github.com/seckill/seckill/redis"
 	"github.com/seckill/seckill/service"
 )
 
@@ -149,8 +149,8 @@ func redisLocking(cfg config.Config, rs *redisSetup, mx *metrics.Metrics, cl *cl
 	lockOpts = append(lockOpts, lockReplicaOptions(cfg)...)
 	lc := rs.lockClient(lockOpts...)
 	cl.add(lc.Close) // before the Redis clients close (closers run in reverse)
-	marks := redis.NewMarks(rs.marks(), cfg.Lock.Prefix+"soldout:", cfg.SoldOut.SharedTTL)
-	return redis.NewLocker(lc), marks, marks
+	marks := locking.NewRedisMarks(rs.marks(), cfg.Lock.Prefix+"soldout:", cfg.SoldOut.SharedTTL)
+	return locking.NewRedisLocker(lc), marks, marks
 }
 
 // newEngine builds the order engine on a lock, the SKUs, the board of

@@ -10,7 +10,7 @@ import (
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/lock"
-	"github.com/seckill/seckill/redis"
+	"github.com/seckill/seckill/locking"
 )
 
 // TestCluster_FollowsAFailoverWithoutWaitingForTheReloadInterval: a
@@ -29,7 +29,7 @@ func TestCluster_FollowsAFailoverWithoutWaitingForTheReloadInterval(t *testing.T
 	cc := rs.clients[0].(*goredis.ClusterClient)
 	ctx := context.Background()
 	const prefix = "seckill:lock:"
-	locker := redis.NewLocker(rs.lockClient(lock.WithPrefix(prefix)))
+	locker := locking.NewRedisLocker(rs.lockClient(lock.WithPrefix(prefix)))
 
 	before, err := locker.Obtain(ctx, "sku:7", 0)
 	if err != nil {

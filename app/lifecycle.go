@@ -6,8 +6,8 @@ import (
 
 	"github.com/seckill/seckill/engine"
 	"github.com/seckill/seckill/internal/config"
+	"github.com/seckill/seckill/locking"
 	"github.com/seckill/seckill/metrics"
-	"github.com/seckill/seckill/redis"
 	"github.com/seckill/seckill/service"
 )
 
@@ -16,8 +16,8 @@ func SweeperConfig(cfg config.Config) service.SweeperConfig {
 	return service.SweeperConfig{Interval: cfg.Order.SweepInterval, Batch: cfg.Order.SweepBatch, TxTimeout: cfg.Order.TxTimeout}
 }
 
-// lockAdapter is a lock of redis or zookeeper as the wiring hands it
-// out: the engine's Locker, the sweeper's Elector, the admin's
+// lockAdapter is a lock of package locking, Redis or ZooKeeper, as the
+// wiring hands it out: the engine's Locker, the sweeper's Elector, the admin's
 // LockInspector, one value.
 type lockAdapter interface {
 	engine.Locker
@@ -32,7 +32,7 @@ func sweeperLock(cfg config.Config, rs *redisSetup, lk lockAdapter) service.Elec
 	if cfg.Lock.Backend == config.BackendZooKeeper || len(rs.clients) == 0 {
 		return lk
 	}
-	return redis.NewLocker(rs.lockClient(append(LockOptions(cfg), lockReplicaOptions(cfg)...)...))
+	return locking.NewRedisLocker(rs.lockClient(append(LockOptions(cfg), lockReplicaOptions(cfg)...)...))
 }
 
 // startLifecycle returns the payment and cancellation of orders and

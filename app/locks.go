@@ -13,7 +13,7 @@ import (
 
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/lock"
-	"github.com/seckill/seckill/redis"
+	"github.com/seckill/seckill/locking"
 	"github.com/seckill/seckill/service"
 )
 
@@ -64,7 +64,7 @@ func HeldLocks(ctx context.Context, cfg config.Config, log *slog.Logger, limit i
 		if len(rs.clients) == 0 {
 			return nil, errors.New("no lock store to read: set redis.addrs, or lock.backend zookeeper")
 		}
-		rl := redis.NewLocker(rs.lockClient(LockOptions(cfg)...))
+		rl := locking.NewRedisLocker(rs.lockClient(LockOptions(cfg)...))
 		inspect = rl
 		keys, err = rl.HeldKeys(ctx, "sku:*", limit)
 		if err != nil {

@@ -6,7 +6,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/handler"
-	"github.com/seckill/seckill/redis"
+	"github.com/seckill/seckill/locking"
 	"github.com/seckill/seckill/repository"
 )
 
@@ -55,7 +55,7 @@ func (r readiness) ReplicasReady() (bool, error) {
 }
 
 // Redis reports nil when a majority of the Redis nodes answer PING.
-func (r readiness) Redis(ctx context.Context) error { return redis.Ping(ctx, r.redises) }
+func (r readiness) Redis(ctx context.Context) error { return locking.PingRedis(ctx, r.redises) }
 
 // zkReadiness reports the ZooKeeper session where the Redis readiness
 // reports Redis: /readyz's "redis" field is the lock backend's state.

@@ -13,7 +13,7 @@ import (
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/lock"
-	"github.com/seckill/seckill/redis"
+	"github.com/seckill/seckill/locking"
 	"github.com/seckill/seckill/service"
 )
 
@@ -56,7 +56,7 @@ func TestRedisTLS_RefusedClearly(t *testing.T) {
 			cfg := base()
 			tt.edit(&cfg)
 			rs := openTestRedis(t, cfg)
-			locker := redis.NewLocker(rs.lockClient(lock.WithPrefix(testenv.Name("test:tls:") + ":")))
+			locker := locking.NewRedisLocker(rs.lockClient(lock.WithPrefix(testenv.Name("test:tls:") + ":")))
 			var err error
 			if tt.ok {
 				// The right settings: a TLS handshake on a loaded machine

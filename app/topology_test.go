@@ -12,7 +12,7 @@ import (
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/lock"
-	"github.com/seckill/seckill/redis"
+	"github.com/seckill/seckill/locking"
 	"github.com/seckill/seckill/repository"
 	"github.com/seckill/seckill/service"
 )
@@ -51,8 +51,8 @@ func TestCluster_LocksFencesAndMarksPerSKU(t *testing.T) {
 
 	opts := append([]lock.Option{lock.WithPrefix(prefix), lock.WithRetry(time.Millisecond, time.Millisecond, 1)},
 		lockReplicaOptions(cfg)...)
-	a, b := redis.NewLocker(rs.lockClient(opts...)), redis.NewLocker(rs.lockClient(opts...))
-	marks := redis.NewMarks(rs.marks(), prefix+"soldout:", time.Minute)
+	a, b := locking.NewRedisLocker(rs.lockClient(opts...)), locking.NewRedisLocker(rs.lockClient(opts...))
+	marks := locking.NewRedisMarks(rs.marks(), prefix+"soldout:", time.Minute)
 	masters := map[string]bool{}
 	for id := int64(1); id <= 100; id++ {
 		key := "sku:" + strconv.FormatInt(id, 10)
@@ -130,11 +130,11 @@ func TestSentinel_FailoverLosesTheLockButNotTheData(t *testing.T) {
 	replicated := cfg
 	replicated.Lock.MinReplicas = 1
 	replicated.Lock.ReplicaTimeout, replicated.Redis.IOTimeout = time.Second, 2*time.Second // see TestCluster_
-	aSafe := redis.NewLocker(openTestRedis(t, replicated).lockClient(append(lockOpts, lockReplicaOptions(replicated)...)...))
+	aSafe := locking.NewRedisLocker(openTestRedis(t, replicated).lockClient(append(lockOpts, lockReplicaOptions(replicated)...)...))
 	rsA := openTestRedis(t, cfg)
-	a := redis.NewLocker(rsA.lockClient(lockOpts...))
+	a := locking.NewRedisLocker(rsA.lockClient(lockOpts...))
 	rsB := openTestRedis(t, cfg)
-	b := redis.NewLocker(rsB.lockClient(lock.WithPrefix(prefix), lock.WithTTL(time.Minute)))
+	b := locking.NewRedisLocker(rsB.lockClient(lock.WithPrefix(prefix), lock.WithTTL(time.Minute)))
 
 	probe := readiness{mode: rsB.mode, watch: rsB.watch} // what /readyz and /metrics ask
 	if tr := probe.RedisTopology(ctx); tr.Master != g.Master.Addr || tr.Failovers != 0 {

@@ -10,16 +10,16 @@ import (
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/lock"
 	zklock "github.com/seckill/seckill/lock/zookeeper"
+	"github.com/seckill/seckill/locking"
 	"github.com/seckill/seckill/service"
-	"github.com/seckill/seckill/zookeeper"
 )
 
 // zooKeeper is the ZooKeeper backend of the service: the lock and the
 // shared sold-out marks, on one session.
 type zooKeeper struct {
 	conn   *zk.Conn
-	locker *zookeeper.Locker
-	marks  *zookeeper.Marks
+	locker *locking.ZooKeeperLocker
+	marks  *locking.ZooKeeperMarks
 }
 
 // openZooKeeper connects to the ensemble without waiting for a session:
@@ -38,15 +38,15 @@ func openZooKeeper(cfg config.Config, log *slog.Logger, obs lock.Observer) (*zoo
 	})
 	return &zooKeeper{
 		conn:   conn,
-		locker: zookeeper.NewLocker(z),
-		marks:  zookeeper.NewMarks(conn, cfg.ZooKeeper.Root+"/soldout", cfg.SoldOut.SharedTTL),
+		locker: locking.NewZooKeeperLocker(z),
+		marks:  locking.NewZooKeeperMarks(conn, cfg.ZooKeeper.Root+"/soldout", cfg.SoldOut.SharedTTL),
 	}, nil
 }
 
 func (z *zooKeeper) Close() error { z.conn.Close(); return nil }
 
 // Up reports nil while the session is connected.
-func (z *zooKeeper) Up(context.Context) error { return zookeeper.Up(z.conn) }
+func (z *zooKeeper) Up(context.Context) error { return locking.ZooKeeperUp(z.conn) }
 
 // zkLogger sends the ZooKeeper client's messages to the structured log.
 type zkLogger struct{ log *slog.Logger }

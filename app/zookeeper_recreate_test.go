@@ -16,9 +16,9 @@ import (
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/lock/zookeeper"
+	"github.com/seckill/seckill/locking"
 	"github.com/seckill/seckill/repository"
 	"github.com/seckill/seckill/service"
-	zkadapter "github.com/seckill/seckill/zookeeper"
 )
 
 // TestZooKeeperRecreatedFromEmpty_SellsOnAndStillFences: the ensemble is
@@ -145,7 +145,7 @@ func TestZooKeeper_SupersededHolderIsNotMistakenForARecreatedEnsemble(t *testing
 	conn := testenv.ZKConn(t, z.Addrs(), pc.ZooKeeper.SessionTimeout, nil)
 	other := zookeeper.New(testenv.ZKConn(t, z.Addrs(), pc.ZooKeeper.SessionTimeout, nil), zookeeper.Options{Root: root + "/locks", FenceBase: service.ZooKeeperFences})
 	var later int64
-	locker := &interferingLocker{Locker: zkadapter.NewLocker(zookeeper.New(conn, zookeeper.Options{Root: root + "/locks", FenceBase: service.ZooKeeperFences})), interfere: func(ours int64) {
+	locker := &interferingLocker{Locker: locking.NewZooKeeperLocker(zookeeper.New(conn, zookeeper.Options{Root: root + "/locks", FenceBase: service.ZooKeeperFences})), interfere: func(ours int64) {
 		l, err := other.Obtain(ctx, "elsewhere")
 		if err != nil {
 			t.Error(err)
@@ -158,7 +158,7 @@ func TestZooKeeper_SupersededHolderIsNotMistakenForARecreatedEnsemble(t *testing
 			t.Errorf("the later holder's commit (fence %d, ours %d): %v", later, ours, err)
 		}
 	}}
-	skus := service.NewDirectory(store, zkadapter.NewMarks(conn, root+"/soldout", pc.SoldOut.SharedTTL), app.DirectoryConfig(pc), testenv.Logger(), nil)
+	skus := service.NewDirectory(store, locking.NewZooKeeperMarks(conn, root+"/soldout", pc.SoldOut.SharedTTL), app.DirectoryConfig(pc), testenv.Logger(), nil)
 	seller := engine.New(store, locker, skus, nil, app.EngineConfig(pc), testenv.Logger(), nil)
 	orders := service.NewOrders(store, skus, seller, nil)
 	t.Cleanup(func() {

@@ -16,7 +16,7 @@ import (
 	"github.com/seckill/seckill/internal/procstat"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/lock"
-	"github.com/seckill/seckill/redis"
+	"github.com/seckill/seckill/locking"
 	"github.com/seckill/seckill/repository"
 	"github.com/seckill/seckill/service"
 )
@@ -49,8 +49,8 @@ func placePaced(b *testing.B, linger time.Duration, rate int) {
 	cfg.Linger = linger
 	lc := lock.New(rdb, app.OrderLockOptions(pc)...)
 	b.Cleanup(func() { lc.Close() })
-	marks := redis.NewMarks(rdb, pc.Lock.Prefix+"soldout:", pc.SoldOut.SharedTTL)
-	orders := newOrders(b, store, store, redis.NewLocker(lc), marks, marks, app.DirectoryConfig(pc), cfg, nil)
+	marks := locking.NewRedisMarks(rdb, pc.Lock.Prefix+"soldout:", pc.SoldOut.SharedTTL)
+	orders := newOrders(b, store, store, locking.NewRedisLocker(lc), marks, marks, app.DirectoryConfig(pc), cfg, nil)
 	now := time.Now().UTC()
 	sku, err := store.CreateSKU(context.Background(), service.SKU{Name: "paced", TotalStock: int64(b.N), Stock: int64(b.N), PerUserLimit: 1, CreatedAt: now, UpdatedAt: now})
 	if err != nil {

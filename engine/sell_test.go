@@ -13,7 +13,7 @@ import (
 	"github.com/seckill/seckill/engine"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/lock"
-	"github.com/seckill/seckill/redis"
+	"github.com/seckill/seckill/locking"
 	"github.com/seckill/seckill/service"
 )
 
@@ -255,7 +255,7 @@ func TestPlace_LockHeldByADeadHolderIsNotAwaitedTwice(t *testing.T) {
 	// A holder that died without releasing: its lease outlives the test.
 	rdb, _ := testenv.Redis(t)
 	// Through the service's own adapter, so it takes the service's key.
-	dead, err := redis.NewLocker(lock.New(rdb, lock.WithPrefix(prefix), lock.WithTTL(time.Minute))).Obtain(context.Background(), fmt.Sprintf("sku:%d", sku.ID), 0)
+	dead, err := locking.NewRedisLocker(lock.New(rdb, lock.WithPrefix(prefix), lock.WithTTL(time.Minute))).Obtain(context.Background(), fmt.Sprintf("sku:%d", sku.ID), 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,7 +21,7 @@ import (
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/lock"
-	"github.com/seckill/seckill/redis"
+	"github.com/seckill/seckill/locking"
 	"github.com/seckill/seckill/service"
 )
 
@@ -252,7 +252,7 @@ func runSale(t *testing.T, rng *rand.Rand, cfg config.Config) {
 		r := rigs[i]
 		lc := lock.New(r.Redis, app.LockOptions(r.Settings)...)
 		t.Cleanup(func() { lc.Close() })
-		sw := service.NewSweeper(r.Store, redis.NewLocker(lc), r.SKUs, app.SweeperConfig(r.Settings), testenv.Logger(), nil)
+		sw := service.NewSweeper(r.Store, locking.NewRedisLocker(lc), r.SKUs, app.SweeperConfig(r.Settings), testenv.Logger(), nil)
 		sweepers[i] = runSweeper(t, sw)
 	}
 

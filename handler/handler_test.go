@@ -28,7 +28,7 @@ import (
 	"github.com/seckill/seckill/internal/database"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/lock"
-	"github.com/seckill/seckill/redis"
+	"github.com/seckill/seckill/locking"
 	"github.com/seckill/seckill/repository"
 	"github.com/seckill/seckill/service"
 )
@@ -105,8 +105,8 @@ func newStack(t *testing.T, opts ...func(*stackOptions)) *stack {
 	cfg.Order.QueueMax = o.queueMax
 	lc := lock.New(rdb, app.OrderLockOptions(cfg)...)
 	t.Cleanup(func() { lc.Close() })
-	var locker engine.Locker = redis.NewLocker(lc)
-	marks := redis.NewMarks(rdb, prefix+"soldout:", cfg.SoldOut.SharedTTL)
+	var locker engine.Locker = locking.NewRedisLocker(lc)
+	marks := locking.NewRedisMarks(rdb, prefix+"soldout:", cfg.SoldOut.SharedTTL)
 	skus := service.NewDirectory(store, marks, app.DirectoryConfig(cfg), log, nil)
 	seller := engine.New(commits, locker, skus, marks, app.EngineConfig(cfg), log, nil)
 	orders := service.NewOrders(store, skus, seller, nil)

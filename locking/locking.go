@@ -1,7 +1,9 @@
-// Package locking passes the answers of the lock library, from any of its
-// backends, to the engine and the service in their terms: the engine's
-// Lease, the sweeper's Leadership, the service's sentinel errors and its
-// LockState.
+// Package locking fits the lock library to the engine's and the
+// service's ports, on Redis (package lock) and on ZooKeeper
+// (lock/zookeeper): the per-SKU lock and the sweeper's election, the
+// shared sold-out marks, and each backend's health for readiness. A
+// backend out of reach answers service.ErrLockUnavailable; a lock held by
+// live holders, service.ErrLockBusy.
 package locking
 
 import (
@@ -13,20 +15,20 @@ import (
 	"github.com/seckill/seckill/service"
 )
 
-// Lease passes a backend's Obtain answer to the engine, translating "the
-// backend is unreachable" into service.ErrLockUnavailable (the order path
-// then sells on the database's guard alone) and "held by live holders"
-// into service.ErrLockBusy (it waits its turn).
-func Lease[L engine.Lease](lk L, err error) (engine.Lease, error) {
+// asLease passes a backend's Obtain answer to the engine, translating
+// "the backend is unreachable" into service.ErrLockUnavailable (the order
+// path then sells on the database's guard alone) and "held by live
+// holders" into service.ErrLockBusy (it waits its turn).
+func asLease[L engine.Lease](lk L, err error) (engine.Lease, error) {
 	if err != nil {
 		return nil, obtainError(err)
 	}
 	return lk, nil
 }
 
-// Leadership passes a backend's Obtain answer to the sweeper's election
-// (service.Elector), translating errors as Lease does.
-func Leadership[L service.Leadership](lk L, err error) (service.Leadership, error) {
+// asLeadership passes a backend's Obtain answer to the sweeper's
+// election (service.Elector), translating errors as asLease does.
+func asLeadership[L service.Leadership](lk L, err error) (service.Leadership, error) {
 	if err != nil {
 		return nil, obtainError(err)
 	}
@@ -43,9 +45,9 @@ func obtainError(err error) error {
 	return err
 }
 
-// State passes a backend's inspection to the service, translating "the
-// backend is unreachable" as Lease does.
-func State(st lock.State, err error) (service.LockState, error) {
+// asState passes a backend's inspection to the service, translating "the
+// backend is unreachable" as asLease does.
+func asState(st lock.State, err error) (service.LockState, error) {
 	if errors.Is(err, lock.ErrUnavailable) {
 		return service.LockState{}, fmt.Errorf("%w: %w: %w", service.ErrUnavailable, service.ErrLockUnavailable, err)
 	}

@@ -15,7 +15,7 @@ import (
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/internal/procstat"
 	"github.com/seckill/seckill/internal/testenv"
-	"github.com/seckill/seckill/redis"
+	"github.com/seckill/seckill/locking"
 	"github.com/seckill/seckill/service"
 )
 
@@ -360,5 +360,5 @@ func TestPlace_MarkOfAnEarlierSKUDoesNotBlock(t *testing.T) {
 }
 
 func appMarks(r *rig) service.SoldOutMarks {
-	return redis.NewMarks(r.Redis, r.Prefix+"soldout:", time.Minute)
+	return locking.NewRedisMarks(r.Redis, r.Prefix+"soldout:", time.Minute)
 }

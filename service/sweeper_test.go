@@ -14,7 +14,7 @@ import (
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/lock"
-	"github.com/seckill/seckill/redis"
+	"github.com/seckill/seckill/locking"
 	"github.com/seckill/seckill/repository"
 	"github.com/seckill/seckill/service"
 )
@@ -73,7 +73,7 @@ func sweeperOf(t *testing.T, r *rig, store service.LifecycleStore, obs service.L
 	t.Helper()
 	pc := config.Default()
 	pc.Lock.Prefix = r.Prefix
-	return service.NewSweeper(store, redis.NewLocker(lock.New(r.Redis, app.LockOptions(pc)...)), r.SKUs, app.SweeperConfig(pc), testenv.Logger(), obs)
+	return service.NewSweeper(store, locking.NewRedisLocker(lock.New(r.Redis, app.LockOptions(pc)...)), r.SKUs, app.SweeperConfig(pc), testenv.Logger(), obs)
 }
 
 // run runs s until the test ends; the returned func stops it and waits.

@@ -20,7 +20,7 @@ import (
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/lock"
-	"github.com/seckill/seckill/redis"
+	"github.com/seckill/seckill/locking"
 	"github.com/seckill/seckill/repository"
 	"github.com/seckill/seckill/service"
 )
@@ -99,11 +99,11 @@ func New(t *testing.T, dsn string, o Options) *Instance {
 	}
 	lc := lock.New(in.Redis, app.OrderLockOptions(in.Settings)...)
 	t.Cleanup(func() { lc.Close() })
-	var locker engine.Locker = redis.NewLocker(lc)
+	var locker engine.Locker = locking.NewRedisLocker(lc)
 	if o.Locker != nil {
 		locker = o.Locker(locker)
 	}
-	marks := redis.NewMarks(in.Redis, in.Prefix+"soldout:", in.Settings.SoldOut.SharedTTL)
+	marks := locking.NewRedisMarks(in.Redis, in.Prefix+"soldout:", in.Settings.SoldOut.SharedTTL)
 	in.Orders, in.SKUs, in.Seller = NewFlow(t, commits, reads, locker, marks, marks, dcfg, cfg, o.Observer)
 	in.Catalog = service.NewCatalog(in.Store, in.Store, in.SKUs, testenv.Logger())
 	return in

@@ -1,7 +1,4 @@
-// Package zookeeper adapts ZooKeeper to what the service needs from it:
-// the per-SKU lock (over package lock/zookeeper), the shared sold-out marks
-// and the session's state for readiness.
-package zookeeper
+package locking
 
 import (
 	"context"
@@ -15,104 +12,104 @@ import (
 
 	"github.com/seckill/seckill/engine"
 	zklock "github.com/seckill/seckill/lock/zookeeper"
-	"github.com/seckill/seckill/locking"
 	"github.com/seckill/seckill/service"
 )
 
 var (
-	_ engine.Locker         = (*Locker)(nil)
-	_ service.Elector       = (*Locker)(nil)
-	_ service.LockInspector = (*Locker)(nil)
+	_ engine.Locker         = (*ZooKeeperLocker)(nil)
+	_ service.Elector       = (*ZooKeeperLocker)(nil)
+	_ service.LockInspector = (*ZooKeeperLocker)(nil)
 )
 
-// Locker adapts a *zklock.Client to engine.Locker and service.Elector,
-// translating "ZooKeeper is unreachable" into service.ErrLockUnavailable.
-type Locker struct{ z *zklock.Client }
+// ZooKeeperLocker is the service's lock on ZooKeeper: a *zklock.Client
+// as engine.Locker and service.Elector.
+type ZooKeeperLocker struct{ z *zklock.Client }
 
-// NewLocker returns the service's lock over z.
-func NewLocker(z *zklock.Client) *Locker { return &Locker{z} }
+// NewZooKeeperLocker returns the service's lock over z.
+func NewZooKeeperLocker(z *zklock.Client) *ZooKeeperLocker { return &ZooKeeperLocker{z} }
 
 // Obtain takes the lock of key in the order its contenders queued;
 // rank is ignored.
-func (l *Locker) Obtain(ctx context.Context, key string, _ int64) (engine.Lease, error) {
+func (l *ZooKeeperLocker) Obtain(ctx context.Context, key string, _ int64) (engine.Lease, error) {
 	lk, err := l.z.Obtain(ctx, key)
-	return locking.Lease(lease{lk}, err)
+	return asLease(zooKeeperLease{lk}, err)
 }
 
 // Ranks reports false: ZooKeeper's lock queues its contenders by arrival
 // at the ensemble, not by rank.
-func (l *Locker) Ranks() bool { return false }
+func (l *ZooKeeperLocker) Ranks() bool { return false }
 
 // Elect takes the lock of key: the sweeper's election.
-func (l *Locker) Elect(ctx context.Context, key string) (service.Leadership, error) {
+func (l *ZooKeeperLocker) Elect(ctx context.Context, key string) (service.Leadership, error) {
 	lk, err := l.z.Obtain(ctx, key)
-	return locking.Leadership(lk, err)
+	return asLeadership(lk, err)
 }
 
-// lease is a ZooKeeper lock as an engine.Lease: it says the horizon of
-// its fences (the latest zxid), but hears neither who wants it nor their
-// ranks, and cannot be kept past a hold.
-type lease struct{ *zklock.Lock }
+// zooKeeperLease is a ZooKeeper lock as an engine.Lease: it says the
+// horizon of its fences (the latest zxid), but hears neither who wants it
+// nor their ranks, and cannot be kept past a hold.
+type zooKeeperLease struct{ *zklock.Lock }
 
 // Wanting is nil: the lease cannot tell.
-func (lease) Wanting() <-chan struct{} { return nil }
+func (zooKeeperLease) Wanting() <-chan struct{} { return nil }
 
 // Keep lets the lease go and reports false.
-func (l lease) Keep(ctx context.Context) (bool, error) { return false, l.Release(ctx) }
+func (l zooKeeperLease) Keep(ctx context.Context) (bool, error) { return false, l.Release(ctx) }
 
 // Contender reports none.
-func (lease) Contender() (int64, bool) { return 0, false }
+func (zooKeeperLease) Contender() (int64, bool) { return 0, false }
 
 // InspectLock reads the state of key's lock without taking it.
-func (l *Locker) InspectLock(ctx context.Context, key string) (service.LockState, error) {
-	return locking.State(l.z.Inspect(ctx, key))
+func (l *ZooKeeperLocker) InspectLock(ctx context.Context, key string) (service.LockState, error) {
+	return asState(l.z.Inspect(ctx, key))
 }
 
 // Keys returns up to limit keys that have a lock node; see
 // zklock.Client.Keys.
-func (l *Locker) Keys(ctx context.Context, limit int) ([]string, error) {
+func (l *ZooKeeperLocker) Keys(ctx context.Context, limit int) ([]string, error) {
 	return l.z.Keys(ctx, limit)
 }
 
-// Up reports nil while conn has a session: without one, Obtain reports the
-// lock unavailable.
-func Up(conn *zk.Conn) error {
+// ZooKeeperUp reports nil while conn has a session: without one, Obtain
+// reports the lock unavailable.
+func ZooKeeperUp(conn *zk.Conn) error {
 	if st := conn.State(); st != zk.StateHasSession {
 		return fmt.Errorf("zookeeper: session %v", st)
 	}
 	return nil
 }
 
-var _ service.SoldOutMarks = (*Marks)(nil)
+var _ service.SoldOutMarks = (*ZooKeeperMarks)(nil)
 
-// Marks keeps the shared sold-out marks in ZooKeeper: a persistent znode
-// per existing SKU under dir, holding "incarnation:mark" (created_at in
-// µs, the signed version mark). A mark of another incarnation, or older
-// than ttl by its mtime, reads as none, and an old one is deleted.
+// ZooKeeperMarks keeps the shared sold-out marks in ZooKeeper: a
+// persistent znode per existing SKU under dir, holding "incarnation:mark"
+// (created_at in µs, the signed version mark). A mark of another
+// incarnation, or older than ttl by its mtime, reads as none, and an old
+// one is deleted.
 //
 // It spreads a sell-out to every instance at once; the local re-check
 // (sold_out.recheck) bounds how long a mark outlives a restock.
-type Marks struct {
+type ZooKeeperMarks struct {
 	conn *zk.Conn
 	dir  string
 	ttl  time.Duration
 }
 
-// NewMarks returns the shared sold-out marks kept under dir on conn's
-// ensemble, each read as gone after ttl.
-func NewMarks(conn *zk.Conn, dir string, ttl time.Duration) *Marks {
-	return &Marks{conn: conn, dir: dir, ttl: ttl}
+// NewZooKeeperMarks returns the shared sold-out marks kept under dir on
+// conn's ensemble, each read as gone after ttl.
+func NewZooKeeperMarks(conn *zk.Conn, dir string, ttl time.Duration) *ZooKeeperMarks {
+	return &ZooKeeperMarks{conn: conn, dir: dir, ttl: ttl}
 }
 
-func (m *Marks) path(id int64) string { return m.dir + "/" + strconv.FormatInt(id, 10) }
+func (m *ZooKeeperMarks) path(id int64) string { return m.dir + "/" + strconv.FormatInt(id, 10) }
 
-func (m *Marks) expired(st *zk.Stat) bool {
+func (m *ZooKeeperMarks) expired(st *zk.Stat) bool {
 	return time.Since(time.UnixMilli(st.Mtime)) > m.ttl
 }
 
 // get returns the stored mark of sku's incarnation (0 for another's), and
 // the znode's stat, nil when there is none.
-func (m *Marks) get(ctx context.Context, sku service.SKURef) (int64, *zk.Stat, error) {
+func (m *ZooKeeperMarks) get(ctx context.Context, sku service.SKURef) (int64, *zk.Stat, error) {
 	var (
 		data []byte
 		st   *zk.Stat
@@ -137,7 +134,7 @@ func (m *Marks) get(ctx context.Context, sku service.SKURef) (int64, *zk.Stat, e
 
 // Mark returns the stored mark of sku's incarnation, 0 when there is none
 // or it is older than the ttl.
-func (m *Marks) Mark(ctx context.Context, sku service.SKURef) (int64, error) {
+func (m *ZooKeeperMarks) Mark(ctx context.Context, sku service.SKURef) (int64, error) {
 	v, st, err := m.get(ctx, sku)
 	if err != nil || st == nil {
 		return 0, err
@@ -152,7 +149,7 @@ func (m *Marks) Mark(ctx context.Context, sku service.SKURef) (int64, error) {
 
 // SetMark writes mark unless the stored one is of the same incarnation
 // and a newer version, with a compare-and-set on the znode's version.
-func (m *Marks) SetMark(ctx context.Context, sku service.SKURef, mark int64) error {
+func (m *ZooKeeperMarks) SetMark(ctx context.Context, sku service.SKURef, mark int64) error {
 	id := sku.ID
 	data := []byte(strconv.FormatInt(sku.Incarnation, 10) + ":" + strconv.FormatInt(mark, 10))
 	for range 16 { // each retry means another instance wrote meanwhile
@@ -199,8 +196,8 @@ const markTimeout = 500 * time.Millisecond
 // do runs a blocking ZooKeeper request for at most markTimeout or until
 // ctx is done (the request finishes in the background), failing at once
 // without a session.
-func (m *Marks) do(ctx context.Context, req func() error) error {
-	if err := Up(m.conn); err != nil {
+func (m *ZooKeeperMarks) do(ctx context.Context, req func() error) error {
+	if err := ZooKeeperUp(m.conn); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, markTimeout)

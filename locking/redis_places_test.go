@@ -1,4 +1,4 @@
-package redis_test
+package locking_test
 
 import (
 	"context"
@@ -7,16 +7,16 @@ import (
 
 	"github.com/seckill/seckill/engine"
 	"github.com/seckill/seckill/internal/testenv"
-	"github.com/seckill/seckill/redis"
+	"github.com/seckill/seckill/locking"
 )
 
-// TestMarks_PlacesCarryTheirQuantity: a place posted on the board reaches
-// the other instances with its request's quantity, which makes another
-// body under its key a new arrival; a message of an earlier version,
-// without one, still reads, as a place for any quantity (0).
-func TestMarks_PlacesCarryTheirQuantity(t *testing.T) {
+// TestRedisMarks_PlacesCarryTheirQuantity: a place posted on the board
+// reaches the other instances with its request's quantity, which makes
+// another body under its key a new arrival; a message of an earlier
+// version, without one, still reads, as a place for any quantity (0).
+func TestRedisMarks_PlacesCarryTheirQuantity(t *testing.T) {
 	rdb, prefix := testenv.Redis(t)
-	m := redis.NewMarks(rdb, prefix+"soldout:", time.Minute)
+	m := locking.NewRedisMarks(rdb, prefix+"soldout:", time.Minute)
 	heard := make(chan []engine.Place, 4)
 	stop := m.Listen(func(ps []engine.Place) { heard <- ps })
 	t.Cleanup(stop)

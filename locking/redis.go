@@ -1,6 +1,4 @@
-// Package redis adapts Redis to what the service needs from it: the
-// per-SKU lock (over package lock) and the shared sold-out marks.
-package redis
+package locking
 
 import (
 	"context"
@@ -16,33 +14,32 @@ import (
 
 	"github.com/seckill/seckill/engine"
 	"github.com/seckill/seckill/lock"
-	"github.com/seckill/seckill/locking"
 	"github.com/seckill/seckill/service"
 )
 
 var (
-	_ engine.Locker         = (*Locker)(nil)
-	_ service.Elector       = (*Locker)(nil)
-	_ service.LockInspector = (*Locker)(nil)
-	_ engine.PlaceBoard     = (*Marks)(nil)
+	_ engine.Locker         = (*RedisLocker)(nil)
+	_ service.Elector       = (*RedisLocker)(nil)
+	_ service.LockInspector = (*RedisLocker)(nil)
+	_ engine.PlaceBoard     = (*RedisMarks)(nil)
 )
 
-// Locker adapts a *lock.Client to engine.Locker and service.Elector,
-// translating "Redis is unreachable" into service.ErrLockUnavailable. The service's key
-// ("sku:7") becomes the hash tag of the Redis keys ("<prefix>{sku:7}" and
-// its fence counter), so on a Cluster the lock, its fence and the SKU's
-// sold-out mark share one slot, and different SKUs spread across slots.
-type Locker struct{ c *lock.Client }
+// RedisLocker is the service's lock on Redis: a *lock.Client as
+// engine.Locker and service.Elector. The service's key ("sku:7") becomes
+// the hash tag of the Redis keys ("<prefix>{sku:7}" and its fence
+// counter), so on a Cluster the lock, its fence and the SKU's sold-out
+// mark share one slot, and different SKUs spread across slots.
+type RedisLocker struct{ c *lock.Client }
 
-// NewLocker returns the service's lock over c.
-func NewLocker(c *lock.Client) *Locker { return &Locker{c} }
+// NewRedisLocker returns the service's lock over c.
+func NewRedisLocker(c *lock.Client) *RedisLocker { return &RedisLocker{c} }
 
 // hashTag wraps key in braces: Redis Cluster hashes only what is inside.
 func hashTag(key string) string { return "{" + key + "}" }
 
 // Obtain takes the lock of key, in order of rank unless it is 0
 // (lock.Client.ObtainRanked): the order path's fair selling.
-func (l *Locker) Obtain(ctx context.Context, key string, rank int64) (engine.Lease, error) {
+func (l *RedisLocker) Obtain(ctx context.Context, key string, rank int64) (engine.Lease, error) {
 	var (
 		lk  *lock.Lock
 		err error
@@ -52,35 +49,35 @@ func (l *Locker) Obtain(ctx context.Context, key string, rank int64) (engine.Lea
 	} else {
 		lk, err = l.c.Obtain(ctx, hashTag(key))
 	}
-	return locking.Lease(lease{lk}, err)
+	return asLease(redisLease{lk}, err)
 }
 
 // Ranks reports true: a free Redis lock goes to the lowest rank waiting.
-func (l *Locker) Ranks() bool { return true }
+func (l *RedisLocker) Ranks() bool { return true }
 
 // Elect takes the lock of key unranked: the sweeper's election.
-func (l *Locker) Elect(ctx context.Context, key string) (service.Leadership, error) {
+func (l *RedisLocker) Elect(ctx context.Context, key string) (service.Leadership, error) {
 	lk, err := l.c.Obtain(ctx, hashTag(key))
-	return locking.Leadership(lk, err)
+	return asLeadership(lk, err)
 }
 
-// lease is a Redis lock as an engine.Lease: it hears who wants it and
+// redisLease is a Redis lock as an engine.Lease: it hears who wants it and
 // their ranks, and keeps itself in one round trip (in Redlock mode Keep
 // lets it go and Wanting is nil), but cannot say a fence horizon.
-type lease struct{ *lock.Lock }
+type redisLease struct{ *lock.Lock }
 
 // Horizon is math.MaxInt64: Redis fences are microsecond-seeded, and the
 // database never holds one above what this backend may have issued.
-func (lease) Horizon(context.Context) (int64, error) { return math.MaxInt64, nil }
+func (redisLease) Horizon(context.Context) (int64, error) { return math.MaxInt64, nil }
 
 // InspectLock reads the state of key's lock without taking it.
-func (l *Locker) InspectLock(ctx context.Context, key string) (service.LockState, error) {
-	return locking.State(l.c.Inspect(ctx, hashTag(key)))
+func (l *RedisLocker) InspectLock(ctx context.Context, key string) (service.LockState, error) {
+	return asState(l.c.Inspect(ctx, hashTag(key)))
 }
 
 // HeldKeys returns up to limit service keys matching the glob match
 // ("sku:*") whose lock has a holder now; see lock.Client.HeldKeys.
-func (l *Locker) HeldKeys(ctx context.Context, match string, limit int) ([]string, error) {
+func (l *RedisLocker) HeldKeys(ctx context.Context, match string, limit int) ([]string, error) {
 	tagged, err := l.c.HeldKeys(ctx, hashTag(match), limit)
 	if err != nil {
 		return nil, err
@@ -92,28 +89,28 @@ func (l *Locker) HeldKeys(ctx context.Context, match string, limit int) ([]strin
 	return keys, nil
 }
 
-var _ service.SoldOutMarks = (*Marks)(nil)
+var _ service.SoldOutMarks = (*RedisMarks)(nil)
 
-// Marks keeps the shared sold-out marks in Redis, one key per SKU holding
-// "incarnation:mark" (the SKU's created_at in µs, then its signed version
-// mark), with an expiry so that a mark nobody clears still goes away. A
-// mark of another incarnation reads as no mark: a database recreated with
-// the same ids is never blocked by an old mark.
-type Marks struct {
+// RedisMarks keeps the shared sold-out marks in Redis, one key per SKU
+// holding "incarnation:mark" (the SKU's created_at in µs, then its signed
+// version mark), with an expiry so that a mark nobody clears still goes
+// away. A mark of another incarnation reads as no mark: a database
+// recreated with the same ids is never blocked by an old mark.
+type RedisMarks struct {
 	rdb    goredis.UniversalClient
 	prefix string
 	ttl    time.Duration
 }
 
-// NewMarks returns the shared sold-out marks kept in rdb under prefix,
-// each expiring after ttl.
-func NewMarks(rdb goredis.UniversalClient, prefix string, ttl time.Duration) *Marks {
-	return &Marks{rdb: rdb, prefix: prefix, ttl: ttl}
+// NewRedisMarks returns the shared sold-out marks kept in rdb under
+// prefix, each expiring after ttl.
+func NewRedisMarks(rdb goredis.UniversalClient, prefix string, ttl time.Duration) *RedisMarks {
+	return &RedisMarks{rdb: rdb, prefix: prefix, ttl: ttl}
 }
 
-// setMark writes ARGV[1]:ARGV[2] unless the stored mark is of the same
+// setRedisMark writes ARGV[1]:ARGV[2] unless the stored mark is of the same
 // incarnation and a newer version.
-var setMark = goredis.NewScript(`
+var setRedisMark = goredis.NewScript(`
 local cur = redis.call('GET', KEYS[1])
 if cur then
   local inc, m = string.match(cur, '^(%-?%d+):(%-?%d+)$')
@@ -125,13 +122,13 @@ redis.call('SET', KEYS[1], ARGV[1] .. ':' .. ARGV[2], 'PX', ARGV[3])
 return 1
 `)
 
-// key is "<prefix>{sku:7}": the hash tag of the SKU's lock (see Locker).
-func (m *Marks) key(id int64) string {
+// key is "<prefix>{sku:7}": the hash tag of the SKU's lock (see RedisLocker).
+func (m *RedisMarks) key(id int64) string {
 	return m.prefix + hashTag(service.SKULockKey(id))
 }
 
 // Mark returns the stored mark of sku's incarnation, 0 when there is none.
-func (m *Marks) Mark(ctx context.Context, sku service.SKURef) (int64, error) {
+func (m *RedisMarks) Mark(ctx context.Context, sku service.SKURef) (int64, error) {
 	v, err := m.rdb.Get(ctx, m.key(sku.ID)).Result()
 	if errors.Is(err, goredis.Nil) {
 		return 0, nil
@@ -148,8 +145,8 @@ func (m *Marks) Mark(ctx context.Context, sku service.SKURef) (int64, error) {
 
 // SetMark writes mark unless the stored one is of the same incarnation
 // and a newer version, in one script.
-func (m *Marks) SetMark(ctx context.Context, sku service.SKURef, mark int64) error {
-	return setMark.Run(ctx, m.rdb, []string{m.key(sku.ID)}, sku.Incarnation, mark, m.ttl.Milliseconds()).Err()
+func (m *RedisMarks) SetMark(ctx context.Context, sku service.SKURef, mark int64) error {
+	return setRedisMark.Run(ctx, m.rdb, []string{m.key(sku.ID)}, sku.Incarnation, mark, m.ttl.Milliseconds()).Err()
 }
 
 // placesChannel, after the marks' prefix, is where instances post the
@@ -157,7 +154,7 @@ func (m *Marks) SetMark(ctx context.Context, sku service.SKURef, mark int64) err
 const placesChannel = "places"
 
 // Post publishes ps to every instance listening, in one message.
-func (m *Marks) Post(ctx context.Context, ps []engine.Place) error {
+func (m *RedisMarks) Post(ctx context.Context, ps []engine.Place) error {
 	msg, err := json.Marshal(ps)
 	if err != nil {
 		return err
@@ -169,7 +166,7 @@ func (m *Marks) Post(ctx context.Context, ps []engine.Place) error {
 // message's, until stop; a message it cannot read is skipped. go-redis
 // subscribes again after a reconnect: places posted meanwhile are missed,
 // which costs their buyers their place, nothing else.
-func (m *Marks) Listen(learn func([]engine.Place)) (stop func()) {
+func (m *RedisMarks) Listen(learn func([]engine.Place)) (stop func()) {
 	ps := m.rdb.Subscribe(context.Background(), m.prefix+placesChannel)
 	done := make(chan struct{})
 	go func() {
@@ -187,9 +184,9 @@ func (m *Marks) Listen(learn func([]engine.Place)) (stop func()) {
 	}
 }
 
-// Ping reports nil when a majority of the Redis nodes answer PING: with
-// Redlock, the lock works while a majority of its masters does.
-func Ping(ctx context.Context, nodes []goredis.UniversalClient) error {
+// PingRedis reports nil when a majority of the Redis nodes answer PING:
+// with Redlock, the lock works while a majority of its masters does.
+func PingRedis(ctx context.Context, nodes []goredis.UniversalClient) error {
 	up := 0
 	for _, c := range nodes {
 		if c.Ping(ctx).Err() == nil {

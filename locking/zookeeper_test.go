@@ -1,4 +1,4 @@
-package zookeeper_test
+package locking_test
 
 import (
 	"testing"
@@ -6,16 +6,16 @@ import (
 
 	"github.com/seckill/seckill/app/apptest"
 	"github.com/seckill/seckill/internal/testenv"
-	"github.com/seckill/seckill/zookeeper"
+	"github.com/seckill/seckill/locking"
 )
 
-// TestMarks_KeepTheNewestVersionOfTheirIncarnation: a mark of an older
-// version does not overwrite a newer one, and a mark of another
+// TestZooKeeperMarks_KeepTheNewestVersionOfTheirIncarnation: a mark of an
+// older version does not overwrite a newer one, and a mark of another
 // incarnation of the SKU (a recreated database) reads as no mark; the
 // first mark creates the marks' directory.
-func TestMarks_KeepTheNewestVersionOfTheirIncarnation(t *testing.T) {
+func TestZooKeeperMarks_KeepTheNewestVersionOfTheirIncarnation(t *testing.T) {
 	z := testenv.StartZooKeeper(t)
 	conn := testenv.ZKConn(t, z.Addrs(), 10*time.Second, nil)
-	m := zookeeper.NewMarks(conn, "/"+testenv.Name("marks"), time.Minute)
+	m := locking.NewZooKeeperMarks(conn, "/"+testenv.Name("marks"), time.Minute)
 	apptest.MarksKeepTheNewestVersionOfTheirIncarnation(t, m)
 }
