@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	goredis "github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/internal/testenv"
@@ -26,7 +26,7 @@ func TestCluster_FollowsAFailoverWithoutWaitingForTheReloadInterval(t *testing.T
 	cfg.Redis.Mode = config.RedisCluster
 	cfg.Redis.Addrs = cl.Addrs()
 	rs := openTestRedis(t, cfg)
-	cc := rs.clients[0].(*goredis.ClusterClient)
+	cc := rs.clients[0].(*redis.ClusterClient)
 	ctx := context.Background()
 	const prefix = "seckill:lock:"
 	locker := locking.NewRedisLocker(rs.lockClient(lock.WithPrefix(prefix)))

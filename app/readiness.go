@@ -3,7 +3,7 @@ package app
 import (
 	"context"
 
-	goredis "github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/handler"
 	"github.com/seckill/seckill/locking"
@@ -20,7 +20,7 @@ var (
 // readiness implements handler.Readiness and handler.TopologyReporter.
 type readiness struct {
 	store   pinger
-	redises []goredis.UniversalClient
+	redises []redis.UniversalClient
 	mode    string
 	watch   *sentinelWatch       // nil unless redis.mode is sentinel
 	repl    *repository.Replicas // nil without mysql.replicas

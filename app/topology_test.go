@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	goredis "github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/internal/testenv"
@@ -45,7 +45,7 @@ func TestCluster_LocksFencesAndMarksPerSKU(t *testing.T) {
 	// by many CPU-bound jobs a replica can be starved that long.
 	cfg.Lock.ReplicaTimeout, cfg.Redis.IOTimeout = time.Second, 2*time.Second
 	rs := openTestRedis(t, cfg)
-	cc := rs.clients[0].(*goredis.ClusterClient)
+	cc := rs.clients[0].(*redis.ClusterClient)
 	ctx := context.Background()
 	const prefix = "seckill:lock:"
 
@@ -152,7 +152,7 @@ func TestSentinel_FailoverLosesTheLockButNotTheData(t *testing.T) {
 
 	// Let the release reach the replica before freezing: a write, then
 	// WAIT on the same connection (PoolSize 1), covers every earlier one.
-	sync := goredis.NewClient(&goredis.Options{Addr: g.Master.Addr, PoolSize: 1})
+	sync := redis.NewClient(&redis.Options{Addr: g.Master.Addr, PoolSize: 1})
 	defer sync.Close()
 	if err := sync.Set(ctx, "sync", 1, 0).Err(); err != nil {
 		t.Fatal(err)

@@ -9,7 +9,7 @@ import (
 
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/lock"
-	zklock "github.com/seckill/seckill/lock/zookeeper"
+	"github.com/seckill/seckill/lock/zookeeper"
 	"github.com/seckill/seckill/locking"
 	"github.com/seckill/seckill/service"
 )
@@ -31,7 +31,7 @@ func openZooKeeper(cfg config.Config, log *slog.Logger, obs lock.Observer) (*zoo
 	if err != nil {
 		return nil, fmt.Errorf("zookeeper: %w", err)
 	}
-	z := zklock.New(conn, zklock.Options{
+	z := zookeeper.New(conn, zookeeper.Options{
 		Root: cfg.ZooKeeper.Root + "/locks", Observer: obs,
 		FenceBase: service.ZooKeeperFences, // the range the store knows as ZooKeeper's
 		Owner:     instanceName(),

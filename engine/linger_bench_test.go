@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	goredis "github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/app"
 	"github.com/seckill/seckill/internal/config"
@@ -41,7 +41,7 @@ func BenchmarkPlace_Paced(b *testing.B) {
 func placePaced(b *testing.B, linger time.Duration, rate int) {
 	dsn := testenv.Database(b)
 	store := repository.NewMySQL(testenv.DB(b, dsn))
-	rdb := goredis.NewClient(&goredis.Options{Addr: testenv.RedisAddr()})
+	rdb := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr()})
 	b.Cleanup(func() { rdb.Close() })
 	pc := config.Default()
 	pc.Lock.Prefix = testenv.Name("bench:paced:") + ":"

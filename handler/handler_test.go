@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	goredis "github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
 	"github.com/seckill/seckill/app"
@@ -64,7 +64,7 @@ type stack struct {
 	db     *gorm.DB // a pool of the test's own, to look behind the API
 	ready  *fakeReady
 	spec   *apiSpec
-	rdb    *goredis.Client
+	rdb    *redis.Client
 	prefix string // the test's Redis key prefix
 	orders *service.Orders
 	seller *engine.Seller

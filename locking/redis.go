@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	goredis "github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/engine"
 	"github.com/seckill/seckill/lock"
@@ -97,20 +97,20 @@ var _ service.SoldOutMarks = (*RedisMarks)(nil)
 // away. A mark of another incarnation reads as no mark: a database
 // recreated with the same ids is never blocked by an old mark.
 type RedisMarks struct {
-	rdb    goredis.UniversalClient
+	rdb    redis.UniversalClient
 	prefix string
 	ttl    time.Duration
 }
 
 // NewRedisMarks returns the shared sold-out marks kept in rdb under
 // prefix, each expiring after ttl.
-func NewRedisMarks(rdb goredis.UniversalClient, prefix string, ttl time.Duration) *RedisMarks {
+func NewRedisMarks(rdb redis.UniversalClient, prefix string, ttl time.Duration) *RedisMarks {
 	return &RedisMarks{rdb: rdb, prefix: prefix, ttl: ttl}
 }
 
 // setRedisMark writes ARGV[1]:ARGV[2] unless the stored mark is of the same
 // incarnation and a newer version.
-var setRedisMark = goredis.NewScript(`
+var setRedisMark = redis.NewScript(`
 local cur = redis.call('GET', KEYS[1])
 if cur then
   local inc, m = string.match(cur, '^(%-?%d+):(%-?%d+)$')
@@ -130,7 +130,7 @@ func (m *RedisMarks) key(id int64) string {
 // Mark returns the stored mark of sku's incarnation, 0 when there is none.
 func (m *RedisMarks) Mark(ctx context.Context, sku service.SKURef) (int64, error) {
 	v, err := m.rdb.Get(ctx, m.key(sku.ID)).Result()
-	if errors.Is(err, goredis.Nil) {
+	if errors.Is(err, redis.Nil) {
 		return 0, nil
 	}
 	if err != nil {
@@ -186,7 +186,7 @@ func (m *RedisMarks) Listen(learn func([]engine.Place)) (stop func()) {
 
 // PingRedis reports nil when a majority of the Redis nodes answer PING:
 // with Redlock, the lock works while a majority of its masters does.
-func PingRedis(ctx context.Context, nodes []goredis.UniversalClient) error {
+func PingRedis(ctx context.Context, nodes []redis.UniversalClient) error {
 	up := 0
 	for _, c := range nodes {
 		if c.Ping(ctx).Err() == nil {

@@ -11,7 +11,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/seckill/seckill/engine"
-	zklock "github.com/seckill/seckill/lock/zookeeper"
+	"github.com/seckill/seckill/lock/zookeeper"
 	"github.com/seckill/seckill/service"
 )
 
@@ -21,12 +21,12 @@ var (
 	_ service.LockInspector = (*ZooKeeperLocker)(nil)
 )
 
-// ZooKeeperLocker is the service's lock on ZooKeeper: a *zklock.Client
+// ZooKeeperLocker is the service's lock on ZooKeeper: a *zookeeper.Client
 // as engine.Locker and service.Elector.
-type ZooKeeperLocker struct{ z *zklock.Client }
+type ZooKeeperLocker struct{ z *zookeeper.Client }
 
 // NewZooKeeperLocker returns the service's lock over z.
-func NewZooKeeperLocker(z *zklock.Client) *ZooKeeperLocker { return &ZooKeeperLocker{z} }
+func NewZooKeeperLocker(z *zookeeper.Client) *ZooKeeperLocker { return &ZooKeeperLocker{z} }
 
 // Obtain takes the lock of key in the order its contenders queued;
 // rank is ignored.
@@ -48,7 +48,7 @@ func (l *ZooKeeperLocker) Elect(ctx context.Context, key string) (service.Leader
 // zooKeeperLease is a ZooKeeper lock as an engine.Lease: it says the
 // horizon of its fences (the latest zxid), but hears neither who wants it
 // nor their ranks, and cannot be kept past a hold.
-type zooKeeperLease struct{ *zklock.Lock }
+type zooKeeperLease struct{ *zookeeper.Lock }
 
 // Wanting is nil: the lease cannot tell.
 func (zooKeeperLease) Wanting() <-chan struct{} { return nil }
@@ -65,7 +65,7 @@ func (l *ZooKeeperLocker) InspectLock(ctx context.Context, key string) (service.
 }
 
 // Keys returns up to limit keys that have a lock node; see
-// zklock.Client.Keys.
+// zookeeper.Client.Keys.
 func (l *ZooKeeperLocker) Keys(ctx context.Context, limit int) ([]string, error) {
 	return l.z.Keys(ctx, limit)
 }

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	goredis "github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
 	"github.com/seckill/seckill/app"
@@ -41,7 +41,7 @@ type Instance struct {
 	Seller   *engine.Seller
 	SKUs     *service.Directory
 	Catalog  *service.Catalog
-	Redis    *goredis.Client
+	Redis    *redis.Client
 	Prefix   string        // lock and mark keys
 	Settings config.Config // the settings it runs
 }
@@ -79,7 +79,7 @@ func New(t *testing.T, dsn string, o Options) *Instance {
 	if addr == "" {
 		addr = testenv.RedisAddr()
 	}
-	in.Redis = goredis.NewClient(&goredis.Options{Addr: addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond, DialerRetries: 1})
+	in.Redis = redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond, DialerRetries: 1})
 	t.Cleanup(func() { in.Redis.Close() })
 	if in.Prefix == "" {
 		in.Prefix = testenv.Name("test:orders:") + ":"
