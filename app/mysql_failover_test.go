@@ -55,40 +55,8 @@ func TestMySQLFailover_AcknowledgedOrdersSurvive(t *testing.T) {
 // writes missing on the survivor, and how many were acknowledged.
 func failoverSale(t *testing.T, minReplicas int) (lost map[string][]string, acked map[string]int) {
 	ctx := context.Background()
-	set, err := mariadb.StartSet(ctx, t.TempDir(), 2, true)
-	t.Cleanup(set.Stop)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mover, err := mariadb.NewMover(set.Primary.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(mover.Close)
-	if err := set.Primary.Exec(ctx, "CREATE DATABASE seckill"); err != nil {
-		t.Fatal(err)
-	}
-	migrate(t, "root@tcp("+mover.Addr+")/seckill")
-
-	redisAddr := testenv.RedisAddr()
-	prefix := testenv.Name("failover") + ":"
-	var urls []string
-	for range 2 {
-		cfg := config.Default()
-		cfg.HTTP.Addr = "127.0.0.1:0"
-		cfg.MySQL.DSN = mariadb.AppDSN(mover.Addr, "seckill")
-		cfg.MySQL.MaxOpenConns, cfg.MySQL.MaxIdleConns = 8, 8
-		cfg.MySQL.MinReplicas = minReplicas
-		for _, r := range set.Replicas {
-			cfg.MySQL.Replicas = append(cfg.MySQL.Replicas, mariadb.AppDSN(r.Addr, ""))
-		}
-		cfg.Redis.Addrs = []string{redisAddr}
-		cfg.Admin.Token = token
-		cfg.Auth.PaymentTokens = paymentToken
-		noShopperAuth(&cfg)
-		cfg.Lock.Prefix = prefix
-		urls = append(urls, "http://"+serveConfig(t, cfg))
-	}
+	set, mover := primaryBehindMover(t, 2)
+	urls := replicatedInstances(t, mover, set.Replicas, minReplicas, "failover")
 	skuID := newSKU(t, urls[0], 1000, 1)
 
 	b := newBuyers(urls, skuID)
@@ -148,6 +116,54 @@ func failoverSale(t *testing.T, minReplicas int) (lost map[string][]string, acke
 	auditAfterFailover(t, promoted, others[0], set.Primary, skuID)
 	t.Logf("min_replicas %d: acknowledged %v; lost %v; answers %v", minReplicas, acked, lost, b.statuses)
 	return lost, acked
+}
+
+// primaryBehindMover starts a primary and n replicas of the test's own
+// (semi-sync, 1 s), the one address the instances reach the primary at,
+// and the schema on it.
+func primaryBehindMover(t *testing.T, n int) (*mariadb.Set, *mariadb.Mover) {
+	t.Helper()
+	ctx := context.Background()
+	set, err := mariadb.StartSet(ctx, t.TempDir(), n, true)
+	t.Cleanup(set.Stop)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mover, err := mariadb.NewMover(set.Primary.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(mover.Close)
+	if err := set.Primary.Exec(ctx, "CREATE DATABASE seckill"); err != nil {
+		t.Fatal(err)
+	}
+	migrate(t, "root@tcp("+mover.Addr+")/seckill")
+	return set, mover
+}
+
+// replicatedInstances starts two instances on mover's address with
+// replicas listed and min of them asked for, and returns their URLs.
+func replicatedInstances(t *testing.T, mover *mariadb.Mover, replicas []*mariadb.Server, min int, name string) []string {
+	t.Helper()
+	prefix := testenv.Name(name) + ":"
+	var urls []string
+	for range 2 {
+		cfg := config.Default()
+		cfg.HTTP.Addr = "127.0.0.1:0"
+		cfg.MySQL.DSN = mariadb.AppDSN(mover.Addr, "seckill")
+		cfg.MySQL.MaxOpenConns, cfg.MySQL.MaxIdleConns = 8, 8
+		cfg.MySQL.MinReplicas = min
+		for _, r := range replicas {
+			cfg.MySQL.Replicas = append(cfg.MySQL.Replicas, mariadb.AppDSN(r.Addr, ""))
+		}
+		cfg.Redis.Addrs = []string{testenv.RedisAddr()}
+		cfg.Admin.Token = token
+		cfg.Auth.PaymentTokens = paymentToken
+		noShopperAuth(&cfg)
+		cfg.Lock.Prefix = prefix
+		urls = append(urls, "http://"+serveConfig(t, cfg))
+	}
+	return urls
 }
 
 // auditAfterFailover runs the audit's replica comparison: the replica

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/internal/testenv/mariadb"
 )
@@ -23,37 +22,9 @@ import (
 // acknowledged is lost.
 func TestMySQLFailover_OneReplicaRunbook(t *testing.T) {
 	ctx := context.Background()
-	set, err := mariadb.StartSet(ctx, t.TempDir(), 1, true)
-	t.Cleanup(set.Stop)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mover, err := mariadb.NewMover(set.Primary.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(mover.Close)
-	if err := set.Primary.Exec(ctx, "CREATE DATABASE seckill"); err != nil {
-		t.Fatal(err)
-	}
-	migrate(t, "root@tcp("+mover.Addr+")/seckill")
+	set, mover := primaryBehindMover(t, 1)
 	replica := set.Replicas[0]
-	prefix := testenv.Name("runbook") + ":"
-	var urls []string
-	for range 2 {
-		cfg := config.Default()
-		cfg.HTTP.Addr = "127.0.0.1:0"
-		cfg.MySQL.DSN = mariadb.AppDSN(mover.Addr, "seckill")
-		cfg.MySQL.MaxOpenConns, cfg.MySQL.MaxIdleConns = 8, 8
-		cfg.MySQL.MinReplicas = 1
-		cfg.MySQL.Replicas = []string{mariadb.AppDSN(replica.Addr, "")}
-		cfg.Redis.Addrs = []string{testenv.RedisAddr()}
-		cfg.Admin.Token = token
-		cfg.Auth.PaymentTokens = paymentToken
-		noShopperAuth(&cfg)
-		cfg.Lock.Prefix = prefix
-		urls = append(urls, "http://"+serveConfig(t, cfg))
-	}
+	urls := replicatedInstances(t, mover, set.Replicas, 1, "runbook")
 	skuID := newSKU(t, urls[0], 1000, 1)
 	b := newBuyers(urls, skuID)
 	b.buy(t, "before", 10)
