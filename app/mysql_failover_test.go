@@ -123,18 +123,8 @@ func failoverSale(t *testing.T, minReplicas int) (lost map[string][]string, acke
 // and the schema on it.
 func primaryBehindMover(t *testing.T, n int) (*mariadb.Set, *mariadb.Mover) {
 	t.Helper()
-	ctx := context.Background()
-	set, err := mariadb.StartSet(ctx, t.TempDir(), n, true)
-	t.Cleanup(set.Stop)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mover, err := mariadb.NewMover(set.Primary.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(mover.Close)
-	if err := set.Primary.Exec(ctx, "CREATE DATABASE seckill"); err != nil {
+	set, mover := mariadb.SetBehindMover(t, n, true)
+	if err := set.Primary.Exec(context.Background(), "CREATE DATABASE seckill"); err != nil {
 		t.Fatal(err)
 	}
 	migrate(t, "root@tcp("+mover.Addr+")/seckill")

@@ -29,16 +29,7 @@ type replicaRig struct {
 func newReplicaRig(t testing.TB, replicas int) *replicaRig {
 	t.Helper()
 	ctx := context.Background()
-	set, err := mariadb.StartSet(ctx, t.TempDir(), replicas, false)
-	t.Cleanup(set.Stop)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mover, err := mariadb.NewMover(set.Primary.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(mover.Close)
+	set, mover := mariadb.SetBehindMover(t, replicas, false)
 	primary, err := sql.Open("mysql", "root@tcp("+mover.Addr+")/")
 	if err != nil {
 		t.Fatal(err)

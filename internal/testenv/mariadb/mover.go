@@ -1,6 +1,7 @@
 package mariadb
 
 import (
+	"context"
 	"io"
 	"net"
 	"sync"
@@ -91,4 +92,30 @@ func (m *Mover) pipe(dst, src net.Conn) {
 	delete(m.conns, dst)
 	delete(m.conns, src)
 	m.mu.Unlock()
+}
+
+// TB is what SetBehindMover needs of a test.
+type TB interface {
+	Helper()
+	TempDir() string
+	Cleanup(func())
+	Fatal(args ...any)
+}
+
+// SetBehindMover starts a primary and n replicas of the test's own
+// (StartSet) and a Mover at the primary: the one address clients reach
+// the primary at, moved on a failover. Both end with the test.
+func SetBehindMover(t TB, n int, semiSync bool) (*Set, *Mover) {
+	t.Helper()
+	set, err := StartSet(context.Background(), t.TempDir(), n, semiSync)
+	t.Cleanup(set.Stop)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mover, err := NewMover(set.Primary.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(mover.Close)
+	return set, mover
 }
