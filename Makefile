@@ -58,14 +58,14 @@ lint:
 	npx --yes @stoplight/spectral-cli@6.16.3 lint --ruleset .spectral.yaml --fail-severity warn handler/openapi.yaml
 	GO=$(GO) ./scripts/contract.sh
 
-## bench: the service and the comparison designs (loadtest/compare) through HTTP with k6 next to the HTTP ceiling (and locked on a private ZooKeeper), one table of ratios;
+## bench: the service and the comparison designs (bench/compare) through HTTP with k6 next to the HTTP ceiling (and locked on a private ZooKeeper), one table of ratios;
 ##        then the Go benchmarks of the lock (Redis lock, redsync, ZooKeeper), of a batched commit, of shopper-token verification (HS256 vs public keys, cached and not)
 ##        and of one order request through the HTTP path alone (BenchmarkPlaceOrderHTTP), summarised by benchstat;
 ##        the HTTP runs use the MariaDB at -mysql (default root@tcp(127.0.0.1:3306)/), the Go benchmarks throwaway servers
 ##        (BENCH_ARGS="-duration 20s", GOBENCH_COUNT=6)
 GOBENCH_COUNT ?= 6
 bench: deps
-	$(GO) run ./loadtest/cmd/bench $(BENCH_ARGS)
+	$(GO) run ./bench $(BENCH_ARGS)
 	mkdir -p loadtest/results
 	./scripts/with-test-servers.sh sh -c '$(GO) -C lock test -run "^$$" -bench . -benchmem -count $(GOBENCH_COUNT) . && \
 		$(GO) -C lock/zookeeper test -run "^$$" -bench . -benchmem -count $(GOBENCH_COUNT) . && \

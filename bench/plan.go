@@ -5,7 +5,7 @@ import "fmt"
 // benchCase is one k6 run against one freshly started instance.
 type benchCase struct {
 	name     string
-	strategy string // "" for the ceiling, "locked" for the service, else a design of loadtest/compare
+	strategy string // "" for the ceiling, "locked" for the service, else a design of bench/compare
 	vus      int
 	skus     int
 	soldOut  bool // the SKU is sold out before the run: every answer is a reject

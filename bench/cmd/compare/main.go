@@ -1,10 +1,10 @@
 // Command compare serves one of the order designs `make bench` measures
-// the service against (package loadtest/compare) on the service's schema,
+// the service against (package bench/compare) on the service's schema,
 // configured by the service's own settings (SECKILL_MYSQL_DSN, the pool,
 // SECKILL_REDIS_ADDRS, the lock, the order timeouts, the shopper auth,
 // SECKILL_HTTP_ADDR, SECKILL_DEBUG_ADDR), until SIGINT or SIGTERM.
 //
-//	SECKILL_MYSQL_DSN=... SECKILL_REDIS_ADDRS=127.0.0.1:6379 go run ./loadtest/cmd/compare -design conditional
+//	SECKILL_MYSQL_DSN=... SECKILL_REDIS_ADDRS=127.0.0.1:6379 go run ./bench/cmd/compare -design conditional
 package main
 
 import (
@@ -27,7 +27,7 @@ import (
 	"github.com/seckill/seckill/internal/auth"
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/internal/orderid"
-	"github.com/seckill/seckill/loadtest/compare"
+	"github.com/seckill/seckill/bench/compare"
 	"github.com/seckill/seckill/lock"
 )
 

@@ -12,7 +12,7 @@ import (
 type options struct {
 	vus, lowVUs int
 	duration    time.Duration
-	strategies  []string // "locked" (the service) and the designs of loadtest/compare
+	strategies  []string // "locked" (the service) and the designs of bench/compare
 	skus        int
 	dsn         string
 	out         string
@@ -34,7 +34,7 @@ type options struct {
 type variant struct {
 	label string // "" for the worktree's build with the row's own environment
 	bin   string
-	// compare is the designs' server (loadtest/cmd/compare), the same
+	// compare is the designs' server (bench/cmd/compare), the same
 	// for every side: "" on an -ab-ref side, which runs no design row.
 	compare string
 	env     []string
@@ -53,7 +53,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.vus, "vus", 1000, "concurrent buyers of the main runs")
 	fs.IntVar(&o.lowVUs, "low-vus", 50, "concurrent buyers of the flat-cost runs")
 	fs.DurationVar(&o.duration, "duration", 10*time.Second, "length of each k6 run")
-	strategies := fs.String("strategies", "locked,per-request,conditional,optimistic,pessimistic", "locked (the service) and the comparison designs of loadtest/compare to run")
+	strategies := fs.String("strategies", "locked,per-request,conditional,optimistic,pessimistic", "locked (the service) and the comparison designs of bench/compare to run")
 	fs.IntVar(&o.skus, "skus", 100, "SKUs of the many-SKU run")
 	fs.StringVar(&o.dsn, "mysql", "root@tcp(127.0.0.1:3306)/", "MySQL server DSN, without a database")
 	fs.StringVar(&o.out, "out", "", "results directory (default loadtest/results/bench-<time>)")

@@ -308,7 +308,7 @@ func (b *bench) k6Command(ctx context.Context, c benchCase, i int, base string, 
 		"-e", "URL="+base, "-e", "TARGET_PATH="+path, "-e", "SKU_IDS="+strings.Join(skuIDs, ","),
 		"-e", "VUS="+strconv.Itoa(c.vus), "-e", "RATE="+strconv.Itoa(c.rate), "-e", "DURATION="+b.o.duration.String(),
 		"-e", "SUMMARY="+summary, "-e", fmt.Sprintf("RUN_ID=b%d", i),
-		filepath.Join(b.root, "loadtest", "bench.js"))
+		filepath.Join(b.root, "bench", "bench.js"))
 	k.Env = append(os.Environ(), "SHOPPER_SECRET="+shopperSecret) // not on the command line
 	return k
 }

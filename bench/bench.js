@@ -12,7 +12,7 @@
 // because every iteration is a new buyer; the ceiling gets one too, so
 // the client's cost is the same in every row.
 //
-//   k6 run -e URL=http://127.0.0.1:8080 -e SKU_IDS=1 -e VUS=1000 loadtest/bench.js
+//   k6 run -e URL=http://127.0.0.1:8080 -e SKU_IDS=1 -e VUS=1000 bench/bench.js
 import http from 'k6/http';
 import crypto from 'k6/crypto';
 import encoding from 'k6/encoding';

@@ -1,14 +1,14 @@
-// Command bench runs the same k6 scenario (loadtest/bench.js) against the
+// Command bench runs the same k6 scenario (bench/bench.js) against the
 // service (the "locked" rows) and each comparison design in turn (served
-// by loadtest/cmd/compare on the same schema and database), on this
+// by bench/cmd/compare on the same schema and database), on this
 // machine, in one run, next to the HTTP ceiling measured on the same box,
 // and prints one table with the ratios between them. Every run also
 // verifies from the database that nothing was oversold. Figures are only
 // comparable within one run: read the ratios.
 //
-//	go run ./loadtest/cmd/bench                 (make bench)
-//	go run ./loadtest/cmd/bench -duration 20s -vus 1000 -low-vus 50
-//	go run ./loadtest/cmd/bench -duration 5s -rows 'locked$' -ab-env 'no linger:SECKILL_ORDER_LINGER=0'
+//	go run ./bench                 (make bench)
+//	go run ./bench -duration 20s -vus 1000 -low-vus 50
+//	go run ./bench -duration 5s -rows 'locked$' -ab-env 'no linger:SECKILL_ORDER_LINGER=0'
 //
 // Every row also reports the CPU time per answered request of the service,
 // of MariaDB and of the benchmark's Redis, from their /proc counters, and
@@ -117,7 +117,7 @@ func buildVariants(ctx context.Context, o options, root string) ([]variant, erro
 		return nil, err
 	}
 	compareBin := filepath.Join(o.out, "compare")
-	if err := harness.Build(ctx, root, "./loadtest/cmd/compare", compareBin); err != nil {
+	if err := harness.Build(ctx, root, "./bench/cmd/compare", compareBin); err != nil {
 		return nil, err
 	}
 	variants := []variant{{bin: bin, compare: compareBin}}

@@ -15,7 +15,7 @@ import (
 	"github.com/seckill/seckill/internal/auth"
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/internal/testenv"
-	"github.com/seckill/seckill/loadtest/compare"
+	"github.com/seckill/seckill/bench/compare"
 	"github.com/seckill/seckill/lock"
 	"github.com/seckill/seckill/service"
 )
