@@ -1,8 +1,8 @@
 // Package app is the composition root: from one config.Config it opens
 // the stores, builds the lock, the order flow and the HTTP API, and runs
-// them until the context ends. cmd/seckill calls it; tests of production
-// behaviour take their settings from it (EngineConfig, DirectoryConfig,
-// LockOptions).
+// them until the context ends. cmd/seckill calls it. Each package's own
+// configuration comes from package wiring, which the tests of production
+// behaviour call too.
 package app
 
 import (
@@ -24,6 +24,7 @@ import (
 	"github.com/seckill/seckill/handler"
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/internal/database"
+	"github.com/seckill/seckill/internal/wiring"
 	"github.com/seckill/seckill/lock"
 	"github.com/seckill/seckill/locking"
 	"github.com/seckill/seckill/metrics"
@@ -83,7 +84,7 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 		cl.add(zkb.Close)
 		lk, marks, board, readyz = zkb.locker, zkb.marks, nil, zkReadiness{store: store, zk: zkb}
 	}
-	skus := service.NewDirectory(store, marks, DirectoryConfig(cfg), log, mx)
+	skus := service.NewDirectory(store, marks, wiring.DirectoryConfig(cfg), log, mx)
 	seller := newEngine(cfg, store, lk, skus, board, confirm, mx, log)
 	orders := service.NewOrders(store, skus, seller, mx)
 	catalog := service.NewCatalog(store, store, skus, log)
@@ -145,7 +146,7 @@ func redisLocking(cfg config.Config, rs *redisSetup, mx *metrics.Metrics, cl *cl
 	if len(rs.clients) == 0 {
 		return nil, nil, nil
 	}
-	lockOpts := append(OrderLockOptions(cfg), lock.WithObserver(mx.Lock()))
+	lockOpts := append(wiring.OrderLockOptions(cfg), lock.WithObserver(mx.Lock()))
 	lockOpts = append(lockOpts, lockReplicaOptions(cfg)...)
 	lc := rs.lockClient(lockOpts...)
 	cl.add(lc.Close) // before the Redis clients close (closers run in reverse)
@@ -158,7 +159,7 @@ func redisLocking(cfg config.Config, rs *redisSetup, mx *metrics.Metrics, cl *cl
 // settings.
 func newEngine(cfg config.Config, store engine.Committer, lk engine.Locker, skus engine.SKUs, board engine.PlaceBoard,
 	confirm engine.Replicas, mx *metrics.Metrics, log *slog.Logger) *engine.Seller {
-	ecfg := EngineConfig(cfg)
+	ecfg := wiring.EngineConfig(cfg)
 	ecfg.Replicas = confirm
 	return engine.New(store, lk, skus, board, ecfg, log, mx)
 }

@@ -6,15 +6,11 @@ import (
 
 	"github.com/seckill/seckill/engine"
 	"github.com/seckill/seckill/internal/config"
+	"github.com/seckill/seckill/internal/wiring"
 	"github.com/seckill/seckill/locking"
 	"github.com/seckill/seckill/metrics"
 	"github.com/seckill/seckill/service"
 )
-
-// SweeperConfig is the expiry sweeper's configuration as cfg sets it.
-func SweeperConfig(cfg config.Config) service.SweeperConfig {
-	return service.SweeperConfig{Interval: cfg.Order.SweepInterval, Batch: cfg.Order.SweepBatch, TxTimeout: cfg.Order.TxTimeout}
-}
 
 // lockAdapter is a lock of package locking, Redis or ZooKeeper, as the
 // wiring hands it out: the engine's Locker, the sweeper's Elector, the admin's
@@ -32,7 +28,7 @@ func sweeperLock(cfg config.Config, rs *redisSetup, lk lockAdapter) service.Elec
 	if cfg.Lock.Backend == config.BackendZooKeeper || len(rs.clients) == 0 {
 		return lk
 	}
-	return locking.NewRedisLocker(rs.lockClient(append(LockOptions(cfg), lockReplicaOptions(cfg)...)...))
+	return locking.NewRedisLocker(rs.lockClient(append(wiring.LockOptions(cfg), lockReplicaOptions(cfg)...)...))
 }
 
 // startLifecycle returns the payment and cancellation of orders and
@@ -44,7 +40,7 @@ func startLifecycle(ctx context.Context, cfg config.Config, store service.Lifecy
 	if err != nil {
 		return nil, err
 	}
-	sweeper := service.NewSweeper(store, lk, skus, SweeperConfig(cfg), log, obs)
+	sweeper := service.NewSweeper(store, lk, skus, wiring.SweeperConfig(cfg), log, obs)
 	sctx, stop := context.WithCancel(ctx) // SIGTERM steps down at once: another instance takes the lease
 	done := make(chan struct{})
 	go func() {

@@ -5,27 +5,17 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/seckill/seckill/internal/config"
+	"github.com/seckill/seckill/internal/wiring"
 	"github.com/seckill/seckill/lock"
 	"github.com/seckill/seckill/locking"
 	"github.com/seckill/seckill/service"
 )
-
-// instanceName names this process's leases (lock.WithOwner): the host
-// name, which is the pod's in Kubernetes, and the process id.
-func instanceName() string {
-	host, err := os.Hostname()
-	if err != nil {
-		host = "unknown"
-	}
-	return host + "/" + strconv.Itoa(os.Getpid())
-}
 
 // SKULock is one SKU's lock, as `seckill locks` lists it.
 type SKULock struct {
@@ -64,7 +54,7 @@ func HeldLocks(ctx context.Context, cfg config.Config, log *slog.Logger, limit i
 		if len(rs.clients) == 0 {
 			return nil, errors.New("no lock store to read: set redis.addrs, or lock.backend zookeeper")
 		}
-		rl := locking.NewRedisLocker(rs.lockClient(LockOptions(cfg)...))
+		rl := locking.NewRedisLocker(rs.lockClient(wiring.LockOptions(cfg)...))
 		inspect = rl
 		keys, err = rl.HeldKeys(ctx, "sku:*", limit)
 		if err != nil {

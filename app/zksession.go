@@ -8,6 +8,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/seckill/seckill/internal/config"
+	"github.com/seckill/seckill/internal/wiring"
 	"github.com/seckill/seckill/lock"
 	"github.com/seckill/seckill/lock/zookeeper"
 	"github.com/seckill/seckill/locking"
@@ -34,7 +35,7 @@ func openZooKeeper(cfg config.Config, log *slog.Logger, obs lock.Observer) (*zoo
 	z := zookeeper.New(conn, zookeeper.Options{
 		Root: cfg.ZooKeeper.Root + "/locks", Observer: obs,
 		FenceBase: service.ZooKeeperFences, // the range the store knows as ZooKeeper's
-		Owner:     instanceName(),
+		Owner:     wiring.InstanceName(),
 	})
 	return &zooKeeper{
 		conn:   conn,

@@ -8,6 +8,7 @@ import (
 
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/internal/wiring"
 	"github.com/seckill/seckill/lock"
 	"github.com/seckill/seckill/service"
 )
@@ -52,7 +53,7 @@ func TestOpenZooKeeper_FencesInTheRangeTheStoreKnowsAsZooKeepersAndListed(t *tes
 	if len(held) != 2 || held[0].SKU != 1 || held[1].SKU != 2 {
 		t.Fatalf("HeldLocks = %+v; want SKUs 1 and 2", held)
 	}
-	if st := held[0].State; !st.Held || st.Owner != instanceName() || st.Fence != l.Fence() || st.Since.IsZero() {
-		t.Errorf("HeldLocks: SKU 1 %+v; want held by %s with fence %d", st, instanceName(), l.Fence())
+	if st := held[0].State; !st.Held || st.Owner != wiring.InstanceName() || st.Fence != l.Fence() || st.Since.IsZero() {
+		t.Errorf("HeldLocks: SKU 1 %+v; want held by %s with fence %d", st, wiring.InstanceName(), l.Fence())
 	}
 }

@@ -11,10 +11,10 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
-	"github.com/seckill/seckill/app"
 	"github.com/seckill/seckill/engine"
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/internal/wiring"
 	"github.com/seckill/seckill/lock/zookeeper"
 	"github.com/seckill/seckill/locking"
 	"github.com/seckill/seckill/repository"
@@ -158,8 +158,8 @@ func TestZooKeeper_SupersededHolderIsNotMistakenForARecreatedEnsemble(t *testing
 			t.Errorf("the later holder's commit (fence %d, ours %d): %v", later, ours, err)
 		}
 	}}
-	skus := service.NewDirectory(store, locking.NewZooKeeperMarks(conn, root+"/soldout", pc.SoldOut.SharedTTL), app.DirectoryConfig(pc), testenv.Logger(), nil)
-	seller := engine.New(store, locker, skus, nil, app.EngineConfig(pc), testenv.Logger(), nil)
+	skus := service.NewDirectory(store, locking.NewZooKeeperMarks(conn, root+"/soldout", pc.SoldOut.SharedTTL), wiring.DirectoryConfig(pc), testenv.Logger(), nil)
+	seller := engine.New(store, locker, skus, nil, wiring.EngineConfig(pc), testenv.Logger(), nil)
 	orders := service.NewOrders(store, skus, seller, nil)
 	t.Cleanup(func() {
 		sctx, scancel := context.WithTimeout(context.Background(), 20*time.Second)

@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill/seckill/app"
 	"github.com/seckill/seckill/app/apptest"
 	"github.com/seckill/seckill/engine"
 	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/internal/wiring"
 	"github.com/seckill/seckill/lock"
 	"github.com/seckill/seckill/service"
 )
@@ -22,7 +22,7 @@ import (
 // queues until release is called.
 func holdSKULock(t *testing.T, r *rig, sku int64) (release func()) {
 	t.Helper()
-	lc := lock.New(r.Redis, app.LockOptions(r.Settings)...)
+	lc := lock.New(r.Redis, wiring.LockOptions(r.Settings)...)
 	l, err := lc.Obtain(context.Background(), "{"+service.SKULockKey(sku)+"}")
 	if err != nil {
 		t.Fatalf("Obtain(sku %d's lock) = %v", sku, err)

@@ -11,10 +11,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/seckill/seckill/app"
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/internal/procstat"
 	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/internal/wiring"
 	"github.com/seckill/seckill/lock"
 	"github.com/seckill/seckill/locking"
 	"github.com/seckill/seckill/repository"
@@ -45,12 +45,12 @@ func placePaced(b *testing.B, linger time.Duration, rate int) {
 	b.Cleanup(func() { rdb.Close() })
 	pc := config.Default()
 	pc.Lock.Prefix = testenv.Name("bench:paced:") + ":"
-	cfg := app.EngineConfig(pc)
+	cfg := wiring.EngineConfig(pc)
 	cfg.Linger = linger
-	lc := lock.New(rdb, app.OrderLockOptions(pc)...)
+	lc := lock.New(rdb, wiring.OrderLockOptions(pc)...)
 	b.Cleanup(func() { lc.Close() })
 	marks := locking.NewRedisMarks(rdb, pc.Lock.Prefix+"soldout:", pc.SoldOut.SharedTTL)
-	orders := newOrders(b, store, store, locking.NewRedisLocker(lc), marks, marks, app.DirectoryConfig(pc), cfg, nil)
+	orders := newOrders(b, store, store, locking.NewRedisLocker(lc), marks, marks, wiring.DirectoryConfig(pc), cfg, nil)
 	now := time.Now().UTC()
 	sku, err := store.CreateSKU(context.Background(), service.SKU{Name: "paced", TotalStock: int64(b.N), Stock: int64(b.N), PerUserLimit: 1, CreatedAt: now, UpdatedAt: now})
 	if err != nil {

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill/seckill/app"
 	"github.com/seckill/seckill/engine"
 	"github.com/seckill/seckill/internal/config"
+	"github.com/seckill/seckill/internal/wiring"
 	"github.com/seckill/seckill/service"
 )
 
@@ -104,7 +104,7 @@ func placeInProcess(b *testing.B, keyed bool) {
 	now := time.Now().UTC()
 	store := &memStore{sku: service.SKU{ID: 1, Name: "bench", TotalStock: 1 << 40, Stock: 1 << 40, PerUserLimit: 1, Version: 1, CreatedAt: now, UpdatedAt: now}}
 	pc := config.Default()
-	orders := newOrders(b, store, store, &instantLocker{}, noMarks{}, nil, app.DirectoryConfig(pc), app.EngineConfig(pc), nil)
+	orders := newOrders(b, store, store, &instantLocker{}, noMarks{}, nil, wiring.DirectoryConfig(pc), wiring.EngineConfig(pc), nil)
 	var next atomic.Int64
 	b.SetParallelism(256)
 	b.ReportAllocs()

@@ -16,10 +16,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill/seckill/app"
 	"github.com/seckill/seckill/app/apptest"
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/internal/wiring"
 	"github.com/seckill/seckill/lock"
 	"github.com/seckill/seckill/locking"
 	"github.com/seckill/seckill/service"
@@ -40,9 +40,10 @@ var (
 var fixedSeeds = []uint64{4, 7, 11}
 
 // drawnPrefixes are the sections whose settings reach the order path
-// (app.EngineConfig and DirectoryConfig, the lock's options, the marks, the sweeper): each of
-// their settings is drawn unless notDrawn says why not. A new setting
-// there is drawn without a change here.
+// (the engine, the directory, the lock and the sweeper as package wiring
+// translates them, and the marks): each of their settings is drawn unless
+// notDrawn says why not. A new setting there is drawn without a change
+// here.
 var drawnPrefixes = []string{"order.", "lock.", "sold_out."}
 
 var notDrawn = map[string]string{
@@ -250,9 +251,9 @@ func runSale(t *testing.T, rng *rand.Rand, cfg config.Config) {
 	for i := range rigs {
 		rigs[i] = newRig(t, dsn, rigOptions{Prefix: prefix, Settings: &cfg})
 		r := rigs[i]
-		lc := lock.New(r.Redis, app.LockOptions(r.Settings)...)
+		lc := lock.New(r.Redis, wiring.LockOptions(r.Settings)...)
 		t.Cleanup(func() { lc.Close() })
-		sw := service.NewSweeper(r.Store, locking.NewRedisLocker(lc), r.SKUs, app.SweeperConfig(r.Settings), testenv.Logger(), nil)
+		sw := service.NewSweeper(r.Store, locking.NewRedisLocker(lc), r.SKUs, wiring.SweeperConfig(r.Settings), testenv.Logger(), nil)
 		sweepers[i] = runSweeper(t, sw)
 	}
 

@@ -21,12 +21,12 @@ import (
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
-	"github.com/seckill/seckill/app"
 	"github.com/seckill/seckill/engine"
 	"github.com/seckill/seckill/handler"
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/internal/database"
 	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/internal/wiring"
 	"github.com/seckill/seckill/lock"
 	"github.com/seckill/seckill/locking"
 	"github.com/seckill/seckill/repository"
@@ -103,17 +103,17 @@ func newStack(t *testing.T, opts ...func(*stackOptions)) *stack {
 	cfg := config.Default()
 	cfg.Lock.Prefix = prefix
 	cfg.Order.QueueMax = o.queueMax
-	lc := lock.New(rdb, app.OrderLockOptions(cfg)...)
+	lc := lock.New(rdb, wiring.OrderLockOptions(cfg)...)
 	t.Cleanup(func() { lc.Close() })
 	var locker engine.Locker = locking.NewRedisLocker(lc)
 	marks := locking.NewRedisMarks(rdb, prefix+"soldout:", cfg.SoldOut.SharedTTL)
-	skus := service.NewDirectory(store, marks, app.DirectoryConfig(cfg), log, nil)
-	seller := engine.New(commits, locker, skus, marks, app.EngineConfig(cfg), log, nil)
+	skus := service.NewDirectory(store, marks, wiring.DirectoryConfig(cfg), log, nil)
+	seller := engine.New(commits, locker, skus, marks, wiring.EngineConfig(cfg), log, nil)
 	orders := service.NewOrders(store, skus, seller, nil)
 	s.orders, s.seller = orders, seller
 	catalog := service.NewCatalog(store, store, skus, log)
 	settle := repository.NewMySQL(s.appDB)
-	s.sweeper = service.NewSweeper(settle, nil, skus, app.SweeperConfig(cfg), log, nil)
+	s.sweeper = service.NewSweeper(settle, nil, skus, wiring.SweeperConfig(cfg), log, nil)
 	apiLog := log
 	if o.log != nil {
 		apiLog = o.log

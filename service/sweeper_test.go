@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill/seckill/app"
 	"github.com/seckill/seckill/app/apptest"
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/internal/wiring"
 	"github.com/seckill/seckill/lock"
 	"github.com/seckill/seckill/locking"
 	"github.com/seckill/seckill/repository"
@@ -73,7 +73,7 @@ func sweeperOf(t *testing.T, r *rig, store service.LifecycleStore, obs service.L
 	t.Helper()
 	pc := config.Default()
 	pc.Lock.Prefix = r.Prefix
-	return service.NewSweeper(store, locking.NewRedisLocker(lock.New(r.Redis, app.LockOptions(pc)...)), r.SKUs, app.SweeperConfig(pc), testenv.Logger(), obs)
+	return service.NewSweeper(store, locking.NewRedisLocker(lock.New(r.Redis, wiring.LockOptions(pc)...)), r.SKUs, wiring.SweeperConfig(pc), testenv.Logger(), obs)
 }
 
 // run runs s until the test ends; the returned func stops it and waits.

@@ -15,10 +15,10 @@ import (
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
-	"github.com/seckill/seckill/app"
 	"github.com/seckill/seckill/engine"
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/internal/wiring"
 	"github.com/seckill/seckill/lock"
 	"github.com/seckill/seckill/locking"
 	"github.com/seckill/seckill/repository"
@@ -90,14 +90,14 @@ func New(t *testing.T, dsn string, o Options) *Instance {
 		in.Settings = *o.Settings
 	}
 	in.Settings.Lock.Prefix = in.Prefix
-	cfg, dcfg := app.EngineConfig(in.Settings), app.DirectoryConfig(in.Settings)
+	cfg, dcfg := wiring.EngineConfig(in.Settings), wiring.DirectoryConfig(in.Settings)
 	if o.Engine != nil {
 		o.Engine(&cfg)
 	}
 	if o.SKUs != nil {
 		o.SKUs(&dcfg)
 	}
-	lc := lock.New(in.Redis, app.OrderLockOptions(in.Settings)...)
+	lc := lock.New(in.Redis, wiring.OrderLockOptions(in.Settings)...)
 	t.Cleanup(func() { lc.Close() })
 	var locker engine.Locker = locking.NewRedisLocker(lc)
 	if o.Locker != nil {

@@ -11,11 +11,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill/seckill/app"
+	"github.com/seckill/seckill/bench/compare"
 	"github.com/seckill/seckill/internal/auth"
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/internal/testenv"
-	"github.com/seckill/seckill/bench/compare"
+	"github.com/seckill/seckill/internal/wiring"
 	"github.com/seckill/seckill/lock"
 	"github.com/seckill/seckill/service"
 )
@@ -33,7 +33,7 @@ func newDesign(t *testing.T, d compare.Design) (*compare.Orders, *sql.DB, string
 	t.Cleanup(func() { db.Close() })
 	rdb, prefix := testenv.Redis(t)
 	cfg.Lock.Prefix = prefix
-	o, err := compare.New(d, db, func() *lock.Client { return lock.New(rdb, app.LockOptions(cfg)...) }, compare.Config{
+	o, err := compare.New(d, db, func() *lock.Client { return lock.New(rdb, wiring.LockOptions(cfg)...) }, compare.Config{
 		RequestTimeout: cfg.Order.RequestTimeout,
 		LockWait:       cfg.Lock.Wait,
 		MaxRetries:     cfg.Order.MaxRetries,

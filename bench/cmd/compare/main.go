@@ -24,10 +24,11 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/app"
+	"github.com/seckill/seckill/bench/compare"
 	"github.com/seckill/seckill/internal/auth"
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/internal/orderid"
-	"github.com/seckill/seckill/bench/compare"
+	"github.com/seckill/seckill/internal/wiring"
 	"github.com/seckill/seckill/lock"
 )
 
@@ -65,7 +66,7 @@ func run(ctx context.Context, args []string) error {
 			return err
 		}
 		defer rdb.Close()
-		opts := app.LockOptions(cfg)
+		opts := wiring.LockOptions(cfg)
 		locks = func() *lock.Client { return lock.New(rdb, opts...) }
 	}
 	orders, err := compare.New(compare.Design(*design), db, locks, compare.Config{

@@ -1,6 +1,12 @@
-package app
+// Package wiring turns the one config.Config into each package's own
+// configuration. app.Serve runs what it returns, and so do the tests of
+// production behaviour, which import it instead of the composition root:
+// one translation for both, so a test's defaults are production's.
+package wiring
 
 import (
+	"os"
+	"strconv"
 	"time"
 
 	"github.com/seckill/seckill/engine"
@@ -10,8 +16,7 @@ import (
 )
 
 // DirectoryConfig is what an instance believes of the SKUs without
-// reading them, as cfg sets it: what Serve runs, and what tests of
-// production behaviour run.
+// reading them, as cfg sets it.
 func DirectoryConfig(cfg config.Config) service.DirectoryConfig {
 	return service.DirectoryConfig{
 		ReadTimeout:    cfg.Order.TxTimeout,
@@ -21,8 +26,13 @@ func DirectoryConfig(cfg config.Config) service.DirectoryConfig {
 	}
 }
 
+// SweeperConfig is the expiry sweeper's configuration as cfg sets it.
+func SweeperConfig(cfg config.Config) service.SweeperConfig {
+	return service.SweeperConfig{Interval: cfg.Order.SweepInterval, Batch: cfg.Order.SweepBatch, TxTimeout: cfg.Order.TxTimeout}
+}
+
 // EngineConfig is the order engine's configuration as cfg sets it, without
-// replicas: what Serve runs, and what tests of production behaviour run.
+// replicas.
 func EngineConfig(cfg config.Config) engine.Config {
 	return engine.Config{
 		QueueMax:       cfg.Order.QueueMax,
@@ -53,7 +63,7 @@ func LockOptions(cfg config.Config) []lock.Option {
 		lock.WithQueueMax(cfg.Lock.QueueMax),
 		lock.WithWatchdog(cfg.Lock.Watchdog),
 		lock.WithRetry(time.Millisecond, 32*time.Millisecond, 0),
-		lock.WithOwner(instanceName()),
+		lock.WithOwner(InstanceName()),
 	}
 }
 
@@ -62,4 +72,14 @@ func LockOptions(cfg config.Config) []lock.Option {
 // wants their SKU. Its client must be closed.
 func OrderLockOptions(cfg config.Config) []lock.Option {
 	return append(LockOptions(cfg), lock.WithWantedNotices(cfg.Lock.WantedNotices))
+}
+
+// InstanceName names this process's leases (lock.WithOwner): the host
+// name, which is the pod's in Kubernetes, and the process id.
+func InstanceName() string {
+	host, err := os.Hostname()
+	if err != nil {
+		host = "unknown"
+	}
+	return host + "/" + strconv.Itoa(os.Getpid())
 }
