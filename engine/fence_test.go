@@ -6,8 +6,8 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/seckill/seckill/app/apptest"
 	"github.com/seckill/seckill/engine"
+	"github.com/seckill/seckill/engine/enginetest"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/service"
 )
@@ -84,7 +84,7 @@ func TestPlace_ForeignFenceCheckThatFailsSaysWhy(t *testing.T) {
 				Commits: func(s engine.Committer) engine.Committer { store.Committer = s; return store },
 				Locker:  func(l engine.Locker) engine.Locker { return &horizonLocker{l, tc.horizonErr} },
 			})
-			sku := apptest.CreateSKU(t, r.Store, 5, 1)
+			sku := enginetest.CreateSKU(t, r.Store, 5, 1)
 			_, err := r.Orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: "u", Quantity: 1})
 			if !errors.Is(err, service.ErrUnavailable) || !errors.Is(err, tc.want) {
 				t.Errorf("Place = %v; want ErrUnavailable carrying %v", err, tc.want)

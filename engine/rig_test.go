@@ -5,37 +5,37 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill/seckill/app/apptest"
 	"github.com/seckill/seckill/engine"
+	"github.com/seckill/seckill/engine/enginetest"
 	"github.com/seckill/seckill/service"
 )
 
 // rig is one service instance on a real MariaDB database and real Redis,
 // with its observer.
 type rig struct {
-	*apptest.Instance
+	*enginetest.Instance
 	obs *observer
 }
 
 // rigOptions change a rig from production's.
-type rigOptions = apptest.Options
+type rigOptions = enginetest.Options
 
 func newRig(t *testing.T, dsn string, o rigOptions) *rig {
 	t.Helper()
 	obs := &observer{depth: make(chan int, 100000)}
 	o.Observer = obs
-	return &rig{Instance: apptest.New(t, dsn, o), obs: obs}
+	return &rig{Instance: enginetest.New(t, dsn, o), obs: obs}
 }
 
-// newFlow is apptest.NewFlow; obs may be nil.
+// newFlow is enginetest.NewFlow; obs may be nil.
 func newFlow(tb testing.TB, commits engine.Committer, reads service.OrderReader, locker engine.Locker, marks service.SoldOutMarks, board engine.PlaceBoard,
 	dcfg service.DirectoryConfig, cfg engine.Config, obs *observer) (*service.Orders, *service.Directory, *engine.Seller) {
 	tb.Helper()
-	var o apptest.Observer
+	var o enginetest.Observer
 	if obs != nil {
 		o = obs
 	}
-	return apptest.NewFlow(tb, commits, reads, locker, marks, board, dcfg, cfg, o)
+	return enginetest.NewFlow(tb, commits, reads, locker, marks, board, dcfg, cfg, o)
 }
 
 // newOrders is newFlow's order flow alone.

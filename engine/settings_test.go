@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill/seckill/app/apptest"
+	"github.com/seckill/seckill/engine/enginetest"
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/internal/wiring"
@@ -259,7 +259,7 @@ func runSale(t *testing.T, rng *rand.Rand, cfg config.Config) {
 
 	skus := make([]service.SKU, 6+rng.IntN(10))
 	for i := range skus {
-		skus[i] = apptest.CreateSKU(t, rigs[0].Store, 1+rng.Int64N(40), 1+rng.Int64N(3))
+		skus[i] = enginetest.CreateSKU(t, rigs[0].Store, 1+rng.Int64N(40), 1+rng.Int64N(3))
 	}
 	plan := make([]planned, 300)
 	for i := range plan {

@@ -4,7 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill/seckill/app/apptest"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/locking"
 )
@@ -15,5 +14,5 @@ import (
 func TestRedisMarks_KeepTheNewestVersionOfTheirIncarnation(t *testing.T) {
 	rdb, prefix := testenv.Redis(t)
 	m := locking.NewRedisMarks(rdb, prefix+"soldout:", time.Minute)
-	apptest.MarksKeepTheNewestVersionOfTheirIncarnation(t, m)
+	marksKeepTheNewestVersionOfTheirIncarnation(t, m)
 }

@@ -4,7 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill/seckill/app/apptest"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/locking"
 )
@@ -17,5 +16,5 @@ func TestZooKeeperMarks_KeepTheNewestVersionOfTheirIncarnation(t *testing.T) {
 	z := testenv.StartZooKeeper(t)
 	conn := testenv.ZKConn(t, z.Addrs(), 10*time.Second, nil)
 	m := locking.NewZooKeeperMarks(conn, "/"+testenv.Name("marks"), time.Minute)
-	apptest.MarksKeepTheNewestVersionOfTheirIncarnation(t, m)
+	marksKeepTheNewestVersionOfTheirIncarnation(t, m)
 }

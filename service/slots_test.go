@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill/seckill/app/apptest"
 	"github.com/seckill/seckill/engine"
+	"github.com/seckill/seckill/engine/enginetest"
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/service"
@@ -76,8 +76,8 @@ func probe(t *testing.T, o *service.Orders, ids []int64, q int64) map[string]int
 // unless every one gets an order.
 func sellsAll(t *testing.T, r *rig, stock int64) {
 	t.Helper()
-	live := apptest.CreateSKU(t, r.Store, stock, 1)
-	res := apptest.Buyers(t, r.Orders, live.ID, int(stock), nil)
+	live := enginetest.CreateSKU(t, r.Store, stock, 1)
+	res := enginetest.Buyers(t, r.Orders, live.ID, int(stock), nil)
 	// buyers sends every tenth buyer twice: the repeat is refused its limit.
 	if res["created"] != int(stock) {
 		t.Errorf("live sku after the probes: %v; want %d created", res, stock)

@@ -1,8 +1,9 @@
-// Package apptest builds, for tests, one service instance's order flow as
-// app.Serve builds it, on a real MariaDB database and real Redis, with
+// Package enginetest builds, for tests, one service instance's order flow
+// as app.Serve builds it, on a real MariaDB database and real Redis, with
 // production's settings unless a test says otherwise; and the helpers the
-// tests of service and engine share around it.
-package apptest
+// tests of service and engine share around it. It imports no app: the
+// settings come through package wiring, as app.Serve's do.
+package enginetest
 
 import (
 	"context"
@@ -222,38 +223,4 @@ func Buyers(t *testing.T, o *service.Orders, skuID int64, n int, onCreated func(
 	close(start)
 	wg.Wait()
 	return results
-}
-
-// MarksKeepTheNewestVersionOfTheirIncarnation checks a fresh
-// service.SoldOutMarks (every adapter's): a mark of an older version does
-// not overwrite a newer one, and a mark of another incarnation of the SKU
-// (a recreated database) reads as no mark.
-func MarksKeepTheNewestVersionOfTheirIncarnation(t *testing.T, m service.SoldOutMarks) {
-	t.Helper()
-	ctx := context.Background()
-	old, cur := service.SKURef{ID: 7, Incarnation: 100}, service.SKURef{ID: 7, Incarnation: 200}
-	steps := []struct {
-		name string
-		sku  service.SKURef
-		set  int64 // 0: read only
-		want map[service.SKURef]int64
-	}{
-		{"none yet", old, 0, map[service.SKURef]int64{old: 0, cur: 0}},
-		{"first", old, 5, map[service.SKURef]int64{old: 5, cur: 0}},
-		{"older version ignored", old, 3, map[service.SKURef]int64{old: 5, cur: 0}},
-		{"newer version, other sign", old, -7, map[service.SKURef]int64{old: -7, cur: 0}},
-		{"new incarnation replaces", cur, 2, map[service.SKURef]int64{old: 0, cur: 2}},
-	}
-	for _, s := range steps {
-		if s.set != 0 {
-			if err := m.SetMark(ctx, s.sku, s.set); err != nil {
-				t.Fatalf("%s: SetMark(%v, %d) = %v", s.name, s.sku, s.set, err)
-			}
-		}
-		for sku, want := range s.want {
-			if got, err := m.Mark(ctx, sku); err != nil || got != want {
-				t.Errorf("%s: Mark(%v) = %d, %v; want %d", s.name, sku, got, err, want)
-			}
-		}
-	}
 }
