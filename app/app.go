@@ -24,11 +24,11 @@ import (
 	"github.com/seckill/seckill/handler"
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/internal/database"
-	"github.com/seckill/seckill/internal/wiring"
 	"github.com/seckill/seckill/lock"
 	"github.com/seckill/seckill/locking"
 	"github.com/seckill/seckill/metrics"
 	"github.com/seckill/seckill/service"
+	"github.com/seckill/seckill/wiring"
 )
 
 // Serve runs the service until ctx ends, then shuts it down. With no DSN

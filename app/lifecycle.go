@@ -6,10 +6,10 @@ import (
 
 	"github.com/seckill/seckill/engine"
 	"github.com/seckill/seckill/internal/config"
-	"github.com/seckill/seckill/internal/wiring"
 	"github.com/seckill/seckill/locking"
 	"github.com/seckill/seckill/metrics"
 	"github.com/seckill/seckill/service"
+	"github.com/seckill/seckill/wiring"
 )
 
 // lockAdapter is a lock of package locking, Redis or ZooKeeper, as the

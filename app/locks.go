@@ -11,10 +11,10 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/internal/config"
-	"github.com/seckill/seckill/internal/wiring"
 	"github.com/seckill/seckill/lock"
 	"github.com/seckill/seckill/locking"
 	"github.com/seckill/seckill/service"
+	"github.com/seckill/seckill/wiring"
 )
 
 // SKULock is one SKU's lock, as `seckill locks` lists it.

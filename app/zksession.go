@@ -8,11 +8,11 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/seckill/seckill/internal/config"
-	"github.com/seckill/seckill/internal/wiring"
 	"github.com/seckill/seckill/lock"
 	"github.com/seckill/seckill/lock/zookeeper"
 	"github.com/seckill/seckill/locking"
 	"github.com/seckill/seckill/service"
+	"github.com/seckill/seckill/wiring"
 )
 
 // zooKeeper is the ZooKeeper backend of the service: the lock and the

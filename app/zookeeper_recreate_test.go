@@ -14,11 +14,11 @@ import (
 	"github.com/seckill/seckill/engine"
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/internal/testenv"
-	"github.com/seckill/seckill/internal/wiring"
 	"github.com/seckill/seckill/lock/zookeeper"
 	"github.com/seckill/seckill/locking"
 	"github.com/seckill/seckill/repository"
 	"github.com/seckill/seckill/service"
+	"github.com/seckill/seckill/wiring"
 )
 
 // TestZooKeeperRecreatedFromEmpty_SellsOnAndStillFences: the ensemble is

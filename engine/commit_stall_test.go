@@ -6,11 +6,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill/seckill/engine/enginetest"
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/repository"
 	"github.com/seckill/seckill/service"
+	"github.com/seckill/seckill/wiring/wiringtest"
 )
 
 // A COMMIT whose reply never comes (the database goes silent without
@@ -23,7 +23,7 @@ func TestPlace_CommitWithoutReplyIsAnsweredInTime(t *testing.T) {
 	proxied, proxy := testenv.ThroughMySQLProxy(t, dsn)
 	r := newRig(t, proxied, rigOptions{})
 	t.Cleanup(proxy.Cut) // before the rig's Shutdown: a stuck COMMIT must not hang the test
-	sku := enginetest.CreateSKU(t, r.Store, 5, 1)
+	sku := wiringtest.CreateSKU(t, r.Store, 5, 1)
 	pc := config.Default() // production defaults, as newRig runs them
 
 	committed := proxy.StallAtCommit()

@@ -11,11 +11,11 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/engine"
-	"github.com/seckill/seckill/engine/enginetest"
 	"github.com/seckill/seckill/internal/testenv"
-	"github.com/seckill/seckill/internal/wiring"
 	"github.com/seckill/seckill/lock"
 	"github.com/seckill/seckill/service"
+	"github.com/seckill/seckill/wiring"
+	"github.com/seckill/seckill/wiring/wiringtest"
 )
 
 // holdSKULock takes sku's lock as the rigs name it, so that every order
@@ -101,7 +101,7 @@ type spreadSale struct {
 func sellSpread(t *testing.T, rigs []*rig) spreadSale {
 	t.Helper()
 	const units, buyers = 300, 1200
-	sku := enginetest.CreateSKU(t, rigs[0].Store, units, 1)
+	sku := wiringtest.CreateSKU(t, rigs[0].Store, units, 1)
 	release := holdSKULock(t, rigs[0], sku.ID)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -172,7 +172,7 @@ func TestPlace_BuyerSentBackKeepsItsPlaceOnAnotherInstance(t *testing.T) {
 	queue := func(c *engine.Config) { c.QueueMax = 2 }
 	a := newRig(t, dsn, rigOptions{Prefix: prefix, Engine: queue})
 	b := newRig(t, dsn, rigOptions{Prefix: prefix, Engine: queue})
-	sku := enginetest.CreateSKU(t, a.Store, 3, 1)
+	sku := wiringtest.CreateSKU(t, a.Store, 3, 1)
 	release := holdSKULock(t, a, sku.ID)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -256,7 +256,7 @@ func TestPlace_AfterASellOutNoInstanceWaitsForATurn(t *testing.T) {
 		rigs[i] = newRig(t, dsn, rigOptions{Prefix: prefix, Locker: count})
 	}
 	const units, buyers = 10, 600
-	sku := enginetest.CreateSKU(t, rigs[0].Store, units, 1)
+	sku := wiringtest.CreateSKU(t, rigs[0].Store, units, 1)
 	release := holdSKULock(t, rigs[0], sku.ID)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -328,7 +328,7 @@ func TestPlace_HolderDeafToContendersKeepsByLockHold(t *testing.T) {
 		Engine: func(c *engine.Config) { c.LockHold = time.Nanosecond; c.BatchMax = 10 },
 	})
 	const buyers = 40
-	sku := enginetest.CreateSKU(t, r.Store, buyers, 1)
+	sku := wiringtest.CreateSKU(t, r.Store, buyers, 1)
 	release := holdSKULock(t, r, sku.ID)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

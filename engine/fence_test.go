@@ -7,9 +7,9 @@ import (
 	"testing"
 
 	"github.com/seckill/seckill/engine"
-	"github.com/seckill/seckill/engine/enginetest"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/service"
+	"github.com/seckill/seckill/wiring/wiringtest"
 )
 
 // horizonLocker's leases say their backend's fence horizon, or fail to.
@@ -84,7 +84,7 @@ func TestPlace_ForeignFenceCheckThatFailsSaysWhy(t *testing.T) {
 				Commits: func(s engine.Committer) engine.Committer { store.Committer = s; return store },
 				Locker:  func(l engine.Locker) engine.Locker { return &horizonLocker{l, tc.horizonErr} },
 			})
-			sku := enginetest.CreateSKU(t, r.Store, 5, 1)
+			sku := wiringtest.CreateSKU(t, r.Store, 5, 1)
 			_, err := r.Orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: "u", Quantity: 1})
 			if !errors.Is(err, service.ErrUnavailable) || !errors.Is(err, tc.want) {
 				t.Errorf("Place = %v; want ErrUnavailable carrying %v", err, tc.want)

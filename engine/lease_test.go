@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/engine"
-	"github.com/seckill/seckill/engine/enginetest"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/service"
+	"github.com/seckill/seckill/wiring/wiringtest"
 )
 
 // leaseLog records every lease the order path obtains and releases, in order.
@@ -140,7 +140,7 @@ func TestPlace_StaleFenceDropsTheLeaseAndObtainsAnother(t *testing.T) {
 				Commits: func(s engine.Committer) engine.Committer { store.Committer = s; return store },
 				Locker:  func(l engine.Locker) engine.Locker { leases.Locker = l; return leases },
 			})
-			sku := enginetest.CreateSKU(t, r.Store, 5, 1)
+			sku := wiringtest.CreateSKU(t, r.Store, 5, 1)
 			_, err := r.Orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: "u", Quantity: 1})
 			if tc.want == nil && err != nil || tc.want != nil && !errors.Is(err, tc.want) {
 				t.Fatalf("Place = %v; want %v", err, tc.want)
@@ -214,7 +214,7 @@ func TestPlace_LeaseLostMidBatchCancelsIt(t *testing.T) {
 		Commits: func(s engine.Committer) engine.Committer { store.Committer = s; return store },
 		Locker:  func(l engine.Locker) engine.Locker { leases.Locker = l; return leases },
 	})
-	sku := enginetest.CreateSKU(t, r.Store, 5, 1)
+	sku := wiringtest.CreateSKU(t, r.Store, 5, 1)
 	first := make(chan error, 1)
 	go func() {
 		_, err := r.Orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: "lost", Quantity: 1})
@@ -261,28 +261,28 @@ func TestPlace_LeaseLostMidBatchCancelsIt(t *testing.T) {
 func TestPlace_BusyWorkerHoldsItsLeaseAcrossBatches(t *testing.T) {
 	t.Parallel()
 	dsn := testenv.Database(t)
-	var g *enginetest.GatedStore
+	var g *wiringtest.GatedStore
 	fences := &staleStore{} // refusing none: it only records the fences
 	prefix := testenv.Name("test:orders:") + ":"
 	r := newRig(t, dsn, rigOptions{
 		Prefix: prefix,
 		Commits: func(s engine.Committer) engine.Committer {
 			fences.Committer = s
-			g = enginetest.Gate(fences)
+			g = wiringtest.Gate(fences)
 			return g
 		},
 		// Long enough that the hold, not the clock, decides under CPU load.
 		Engine: func(c *engine.Config) { c.LockHold = time.Minute; c.BatchMax = 10 },
 	})
 	other := newRig(t, dsn, rigOptions{Prefix: prefix})
-	sku := enginetest.CreateSKU(t, r.Store, 100, 1)
+	sku := wiringtest.CreateSKU(t, r.Store, 100, 1)
 
 	first := make(chan error, 1)
 	go func() {
 		_, err := r.Orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: "first", Quantity: 1})
 		first <- err
 	}()
-	enginetest.Await(t, g.Entered, first, "the first order in its commit")
+	wiringtest.Await(t, g.Entered, first, "the first order in its commit")
 	var wg sync.WaitGroup
 	var created atomic.Int64
 	for i := range 30 { // three batches queued behind the first
@@ -300,7 +300,7 @@ func TestPlace_BusyWorkerHoldsItsLeaseAcrossBatches(t *testing.T) {
 	// Meanwhile another instance contends for the same SKU.
 	var otherResults map[string]int
 	wg.Add(1)
-	go func() { defer wg.Done(); otherResults = enginetest.Buyers(t, other.Orders, sku.ID, 50, nil) }()
+	go func() { defer wg.Done(); otherResults = wiringtest.Buyers(t, other.Orders, sku.ID, 50, nil) }()
 	close(g.Release)
 	wg.Wait()
 	if err := <-first; err != nil {
@@ -346,7 +346,7 @@ func TestPlace_IdleWorkerKeepsItsLeaseForTheNextOrder(t *testing.T) {
 		// Long enough that the idle hold, not the clock, decides under load.
 		Engine: func(c *engine.Config) { c.LockHold = time.Minute; c.LockHoldIdle = time.Minute },
 	})
-	sku := enginetest.CreateSKU(t, r.Store, 10, 1)
+	sku := wiringtest.CreateSKU(t, r.Store, 10, 1)
 	for i := range 3 {
 		if _, err := r.Orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: fmt.Sprintf("u-%d", i), Quantity: 1}); err != nil {
 			t.Fatalf("Place #%d = %v; want an order", i, err)
@@ -404,7 +404,7 @@ func TestPlace_IdleHolderLetsAnotherInstanceIn(t *testing.T) {
 				Prefix: prefix, Engine: idle,
 				Commits: func(s engine.Committer) engine.Committer { bStore.Committer = s; return bStore },
 			})
-			sku := enginetest.CreateSKU(t, a.Store, 10, 1)
+			sku := wiringtest.CreateSKU(t, a.Store, 10, 1)
 			if _, err := a.Orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: "a", Quantity: 1}); err != nil {
 				t.Fatal(err)
 			}

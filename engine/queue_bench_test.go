@@ -11,8 +11,8 @@ import (
 
 	"github.com/seckill/seckill/engine"
 	"github.com/seckill/seckill/internal/config"
-	"github.com/seckill/seckill/internal/wiring"
 	"github.com/seckill/seckill/service"
+	"github.com/seckill/seckill/wiring"
 )
 
 // memStore sells one SKU from memory at once: what is left of an order's

@@ -6,36 +6,36 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/engine"
-	"github.com/seckill/seckill/engine/enginetest"
 	"github.com/seckill/seckill/service"
+	"github.com/seckill/seckill/wiring/wiringtest"
 )
 
 // rig is one service instance on a real MariaDB database and real Redis,
 // with its observer.
 type rig struct {
-	*enginetest.Instance
+	*wiringtest.Instance
 	obs *observer
 }
 
 // rigOptions change a rig from production's.
-type rigOptions = enginetest.Options
+type rigOptions = wiringtest.Options
 
 func newRig(t *testing.T, dsn string, o rigOptions) *rig {
 	t.Helper()
 	obs := &observer{depth: make(chan int, 100000)}
 	o.Observer = obs
-	return &rig{Instance: enginetest.New(t, dsn, o), obs: obs}
+	return &rig{Instance: wiringtest.New(t, dsn, o), obs: obs}
 }
 
-// newFlow is enginetest.NewFlow; obs may be nil.
+// newFlow is wiringtest.NewFlow; obs may be nil.
 func newFlow(tb testing.TB, commits engine.Committer, reads service.OrderReader, locker engine.Locker, marks service.SoldOutMarks, board engine.PlaceBoard,
 	dcfg service.DirectoryConfig, cfg engine.Config, obs *observer) (*service.Orders, *service.Directory, *engine.Seller) {
 	tb.Helper()
-	var o enginetest.Observer
+	var o wiringtest.Observer
 	if obs != nil {
 		o = obs
 	}
-	return enginetest.NewFlow(tb, commits, reads, locker, marks, board, dcfg, cfg, o)
+	return wiringtest.NewFlow(tb, commits, reads, locker, marks, board, dcfg, cfg, o)
 }
 
 // newOrders is newFlow's order flow alone.

@@ -11,11 +11,11 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/seckill/seckill/engine"
-	"github.com/seckill/seckill/engine/enginetest"
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/repository"
 	"github.com/seckill/seckill/service"
+	"github.com/seckill/seckill/wiring/wiringtest"
 )
 
 // roundBatch is a batch of one unit for each of users.
@@ -37,8 +37,8 @@ func TestGroupCommit_OneSKUsHeldRowFailsOnlyItsOwnBuyers(t *testing.T) {
 	s := repository.NewMySQL(db)
 	g := engine.NewGroupCommit(s, 0)
 	ctx := context.Background()
-	a, b, gone := enginetest.CreateSKU(t, s, 10, 1), enginetest.CreateSKU(t, s, 10, 1), enginetest.CreateSKU(t, s, 10, 1)
-	held := enginetest.CreateSKU(t, s, 10, 1) // the highest id: the round's UPDATE locks the others' rows before it waits for this one
+	a, b, gone := wiringtest.CreateSKU(t, s, 10, 1), wiringtest.CreateSKU(t, s, 10, 1), wiringtest.CreateSKU(t, s, 10, 1)
+	held := wiringtest.CreateSKU(t, s, 10, 1) // the highest id: the round's UPDATE locks the others' rows before it waits for this one
 
 	blocker := testenv.HoldRow(t, db, held.ID)
 
@@ -94,7 +94,7 @@ func TestGroupCommit_PendingCallerLeaves(t *testing.T) {
 	db := testenv.DB(t, testenv.Database(t))
 	s := repository.NewMySQL(db)
 	g := engine.NewGroupCommit(s, 0)
-	sku := enginetest.CreateSKU(t, s, 10, 1)
+	sku := wiringtest.CreateSKU(t, s, 10, 1)
 	free := g.TakeEveryRound() // the call must wait in pending
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -122,7 +122,7 @@ func TestGroupCommit_StuckRoundDoesNotHoldOtherSKUs(t *testing.T) {
 	s := repository.NewMySQL(db)
 	g := engine.NewGroupCommit(s, 0)
 	ctx := context.Background()
-	held, other := enginetest.CreateSKU(t, s, 10, 1), enginetest.CreateSKU(t, s, 10, 1)
+	held, other := wiringtest.CreateSKU(t, s, 10, 1), wiringtest.CreateSKU(t, s, 10, 1)
 
 	blocker := testenv.HoldRow(t, db, held.ID)
 
@@ -198,7 +198,7 @@ func TestGroupCommit_RoundLinger(t *testing.T) {
 	const skus, stock, buyers = 12, 20, 30
 	ids := make([]int64, skus)
 	for i := range ids {
-		ids[i] = enginetest.CreateSKU(t, s, stock, 1).ID
+		ids[i] = wiringtest.CreateSKU(t, s, stock, 1).ID
 	}
 	type result struct {
 		sku     int64
@@ -240,7 +240,7 @@ func TestGroupCommit_RoundLinger(t *testing.T) {
 	}
 
 	alone := engine.NewGroupCommit(s, time.Hour)
-	one := enginetest.CreateSKU(t, s, 5, 1)
+	one := wiringtest.CreateSKU(t, s, 5, 1)
 	for u := range 5 {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		res, err := alone.Commit(ctx, roundBatch(one.ID, fmt.Sprintf("a-%d", u)))
@@ -263,7 +263,7 @@ func TestGroupCommit_LingerPastTheStallCommitsEachBatchOnce(t *testing.T) {
 	for _, linger := range []time.Duration{60 * time.Millisecond, 100 * time.Millisecond} {
 		t.Run(linger.String(), func(t *testing.T) {
 			g := engine.NewGroupCommit(s, linger)
-			lingerer, staller := enginetest.CreateSKU(t, s, 10, 10), enginetest.CreateSKU(t, s, 10, 10)
+			lingerer, staller := wiringtest.CreateSKU(t, s, 10, 10), wiringtest.CreateSKU(t, s, 10, 10)
 			// Batches of 64 other SKUs came over the last 6.4ms: each is
 			// expected again within the linger, so the leader lingers its
 			// whole linger for them (they never come).
@@ -334,7 +334,7 @@ func TestPlace_LongestLingerSellsEachOrderOnce(t *testing.T) {
 	const skus, stock, buyers, each = 8, 20, 2, 15
 	ids := make([]int64, skus)
 	for i := range ids {
-		ids[i] = enginetest.CreateSKU(t, r.Store, stock, 1).ID
+		ids[i] = wiringtest.CreateSKU(t, r.Store, stock, 1).ID
 	}
 	var (
 		mu      sync.Mutex

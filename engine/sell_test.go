@@ -10,20 +10,20 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/engine"
-	"github.com/seckill/seckill/engine/enginetest"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/lock"
 	"github.com/seckill/seckill/locking"
 	"github.com/seckill/seckill/service"
+	"github.com/seckill/seckill/wiring/wiringtest"
 )
 
 func TestPlace_ConcurrentBuyersSellExactlyTheStock(t *testing.T) {
 	t.Parallel()
 	dsn := testenv.Database(t)
 	r := newRig(t, dsn, rigOptions{})
-	sku := enginetest.CreateSKU(t, r.Store, 500, 1)
+	sku := wiringtest.CreateSKU(t, r.Store, 500, 1)
 
-	results := enginetest.Buyers(t, r.Orders, sku.ID, 2000, nil)
+	results := wiringtest.Buyers(t, r.Orders, sku.ID, 2000, nil)
 
 	if results["created"] != 500 {
 		t.Errorf("created = %d; want 500 (results %v)", results["created"], results)
@@ -41,12 +41,12 @@ func TestPlace_TwoInstancesShareOneSKU(t *testing.T) {
 	dsn := testenv.Database(t)
 	a := newRig(t, dsn, rigOptions{})
 	b := newRig(t, dsn, rigOptions{})
-	sku := enginetest.CreateSKU(t, a.Store, 300, 1)
+	sku := wiringtest.CreateSKU(t, a.Store, 300, 1)
 	var wg sync.WaitGroup
 	var ra, rb map[string]int
 	wg.Add(2)
-	go func() { defer wg.Done(); ra = enginetest.Buyers(t, a.Orders, sku.ID, 500, nil) }()
-	go func() { defer wg.Done(); rb = enginetest.Buyers(t, b.Orders, sku.ID, 500, nil) }()
+	go func() { defer wg.Done(); ra = wiringtest.Buyers(t, a.Orders, sku.ID, 500, nil) }()
+	go func() { defer wg.Done(); rb = wiringtest.Buyers(t, b.Orders, sku.ID, 500, nil) }()
 	wg.Wait()
 	// Users u-0.. exist in both crowds: the per-user limit spans instances.
 	if got := ra["created"] + rb["created"]; got != 300 {
@@ -62,10 +62,10 @@ func TestPlace_RedisKilledMidSaleFallsBackAndRecovers(t *testing.T) {
 	srv := testenv.StartRedis(t)
 	dsn := testenv.Database(t)
 	r := newRig(t, dsn, rigOptions{RedisAddr: srv.Addr})
-	sku := enginetest.CreateSKU(t, r.Store, 400, 1)
+	sku := wiringtest.CreateSKU(t, r.Store, 400, 1)
 
 	var kill sync.Once
-	results := enginetest.Buyers(t, r.Orders, sku.ID, 1500, func(n int64) {
+	results := wiringtest.Buyers(t, r.Orders, sku.ID, 1500, func(n int64) {
 		if n == 50 {
 			kill.Do(srv.Stop)
 		}
@@ -78,7 +78,7 @@ func TestPlace_RedisKilledMidSaleFallsBackAndRecovers(t *testing.T) {
 	}
 	// A worker may finish the sale under a lease it already held
 	// (lock.hold_max); the next acquisition finds Redis gone.
-	probe := enginetest.CreateSKU(t, r.Store, 1, 1)
+	probe := wiringtest.CreateSKU(t, r.Store, 1, 1)
 	if _, err := r.Orders.Place(context.Background(), service.OrderRequest{SKUID: probe.ID, UserID: "probe", Quantity: 1}); err != nil {
 		t.Fatalf("Place with Redis down = %v; want an order (sold on the database guard)", err)
 	}
@@ -88,7 +88,7 @@ func TestPlace_RedisKilledMidSaleFallsBackAndRecovers(t *testing.T) {
 
 	// Redis comes back: the next orders go through the lock again.
 	srv.Start()
-	more := enginetest.CreateSKU(t, r.Store, 1000, 1)
+	more := wiringtest.CreateSKU(t, r.Store, 1000, 1)
 	deadline := time.Now().Add(10 * time.Second)
 	for i := 0; r.Orders.Degraded(); i++ {
 		if time.Now().After(deadline) {
@@ -104,16 +104,16 @@ func TestPlace_RedisKilledMidSaleFallsBackAndRecovers(t *testing.T) {
 func TestPlace_AbandonedWhileQueuedIsNotCharged(t *testing.T) {
 	t.Parallel()
 	dsn := testenv.Database(t)
-	var g *enginetest.GatedStore
-	r := newRig(t, dsn, rigOptions{Commits: func(s engine.Committer) engine.Committer { g = enginetest.Gate(s); return g }})
-	sku := enginetest.CreateSKU(t, r.Store, 10, 1)
+	var g *wiringtest.GatedStore
+	r := newRig(t, dsn, rigOptions{Commits: func(s engine.Committer) engine.Committer { g = wiringtest.Gate(s); return g }})
+	sku := wiringtest.CreateSKU(t, r.Store, 10, 1)
 
 	first := make(chan error, 1)
 	go func() {
 		_, err := r.Orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: "first", Quantity: 1})
 		first <- err
 	}()
-	enginetest.Await(t, g.Entered, first, "the first order in its commit") // the worker is inside the first batch's transaction
+	wiringtest.Await(t, g.Entered, first, "the first order in its commit") // the worker is inside the first batch's transaction
 
 	ctx, cancel := context.WithCancel(context.Background())
 	left := make(chan error, 1)
@@ -147,12 +147,12 @@ func TestPlace_AbandonedWhileQueuedIsNotCharged(t *testing.T) {
 func TestPlace_FullQueueIsBusyAndShutdownAnswersEveryone(t *testing.T) {
 	t.Parallel()
 	dsn := testenv.Database(t)
-	var g *enginetest.GatedStore
+	var g *wiringtest.GatedStore
 	r := newRig(t, dsn, rigOptions{
-		Commits: func(s engine.Committer) engine.Committer { g = enginetest.Gate(s); return g },
+		Commits: func(s engine.Committer) engine.Committer { g = wiringtest.Gate(s); return g },
 		Engine:  func(c *engine.Config) { c.QueueMax = 5 },
 	})
-	sku := enginetest.CreateSKU(t, r.Store, 100, 1)
+	sku := wiringtest.CreateSKU(t, r.Store, 100, 1)
 
 	answers := make(chan error, 6)
 	place := func(user string) {
@@ -160,7 +160,7 @@ func TestPlace_FullQueueIsBusyAndShutdownAnswersEveryone(t *testing.T) {
 		answers <- err
 	}
 	go place("first")
-	enginetest.Await(t, g.Entered, answers, "the first order in its commit")
+	wiringtest.Await(t, g.Entered, answers, "the first order in its commit")
 	for i := range 5 {
 		go place(fmt.Sprintf("queued-%d", i))
 	}
@@ -195,13 +195,13 @@ func TestPlace_FullQueueIsBusyAndShutdownAnswersEveryone(t *testing.T) {
 func TestPlace_SoldOutFastPathSkipsTheDatabase(t *testing.T) {
 	t.Parallel()
 	dsn := testenv.Database(t)
-	var g *enginetest.GatedStore
+	var g *wiringtest.GatedStore
 	r := newRig(t, dsn, rigOptions{Commits: func(s engine.Committer) engine.Committer {
-		g = enginetest.Gate(s)
+		g = wiringtest.Gate(s)
 		close(g.Release) // no gate: only count
 		return g
 	}})
-	sku := enginetest.CreateSKU(t, r.Store, 1, 1)
+	sku := wiringtest.CreateSKU(t, r.Store, 1, 1)
 	last, err := r.Orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: "a", Quantity: 1, IdempotencyKey: "last-unit"})
 	if err != nil {
 		t.Fatal(err)
@@ -251,7 +251,7 @@ func TestPlace_LockHeldByADeadHolderIsNotAwaitedTwice(t *testing.T) {
 			c.LockTTL = time.Minute
 		},
 	})
-	sku := enginetest.CreateSKU(t, r.Store, 10, 1)
+	sku := wiringtest.CreateSKU(t, r.Store, 10, 1)
 	// A holder that died without releasing: its lease outlives the test.
 	rdb, _ := testenv.Redis(t)
 	// Through the service's own adapter, so it takes the service's key.
@@ -277,10 +277,10 @@ func TestPlace_LockHeldByADeadHolderIsNotAwaitedTwice(t *testing.T) {
 func TestPlace_TenThousandBuyersAreBoundedByQueueMax(t *testing.T) {
 	t.Parallel()
 	dsn := testenv.Database(t)
-	var g *enginetest.GatedStore
+	var g *wiringtest.GatedStore
 	const queueMax = 500
 	r := newRig(t, dsn, rigOptions{
-		Commits: func(s engine.Committer) engine.Committer { g = enginetest.Gate(s); return g },
+		Commits: func(s engine.Committer) engine.Committer { g = wiringtest.Gate(s); return g },
 		// The gate holds the first transaction for as long as the crowd
 		// takes to arrive and be refused, which on a loaded box with -race
 		// is longer than the production timeouts; what those timeouts do
@@ -290,14 +290,14 @@ func TestPlace_TenThousandBuyersAreBoundedByQueueMax(t *testing.T) {
 			c.RequestTimeout, c.TxTimeout = 2*time.Minute, 2*time.Minute
 		},
 	})
-	sku := enginetest.CreateSKU(t, r.Store, 100_000, 1)
+	sku := wiringtest.CreateSKU(t, r.Store, 100_000, 1)
 
 	first := make(chan error, 1)
 	go func() {
 		_, err := r.Orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: "first", Quantity: 1})
 		first <- err
 	}()
-	enginetest.Await(t, g.Entered, first, "the first order in its commit") // the worker holds one request in a transaction that does not end yet
+	wiringtest.Await(t, g.Entered, first, "the first order in its commit") // the worker holds one request in a transaction that does not end yet
 
 	const buyers = 10_000
 	var busy, placed atomic.Int64
@@ -346,18 +346,18 @@ func TestPlace_TenThousandBuyersAreBoundedByQueueMax(t *testing.T) {
 func TestPlace_QueuedPastTheRequestTimeoutIsNotCharged(t *testing.T) {
 	t.Parallel()
 	dsn := testenv.Database(t)
-	var g *enginetest.GatedStore
+	var g *wiringtest.GatedStore
 	r := newRig(t, dsn, rigOptions{
-		Commits: func(s engine.Committer) engine.Committer { g = enginetest.Gate(s); return g },
+		Commits: func(s engine.Committer) engine.Committer { g = wiringtest.Gate(s); return g },
 		Engine:  func(c *engine.Config) { c.RequestTimeout = 200 * time.Millisecond },
 	})
-	sku := enginetest.CreateSKU(t, r.Store, 10, 1)
+	sku := wiringtest.CreateSKU(t, r.Store, 10, 1)
 	first := make(chan error, 1)
 	go func() {
 		_, err := r.Orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: "first", Quantity: 1})
 		first <- err
 	}()
-	enginetest.Await(t, g.Entered, first, "the first order in its commit")
+	wiringtest.Await(t, g.Entered, first, "the first order in its commit")
 	late := make(chan error, 1)
 	go func() {
 		_, err := r.Orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: "late", Quantity: 1})
@@ -412,7 +412,7 @@ func TestPlace_LockBusyWithLiveHoldersIsWaitedFor(t *testing.T) {
 		Locker:  func(l engine.Locker) engine.Locker { locker.Locker = l; return locker },
 		Engine:  func(c *engine.Config) { c.LockWait = 50 * time.Millisecond },
 	})
-	sku := enginetest.CreateSKU(t, r.Store, 10, 1)
+	sku := wiringtest.CreateSKU(t, r.Store, 10, 1)
 	for i := range 3 {
 		if _, err := r.Orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: fmt.Sprintf("u-%d", i), Quantity: 1}); err != nil {
 			t.Fatalf("Place %d = %v; want an order", i, err)
@@ -496,7 +496,7 @@ func TestPlace_UnlockedBatchCommitsAlone(t *testing.T) {
 		Engine:  func(c *engine.Config) { c.LockHold = 0 }, // a lock per batch: both kinds of batch
 	})
 	const stock, buyers = 10, 12
-	sku := enginetest.CreateSKU(t, r.Store, stock, 1)
+	sku := wiringtest.CreateSKU(t, r.Store, stock, 1)
 	ctx := context.Background()
 	var created atomic.Int64
 	for i := range buyers { // one by one: a batch each, the first locked, the second not

@@ -16,13 +16,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill/seckill/engine/enginetest"
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/internal/testenv"
-	"github.com/seckill/seckill/internal/wiring"
 	"github.com/seckill/seckill/lock"
 	"github.com/seckill/seckill/locking"
 	"github.com/seckill/seckill/service"
+	"github.com/seckill/seckill/wiring"
+	"github.com/seckill/seckill/wiring/wiringtest"
 )
 
 // Every setting the configuration accepts is safe (docs/design.md,
@@ -259,7 +259,7 @@ func runSale(t *testing.T, rng *rand.Rand, cfg config.Config) {
 
 	skus := make([]service.SKU, 6+rng.IntN(10))
 	for i := range skus {
-		skus[i] = enginetest.CreateSKU(t, rigs[0].Store, 1+rng.Int64N(40), 1+rng.Int64N(3))
+		skus[i] = wiringtest.CreateSKU(t, rigs[0].Store, 1+rng.Int64N(40), 1+rng.Int64N(3))
 	}
 	plan := make([]planned, 300)
 	for i := range plan {

@@ -26,11 +26,11 @@ import (
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/internal/database"
 	"github.com/seckill/seckill/internal/testenv"
-	"github.com/seckill/seckill/internal/wiring"
 	"github.com/seckill/seckill/lock"
 	"github.com/seckill/seckill/locking"
 	"github.com/seckill/seckill/repository"
 	"github.com/seckill/seckill/service"
+	"github.com/seckill/seckill/wiring"
 )
 
 const adminToken = "test-admin-token-0123456789abcdef" // 32 characters

@@ -11,12 +11,12 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/engine"
-	"github.com/seckill/seckill/engine/enginetest"
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/internal/procstat"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/locking"
 	"github.com/seckill/seckill/service"
+	"github.com/seckill/seckill/wiring/wiringtest"
 )
 
 // countingStore counts the SKU reads of the order path.
@@ -126,7 +126,7 @@ func TestPlace_InventedSKUsCostNothingLasting(t *testing.T) {
 	for i := range rigs {
 		rigs[i] = newRig(t, dsn, rigOptions{Prefix: prefix})
 	}
-	real := enginetest.CreateSKU(t, rigs[0].Store, 10, 1)
+	real := wiringtest.CreateSKU(t, rigs[0].Store, 10, 1)
 	const base = int64(1) << 40 // far above any id the database hands out
 
 	inventedBurst(t, rigs, base, 2000, 64) // warm up: what is allocated once is not per id
@@ -221,18 +221,18 @@ func TestPlace_OneInventedIDCostsOneRead(t *testing.T) {
 func TestPlace_LiveSKUQueuesAreBounded(t *testing.T) {
 	t.Parallel()
 	dsn := testenv.Database(t)
-	var g *enginetest.GatedStore
+	var g *wiringtest.GatedStore
 	r := newRig(t, dsn, rigOptions{
-		Commits: func(s engine.Committer) engine.Committer { g = enginetest.Gate(s); return g },
+		Commits: func(s engine.Committer) engine.Committer { g = wiringtest.Gate(s); return g },
 		Engine:  func(c *engine.Config) { c.MaxLiveSKUs = 1 },
 	})
-	a, b := enginetest.CreateSKU(t, r.Store, 10, 1), enginetest.CreateSKU(t, r.Store, 10, 1)
+	a, b := wiringtest.CreateSKU(t, r.Store, 10, 1), wiringtest.CreateSKU(t, r.Store, 10, 1)
 	first := make(chan error, 1)
 	go func() {
 		_, err := r.Orders.Place(context.Background(), service.OrderRequest{SKUID: a.ID, UserID: "a", Quantity: 1})
 		first <- err
 	}()
-	enginetest.Await(t, g.Entered, first, "sku a's first order in its commit") // sku a's queue is live
+	wiringtest.Await(t, g.Entered, first, "sku a's first order in its commit") // sku a's queue is live
 	if _, err := r.Orders.Place(context.Background(), service.OrderRequest{SKUID: b.ID, UserID: "b", Quantity: 1}); !errors.Is(err, service.ErrTooManySKUs) {
 		t.Errorf("Place(second sku with max_live_skus 1) = %v; want ErrTooManySKUs", err)
 	}
@@ -312,7 +312,7 @@ func TestPlace_RestockOnASeenByB(t *testing.T) {
 			prefix := testenv.Name("test:orders:") + ":"
 			a := newRig(t, dsn, rigOptions{RedisAddr: srv.Addr, Prefix: prefix})
 			b := newRig(t, dsn, rigOptions{RedisAddr: srv.Addr, Prefix: prefix})
-			sku := enginetest.CreateSKU(t, a.Store, 2, 1)
+			sku := wiringtest.CreateSKU(t, a.Store, 2, 1)
 			for _, u := range []string{"b-1", "b-2"} {
 				if _, err := b.Orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: u, Quantity: 1}); err != nil {
 					t.Fatalf("Place on B = %v", err)
@@ -343,7 +343,7 @@ func TestPlace_MarkOfAnEarlierSKUDoesNotBlock(t *testing.T) {
 	t.Parallel()
 	dsn := testenv.Database(t)
 	r := newRig(t, dsn, rigOptions{})
-	sku := enginetest.CreateSKU(t, r.Store, 5, 1)
+	sku := wiringtest.CreateSKU(t, r.Store, 5, 1)
 	old := service.RefOf(sku)
 	old.Incarnation -= 1e6 // created a second earlier, in the database before
 	marks := appMarks(r)

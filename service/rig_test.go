@@ -5,24 +5,24 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill/seckill/engine/enginetest"
+	"github.com/seckill/seckill/wiring/wiringtest"
 )
 
 // rig is one service instance on a real MariaDB database and real Redis,
 // with its observer.
 type rig struct {
-	*enginetest.Instance
+	*wiringtest.Instance
 	obs *observer
 }
 
 // rigOptions change a rig from production's.
-type rigOptions = enginetest.Options
+type rigOptions = wiringtest.Options
 
 func newRig(t *testing.T, dsn string, o rigOptions) *rig {
 	t.Helper()
 	obs := &observer{}
 	o.Observer = obs
-	return &rig{Instance: enginetest.New(t, dsn, o), obs: obs}
+	return &rig{Instance: wiringtest.New(t, dsn, o), obs: obs}
 }
 
 // observer counts the restocks whose shared mark was not written.

@@ -10,10 +10,10 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/engine"
-	"github.com/seckill/seckill/engine/enginetest"
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/service"
+	"github.com/seckill/seckill/wiring/wiringtest"
 )
 
 // createSKUs creates n SKUs, the i-th as made by mk, and returns their ids.
@@ -76,8 +76,8 @@ func probe(t *testing.T, o *service.Orders, ids []int64, q int64) map[string]int
 // unless every one gets an order.
 func sellsAll(t *testing.T, r *rig, stock int64) {
 	t.Helper()
-	live := enginetest.CreateSKU(t, r.Store, stock, 1)
-	res := enginetest.Buyers(t, r.Orders, live.ID, int(stock), nil)
+	live := wiringtest.CreateSKU(t, r.Store, stock, 1)
+	res := wiringtest.Buyers(t, r.Orders, live.ID, int(stock), nil)
 	// buyers sends every tenth buyer twice: the repeat is refused its limit.
 	if res["created"] != int(stock) {
 		t.Errorf("live sku after the probes: %v; want %d created", res, stock)

@@ -15,9 +15,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/engine"
-	"github.com/seckill/seckill/engine/enginetest"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/service"
+	"github.com/seckill/seckill/wiring/wiringtest"
 )
 
 // pausedAfterCommit lets the first CommitBatch commit, then holds its
@@ -81,7 +81,7 @@ func TestPlace_PausedInstanceDoesNotPublishAStaleSoldOut(t *testing.T) {
 			eager := func(c *service.DirectoryConfig) { c.SoldOutTTL = time.Nanosecond }
 			c := newRig(t, dsn, rigOptions{Prefix: prefix, SKUs: eager})
 			t.Cleanup(pause.resume) // before the rigs' shutdown: a failed test leaves no worker paused
-			sku := enginetest.CreateSKU(t, b.Store, 2, 1)
+			sku := wiringtest.CreateSKU(t, b.Store, 2, 1)
 			ctx := context.Background()
 			// C knows the SKU in stock from before the sell-out.
 			if _, err := c.Orders.Place(ctx, service.OrderRequest{SKUID: sku.ID, UserID: "first", Quantity: 1}); err != nil {
@@ -93,7 +93,7 @@ func TestPlace_PausedInstanceDoesNotPublishAStaleSoldOut(t *testing.T) {
 				_, err := a.Orders.Place(ctx, service.OrderRequest{SKUID: sku.ID, UserID: "last", Quantity: 1})
 				sold <- err
 			}()
-			enginetest.Await(t, pause.committed, sold, "A's commit of the last unit")
+			wiringtest.Await(t, pause.committed, sold, "A's commit of the last unit")
 			if _, err := service.NewCatalog(b.Store, b.Store, b.SKUs, testenv.Logger()).SetStock(ctx, sku.ID, 5); err != nil {
 				t.Fatal(err)
 			}

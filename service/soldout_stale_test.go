@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill/seckill/engine/enginetest"
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/service"
+	"github.com/seckill/seckill/wiring/wiringtest"
 )
 
 // heldRead holds the first SKU read made after arm until release is
@@ -45,7 +45,7 @@ func TestPlace_StaleSoldOutNeverAnswers(t *testing.T) {
 	a := newRig(t, dsn, rigOptions{Prefix: prefix})
 	b := newRig(t, dsn, rigOptions{Prefix: prefix, Reads: func(s service.OrderReader) service.OrderReader { held.OrderReader = s; return held }})
 	ctx := context.Background()
-	sku := enginetest.CreateSKU(t, a.Store, 1, 1)
+	sku := wiringtest.CreateSKU(t, a.Store, 1, 1)
 	if _, err := b.Orders.Place(ctx, service.OrderRequest{SKUID: sku.ID, UserID: "first", Quantity: 1}); err != nil {
 		t.Fatalf("Place on B = %v; want an order", err)
 	}
@@ -76,7 +76,7 @@ func TestPlace_StaleSoldOutNeverAnswers(t *testing.T) {
 	wg.Add(1)
 	u0 := make(chan string, 1)
 	go func() { buy("u-0"); u0 <- "an answer" }()
-	enginetest.Await(t, held.entered, u0, "u-0's re-read of the SKU") // u-0 started the re-read
+	wiringtest.Await(t, held.entered, u0, "u-0's re-read of the SKU") // u-0 started the re-read
 	for i := 1; i < stock; i++ {
 		wg.Add(1)
 		go buy(fmt.Sprintf("u-%d", i))

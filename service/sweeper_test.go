@@ -9,14 +9,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill/seckill/engine/enginetest"
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/internal/testenv"
-	"github.com/seckill/seckill/internal/wiring"
 	"github.com/seckill/seckill/lock"
 	"github.com/seckill/seckill/locking"
 	"github.com/seckill/seckill/repository"
 	"github.com/seckill/seckill/service"
+	"github.com/seckill/seckill/wiring"
+	"github.com/seckill/seckill/wiring/wiringtest"
 )
 
 // pausedStore holds the first sweep of its sweeper before its transaction
@@ -156,7 +156,7 @@ func TestSweeper_PausedLeaderIsFencedOut(t *testing.T) {
 	prefix := testenv.Name("test:sweep:") + ":"
 	a := newRig(t, dsn, rigOptions{Prefix: prefix})
 	b := newRig(t, dsn, rigOptions{Prefix: prefix})
-	sku := enginetest.CreateSKU(t, a.Store, n, 1)
+	sku := wiringtest.CreateSKU(t, a.Store, n, 1)
 	placeAll(t, a.Orders, sku.ID, users("first", n)...)
 	if _, err := b.Orders.Place(context.Background(), service.OrderRequest{SKUID: sku.ID, UserID: "late", Quantity: 1}); !errors.Is(err, service.ErrSoldOut) {
 		t.Fatalf("Place on B after the sell-out = %v; want ErrSoldOut", err)
@@ -220,7 +220,7 @@ func TestSweeper_RestockDuringSweepsIsSoldOnAnotherInstance(t *testing.T) {
 	prefix := testenv.Name("test:sweep:") + ":"
 	a := newRig(t, dsn, rigOptions{Prefix: prefix})
 	b := newRig(t, dsn, rigOptions{Prefix: prefix})
-	sku := enginetest.CreateSKU(t, a.Store, n, 1)
+	sku := wiringtest.CreateSKU(t, a.Store, n, 1)
 	placeAll(t, b.Orders, sku.ID, users("first", n)...)
 	closeWindow(t, a, sku.ID)
 
@@ -271,7 +271,7 @@ func TestSweeper_LockUnreachableSweepsUnfencedOnce(t *testing.T) {
 	prefix := testenv.Name("test:sweep:") + ":"
 	a := newRig(t, dsn, rigOptions{RedisAddr: srv.Addr, Prefix: prefix})
 	b := newRig(t, dsn, rigOptions{RedisAddr: srv.Addr, Prefix: prefix})
-	sku := enginetest.CreateSKU(t, a.Store, n, 1)
+	sku := wiringtest.CreateSKU(t, a.Store, n, 1)
 	placeAll(t, a.Orders, sku.ID, users("first", n)...)
 	closeWindow(t, a, sku.ID)
 	srv.Stop()

@@ -15,9 +15,9 @@ import (
 	"github.com/seckill/seckill/internal/auth"
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/internal/testenv"
-	"github.com/seckill/seckill/internal/wiring"
 	"github.com/seckill/seckill/lock"
 	"github.com/seckill/seckill/service"
+	"github.com/seckill/seckill/wiring"
 )
 
 // newDesign returns design d with the service's defaults (config.Default)

@@ -28,8 +28,8 @@ import (
 	"github.com/seckill/seckill/internal/auth"
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/internal/orderid"
-	"github.com/seckill/seckill/internal/wiring"
 	"github.com/seckill/seckill/lock"
+	"github.com/seckill/seckill/wiring"
 )
 
 func main() {

@@ -1,9 +1,9 @@
-// Package enginetest builds, for tests, one service instance's order flow
+// Package wiringtest builds, for tests, one service instance's order flow
 // as app.Serve builds it, on a real MariaDB database and real Redis, with
 // production's settings unless a test says otherwise; and the helpers the
 // tests of service and engine share around it. It imports no app: the
 // settings come through package wiring, as app.Serve's do.
-package enginetest
+package wiringtest
 
 import (
 	"context"
@@ -19,11 +19,11 @@ import (
 	"github.com/seckill/seckill/engine"
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/internal/testenv"
-	"github.com/seckill/seckill/internal/wiring"
 	"github.com/seckill/seckill/lock"
 	"github.com/seckill/seckill/locking"
 	"github.com/seckill/seckill/repository"
 	"github.com/seckill/seckill/service"
+	"github.com/seckill/seckill/wiring"
 )
 
 // Observer is what an instance reports to: the domain's and the engine's
