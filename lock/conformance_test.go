@@ -9,7 +9,7 @@ import (
 
 	"github.com/seckill/seckill/lock"
 	"github.com/seckill/seckill/lock/internal/conformance"
-	"github.com/seckill/seckill/lock/internal/locktest"
+	"github.com/seckill/seckill/lock/locktest"
 )
 
 // TestConformance runs the lock contract (lock/internal/conformance)
@@ -69,14 +69,14 @@ func standaloneBackend(t *testing.T) conformance.Backend {
 }
 
 func sentinelBackend(t *testing.T) conformance.Backend {
-	g := locktest.StartSentinelGroup(t, 1)
+	g := locktest.StartSentinelGroupT(t, locktest.SentinelOptions{Replicas: 1})
 	return redisBackend(t, "lock:", func() redis.UniversalClient {
 		return redis.NewFailoverClient(&redis.FailoverOptions{MasterName: g.Name, SentinelAddrs: g.SentinelAddrs()})
 	})
 }
 
 func clusterBackend(t *testing.T) conformance.Backend {
-	cl := locktest.StartCluster(t, 3, 0)
+	cl := locktest.StartClusterT(t, 3, 0)
 	return redisBackend(t, "lock:", func() redis.UniversalClient { return redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs()}) })
 }
 

@@ -4,10 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,7 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/seckill/seckill/lock/internal/locktest"
+	"github.com/seckill/seckill/lock/locktest"
 )
 
 // redisAddr is the shared Redis, used by the tests that neither stop nor
@@ -100,88 +97,32 @@ func deleteKeys(t testing.TB, prefix string) {
 // redisServer is a redis-server of the test's own, without persistence, on a
 // free loopback port, so the test may stop, restart or flush it.
 type redisServer struct {
-	t    testing.TB
-	port int
-	mu   sync.Mutex
-	cmd  *exec.Cmd
+	*locktest.RedisProc
+	t testing.TB
 }
 
-func startRedis(t testing.TB) *redisServer {
-	t.Helper()
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		t.Skipf("redis-server not installed: %v", err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	s := &redisServer{t: t, port: port}
-	s.start()
-	t.Cleanup(s.stop)
-	return s
-}
+func startRedis(t testing.TB) *redisServer { return &redisServer{locktest.StartRedisT(t), t} }
 
-func (s *redisServer) addr() string { return "127.0.0.1:" + strconv.Itoa(s.port) }
+func (s *redisServer) addr() string { return s.Addr }
 
 // client returns a go-redis client of s, closed when the test ends.
-func (s *redisServer) client() *redis.Client {
-	rdb := redis.NewClient(&redis.Options{Addr: s.addr()})
-	s.t.Cleanup(func() { rdb.Close() })
-	return rdb
-}
-
-// start runs redis-server and waits until it answers PING.
-func (s *redisServer) start() {
-	s.t.Helper()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cmd != nil {
-		s.t.Fatalf("redis-server on %d already running", s.port)
-	}
-	cmd := exec.Command("redis-server",
-		"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", s.t.TempDir(),
-		"--loglevel", "warning")
-	if err := cmd.Start(); err != nil {
-		s.t.Fatalf("start redis-server: %v", err)
-	}
-	s.cmd = cmd
-
-	rdb := redis.NewClient(&redis.Options{Addr: s.addr(), MaxRetries: -1})
-	defer rdb.Close()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-		err := rdb.Ping(ctx).Err()
-		cancel()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			s.t.Fatalf("redis-server on %d not ready: %v", s.port, err)
-		}
-		time.Sleep(5 * time.Millisecond) // readiness poll, bounded above
-	}
-}
+func (s *redisServer) client() *redis.Client { return s.Client(s.t) }
 
 // stop kills redis-server (SIGKILL, like a crash) and waits for it to exit.
-func (s *redisServer) stop() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cmd == nil {
-		return
+func (s *redisServer) stop() { s.Kill() }
+
+// start starts a stopped server again, empty (no persistence).
+func (s *redisServer) start() {
+	s.t.Helper()
+	if err := s.Restart(context.Background()); err != nil {
+		s.t.Fatal(err)
 	}
-	_ = s.cmd.Process.Kill()
-	_ = s.cmd.Wait() // "signal: killed" is the expected outcome
-	s.cmd = nil
 }
 
-// restart crashes the server and starts it again, empty (no persistence).
+// restart crashes the server and starts it again, empty.
 func (s *redisServer) restart() {
 	s.t.Helper()
-	s.stop()
+	s.Kill()
 	s.start()
 }
 

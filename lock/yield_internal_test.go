@@ -10,7 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/seckill/seckill/lock/internal/locktest"
+	"github.com/seckill/seckill/lock/locktest"
 )
 
 type attemptsSeen struct {

@@ -9,17 +9,12 @@
 package testenv
 
 import (
+	"cmp"
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"io"
 	"log/slog"
-	"net"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 
@@ -28,30 +23,19 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/seckill/seckill/internal/database"
+	"github.com/seckill/seckill/lock/locktest"
 )
 
 // MySQLDSN returns the DSN of the test server, without a database.
 func MySQLDSN() string {
-	if v := os.Getenv("SECKILL_TEST_MYSQL_DSN"); v != "" {
-		return v
-	}
-	return "root@tcp(127.0.0.1:3306)/"
+	return cmp.Or(os.Getenv("SECKILL_TEST_MYSQL_DSN"), "root@tcp(127.0.0.1:3306)/")
 }
 
 // RedisAddr returns the address of the shared test Redis.
-func RedisAddr() string {
-	if v := os.Getenv("SECKILL_TEST_REDIS_ADDR"); v != "" {
-		return v
-	}
-	return "127.0.0.1:6379"
-}
+func RedisAddr() string { return locktest.RedisAddr() }
 
 // Name returns a unique lowercase name with the given prefix.
-func Name(prefix string) string {
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	return prefix + hex.EncodeToString(b[:])
-}
+func Name(prefix string) string { return locktest.Name(prefix) }
 
 // Database creates a fresh, migrated database and returns its DSN; the
 // database is dropped when the test ends.
@@ -120,66 +104,37 @@ func Redis(t testing.TB) (*redis.Client, string) {
 
 // RedisServer is a private redis-server process.
 type RedisServer struct {
-	Addr string
-	cmd  *exec.Cmd
-	port int
-	dir  string
-	t    testing.TB
+	*locktest.RedisProc
+	t testing.TB
 }
 
 // StartRedis starts a redis-server on a free loopback port, stopped when
 // the test ends.
 func StartRedis(t testing.TB) *RedisServer {
 	t.Helper()
-	s := &RedisServer{t: t, dir: t.TempDir(), port: FreePort(t)}
-	s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port))
-	s.Start()
-	t.Cleanup(s.Stop)
-	return s
+	return &RedisServer{locktest.StartRedisT(t), t}
 }
 
-// Start (re)starts the server on its port and waits until it answers PING.
+// Start starts the server again on its port, empty, and waits until it
+// answers PING.
 func (s *RedisServer) Start() {
 	s.t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		s.t.Fatalf("redis-server not found: %v", err)
-	}
-	s.cmd = exec.Command(bin, "--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", s.dir, "--logfile", filepath.Join(s.dir, "redis.log"))
-	if err := s.cmd.Start(); err != nil {
-		s.t.Fatalf("start redis-server: %v", err)
-	}
-	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
-	defer c.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for c.Ping(context.Background()).Err() != nil {
-		if time.Now().After(deadline) {
-			s.t.Fatalf("redis-server on %s did not answer within 10s", s.Addr)
-		}
-		time.Sleep(10 * time.Millisecond) // polling for readiness, bounded above
+	if err := s.Restart(context.Background()); err != nil {
+		s.t.Fatal(err)
 	}
 }
 
 // Stop kills the server (as a crash would) and waits for it to exit.
-func (s *RedisServer) Stop() {
-	if s.cmd == nil || s.cmd.Process == nil {
-		return
-	}
-	_ = s.cmd.Process.Kill()
-	_ = s.cmd.Wait()
-	s.cmd = nil
-}
+func (s *RedisServer) Stop() { s.Kill() }
 
 // FreePort returns a loopback TCP port that was free a moment ago.
 func FreePort(t testing.TB) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := locktest.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	return port
 }
 
 // Logger returns a logger that writes warnings to stderr when

@@ -1,7 +1,6 @@
 package testenv
 
 import (
-	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -9,6 +8,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"math/big"
 	"net"
 	"os"
@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/lock/locktest"
 )
 
 // TLSFiles are a throwaway CA and a server certificate it signed, for
@@ -96,10 +98,6 @@ type TLSRedis struct {
 // this redis-server was built without TLS.
 func StartRedisTLS(t testing.TB) *TLSRedis {
 	t.Helper()
-	path, err := exec.LookPath("redis-server")
-	if err != nil {
-		t.Skipf("redis-server not installed: %v", err)
-	}
 	files := NewTLSFiles(t)
 	port, tlsPort := FreePort(t), FreePort(t)
 	dir := t.TempDir()
@@ -108,41 +106,27 @@ func StartRedisTLS(t testing.TB) *TLSRedis {
 		TLSAddr: net.JoinHostPort("127.0.0.1", strconv.Itoa(tlsPort)),
 		User:    "seckill", Password: "s3cret-" + strconv.Itoa(tlsPort), Files: files,
 	}
-	cmd := exec.Command(path, "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", dir,
-		"--tls-port", strconv.Itoa(tlsPort), "--tls-cert-file", files.Cert, "--tls-key-file", files.Key,
-		"--tls-ca-cert-file", files.CA, "--tls-auth-clients", "no")
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start redis-server: %v", err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
-	})
-
 	ctx := context.Background()
 	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
 	defer c.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for c.Ping(ctx).Err() != nil {
-		select {
-		case err := <-exited:
-			exited <- err // for the cleanup
-			if strings.Contains(out.String(), "tls") {
-				t.Skipf("this redis-server has no TLS (built without BUILD_TLS=yes): %v\n%s", err, out.String())
-			}
-			t.Fatalf("redis-server exited: %v\n%s", err, out.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("redis-server on %s did not answer within 10s", s.Addr)
-		}
-		time.Sleep(10 * time.Millisecond) // polling for readiness, bounded above
+	p := &locktest.Process{
+		Path: "redis-server", Log: filepath.Join(dir, "redis.log"),
+		Args: []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+			"--save", "", "--appendonly", "no", "--dir", dir,
+			"--tls-port", strconv.Itoa(tlsPort), "--tls-cert-file", files.Cert, "--tls-key-file", files.Key,
+			"--tls-ca-cert-file", files.CA, "--tls-auth-clients", "no"},
+		Ready: func(ctx context.Context) error { return c.Ping(ctx).Err() },
 	}
+	err := p.Start(ctx, 10*time.Second)
+	switch {
+	case errors.Is(err, exec.ErrNotFound):
+		t.Skipf("redis-server not installed: %v", err)
+	case errors.Is(err, locktest.ErrExited) && logSays(p.Log, "tls"):
+		t.Skipf("this redis-server has no TLS (built without BUILD_TLS=yes): %v", err)
+	case err != nil:
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Kill)
 	// The service's user; then nobody else may log in, on either port.
 	if err := c.Do(ctx, "ACL", "SETUSER", s.User, "on", ">"+s.Password, "~*", "&*", "+@all").Err(); err != nil {
 		t.Fatalf("ACL SETUSER: %v", err)
@@ -151,4 +135,10 @@ func StartRedisTLS(t testing.TB) *TLSRedis {
 		t.Fatalf("ACL SETUSER default off: %v", err)
 	}
 	return s
+}
+
+// logSays reports whether the log at path mentions s.
+func logSays(path, s string) bool {
+	log, _ := os.ReadFile(path)
+	return strings.Contains(string(log), s)
 }

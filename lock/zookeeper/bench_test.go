@@ -9,7 +9,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/seckill/seckill/lock"
-	"github.com/seckill/seckill/lock/internal/locktest"
+	"github.com/seckill/seckill/lock/locktest"
 	"github.com/seckill/seckill/lock/zookeeper"
 	"github.com/seckill/seckill/lock/zookeeper/zktest"
 )

@@ -11,7 +11,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/seckill/seckill/lock/internal/conformance"
-	"github.com/seckill/seckill/lock/internal/locktest"
+	"github.com/seckill/seckill/lock/locktest"
 	"github.com/seckill/seckill/lock/zookeeper"
 	"github.com/seckill/seckill/lock/zookeeper/zktest"
 )

@@ -12,7 +12,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/seckill/seckill/lock"
-	"github.com/seckill/seckill/lock/internal/locktest"
+	"github.com/seckill/seckill/lock/locktest"
 	"github.com/seckill/seckill/lock/zookeeper"
 	"github.com/seckill/seckill/lock/zookeeper/zktest"
 )
@@ -139,7 +139,7 @@ func waitChildren(t *testing.T, c *zk.Conn, dir string, want int) {
 // reports ErrNotHeld.
 func TestZooKeeper_SessionExpiryLosesTheLock(t *testing.T) {
 	z, root := startZK(t)
-	proxy := locktest.StartProxy(t, z.Addrs()[0])
+	proxy := locktest.StartProxyT(t, z.Addrs()[0])
 	connA := zktest.Conn(t, []string{proxy.Addr}, zkSession, nil)
 	a := zookeeper.New(connA, zookeeper.Options{Root: root})
 	b := zookeeper.New(zktest.Conn(t, z.Addrs(), zkSession, nil), zookeeper.Options{Root: root})

@@ -17,10 +17,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/seckill/seckill/lock/locktest"
 )
 
 // AppUser is the account the service uses on these servers: every
@@ -42,12 +43,7 @@ GRANT SELECT, INSERT, UPDATE, DELETE, CREATE, DROP, ALTER, INDEX, REFERENCES, CR
 type Server struct {
 	ID   int    // its server_id
 	Addr string // 127.0.0.1:port
-	dir  string
-	args []string
-
-	mu   sync.Mutex
-	cmd  *exec.Cmd
-	done chan struct{}
+	proc locktest.Process
 }
 
 // RootDSN is the server's DSN for root, without a database.
@@ -92,29 +88,29 @@ func Start(ctx context.Context, template, dir string, id int, extra ...string) (
 	if err := os.WriteFile(init, []byte(initSQL), 0o644); err != nil {
 		return nil, err
 	}
-	s := &Server{ID: id, dir: dir}
+	s := &Server{ID: id}
 	var err error
 	for range 3 { // a port taken between the probe and the bind is retried
 		var port int
-		if port, err = freePort(); err != nil {
+		if port, err = locktest.FreePort(); err != nil {
 			return nil, err
 		}
 		s.Addr = fmt.Sprintf("127.0.0.1:%d", port)
-		s.args = []string{"--no-defaults", "--datadir=" + data, "--tmpdir=" + filepath.Join(dir, ".."),
+		args := []string{"--no-defaults", "--datadir=" + data, "--tmpdir=" + filepath.Join(dir, ".."),
 			"--bind-address=127.0.0.1", "--port=" + strconv.Itoa(port), "--socket=" + filepath.Join(dir, "s.sock"),
-			"--pid-file=" + filepath.Join(dir, "m.pid"), "--log-error=" + filepath.Join(dir, "error.log"),
-			"--skip-name-resolve", "--init-file=" + init,
+			"--pid-file=" + filepath.Join(dir, "m.pid"), "--skip-name-resolve", "--init-file=" + init,
 			"--server-id=" + strconv.Itoa(id), "--report-host=127.0.0.1", "--report-port=" + strconv.Itoa(port), "--log-bin=binlog", "--log-slave-updates", "--binlog-format=ROW",
 			"--innodb-buffer-pool-size=64M", "--innodb-log-file-size=8M", "--max-connections=400",
 			"--character-set-server=utf8mb4", "--collation-server=utf8mb4_general_ci"}
 		if os.Geteuid() == 0 {
-			s.args = append(s.args, "--user=root")
+			args = append(args, "--user=root")
 		}
-		s.args = append(s.args, extra...)
+		// Without --log-error the error log is the process's output.
+		s.proc = locktest.Process{Path: bin("mariadbd"), Args: append(args, extra...),
+			Log: filepath.Join(dir, "error.log"), Ready: s.ping}
 		if err = s.Restart(ctx); err == nil {
 			return s, nil
 		}
-		s.Kill()
 	}
 	return nil, err
 }
@@ -122,31 +118,10 @@ func Start(ctx context.Context, template, dir string, id int, extra ...string) (
 // Restart starts the server again on its port and data (after Kill) and
 // waits until it answers.
 func (s *Server) Restart(ctx context.Context) error {
-	cmd := exec.Command(bin("mariadbd"), s.args...)
-	if err := cmd.Start(); err != nil {
-		return err
+	if err := s.proc.Start(ctx, time.Minute); err != nil {
+		return fmt.Errorf("mariadbd %d: %w", s.ID, err)
 	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	s.mu.Lock()
-	s.cmd, s.done = cmd, done
-	s.mu.Unlock()
-	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
-	for {
-		err := s.ping(wctx)
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-done:
-			log, _ := os.ReadFile(filepath.Join(s.dir, "error.log"))
-			return fmt.Errorf("mariadbd %d exited: %s", s.ID, tail(string(log), 1500))
-		case <-wctx.Done():
-			return fmt.Errorf("mariadbd %d: not up: %w", s.ID, err)
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+	return nil
 }
 
 func (s *Server) ping(ctx context.Context) error {
@@ -160,16 +135,7 @@ func (s *Server) ping(ctx context.Context) error {
 
 // Kill SIGKILLs the server, as the loss of its machine would, and waits
 // for it to exit.
-func (s *Server) Kill() {
-	s.mu.Lock()
-	cmd, done := s.cmd, s.done
-	s.mu.Unlock()
-	if cmd == nil {
-		return
-	}
-	_ = cmd.Process.Kill()
-	<-done
-}
+func (s *Server) Kill() { s.proc.Kill() }
 
 // Exec runs statements on the server as root.
 func (s *Server) Exec(ctx context.Context, stmts ...string) error {
@@ -361,22 +327,6 @@ func bin(name string) string {
 		return p
 	}
 	return "/usr/sbin/" + name
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-func tail(s string, n int) string {
-	if len(s) > n {
-		return s[len(s)-n:]
-	}
-	return s
 }
 
 // Register the driver for sql.Open("mysql", ...).

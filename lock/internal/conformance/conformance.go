@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/lock"
-	"github.com/seckill/seckill/lock/internal/locktest"
+	"github.com/seckill/seckill/lock/locktest"
 )
 
 // Locker is what the suite asks of a backend's client.

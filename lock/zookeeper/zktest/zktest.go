@@ -1,12 +1,17 @@
-// Package zktest starts private ZooKeeper servers for tests: a standalone
-// server or a quorum ensemble, each a JVM on free loopback ports in the
-// test's temp dir, killed when the test ends; it finds the leader and
-// connects clients to them. The lock client's tests and the seckill
-// service's use it; it needs Debian's zookeeper package (Missing says so).
+// Package zktest starts private ZooKeeper servers: a standalone server or
+// a quorum ensemble, each a JVM on free loopback ports; it finds the
+// leader and connects clients to them. StartServers takes a context and a
+// directory and returns an error, for a program such as the load test;
+// Start and StartEnsemble fail the test instead and stop the servers when
+// it ends. The lock client's tests, the service's and its load test use
+// it; it needs Debian's zookeeper package (Missing says so).
 package zktest
 
 import (
 	"bufio"
+	"cmp"
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -15,24 +20,24 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-zookeeper/zk"
 
-	"github.com/seckill/seckill/lock/internal/locktest"
+	"github.com/seckill/seckill/lock/locktest"
 )
 
 // ZooKeeper jars as Debian's zookeeper package installs them
-// (scripts/deps.sh installs it). SECKILL_TEST_ZOOKEEPER_CLASSPATH overrides.
+// (scripts/deps.sh installs it). SECKILL_TEST_ZOOKEEPER_CLASSPATH (or the
+// load test's SECKILL_ZOOKEEPER_CLASSPATH) overrides.
 const zkClasspath = "/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-simple.jar"
 
 // ZooKeeper is a private ZooKeeper: one standalone server or a quorum
-// ensemble, each server a JVM on free loopback ports in the test's temp dir,
-// killed when the test ends.
+// ensemble.
 type ZooKeeper struct {
 	Servers []*ZKServer
+	t       testing.TB // Start's or StartEnsemble's, for WaitLeader
 }
 
 // ZKServer is one server of a ZooKeeper.
@@ -40,12 +45,16 @@ type ZKServer struct {
 	ID   int
 	Addr string // client address, 127.0.0.1:port
 
-	t   testing.TB
-	cfg string
-	dir string
+	t    testing.TB // for Start
+	proc locktest.Process
+}
 
-	mu  sync.Mutex
-	cmd *exec.Cmd
+// Options shape a ZooKeeper.
+type Options struct {
+	Servers int // 1: standalone; else an ensemble, odd, at least 3
+	// TickTime is the server's tick, default 500ms: sessions of 1s to 10s
+	// (2s, zoo.cfg's usual: 4s to 40s). initLimit is 20 ticks, syncLimit 10.
+	TickTime time.Duration
 }
 
 // Addrs returns the client addresses of every server.
@@ -57,21 +66,139 @@ func (z *ZooKeeper) Addrs() []string {
 	return a
 }
 
-// Start starts a standalone server (tickTime 500ms: sessions of
-// 1s to 10s), stopped when the test ends.
+// StartServers starts the servers, their data and logs under dir, and
+// waits until every one of them serves, so that one of them leads.
+func StartServers(ctx context.Context, dir string, o Options) (*ZooKeeper, error) {
+	if o.Servers < 1 || (o.Servers > 1 && (o.Servers < 3 || o.Servers%2 == 0)) {
+		return nil, fmt.Errorf("zktest: %d servers: want 1, or an odd number from 3", o.Servers)
+	}
+	if why := Missing(); why != "" {
+		return nil, errors.New(why)
+	}
+	z := &ZooKeeper{}
+	var peers strings.Builder
+	for i := 1; i <= o.Servers; i++ {
+		ports := make([]int, 3)
+		for j := range ports {
+			var err error
+			if ports[j], err = locktest.FreePort(); err != nil {
+				return nil, err
+			}
+		}
+		z.Servers = append(z.Servers, &ZKServer{ID: i, Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0]))})
+		if o.Servers > 1 {
+			fmt.Fprintf(&peers, "server.%d=127.0.0.1:%d:%d\n", i, ports[1], ports[2])
+		}
+	}
+	for _, s := range z.Servers {
+		if err := s.configure(dir, cmp.Or(o.TickTime, 500*time.Millisecond), peers.String()); err != nil {
+			return nil, err
+		}
+	}
+	// A quorum member serves once a quorum has formed: launch them all first.
+	var err error
+	for _, s := range z.Servers {
+		if err = s.proc.Launch(); err != nil {
+			break
+		}
+	}
+	for _, s := range z.Servers {
+		if err == nil {
+			err = s.proc.Await(ctx, startTimeout)
+		}
+	}
+	if err != nil {
+		z.Stop()
+		return nil, err
+	}
+	return z, nil
+}
+
+// startTimeout bounds a JVM's start on a busy machine.
+const startTimeout = 2 * time.Minute
+
+// configure writes the server's zoo.cfg and myid in a directory of its own
+// under dir, and sets its JVM's command line: small and quiet, for a
+// shared machine. Container nodes are swept every 500ms instead of every
+// minute so that tests can see them go.
+func (s *ZKServer) configure(dir string, tick time.Duration, peers string) error {
+	sdir := filepath.Join(dir, "zookeeper-"+strconv.Itoa(s.ID))
+	data := filepath.Join(sdir, "data")
+	if err := os.MkdirAll(data, 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(data, "myid"), []byte(strconv.Itoa(s.ID)), 0o644); err != nil {
+		return err
+	}
+	_, port, _ := net.SplitHostPort(s.Addr)
+	cfg := fmt.Sprintf(`tickTime=%d
+initLimit=20
+syncLimit=10
+dataDir=%s
+clientPort=%s
+clientPortAddress=127.0.0.1
+maxClientCnxns=0
+admin.enableServer=false
+4lw.commands.whitelist=srvr,ruok,wchs,mntr,cons
+%s`, tick.Milliseconds(), data, port, peers)
+	file := filepath.Join(sdir, "zoo.cfg")
+	if err := os.WriteFile(file, []byte(cfg), 0o644); err != nil {
+		return err
+	}
+	s.proc = locktest.Process{
+		Path: "java",
+		Args: []string{"-Xmx128m", "-Xss512k", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+			"-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
+			"-Dznode.container.checkIntervalMs=500",
+			"-Dzookeeper.jmx.log4j.disable=true",
+			"-cp", classpath(), "org.apache.zookeeper.server.quorum.QuorumPeerMain", file},
+		Log: filepath.Join(sdir, "zookeeper.log"),
+		Ready: func(context.Context) error {
+			if s.Mode() == "" {
+				return fmt.Errorf("ZooKeeper %d on %s not serving", s.ID, s.Addr)
+			}
+			return nil
+		},
+	}
+	return nil
+}
+
+// Start starts a standalone server (tickTime 500ms: sessions of 1s to
+// 10s) in the test's temporary directory, stopped when the test ends.
 func Start(t testing.TB) *ZooKeeper {
 	t.Helper()
 	return start(t, 1)
 }
 
-// StartEnsemble starts an ensemble of n servers (n odd, at least 3)
-// and waits until every one of them serves, so one of them is the leader.
+// StartEnsemble starts an ensemble of n servers (n odd, at least 3) and
+// waits until every one of them serves, so one of them is the leader.
 func StartEnsemble(t testing.TB, n int) *ZooKeeper {
 	t.Helper()
-	if n < 3 || n%2 == 0 {
+	if n < 3 {
 		t.Fatalf("StartEnsemble(%d): want an odd n >= 3", n)
 	}
 	return start(t, n)
+}
+
+func start(t testing.TB, n int) *ZooKeeper {
+	t.Helper()
+	z, err := StartServers(context.Background(), t.TempDir(), Options{Servers: n})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(z.Stop)
+	z.t = t
+	for _, s := range z.Servers {
+		s.t = t
+	}
+	return z
+}
+
+// Stop kills every server.
+func (z *ZooKeeper) Stop() {
+	for _, s := range z.Servers {
+		s.Stop()
+	}
 }
 
 // Missing says why a ZooKeeper server cannot start here (no java,
@@ -91,10 +218,7 @@ func Missing() string {
 }
 
 func classpath() string {
-	if cp := os.Getenv("SECKILL_TEST_ZOOKEEPER_CLASSPATH"); cp != "" {
-		return cp
-	}
-	return zkClasspath
+	return cmp.Or(os.Getenv("SECKILL_TEST_ZOOKEEPER_CLASSPATH"), os.Getenv("SECKILL_ZOOKEEPER_CLASSPATH"), zkClasspath)
 }
 
 // Leader returns the server whose srvr answer says it leads (the only
@@ -109,118 +233,25 @@ func (z *ZooKeeper) Leader() *ZKServer {
 	return nil
 }
 
-// WaitLeader waits, bounded by timeout, until some server leads.
+// WaitLeader waits, bounded by timeout, until some server leads, and
+// fails the test of Start or StartEnsemble if none does.
 func (z *ZooKeeper) WaitLeader(timeout time.Duration) *ZKServer {
-	deadline := time.Now().Add(timeout)
-	for {
-		if l := z.Leader(); l != nil {
-			return l
+	var l *ZKServer
+	err := locktest.Poll(context.Background(), "a ZooKeeper leader", timeout, 50*time.Millisecond, func(context.Context) error {
+		if l = z.Leader(); l == nil {
+			return errors.New("none leads")
 		}
-		if time.Now().After(deadline) {
-			var logs strings.Builder
-			for _, s := range z.Servers {
-				log, _ := os.ReadFile(filepath.Join(s.dir, "zookeeper.log"))
-				fmt.Fprintf(&logs, "\n--- ZooKeeper %d on %s (mode %q):\n%s", s.ID, s.Addr, s.Mode(), tail(log, 3000))
-			}
-			z.Servers[0].t.Fatalf("no ZooKeeper leader within %v; logs:%s", timeout, logs.String())
-		}
-		time.Sleep(50 * time.Millisecond) // polling for an election, bounded above
-	}
-}
-
-func start(t testing.TB, n int) *ZooKeeper {
-	t.Helper()
-	if _, err := exec.LookPath("java"); err != nil {
-		t.Fatalf("java not found (scripts/deps.sh installs zookeeper and its JRE): %v", err)
-	}
-	z := &ZooKeeper{}
-	var peers strings.Builder
-	for i := 1; i <= n; i++ {
-		s := &ZKServer{ID: i, t: t, dir: t.TempDir()}
-		s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(locktest.FreePort(t)))
-		if n > 1 {
-			fmt.Fprintf(&peers, "server.%d=127.0.0.1:%d:%d\n", i, locktest.FreePort(t), locktest.FreePort(t))
-		}
-		z.Servers = append(z.Servers, s)
-	}
-	for _, s := range z.Servers {
-		_, port, _ := net.SplitHostPort(s.Addr)
-		data := filepath.Join(s.dir, "data")
-		if err := os.MkdirAll(data, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(data, "myid"), []byte(strconv.Itoa(s.ID)), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		cfg := fmt.Sprintf(`tickTime=500
-initLimit=20
-syncLimit=10
-dataDir=%s
-clientPort=%s
-clientPortAddress=127.0.0.1
-maxClientCnxns=0
-admin.enableServer=false
-4lw.commands.whitelist=srvr,ruok,wchs,mntr,cons
-%s`, data, port, peers.String())
-		s.cfg = filepath.Join(s.dir, "zoo.cfg")
-		if err := os.WriteFile(s.cfg, []byte(cfg), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, s := range z.Servers {
-		s.launch()
-		t.Cleanup(s.Stop)
-	}
-	for _, s := range z.Servers {
-		s.waitServing(90 * time.Second)
-	}
-	return z
-}
-
-func (s *ZKServer) launch() {
-	s.t.Helper()
-	cp := classpath()
-	log, err := os.OpenFile(filepath.Join(s.dir, "zookeeper.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		return nil
+	})
 	if err != nil {
-		s.t.Fatal(err)
-	}
-	defer log.Close()
-	// Small and quiet, for a shared machine. Container nodes
-	// are swept every 500ms instead of every minute so that tests can
-	// see them go.
-	cmd := exec.Command("java", "-Xmx128m", "-Xss512k", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-		"-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
-		"-Dznode.container.checkIntervalMs=500",
-		"-Dzookeeper.jmx.log4j.disable=true",
-		"-cp", cp, "org.apache.zookeeper.server.quorum.QuorumPeerMain", s.cfg)
-	cmd.Stdout, cmd.Stderr = log, log
-	if err := cmd.Start(); err != nil {
-		s.t.Fatalf("start ZooKeeper %d: %v", s.ID, err)
-	}
-	s.mu.Lock()
-	s.cmd = cmd
-	s.mu.Unlock()
-}
-
-// waitServing polls srvr until the server serves clients (a quorum member
-// answers "not currently serving" until it has joined a quorum).
-func (s *ZKServer) waitServing(timeout time.Duration) {
-	s.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for s.Mode() == "" {
-		if time.Now().After(deadline) {
-			log, _ := os.ReadFile(filepath.Join(s.dir, "zookeeper.log"))
-			s.t.Fatalf("ZooKeeper %d on %s not serving within %v; log:\n%s", s.ID, s.Addr, timeout, tail(log, 3000))
+		var logs strings.Builder
+		for _, s := range z.Servers {
+			log, _ := os.ReadFile(s.proc.Log)
+			fmt.Fprintf(&logs, "\n--- ZooKeeper %d on %s (mode %q):\n%s", s.ID, s.Addr, s.Mode(), log[max(0, len(log)-3000):])
 		}
-		time.Sleep(100 * time.Millisecond) // polling for a JVM to start, bounded above
+		z.t.Fatalf("%v; logs:%s", err, logs.String())
 	}
-}
-
-func tail(b []byte, n int) []byte {
-	if len(b) > n {
-		return b[len(b)-n:]
-	}
-	return b
+	return l
 }
 
 // Mode returns the server's mode from the srvr four-letter word
@@ -256,24 +287,18 @@ func (s *ZKServer) FourLetter(word string) (string, error) {
 }
 
 // Stop kills the server (as a crash would) and waits for it to exit.
-func (s *ZKServer) Stop() {
-	s.mu.Lock()
-	cmd := s.cmd
-	s.cmd = nil
-	s.mu.Unlock()
-	if cmd == nil || cmd.Process == nil {
-		return
-	}
-	_ = cmd.Process.Kill()
-	_ = cmd.Wait()
-}
+func (s *ZKServer) Stop() { s.proc.Kill() }
 
-// Start restarts a stopped server on its ports and data and waits until it
-// serves again (for an ensemble member: until it has rejoined a quorum).
+// Restart starts a stopped server again on its ports and data and waits
+// until it serves (an ensemble member: until it has rejoined a quorum).
+func (s *ZKServer) Restart(ctx context.Context) error { return s.proc.Start(ctx, startTimeout) }
+
+// Start is Restart failing the test of Start or StartEnsemble.
 func (s *ZKServer) Start() {
 	s.t.Helper()
-	s.launch()
-	s.waitServing(90 * time.Second)
+	if err := s.Restart(context.Background()); err != nil {
+		s.t.Fatal(err)
+	}
 }
 
 // Conn connects a ZooKeeper client to addrs with the given session
@@ -294,12 +319,14 @@ func Conn(t testing.TB, addrs []string, session time.Duration, cb zk.EventCallba
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	deadline := time.Now().Add(30 * time.Second)
-	for c.State() != zk.StateHasSession {
-		if time.Now().After(deadline) {
-			t.Fatalf("no ZooKeeper session with %v within 30s (state %v)", addrs, c.State())
+	err = locktest.Poll(context.Background(), fmt.Sprintf("a ZooKeeper session with %v", addrs), 30*time.Second, 10*time.Millisecond, func(context.Context) error {
+		if st := c.State(); st != zk.StateHasSession {
+			return fmt.Errorf("state %v", st)
 		}
-		time.Sleep(10 * time.Millisecond) // polling for the session, bounded above
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 	return c
 }
