@@ -16,8 +16,8 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
-	"github.com/seckill/seckill/loadtest/harness"
 	"github.com/seckill/seckill/loadtest/verify"
+	"github.com/seckill/seckill/lock/locktest"
 )
 
 // bigStock is the stock of a case's SKUs: more than any run sells.
@@ -33,7 +33,7 @@ func (b *bench) runCase(ctx context.Context, c benchCase, v variant, i int) (row
 	if err != nil {
 		return r, err
 	}
-	port, err := harness.FreePort()
+	port, err := locktest.FreePort()
 	if err != nil {
 		return r, err
 	}
@@ -133,7 +133,7 @@ func (d *caseDB) close() {
 func (b *bench) serviceEnv(ctx context.Context, c benchCase, v variant, i int, d *caseDB, port int) (env []string, debugBase string, err error) {
 	env = append(os.Environ(),
 		"SECKILL_MYSQL_DSN="+d.dsn,
-		"SECKILL_REDIS_ADDRS="+b.rs.addr,
+		"SECKILL_REDIS_ADDRS="+b.rs.Addr,
 		"SECKILL_ADMIN_TOKEN="+token,
 		"SECKILL_HTTP_ADDR=127.0.0.1:"+strconv.Itoa(port),
 		"SECKILL_LOG_LEVEL=error",
@@ -161,7 +161,7 @@ func (b *bench) serviceEnv(ctx context.Context, c benchCase, v variant, i int, d
 	env = append(env, d.replicaEnv...)
 	env = append(env, v.env...)
 	if b.o.profile && !c.ceiling {
-		dport, err := harness.FreePort()
+		dport, err := locktest.FreePort()
 		if err != nil {
 			return nil, "", err
 		}
@@ -272,11 +272,11 @@ func (b *bench) measure(ctx context.Context, c benchCase, i int, base string, id
 	if debugBase != "" {
 		prof.start(ctx, debugBase, b.o.out, fmt.Sprintf("%02d", i), b.o.duration)
 	}
-	m.cpu0 = sampleCPU(svcPID, b.dbPID, b.rs.cmd.Process.Pid)
+	m.cpu0 = sampleCPU(svcPID, b.dbPID, b.rs.Pid())
 	started := time.Now()
 	err = k.Run()
 	m.wall = time.Since(started)
-	m.cpu1 = sampleCPU(svcPID, b.dbPID, b.rs.cmd.Process.Pid)
+	m.cpu1 = sampleCPU(svcPID, b.dbPID, b.rs.Pid())
 	if k.ProcessState != nil {
 		m.k6CPU = k.ProcessState.UserTime() + k.ProcessState.SystemTime()
 	}

@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/loadtest/harness"
+	"github.com/seckill/seckill/lock/zookeeper/zktest"
 )
 
 const token = "bench-admin-token-0123456789"
@@ -62,7 +63,7 @@ type bench struct {
 	dbPID int // MariaDB's, for its CPU; 0 when unknown
 	tp    *topologies
 	rp    *replicated
-	zk    *harness.ZooKeeper
+	zk    *zktest.ZooKeeper
 }
 
 func run(ctx context.Context, args []string, stdout io.Writer) error {

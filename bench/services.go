@@ -9,15 +9,13 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/seckill/seckill/internal/auth"
-	"github.com/seckill/seckill/loadtest/harness"
+	"github.com/seckill/seckill/lock/locktest"
 )
 
 // questions is the server's statement counter (all sessions).
@@ -107,34 +105,18 @@ func waitReady(ctx context.Context, base string) error {
 }
 
 type redisServer struct {
-	addr string
-	cmd  *exec.Cmd
-	rdb  *redis.Client
+	*locktest.RedisProc
+	rdb *redis.Client
 }
 
 // startRedis starts a private redis-server, so that its command counter
 // counts this benchmark's commands only.
 func startRedis(ctx context.Context, dir string) (*redisServer, error) {
-	port, err := harness.FreePort()
+	p, err := locktest.StartRedis(ctx, dir)
 	if err != nil {
-		return nil, err
-	}
-	s := &redisServer{addr: "127.0.0.1:" + strconv.Itoa(port)}
-	s.cmd = exec.Command("redis-server", "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", dir, "--logfile", filepath.Join(dir, "redis.log"))
-	if err := s.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("redis-server: %w", err)
 	}
-	s.rdb = redis.NewClient(&redis.Options{Addr: s.addr})
-	deadline := time.Now().Add(10 * time.Second)
-	for s.rdb.Ping(ctx).Err() != nil {
-		if time.Now().After(deadline) {
-			s.stop()
-			return nil, errors.New("redis-server did not start")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return s, nil
+	return &redisServer{p, redis.NewClient(&redis.Options{Addr: p.Addr})}, nil
 }
 
 // commands is Redis's total_commands_processed (the INFO itself included).
@@ -153,6 +135,5 @@ func (s *redisServer) commands(ctx context.Context) (int64, error) {
 
 func (s *redisServer) stop() {
 	s.rdb.Close()
-	_ = s.cmd.Process.Kill()
-	_ = s.cmd.Wait()
+	s.Kill()
 }

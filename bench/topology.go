@@ -7,8 +7,11 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"time"
 
 	"github.com/seckill/seckill/loadtest/harness"
+	"github.com/seckill/seckill/lock/locktest"
 )
 
 // Cases of the production Redis topologies: the locked strategy on a
@@ -42,11 +45,38 @@ func topologyCases(vus int) []benchCase {
 // keeps it for the rest of the run (every case has its own key prefix).
 type topologies struct {
 	dir     string
-	started map[string]*harness.Topology
+	started map[string]*topology
+}
+
+// topology is a running Sentinel group or Cluster: the service's Redis
+// settings for it (SECKILL_REDIS_ADDRS, SECKILL_REDIS_MODE and, with
+// Sentinel, the master's name) and how to stop it.
+type topology struct {
+	env  []string
+	stop func()
 }
 
 func newTopologies(dir string) *topologies {
-	return &topologies{dir: dir, started: map[string]*harness.Topology{}}
+	return &topologies{dir: dir, started: map[string]*topology{}}
+}
+
+// startTopology starts the load test's failover topologies: a master, two
+// replicas and three sentinels, or three masters with a replica each.
+func startTopology(ctx context.Context, kind, dir string) (*topology, error) {
+	if kind == harness.RedisCluster {
+		c, err := locktest.StartCluster(ctx, dir, 3, 1)
+		if err != nil {
+			return nil, err
+		}
+		return &topology{[]string{"SECKILL_REDIS_ADDRS=" + strings.Join(c.Addrs()[:3], ","), "SECKILL_REDIS_MODE=cluster"}, c.Stop}, nil
+	}
+	g, err := locktest.StartSentinelGroup(ctx, dir, locktest.SentinelOptions{
+		Name: "seckill", Replicas: 2, FailoverTimeout: 10 * time.Second, ParallelSyncs: 2})
+	if err != nil {
+		return nil, err
+	}
+	return &topology{[]string{"SECKILL_REDIS_ADDRS=" + strings.Join(g.SentinelAddrs(), ","), "SECKILL_REDIS_MODE=sentinel",
+		"SECKILL_REDIS_MASTER_NAME=" + g.Name}, g.Stop}, nil
 }
 
 // env returns the service's Redis settings of c: none for the standalone
@@ -62,12 +92,12 @@ func (t *topologies) env(ctx context.Context, c benchCase) ([]string, error) {
 			return nil, err
 		}
 		var err error
-		if tp, err = harness.StartTopology(ctx, c.topology, dir, io.Discard); err != nil {
+		if tp, err = startTopology(ctx, c.topology, dir); err != nil {
 			return nil, fmt.Errorf("redis %s: %w", c.topology, err)
 		}
 		t.started[c.topology] = tp
 	}
-	env := append([]string(nil), tp.Env...)
+	env := append([]string(nil), tp.env...)
 	if c.minReplicas > 0 {
 		env = append(env, "SECKILL_LOCK_MIN_REPLICAS="+strconv.Itoa(c.minReplicas))
 	}
@@ -76,7 +106,7 @@ func (t *topologies) env(ctx context.Context, c benchCase) ([]string, error) {
 
 func (t *topologies) stop() {
 	for _, tp := range t.started {
-		tp.Stop()
+		tp.stop()
 	}
 }
 

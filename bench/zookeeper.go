@@ -6,8 +6,9 @@ import (
 	"io"
 	"path/filepath"
 	"strings"
+	"time"
 
-	"github.com/seckill/seckill/loadtest/harness"
+	"github.com/seckill/seckill/lock/zookeeper/zktest"
 )
 
 // caseZooKeeper is the locked strategy on the ZooKeeper lock backend (a
@@ -27,8 +28,8 @@ func needsZooKeeper(cases []benchCase) bool {
 
 // startZooKeeper starts the standalone ZooKeeper of the zookeeper case,
 // its data and log in the results directory.
-func startZooKeeper(ctx context.Context, o *options) (*harness.ZooKeeper, error) {
-	z, err := harness.StartZooKeeper(ctx, filepath.Join(o.out, "zookeeper"), 1)
+func startZooKeeper(ctx context.Context, o *options) (*zktest.ZooKeeper, error) {
+	z, err := zktest.StartServers(ctx, filepath.Join(o.out, "zookeeper"), zktest.Options{Servers: 1, TickTime: 2 * time.Second})
 	if err != nil {
 		return nil, fmt.Errorf("zookeeper (-zookeeper=false skips its case): %w", err)
 	}

@@ -21,45 +21,50 @@ func (r *run) inject(ctx context.Context) error {
 	case FaultMySQLFailover:
 		return r.injectMySQLFailover(ctx)
 	}
-	victims, ready, err := r.victims()
+	victims, err := r.victims()
 	if err != nil {
 		return err
 	}
-	return r.killAndRestart(ctx, victims, ready)
+	return r.killAndRestart(ctx, victims)
 }
 
-// victims are the processes the redis, instance or mysql fault kills and
-// restarts, and how to tell each is back.
-func (r *run) victims() ([]*proc, []func(context.Context) error, error) {
-	var victims []*proc
-	var ready []func(context.Context) error
+// victim is what the redis, instance or mysql fault kills and restarts.
+type victim struct {
+	name    string
+	kill    func() error
+	restart func(context.Context) error // starts it again and waits until it serves
+}
+
+// victims are the fault's.
+func (r *run) victims() ([]victim, error) {
+	var vs []victim
 	switch r.cfg.Fault {
 	case FaultRedis:
-		for i := range r.cfg.RedisKill {
-			addr := r.redisAddrs[i]
-			victims = append(victims, r.redis[i])
-			ready = append(ready, func(ctx context.Context) error {
-				return poll(ctx, "redis-server "+addr, 15*time.Second, 50*time.Millisecond, dialTCP(addr))
-			})
+		for i, p := range r.redis[:r.cfg.RedisKill] {
+			vs = append(vs, victim{fmt.Sprintf("redis-server-%d", i), noErr(p.Kill), p.Restart})
 		}
 	case FaultInstance:
 		i := len(r.instances) - 1
-		victims = append(victims, r.instances[i])
-		ready = append(ready, func(ctx context.Context) error { return r.waitReady(ctx, i, r.baseURLs[i]) })
+		p := r.instances[i]
+		vs = append(vs, victim{p.name, p.kill, func(ctx context.Context) error {
+			if err := p.start(); err != nil {
+				return err
+			}
+			return r.waitReady(ctx, i, r.baseURLs[i])
+		}})
 	case FaultMySQL:
-		victims = append(victims, r.mariadb)
-		ready = append(ready, func(ctx context.Context) error {
-			return poll(ctx, "mariadbd", 60*time.Second, 100*time.Millisecond, pingDB(r.serverDSN))
-		})
+		vs = append(vs, victim{"mariadbd", noErr(r.mariadb.Kill), r.mariadb.Restart})
 	default:
-		return nil, nil, fmt.Errorf("unknown fault %q", r.cfg.Fault)
+		return nil, fmt.Errorf("unknown fault %q", r.cfg.Fault)
 	}
-	return victims, ready, nil
+	return vs, nil
 }
+
+func noErr(f func()) func() error { return func() error { f(); return nil } }
 
 // killAndRestart SIGKILLs the victims, keeps them down for FaultFor and
 // starts them again with the same command lines.
-func (r *run) killAndRestart(ctx context.Context, victims []*proc, ready []func(context.Context) error) error {
+func (r *run) killAndRestart(ctx context.Context, victims []victim) error {
 	m := &r.monitor
 	names := make([]string, len(victims))
 	for i, v := range victims {
@@ -77,12 +82,7 @@ func (r *run) killAndRestart(ctx context.Context, victims []*proc, ready []func(
 	time.Sleep(r.cfg.FaultFor)
 	r.event("FAULT: restarting %s", name)
 	for _, v := range victims {
-		if err := v.start(); err != nil {
-			return err
-		}
-	}
-	for _, f := range ready {
-		if err := f(ctx); err != nil {
+		if err := v.restart(ctx); err != nil {
 			return err
 		}
 	}

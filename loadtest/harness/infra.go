@@ -3,20 +3,19 @@ package harness
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/seckill/seckill/lock/locktest"
 )
 
 // K6Version is the k6 the runner installs when none is found.
@@ -94,42 +93,14 @@ func Build(ctx context.Context, root, pkg, bin string) error {
 	return nil
 }
 
-// FreePort asks the kernel for a free loopback port.
-func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
 // errGaveUp, wrapped by a poll function, ends the wait at once: what it
 // waits for can no longer happen.
-var errGaveUp = errors.New("gave up")
+var errGaveUp = locktest.ErrGaveUp
 
 // poll calls f every interval until it returns nil or timeout passes; the
 // error names what was awaited and f's last error.
 func poll(ctx context.Context, what string, timeout, interval time.Duration, f func(context.Context) error) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	var last error
-	for {
-		cctx, ccancel := context.WithTimeout(ctx, max(interval, time.Second))
-		last = f(cctx)
-		ccancel()
-		if last == nil {
-			return nil
-		}
-		if errors.Is(last, errGaveUp) {
-			return fmt.Errorf("%s: %w", what, last)
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%s: not ready after %s: %w", what, timeout, errors.Join(last, ctx.Err()))
-		case <-time.After(interval):
-		}
-	}
+	return locktest.Poll(ctx, what, timeout, interval, f)
 }
 
 func pingDB(dsn string) func(context.Context) error {
@@ -140,17 +111,6 @@ func pingDB(dsn string) func(context.Context) error {
 		}
 		defer db.Close()
 		return db.PingContext(ctx)
-	}
-}
-
-func dialTCP(addr string) func(context.Context) error {
-	return func(ctx context.Context) error {
-		var d net.Dialer
-		c, err := d.DialContext(ctx, "tcp", addr)
-		if err != nil {
-			return err
-		}
-		return c.Close()
 	}
 }
 
@@ -199,78 +159,4 @@ func ensureSharedMySQL(ctx context.Context, dsn string, log io.Writer) error {
 		return fmt.Errorf("start MariaDB: %w: %s", err, out)
 	}
 	return poll(ctx, "MariaDB", 60*time.Second, 250*time.Millisecond, pingDB(dsn))
-}
-
-// startRedis starts a private redis-server on a free loopback port: no
-// persistence, so a restart is an empty Redis, the harshest case.
-func startRedis(ctx context.Context, ps *procs, dir string, i int, extra ...string) (*proc, string, error) {
-	port, err := FreePort()
-	if err != nil {
-		return nil, "", err
-	}
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	p := ps.add(&proc{
-		name: fmt.Sprintf("redis-server-%d", i), path: "redis-server",
-		args: append([]string{"--bind", "127.0.0.1", "--port", strconv.Itoa(port), "--save", "", "--appendonly", "no", "--dir", dir}, extra...),
-		log:  filepath.Join(dir, fmt.Sprintf("redis-%d.log", i)),
-	})
-	if err := p.start(); err != nil {
-		return nil, "", err
-	}
-	if err := poll(ctx, "redis-server", 15*time.Second, 50*time.Millisecond, dialTCP(addr)); err != nil {
-		return nil, "", err
-	}
-	return p, addr, nil
-}
-
-// startMariaDB installs and starts a private mariadbd in dir on a free
-// port, so that killing it disrupts nobody else. It accepts root without a
-// password (grant tables skipped) on loopback only.
-func startMariaDB(ctx context.Context, ps *procs, dir string, log io.Writer) (*proc, string, error) {
-	data := filepath.Join(dir, "mariadb")
-	if err := os.MkdirAll(data, 0o755); err != nil {
-		return nil, "", err
-	}
-	fmt.Fprintln(log, "installing a private MariaDB for the restart fault")
-	ictx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	install := exec.CommandContext(ictx, "mariadb-install-db", "--no-defaults", "--datadir="+data,
-		"--user="+currentUser(), "--auth-root-authentication-method=normal", "--skip-test-db")
-	if out, err := install.CombinedOutput(); err != nil {
-		return nil, "", fmt.Errorf("mariadb-install-db: %w\n%s", err, out)
-	}
-	port, err := FreePort()
-	if err != nil {
-		return nil, "", err
-	}
-	p := ps.add(&proc{
-		name: "mariadbd", path: "mariadbd",
-		args: []string{"--no-defaults", "--datadir=" + data, "--user=" + currentUser(),
-			"--port=" + strconv.Itoa(port), "--bind-address=127.0.0.1",
-			"--socket=" + filepath.Join(dir, "mariadb.sock"), "--pid-file=" + filepath.Join(dir, "mariadb.pid"),
-			"--skip-grant-tables", "--max-connections=1000", "--innodb-buffer-pool-size=256M"},
-		log: filepath.Join(dir, "mariadb.log"),
-	})
-	if path, err := exec.LookPath("mariadbd"); err == nil {
-		p.path = path
-	} else {
-		p.path = "/usr/sbin/mariadbd"
-	}
-	if err := p.start(); err != nil {
-		return nil, "", err
-	}
-	dsn := fmt.Sprintf("root@tcp(127.0.0.1:%d)/", port)
-	if err := poll(ctx, "private mariadbd", 60*time.Second, 200*time.Millisecond, pingDB(dsn)); err != nil {
-		return nil, "", err
-	}
-	return p, dsn, nil
-}
-
-// currentUser names the user mariadbd runs as: this one, since the data
-// directory is ours.
-func currentUser() string {
-	if u, err := user.Current(); err == nil {
-		return u.Username
-	}
-	return "root"
 }

@@ -11,8 +11,8 @@ import (
 	"time"
 )
 
-// proc is one child process the run started: an instance, redis-server,
-// mariadbd or k6. It can be killed and started again with the same
+// proc is one child process the run started: an instance or k6 (the
+// servers are locktest's, zktest's and mariadb's). It can be killed and started again with the same
 // command line, which is how faults are injected.
 type proc struct {
 	name string

@@ -20,6 +20,9 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/seckill/seckill/internal/orderid"
+	"github.com/seckill/seckill/internal/testenv/mariadb"
+	"github.com/seckill/seckill/lock/locktest"
+	"github.com/seckill/seckill/lock/zookeeper/zktest"
 )
 
 // run is the state of one run, the k6 sale's or a scenario's.
@@ -38,13 +41,14 @@ type run struct {
 	dbName     string
 	serverDSN  string
 	db         *sql.DB
-	redis      []*proc
+	stops      []func() // stop the servers the run started, last first
+	redis      []*locktest.RedisProc
 	redisAddrs []string
-	sentinels  *sentinelSetup // with the failover fault on Sentinel
-	cluster    *clusterSetup  // with the failover fault on Cluster
-	zk         *zkEnsemble    // with -lock zookeeper
-	mariadb    *proc
-	myfail     *mysqlFailoverSetup // with the mysql-failover fault
+	sentinels  *locktest.SentinelGroup // with the failover fault on Sentinel
+	cluster    *locktest.Cluster       // with the failover fault on Cluster
+	zk         *zktest.ZooKeeper       // with -lock zookeeper
+	mariadb    *mariadb.Server         // with the mysql fault
+	myfail     *mysqlFailoverSetup     // with the mysql-failover fault
 	instances  []*proc
 	baseURLs   []string
 	skuID      int64   // the first of skuIDs
@@ -102,6 +106,9 @@ func (r *run) tearDown() {
 		r.db.Close()
 	}
 	r.myfail.stop()
+	for i := len(r.stops) - 1; i >= 0; i-- {
+		r.stops[i]()
+	}
 	if r.cfg.Keep {
 		fmt.Fprintf(r.log, "kept work directory %s and database %s\n", r.work, r.dbName)
 	} else if r.work != "" {
@@ -171,11 +178,27 @@ func (r *run) startDatabase(ctx context.Context) error {
 		r.serverDSN = dsn
 		return err
 	case FaultMySQL:
-		p, dsn, err := startMariaDB(ctx, &r.ps, r.work, r.log)
-		r.mariadb, r.serverDSN = p, dsn
-		return err
+		return r.startMariaDB(ctx)
 	}
 	return ensureSharedMySQL(ctx, r.serverDSN, r.log)
+}
+
+// startMariaDB starts a private mariadbd, so that killing it disrupts
+// nobody else.
+func (r *run) startMariaDB(ctx context.Context) error {
+	fmt.Fprintln(r.log, "installing a private MariaDB for the restart fault")
+	dir := filepath.Join(r.work, "mariadb")
+	template, err := mariadb.Template(ctx, dir)
+	if err != nil {
+		return err
+	}
+	s, err := mariadb.Start(ctx, template, filepath.Join(dir, "s1"), 1, "--max-connections=1000", "--innodb-buffer-pool-size=256M")
+	if err != nil {
+		return err
+	}
+	r.stops = append(r.stops, s.Kill)
+	r.mariadb, r.serverDSN = s, s.RootDSN()
+	return nil
 }
 
 // startLockStore starts what the instances lock on: a ZooKeeper ensemble,
@@ -194,12 +217,13 @@ func (r *run) startLockStore(ctx context.Context) error {
 	case len(r.redisAddrs) > 0:
 		return nil
 	}
-	for i := range cfg.RedisServers {
-		p, addr, err := startRedis(ctx, &r.ps, r.work, i)
+	for range cfg.RedisServers {
+		p, err := locktest.StartRedis(ctx, r.work)
 		if err != nil {
 			return err
 		}
-		r.redis, r.redisAddrs = append(r.redis, p), append(r.redisAddrs, addr)
+		r.stops = append(r.stops, p.Kill)
+		r.redis, r.redisAddrs = append(r.redis, p), append(r.redisAddrs, p.Addr)
 	}
 	return nil
 }
@@ -274,7 +298,7 @@ func (r *run) startInstance(ctx context.Context, i int, bin string, env []string
 	var err error
 	for range 3 {
 		var port int
-		if port, err = FreePort(); err != nil {
+		if port, err = locktest.FreePort(); err != nil {
 			return err
 		}
 		addr := fmt.Sprintf("127.0.0.1:%d", port)

@@ -124,6 +124,16 @@ func (p *Process) Alive() bool {
 	}
 }
 
+// Pid returns the process id, 0 when the process does not run.
+func (p *Process) Pid() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}
+
 // errSkip reports whether a T function should skip its test on err: a
 // server not installed, where make test does not require it.
 func errSkip(err error) bool { return errors.Is(err, exec.ErrNotFound) && !RedisAddrSet() }

@@ -100,6 +100,9 @@ func (p *RedisProc) Restart(ctx context.Context) error { return p.proc.Start(ctx
 // and waits for the process to exit.
 func (p *RedisProc) Kill() { p.proc.Kill() }
 
+// Pid returns the server's process id, 0 when it does not run.
+func (p *RedisProc) Pid() int { return p.proc.Pid() }
+
 // Alive reports whether the server runs.
 func (p *RedisProc) Alive() bool { return p.proc.Alive() }
 
