@@ -10,51 +10,10 @@ import (
 	"github.com/seckill/seckill/service"
 )
 
-// The one road from a batch to its COMMIT: commitLocked holds the SKU's
-// lease (obtaining a new one after a stale fence), commitUnder retries
-// version conflicts under it, and the group commit (rounds.go) runs the
-// transaction, in a round with other SKUs' batches when the lock is held.
-
-// maxStaleFences bounds how often one batch re-obtains the lock after
-// the database refused its fence.
-const maxStaleFences = 3
-
-// commitLocked commits b under the SKU's lock when one can be had. A
-// stale fence means another holder took the lock since ours was
-// obtained: the lease is dropped at once, never used again, and a new one
-// obtained after a jittered pause, a bounded number of times.
-func (w *worker) commitLocked(ctx context.Context, b service.Batch) (service.BatchResult, error) {
-	h := &w.hold
-	for stale := 0; ; stale++ {
-		lease := h.acquire(ctx)
-		b.Known, b.KnownOn = h.known, h.knownOn
-		res, err := w.commitUnder(ctx, b, lease)
-		if lease != nil && errors.Is(err, service.ErrStaleFence) {
-			switch adopted, aerr := w.s.adoptForeignFence(ctx, lease, err); {
-			case aerr != nil:
-				w.s.log.Warn("stale fence not checked against the lock backend; the batch fails", "sku", b.SKUID, "err", aerr)
-				err = aerr // not ErrStaleFence: nothing says the lock moved
-			case adopted:
-				res, err = w.commitUnder(ctx, b, lease)
-			}
-		}
-		if err != nil {
-			// A lease that failed a batch (lost, stale, expired) never
-			// serves another: the next attempt obtains afresh.
-			h.release()
-		} else if lease != nil {
-			h.known, h.knownOn = &res.SKU, res.Commit.Server
-		}
-		if !errors.Is(err, service.ErrStaleFence) {
-			return res, err
-		}
-		if stale+1 >= maxStaleFences || ctx.Err() != nil {
-			return res, fmt.Errorf("%w: the sku's lock kept moving to other holders: %w", service.ErrUnavailable, err)
-		}
-		w.s.log.Warn("stale fence: the lock moved to another holder; obtaining it again", "sku", b.SKUID, "fence", b.Fence)
-		backoff.Wait(ctx, stale+2)
-	}
-}
+// The road from a batch to its COMMIT: the lease its turn decided
+// (hold.go), commitUnder's retries of version conflicts under it, and the
+// group commit (rounds.go), which runs the transaction in a round with
+// other SKUs' batches when the lock is held.
 
 // commitUnder runs b's transaction with lease's fence (none without a
 // lease), retrying version conflicts a bounded number of times. Losing
@@ -88,7 +47,7 @@ func (w *worker) commitUnder(ctx context.Context, b service.Batch, lease Lease) 
 		}
 	}
 	w.s.obs.Batch(len(b.Requests), time.Since(start), retries, err)
-	if lease == nil && !w.s.skus.SoldOut(w.q.id) {
+	if lease == nil && !w.soldOut {
 		w.s.obs.SoldUnlocked(len(b.Requests))
 	}
 	if err == nil && b.Known != nil {

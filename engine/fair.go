@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"context"
 	"math"
 	"time"
 )
@@ -50,22 +49,23 @@ func window(limit int64, w time.Duration) int64 {
 	return limit + w.Microseconds()
 }
 
-// turn readies the worker for its next batch under fair selling and
-// returns what the batch may take. The lock is held or obtained ranked
-// by the queue's oldest buyer; then the batch takes the turn's first
-// turnFloor buyers, and after them only those who arrived by the oldest
-// other contender heard of plus FairWindow; a holder with no more such
-// buyers lets the lock go and contends again by rank. Nobody holds a
-// buyer sent back (places.go) out of its place by more than FairWindow. A
-// SKU known sold out sells unlocked and unordered: its buyers are refused
-// without waiting for anyone's turn. Without a locker that ranks each
-// instance keeps its own arrival order, as does a batch sold unlocked.
+// turn readies the worker for its next batch and returns what the batch
+// may take: the one place a batch asks whether its SKU is known sold out
+// and which lease it sells under (hold.go). A SKU known sold out sells
+// unlocked and unordered: its buyers are refused without waiting for
+// anyone's turn. Otherwise, under fair selling, the lock is held or
+// obtained ranked by the queue's oldest buyer; the batch takes the turn's
+// first turnFloor buyers, and after them only those who arrived by the
+// oldest other contender heard of plus FairWindow; a holder with no more
+// such buyers lets the lock go and contends again by rank. Nobody holds a
+// buyer sent back (places.go) out of its place by more than FairWindow.
+// Without a locker that ranks each instance keeps its own arrival order,
+// as does a batch sold unlocked.
 func (w *worker) turn() turnLimit {
 	h := &w.hold
-	h.unlocked = false
-	if w.s.skus.SoldOut(w.q.id) {
+	w.soldOut = w.s.skus.SoldOut(w.q.id)
+	if w.soldOut {
 		h.release() // for the others to learn the sell-out
-		h.rank, h.unlocked = 0, true
 		return free
 	}
 	lim := free
@@ -73,29 +73,20 @@ func (w *worker) turn() turnLimit {
 		lim.line = window(w.s.places.ahead(w.q.id), w.s.cfg.FairWindow)
 		lim.until = lim.line
 	}
-	if !w.s.locks.locker.Ranks() {
-		return lim
-	}
 	head := w.s.queues.oldest(w.q)
 	if head == noLimit {
-		return free
+		return lim // nothing queued: no lease wanted
 	}
-	h.rank = head
-	if h.lease != nil {
-		lim.until = min(w.limit(), lim.line)
-		lim.floor = max(turnFloor-h.taken, 0)
-		if head <= lim.until || lim.floor > 0 {
-			return lim
-		}
+	ranked := w.s.locks.locker.Ranks()
+	if ranked && h.lease != nil && h.taken >= turnFloor && head > min(w.limit(), lim.line) {
 		h.release() // an older buyer waits elsewhere: its turn
 	}
-	h.obtain(context.Background())
-	if h.lease == nil {
-		h.unlocked = true // this batch sells on the database guard, in this instance's order
+	h.take(head, ranked)
+	if !ranked || h.lease == nil { // in this instance's order
 		return turnLimit{until: lim.line, line: lim.line}
 	}
 	lim.until = min(w.limit(), lim.line)
-	lim.floor = turnFloor
+	lim.floor = max(turnFloor-h.taken, 0)
 	return lim
 }
 
@@ -134,7 +125,10 @@ const lineRecheck = 5 * time.Millisecond
 // limit is the latest arrival the holder of the lease may sell past its
 // turn's floor: the oldest other contender it heard of plus FairWindow.
 func (w *worker) limit() int64 {
-	r, ok := w.hold.lease.Contender()
+	if w.hold.hand == nil {
+		return noLimit
+	}
+	r, ok := w.hold.hand.Contender()
 	if !ok {
 		return noLimit
 	}

@@ -308,10 +308,14 @@ type deafLease struct {
 	keeps *atomic.Int64
 }
 
+// Keep is the wrapped lease's, counted.
 func (l deafLease) Keep(ctx context.Context) (bool, error) {
 	l.keeps.Add(1)
-	return l.Lease.Keep(ctx)
+	return l.Lease.(engine.Handoff).Keep(ctx)
 }
+
+// Contender is the wrapped lease's.
+func (l deafLease) Contender() (int64, bool) { return l.Lease.(engine.Handoff).Contender() }
 
 // Wanting is nil: the lease does not hear who wants it.
 func (deafLease) Wanting() <-chan struct{} { return nil }

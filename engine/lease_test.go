@@ -60,18 +60,18 @@ func (l loggedLease) Release(ctx context.Context) error {
 	return l.Lease.Release(ctx)
 }
 
-// Wanting is the lease's own, unless the log is deaf.
+// Wanting is the wrapped lease's, unless the log is deaf.
 func (l loggedLease) Wanting() <-chan struct{} {
 	if l.log.deaf {
 		return nil
 	}
-	return l.Lease.Wanting()
+	return l.Lease.(engine.Handoff).Wanting()
 }
 
 // Keep logs "keep" when the lease was kept, else "release" (lock.Lock.Keep
 // lets it go then).
 func (l loggedLease) Keep(ctx context.Context) (bool, error) {
-	kept, err := l.Lease.Keep(ctx)
+	kept, err := l.Lease.(engine.Handoff).Keep(ctx)
 	if kept {
 		l.log.add("keep", l.Fence())
 	} else {
@@ -79,6 +79,9 @@ func (l loggedLease) Keep(ctx context.Context) (bool, error) {
 	}
 	return kept, err
 }
+
+// Contender is the wrapped lease's.
+func (l loggedLease) Contender() (int64, bool) { return l.Lease.(engine.Handoff).Contender() }
 
 // staleStore refuses the first n batches as the database does when the
 // row's fence moved past the batch's, recording the fences it saw, the

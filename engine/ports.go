@@ -60,12 +60,9 @@ type Locker interface {
 	Ranks() bool
 }
 
-// Lease is a held lock. Fence, Lost and Release every backend has. The
-// others are abilities a backend may lack, declared here so that the
-// order path asks each lease, never its type: a lease without one
-// answers as the method says. Seven methods, one over the house's six:
-// each is called by the worker's hold of the lock (lease.go, fair.go,
-// fence.go), and the hold is to be redrawn in one place (issue 47, 3).
+// Lease is a held lock: what every backend's has. A lease may also be a
+// Handoff (the Redis lock's) or a Horizoner (ZooKeeper's): the worker's
+// hold (hold.go) asks once, when it obtains the lease.
 type Lease interface {
 	// Fence is a token strictly greater than any earlier lease's on the
 	// same key, or 0 when the backend cannot promise that (Redlock).
@@ -74,24 +71,31 @@ type Lease interface {
 	// nothing watches it.
 	Lost() <-chan struct{}
 	Release(ctx context.Context) error
+}
 
-	// Wanting is closed once someone else waits for the key; nil when the
-	// lease cannot tell (Redlock, ZooKeeper). A lease that tells lets a
-	// busy worker hold it past LockHold while nobody waits.
+// Handoff is a lease that hears who else wants its key (the Redis lock,
+// lock.Lock): it lets a busy worker hold the lease past LockHold while
+// nobody waits, and fair selling hand it to the oldest buyer's instance.
+// ZooKeeper's is none: it queues contenders by arrival at the ensemble.
+type Handoff interface {
+	// Wanting is closed once someone else waits for the key; nil when it
+	// cannot tell after all (Redlock, wanted notices off).
 	Wanting() <-chan struct{}
 	// Keep holds the lease for another LockHold in one round trip when
 	// nobody else wants it, and reports whether it is still held; when
-	// another holder waits, or the lease cannot be kept (ZooKeeper's),
-	// it releases the lease and reports false.
+	// another holder waits it releases the lease and reports false.
 	Keep(ctx context.Context) (bool, error)
 	// Contender returns the lowest rank another contender announced while
-	// the lease was held; ok is false when none did or the lease cannot
-	// hear (lock.Lock.Contender; fair selling).
+	// the lease was held; ok is false when none did (lock.Lock.Contender;
+	// fair selling).
 	Contender() (rank int64, ok bool)
-	// Horizon is the highest fence the backend has issued so far
-	// (ZooKeeper's latest zxid): an ensemble recreated empty restarts its
-	// fences below those the database still holds, and the horizon tells
-	// such a foreign fence from a newer holder's. A backend that cannot
-	// say returns math.MaxInt64: any stored fence may be its own.
+}
+
+// Horizoner is a lease whose backend can say the highest fence it has
+// issued so far (ZooKeeper's latest zxid): an ensemble recreated empty
+// restarts its fences below those the database still holds, and the
+// horizon tells such a foreign fence from a newer holder's. A lease that
+// is not a Horizoner cannot tell: any stored fence may be its own.
+type Horizoner interface {
 	Horizon(ctx context.Context) (int64, error)
 }

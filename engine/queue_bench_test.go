@@ -2,7 +2,6 @@ package engine_test
 
 import (
 	"context"
-	"math"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -77,7 +76,6 @@ func (instantLease) Release(context.Context) error                   { return ni
 func (instantLease) Contender() (rank int64, ok bool)                { return 0, false }
 func (instantLease) Wanting() <-chan struct{}                        { return nil }
 func (instantLease) Keep(context.Context) (bool, error)              { return true, nil }
-func (instantLease) Horizon(context.Context) (int64, error)          { return math.MaxInt64, nil }
 func (noMarks) Mark(context.Context, service.SKURef) (int64, error)  { return 0, nil }
 func (noMarks) SetMark(context.Context, service.SKURef, int64) error { return nil }
 

@@ -14,7 +14,10 @@ import (
 type worker struct {
 	s    *Seller
 	q    *skuQueue
-	hold leaseHold
+	hold hold
+	// soldOut is what the directory said of the SKU when the batch's
+	// turn began: the one time the locked road asks (fair.go).
+	soldOut bool
 	// wait is the worker's own timer, stopped between its waits (a
 	// linger, a held lease, a buyer sent back).
 	wait *time.Timer
@@ -24,7 +27,7 @@ type worker struct {
 // IdleTimeout, or at once when Shutdown finds it empty.
 func (s *Seller) work(q *skuQueue) {
 	defer s.queues.workers.Done()
-	w := &worker{s: s, q: q, hold: leaseHold{locks: s.locks, sku: q.id, max: s.cfg.LockHold}, wait: time.NewTimer(time.Hour)}
+	w := &worker{s: s, q: q, hold: hold{locks: s.locks, sku: q.id, max: s.cfg.LockHold}, wait: time.NewTimer(time.Hour)}
 	w.wait.Stop()
 	defer w.hold.release()
 	idle := time.NewTimer(s.cfg.IdleTimeout)
@@ -64,62 +67,9 @@ func (s *Seller) work(q *skuQueue) {
 	}
 }
 
-// awaitHolding reports whether the queue has orders for the worker,
-// waiting up to LockHoldIdle for the next one while it holds its lease, so
-// that a moderately busy SKU keeps its lease, fence and known row between
-// batches. The queue is idle meanwhile, so a full table may evict it. A
-// lease that cannot say it is wanted is kept past each LockHold only if
-// Keep finds nobody waiting.
-func (w *worker) awaitHolding() bool {
-	h := &w.hold
-	if !w.s.queues.idleIfEmpty(w.q) {
-		return true
-	}
-	if h.lease == nil || w.s.cfg.LockHoldIdle <= 0 || h.max <= 0 { // max 0: one hold per batch
-		return false
-	}
-	wanting := h.lease.Wanting()
-	deadline := time.Now().Add(w.s.cfg.LockHoldIdle)
-	defer w.wait.Stop()
-	for {
-		wait := time.Until(deadline)
-		if wanting == nil {
-			wait = min(wait, h.max-time.Since(h.since))
-		}
-		if wait <= 0 {
-			if time.Until(deadline) <= 0 || !h.keep() {
-				return false
-			}
-			continue
-		}
-		if more, ended := w.holdFor(wait, wanting); more || ended {
-			return more
-		}
-	}
-}
-
-// holdFor waits up to d with the lease held and nothing queued. It
-// reports whether orders came (more), or whether the hold ends: someone
-// else wants the lease (wanting, nil when the lease cannot say), the
-// queue was evicted, Shutdown, or the lease was lost.
-func (w *worker) holdFor(d time.Duration, wanting <-chan struct{}) (more, ended bool) {
-	w.wait.Reset(d)
-	select {
-	case <-w.q.wake: // may be left by orders this worker already took
-		return !w.s.queues.empty(w.q), false
-	case <-w.wait.C:
-		return false, false
-	case <-wanting:
-	case <-w.s.queues.quit:
-	case <-w.q.stop: // evicted while it waited: a full table needed its slot
-	case <-w.hold.lease.Lost():
-	}
-	return false, true
-}
-
 // commit answers every request of batch, in the steps of the order path:
 // admit the buyers still waiting, refuse them all when the answer needs
-// no transaction, commit under the SKU's lock (commit.go), answer, and
+// no transaction, commit under the lease its turn decided (hold.go), answer, and
 // publish a sell-out. It reports whether the batch created an order.
 func (w *worker) commit(batch []*pending) (sold bool) {
 	live := admit(batch)
@@ -133,7 +83,7 @@ func (w *worker) commit(batch []*pending) (sold bool) {
 	for i, p := range live {
 		b.Requests[i] = p.req
 	}
-	res, err := w.commitLocked(ctx, b)
+	res, err := w.commitHeld(ctx, b)
 	if err != nil {
 		w.fail(live, err)
 		return false
@@ -169,13 +119,15 @@ func admit(batch []*pending) []*pending {
 
 // refuseAll answers the whole batch without a transaction when Shutdown
 // ran out of time, or when the SKU is known sold out and no buyer may be
-// a replay of an earlier order.
+// a replay of an earlier order. Only a batch whose turn found the SKU sold
+// out asks again, for the buyers who came since: the locked road leaves
+// a sell-out learned meanwhile to its transaction.
 func (w *worker) refuseAll(live []*pending) bool {
 	var err error
 	switch {
 	case w.s.abort.Load():
 		err = fmt.Errorf("%w: shutting down", service.ErrUnavailable)
-	case w.s.skus.SoldOut(w.q.id) && !anyKeyed(live):
+	case w.soldOut && w.s.skus.SoldOut(w.q.id) && !anyKeyed(live):
 		err = service.ErrSoldOut
 	default:
 		return false

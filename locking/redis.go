@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -63,12 +62,12 @@ func (l *RedisLocker) Elect(ctx context.Context, key string) (service.Leadership
 
 // redisLease is a Redis lock as an engine.Lease: it hears who wants it and
 // their ranks, and keeps itself in one round trip (in Redlock mode Keep
-// lets it go and Wanting is nil), but cannot say a fence horizon.
+// lets it go and Wanting is nil). It says no fence horizon: Redis fences
+// are microsecond-seeded, and the database never holds one above what
+// this backend may have issued.
 type redisLease struct{ *lock.Lock }
 
-// Horizon is math.MaxInt64: Redis fences are microsecond-seeded, and the
-// database never holds one above what this backend may have issued.
-func (redisLease) Horizon(context.Context) (int64, error) { return math.MaxInt64, nil }
+var _ engine.Handoff = redisLease{}
 
 // InspectLock reads the state of key's lock without taking it.
 func (l *RedisLocker) InspectLock(ctx context.Context, key string) (service.LockState, error) {

@@ -50,14 +50,7 @@ func (l *ZooKeeperLocker) Elect(ctx context.Context, key string) (service.Leader
 // nor their ranks, and cannot be kept past a hold.
 type zooKeeperLease struct{ *zookeeper.Lock }
 
-// Wanting is nil: the lease cannot tell.
-func (zooKeeperLease) Wanting() <-chan struct{} { return nil }
-
-// Keep lets the lease go and reports false.
-func (l zooKeeperLease) Keep(ctx context.Context) (bool, error) { return false, l.Release(ctx) }
-
-// Contender reports none.
-func (zooKeeperLease) Contender() (int64, bool) { return 0, false }
+var _ engine.Horizoner = zooKeeperLease{}
 
 // InspectLock reads the state of key's lock without taking it.
 func (l *ZooKeeperLocker) InspectLock(ctx context.Context, key string) (service.LockState, error) {
