@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -15,7 +16,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -140,5 +140,5 @@ func StartRedisTLS(t testing.TB) *TLSRedis {
 // logSays reports whether the log at path mentions s.
 func logSays(path, s string) bool {
 	log, _ := os.ReadFile(path)
-	return strings.Contains(string(log), s)
+	return bytes.Contains(log, []byte(s))
 }
