@@ -52,7 +52,8 @@ func (r *Report) checkStock(s Snapshot, want Expect) {
 	}
 }
 
-// orderTally is what the orders add up to.
+// orderTally is what the orders add up to: the live ones' units, every
+// one's id and key.
 type orderTally struct {
 	orders, units, maxPerUser int64
 	perUser                   map[string]int64
@@ -64,10 +65,12 @@ type orderTally struct {
 func tallyOrders(orders []Order) orderTally {
 	t := orderTally{perUser: map[string]int64{}, byKey: map[[2]string]int64{}, byID: make(map[int64]Order, len(orders))}
 	for _, o := range orders {
-		t.orders++
-		t.units += o.Quantity
-		t.perUser[o.UserID] += o.Quantity
 		t.byID[o.ID] = o
+		if o.Live() {
+			t.orders++
+			t.units += o.Quantity
+			t.perUser[o.UserID] += o.Quantity
+		}
 		if o.IdempotencyKey == "" {
 			continue
 		}

@@ -47,7 +47,7 @@ func FromDB(ctx context.Context, db *sql.DB, skuID int64) (Snapshot, error) {
 	}
 
 	rows, err := tx.QueryContext(ctx,
-		`SELECT id, user_id, quantity, COALESCE(idempotency_key, ''), created_at FROM orders WHERE sku_id = ? ORDER BY id`, skuID)
+		`SELECT id, user_id, quantity, COALESCE(idempotency_key, ''), created_at, status, settled_at FROM orders WHERE sku_id = ? ORDER BY id`, skuID)
 	if err != nil {
 		return s, fmt.Errorf("verify: read orders: %w", err)
 	}
@@ -55,11 +55,15 @@ func FromDB(ctx context.Context, db *sql.DB, skuID int64) (Snapshot, error) {
 		var o Order
 		// A string scans whether or not the DSN sets parseTime.
 		var created string
-		if err := rows.Scan(&o.ID, &o.UserID, &o.Quantity, &o.IdempotencyKey, &created); err != nil {
+		var settled sql.NullString
+		if err := rows.Scan(&o.ID, &o.UserID, &o.Quantity, &o.IdempotencyKey, &created, &o.Status, &settled); err != nil {
 			rows.Close()
 			return s, fmt.Errorf("verify: read orders: %w", err)
 		}
 		o.CreatedAt = parseTime(created)
+		if t := parseTime(settled.String); settled.Valid && !t.IsZero() {
+			o.SettledAt = &t
+		}
 		s.Orders = append(s.Orders, o)
 	}
 	rows.Close()
@@ -123,6 +127,7 @@ func FromAPI(ctx context.Context, c *http.Client, baseURL, token string, skuID i
 				Quantity       int64     `json:"quantity"`
 				IdempotencyKey string    `json:"idempotency_key"`
 				CreatedAt      time.Time `json:"created_at"`
+				Status         string    `json:"status"`
 			} `json:"orders"`
 			NextAfter *string `json:"next_after"` // an opaque cursor
 		}
@@ -133,7 +138,7 @@ func FromAPI(ctx context.Context, c *http.Client, baseURL, token string, skuID i
 			if o.ID == 0 {
 				return s, errors.New("verify: the admin order list gives no internal id")
 			}
-			s.Orders = append(s.Orders, Order{ID: o.ID, UserID: o.UserID, Quantity: o.Quantity, IdempotencyKey: o.IdempotencyKey, CreatedAt: o.CreatedAt})
+			s.Orders = append(s.Orders, Order{ID: o.ID, UserID: o.UserID, Quantity: o.Quantity, IdempotencyKey: o.IdempotencyKey, CreatedAt: o.CreatedAt, Status: o.Status})
 		}
 		if page.NextAfter == nil || len(page.Orders) == 0 {
 			return s, nil

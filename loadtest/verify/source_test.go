@@ -101,7 +101,7 @@ func fakeAdmin(t *testing.T, token string, skuID, sold, stock int64, orders []ve
 				next = fmt.Sprintf("cursor-%d", page[2]["id"]) // opaque to the client
 				break
 			}
-			page = append(page, map[string]any{"id": o.ID, "order_id": fmt.Sprintf("opaque-%d", o.ID), "sku_id": skuID, "user_id": o.UserID, "quantity": o.Quantity})
+			page = append(page, map[string]any{"id": o.ID, "order_id": fmt.Sprintf("opaque-%d", o.ID), "sku_id": skuID, "user_id": o.UserID, "quantity": o.Quantity, "status": o.Status})
 		}
 		writeJSON(t, w, map[string]any{"orders": page, "next_after": next})
 	})

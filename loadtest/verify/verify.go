@@ -69,7 +69,16 @@ type Order struct {
 	Quantity       int64     `json:"quantity"`
 	IdempotencyKey string    `json:"idempotency_key,omitempty"`
 	CreatedAt      time.Time `json:"created_at"`
+	// Status is pending, paid, cancelled or expired ("" where unknown:
+	// taken as live); SettledAt, from the database only, is when a
+	// cancelled, expired or later paid order was settled.
+	Status    string     `json:"status,omitempty"`
+	SettledAt *time.Time `json:"settled_at,omitempty"`
 }
+
+// Live reports whether the order holds its units: a cancelled or expired
+// order gave them back.
+func (o Order) Live() bool { return o.Status != "cancelled" && o.Status != "expired" }
 
 // Snapshot is everything the checks look at, read from one source.
 type Snapshot struct {
@@ -208,8 +217,8 @@ func Compare(db, api Snapshot) []Violation {
 		switch {
 		case !ok:
 			orderDiffs = append(orderDiffs, fmt.Sprintf("order %d missing from the API", o.ID))
-		case a.UserID != o.UserID || a.Quantity != o.Quantity:
-			orderDiffs = append(orderDiffs, fmt.Sprintf("order %d: database %s×%d, API %s×%d", o.ID, o.UserID, o.Quantity, a.UserID, a.Quantity))
+		case a.UserID != o.UserID || a.Quantity != o.Quantity || a.Status != o.Status:
+			orderDiffs = append(orderDiffs, fmt.Sprintf("order %d: database %s×%d %s, API %s×%d %s", o.ID, o.UserID, o.Quantity, o.Status, a.UserID, a.Quantity, a.Status))
 		}
 		delete(apiByID, o.ID)
 	}

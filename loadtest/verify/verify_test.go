@@ -415,6 +415,16 @@ func TestCheck(t *testing.T) {
 			snap: verify.Snapshot{SKU: sku, HasTotal: true, Orders: []verify.Order{orders[0], orders[1], {ID: 3, UserID: "c", Quantity: 1, IdempotencyKey: "k1"}}},
 		},
 		{
+			name: "a cancelled and an expired order hold no units",
+			snap: verify.Snapshot{SKU: sku, HasTotal: true, Orders: append(slices.Clone(orders),
+				verify.Order{ID: 4, UserID: "d", Quantity: 1, Status: "cancelled"}, verify.Order{ID: 5, UserID: "a", Quantity: 1, Status: "expired"})},
+		},
+		{
+			name: "a cancelled order whose unit was not returned",
+			snap: verify.Snapshot{SKU: sku, HasTotal: true, Orders: []verify.Order{orders[0], orders[1], {ID: 3, UserID: "c", Quantity: 1, Status: "cancelled"}}},
+			want: []string{verify.UnitSoldWithoutOrder},
+		},
+		{
 			name: "api view without total stock",
 			snap: verify.Snapshot{SKU: verify.SKU{ID: 7, Stock: 1, Sold: 2, PerUserLimit: 1}, Orders: orders[:2]},
 			want: []string{verify.NotSoldOut},
