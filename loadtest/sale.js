@@ -34,60 +34,24 @@
 // Run it through `make loadtest`; by hand:
 //   k6 run -e BASE_URLS=http://127.0.0.1:8080 -e SKU_ID=1 loadtest/sale.js
 import http from 'k6/http';
-import crypto from 'k6/crypto';
-import encoding from 'k6/encoding';
 import exec from 'k6/execution';
 import { sleep } from 'k6';
 import { Counter } from 'k6/metrics';
+import { BASE_URLS, SIGNED, bearer, env, errorCode, history, nums, orderID } from './lib.js';
 
-function env(name, def) {
-  const v = __ENV[name];
-  return v === undefined || v === '' ? def : v;
-}
-function num(name, def) {
-  const v = Number(env(name, def));
-  if (!Number.isFinite(v)) throw new Error(`${name}=${__ENV[name]} is not a number`);
-  return v;
-}
-
-const BASE_URLS = env('BASE_URLS', 'http://127.0.0.1:8080').split(',').map((u) => u.trim().replace(/\/+$/, '')).filter((u) => u);
 const SKU_IDS = env('SKU_IDS', env('SKU_ID', '')).split(',').map((s) => Number(s.trim())).filter((n) => Number.isInteger(n) && n > 0);
 const SKU_ID = SKU_IDS.length > 0 ? SKU_IDS[0] : 0; // the malformed requests' SKU
 const RUN = env('RUN_ID', `lt${Date.now().toString(36)}`);
 const FAULT = env('FAULT', 'none'); // none | redis | instance | mysql
-const START_RATE = num('START_RATE', 50);
-const RATE = num('RATE', 2000);
 const RAMP = env('RAMP', '10s');
 const HOLD = env('HOLD', '10s');
-const PRE_VUS = num('PRE_VUS', 200);
-const MAX_VUS = num('MAX_VUS', 2000);
-const REPEAT_SHARE = num('REPEAT_SHARE', 0.2);
-const REPEAT_USERS = num('REPEAT_USERS', 50);
-const MALFORMED_SHARE = num('MALFORMED_SHARE', 0.02);
-const NOKEY_SHARE = num('NOKEY_SHARE', 0.05);
-const REPLAY_SHARE = num('REPLAY_SHARE', 0.1);
-const CONFLICT_SHARE = num('CONFLICT_SHARE', 0.02);
-const MAX_ATTEMPTS = num('MAX_ATTEMPTS', 8);
-const P95_MS = num('P95_MS', 1000);
-const P99_MS = num('P99_MS', 3000);
+const { START_RATE, RATE, PRE_VUS, MAX_VUS, MAX_ATTEMPTS, P95_MS, P99_MS } = nums({
+  START_RATE: 50, RATE: 2000, PRE_VUS: 200, MAX_VUS: 2000, MAX_ATTEMPTS: 8, P95_MS: 1000, P99_MS: 3000 });
+const { REPEAT_SHARE, REPEAT_USERS, MALFORMED_SHARE, NOKEY_SHARE, REPLAY_SHARE, CONFLICT_SHARE } = nums({
+  REPEAT_SHARE: 0.2, REPEAT_USERS: 50, MALFORMED_SHARE: 0.02, NOKEY_SHARE: 0.05, REPLAY_SHARE: 0.1, CONFLICT_SHARE: 0.02 });
 const REQ_TIMEOUT = env('REQ_TIMEOUT', '15s');
 
-const SHOPPER_SECRET = env('SHOPPER_SECRET', '');
-const SHOPPER_AUDIENCE = env('SHOPPER_AUDIENCE', 'seckill');
-const JWT_HEADER = encoding.b64encode(JSON.stringify({ alg: 'HS256', typ: 'JWT' }), 'rawurl');
-
-// bearer returns the Authorization header of user: an HS256 token valid
-// for an hour, or nothing without SHOPPER_SECRET.
-function bearer(user) {
-  if (!SHOPPER_SECRET) return {};
-  const now = Math.floor(Date.now() / 1000);
-  const claims = encoding.b64encode(JSON.stringify({ sub: user, aud: SHOPPER_AUDIENCE, iat: now, exp: now + 3600 }), 'rawurl');
-  const sig = crypto.hmac('sha256', SHOPPER_SECRET, `${JWT_HEADER}.${claims}`, 'base64rawurl');
-  return { Authorization: `Bearer ${JWT_HEADER}.${claims}.${sig}` };
-}
-
 if (!SKU_ID) throw new Error('SKU_ID or SKU_IDS is required');
-if (BASE_URLS.length === 0) throw new Error('BASE_URLS is required');
 
 // 503 is part of the contract while something is down; a dead instance
 // shows as a connection failure (status 0). Outside a fault, neither is.
@@ -134,15 +98,6 @@ for (const c of CODES) byCode[c] = new Counter(`code_${c}`);
 
 let logged = 0; // unexpected answers logged by this VU, bounded
 
-function errorCode(res) {
-  try {
-    const c = res.json('error.code');
-    return typeof c === 'string' ? c : '';
-  } catch (_) {
-    return '';
-  }
-}
-
 function count(res) {
   (byStatus[res.status] || statusOther).add(1);
   const code = errorCode(res);
@@ -167,16 +122,6 @@ function post(url, body, key, kind, user, rec) {
   const res = http.post(url, body, { headers, tags: { kind }, timeout: REQ_TIMEOUT });
   if (rec) history(rec, user, key, t0, Date.now(), res);
   return res;
-}
-
-// history writes one line per order request for the linearizability
-// check (loadtest/verify, Attempt): invocation and response time in ms,
-// the VU, the iteration, the call (order, replay, conflict) and attempt,
-// the instance, the buyer, the key, the quantity and the answer.
-function history(rec, user, key, t0, t1, res) {
-  let id = '-';
-  if (res.status === 200 || res.status === 201) id = String(orderID(res) || '-');
-  console.log(`hist ${t0} ${t1} ${exec.vu.idInTest} ${rec.it} ${rec.call} ${rec.attempt} ${rec.inst} ${user} ${key === null ? '-' : key} ${rec.qty || 1} ${res.status} ${errorCode(res) || '-'} ${id}`);
 }
 
 function retryable(res, key) {
@@ -222,7 +167,7 @@ const MALFORMED = [
   { name: 'sku as string', body: (u) => JSON.stringify({ sku_id: 'abc', user_id: u, quantity: 1 }), want: 400 },
   { name: 'no sku', body: (u) => JSON.stringify({ user_id: u, quantity: 1 }), want: 400 },
   // With tokens, a body user_id that is not the token's sub is refused 403.
-  { name: 'empty user', body: () => JSON.stringify({ sku_id: SKU_ID, user_id: '', quantity: 1 }), want: SHOPPER_SECRET ? 403 : 400 },
+  { name: 'empty user', body: () => JSON.stringify({ sku_id: SKU_ID, user_id: '', quantity: 1 }), want: SIGNED ? 403 : 400 },
   { name: 'key too long', body: (u) => JSON.stringify({ sku_id: SKU_ID, user_id: u, quantity: 1 }), key: 'k'.repeat(129), want: 400 },
   { name: 'body too large', body: (u) => JSON.stringify({ sku_id: SKU_ID, user_id: u, quantity: 1, pad: 'x'.repeat(8192) }), want: 413 },
 ];
@@ -235,14 +180,6 @@ function malformed(it) {
   // Under a fault the service may refuse before it validates.
   if (res.status !== m.want && !(ALLOW_503 && res.status === 503) && !(ALLOW_CONN_ERR && res.status === 0)) {
     flag('malformed', res, code, `${m.name}: want ${m.want}`);
-  }
-}
-
-function orderID(res) {
-  try {
-    return res.json('order_id');
-  } catch (_) {
-    return undefined;
   }
 }
 

@@ -59,17 +59,15 @@ func (r *run) createSKU(ctx context.Context, name string, stock, perUserLimit in
 	return out.ID, nil
 }
 
-// orderAnswer is the part of an order's answer the scenarios read.
+// orderAnswer is the part of an order's answer the runner reads.
 type orderAnswer struct {
-	OrderID   string    `json:"order_id"`
-	Status    string    `json:"status"`
-	ExpiresAt time.Time `json:"expires_at"`
-	Error     struct {
+	OrderID string `json:"order_id"`
+	Error   struct {
 		Code string `json:"code"`
 	} `json:"error"`
 }
 
-// reply is an answer to a request a scenario sent from Go.
+// reply is an answer to a request the runner sent.
 type reply struct {
 	status     int
 	body       []byte        // its first 64 KiB
@@ -114,12 +112,6 @@ func (r *run) send(ctx context.Context, method, url, body, token, key string) (r
 	}
 	p.body, err = io.ReadAll(io.LimitReader(resp.Body, 1<<16))
 	return p, err
-}
-
-// order places one unit of the run's SKU for user at base.
-func (r *run) order(ctx context.Context, base, user, token, key string) (reply, error) {
-	body := fmt.Sprintf(`{"sku_id":%d,"user_id":%q,"quantity":1}`, r.skuID, user)
-	return r.post(ctx, base+"/api/v1/orders", body, token, key)
 }
 
 // metric reads one series (name and labels, then a space) from instance

@@ -25,98 +25,52 @@ const (
 	fairTolerance = 100 * time.Millisecond
 )
 
-// FairResult is what a fair run found. A late winner bought although it
-// arrived more than Tolerance after the last buyer who should have won
-// (the Units-th arrival); an early loser arrived more than Tolerance
-// before that buyer and was refused sold_out.
-type FairResult struct {
-	Instances                    int
-	Units                        int64
-	Buyers                       int
-	Over, Tolerance              time.Duration
-	Env                          []string
-	Winners, Losers, Others      int
-	Retried, Retries             int // buyers told to come back, and their retries
-	LateWinners, EarlyLosers     int
-	Unlocked                     int // orders the instances sold without the lock: not promised in order
-	LoserWaitP50, LoserWaitP99   time.Duration
-	WinnerWaitP50, WinnerWaitP99 time.Duration
-	Elapsed                      time.Duration
-	Stock, Sold                  int64
-	History                      verify.HistoryVerdict
-	Dir                          string
-	Violations                   []string
-}
-
-// Pass reports whether every answer was true: fairness itself is measured
-// and printed, not judged, since the bound depends on the settings.
-func (r FairResult) Pass() bool { return len(r.Violations) == 0 }
-
-// WriteText prints the result.
-func (r FairResult) WriteText(w io.Writer) {
-	env := "defaults"
-	if len(r.Env) > 0 {
-		env = strings.Join(r.Env, " ")
-	}
-	fmt.Fprintf(w, "fair: %d units, %d buyers over %s, %d instance(s), %s (%.1fs)\n", r.Units, r.Buyers, r.Over, r.Instances, env, r.Elapsed.Seconds())
-	fmt.Fprintf(w, "  answers: %d bought, %d sold_out, %d other; %d buyers told to come back, %d retries\n", r.Winners, r.Losers, r.Others, r.Retried, r.Retries)
-	fmt.Fprintf(w, "  late winners + early losers at %s: %d + %d = %d\n", r.Tolerance, r.LateWinners, r.EarlyLosers, r.LateWinners+r.EarlyLosers)
-	fmt.Fprintf(w, "  orders sold without the lock (degraded, in one instance's order): %d\n", r.Unlocked)
-	fmt.Fprintf(w, "  a loser waits for its answer: p50 %.2fs, p99 %.2fs (a winner: p50 %.2fs, p99 %.2fs)\n",
-		r.LoserWaitP50.Seconds(), r.LoserWaitP99.Seconds(), r.WinnerWaitP50.Seconds(), r.WinnerWaitP99.Seconds())
-	fmt.Fprintf(w, "  sku: stock %d, sold %d\n", r.Stock, r.Sold)
-	fmt.Fprintf(w, "  history: %s\n", r.History)
-	fmt.Fprintf(w, "  results: %s\n", r.Dir)
-	writeVerdict(w, r.Violations)
-}
-
 // fairBuyer is one buyer's first arrival and final answer.
 type fairBuyer struct {
 	arrived, answered time.Time
 	status            int
 	code              string
 	tries             int
+	orderID           int64
+	unsure            bool // an attempt's outcome was unknown (503 or no answer)
 }
 
 // maxFairTries bounds each buyer's attempts.
 const maxFairTries = 20
 
 // RunFair starts the database, a private Redis and cfg's instances, sends
-// the buyers (default 12,000) for a SKU of units (default 3,000) and counts
-// who was served out of arrival order. cfg.Env goes to every instance.
-func RunFair(ctx context.Context, cfg Config, units int64, buyers int) (res FairResult, err error) {
+// the buyers (default 12,000) for a SKU of units (default 3,000), counts
+// who was served out of arrival order and holds every answer to the
+// sale's checks. cfg.Env goes to every instance.
+func RunFair(ctx context.Context, cfg Config, units int64, buyers int) (res ScenarioResult, err error) {
 	orDefault(&units, 3000)
 	orDefault(&buyers, 12000)
 	if int64(buyers) <= units {
 		return res, fmt.Errorf("the buyers (%d) must outnumber the units (%d): the run measures who loses", buyers, units)
 	}
-	base, err := scenarioConfig(cfg, append([]string{"SECKILL_AUTH_SHOPPER=none"}, cfg.Env...)...) // buyers are named in the body
+	// Buyers are named in the body; every one of them may wait at once.
+	sc := scenario{name: "fair", conns: fairConnsPerInstance, units: units, soldOut: true, env: append([]string{"SECKILL_AUTH_SHOPPER=none"}, cfg.Env...)}
+	r, err := sc.start(ctx, cfg)
+	defer r.stop()
 	if err != nil {
 		return res, err
 	}
-	r, err := startScenario(ctx, base, "fair", fairConnsPerInstance) // every buyer may wait at once
-	defer r.tearDown()
-	res.Dir = r.dir
-	if err != nil {
-		return res, err
-	}
-	res.Instances, res.Units, res.Buyers, res.Over, res.Tolerance, res.Env = base.Instances, units, buyers, fairOver, fairTolerance, cfg.Env
-	if r.skuID, err = r.createSKU(ctx, "fair", units, 1); err != nil {
-		return res, err
-	}
-	r.skuIDs = []int64{r.skuID}
-	fr := &fairRun{run: r, history: newGoHistory(), buyers: make([]fairBuyer, buyers)}
-	fr.warm(ctx, min(buyers/base.Instances+1, fairConnsPerInstance))
+	fr := &fairRun{run: r, buyers: make([]fairBuyer, buyers)}
+	fr.warm(ctx, min(buyers/len(r.instances)+1, fairConnsPerInstance))
 	r.event("fair: %d buyers over %s", buyers, fairOver)
 	start := time.Now()
 	fr.send(ctx, fairOver)
-	res.Elapsed = time.Since(start)
 	if err := ctx.Err(); err != nil {
 		return res, err
 	}
-	fr.count(&res)
-	res.Unlocked = fr.soldUnlocked(ctx)
-	return res, fr.check(ctx, &res)
+	env := "defaults"
+	if len(cfg.Env) > 0 {
+		env = strings.Join(cfg.Env, " ")
+	}
+	res.line("fair: %d units, %d buyers over %s, %d instance(s), %s (%.1fs)", units, buyers, fairOver, len(r.instances), env, time.Since(start).Seconds())
+	fr.count(&res, units)
+	res.line("  orders sold without the lock (degraded, in one instance's order): %d", fr.soldUnlocked(ctx))
+	return res, r.checkAnswers(ctx, &res, units, fr.clients(), fr.attempts)
 }
 
 // soldUnlocked sums seckill_orders_unlocked_total over the instances (a
@@ -131,28 +85,33 @@ func (fr *fairRun) soldUnlocked(ctx context.Context) int {
 	return int(n)
 }
 
-// check reads what was sold and checks the answers: as many winners as
-// units, every answer linearizable, the audit clean.
-func (fr *fairRun) check(ctx context.Context, res *FairResult) (err error) {
-	if err := fr.db.QueryRowContext(ctx, "SELECT stock, sold FROM skus WHERE id = ?", fr.skuID).Scan(&res.Stock, &res.Sold); err != nil {
-		return err
+// clients is what the buyers were told, as sale.js records it: the
+// orders acknowledged, the buyers left without an answer, the refusals
+// after an unknown outcome.
+func (fr *fairRun) clients() verify.Clients {
+	var c verify.Clients
+	for k, b := range fr.buyers {
+		user := fmt.Sprintf("fair-%d", k)
+		switch {
+		case b.status == http.StatusCreated || b.status == http.StatusOK:
+			c.Acknowledged = append(c.Acknowledged, verify.Ack{OrderID: b.orderID, UserID: user})
+		case b.unsure && b.status == http.StatusConflict:
+			c.Refused = append(c.Refused, verify.Refusal{Key: fairKey(k), UserID: user, Code: b.code})
+		case b.unsure:
+			c.Unsure = append(c.Unsure, user)
+		}
 	}
-	if res.Sold != res.Units || int64(res.Winners) != res.Sold {
-		res.Violations = append(res.Violations, fmt.Sprintf("sold %d and %d buyers told they bought; want %d of each", res.Sold, res.Winners, res.Units))
-	}
-	if res.History, err = fr.checkGoHistory(ctx, fr.history, fr.skuID, res.Units, 1, res.Stock); err != nil {
-		return err
-	}
-	res.Violations = append(res.Violations, historyViolations(res.History)...)
-	res.Violations = append(res.Violations, fr.audit(ctx)...)
-	return nil
+	return c
 }
+
+func fairKey(k int) string { return "fair-key-" + strconv.Itoa(k) }
 
 // fairRun is the state of one fair run.
 type fairRun struct {
 	*run
-	history *goHistory
-	buyers  []fairBuyer
+	buyers   []fairBuyer
+	mu       sync.Mutex
+	attempts []verify.Attempt // every order request, for the history
 }
 
 // fairConnsPerInstance bounds the connections the client keeps open to
@@ -210,60 +169,70 @@ func (fr *fairRun) send(ctx context.Context, over time.Duration) {
 // later", waiting Retry-After between tries, each try at the next instance.
 func (fr *fairRun) buy(ctx context.Context, k int) {
 	b := &fr.buyers[k]
-	user := fmt.Sprintf("fair-%d", k)
-	key := "fair-key-" + strconv.Itoa(k)
+	user, key := fmt.Sprintf("fair-%d", k), fairKey(k)
 	b.arrived = time.Now()
 	for try := 0; try < maxFairTries && ctx.Err() == nil; try++ {
 		i := (k + try) % len(fr.baseURLs)
 		call := time.Now()
-		p, err := fr.order(ctx, fr.baseURLs[i], user, "", key)
+		p, err := fr.post(ctx, fr.baseURLs[i]+"/api/v1/orders", fmt.Sprintf(`{"sku_id":%d,"user_id":%q,"quantity":1}`, fr.skuID, user), "", key)
 		a := p.answer()
-		id, _ := fr.orderIDs.Decode(a.OrderID)
-		fr.history.order(k, fmt.Sprintf("instance-%d", i), user, call, time.Now(), p.status, a.Error.Code, id, err)
+		b.orderID, _ = fr.orderIDs.Decode(a.OrderID)
 		b.tries++
 		b.status, b.code, b.answered = p.status, a.Error.Code, time.Now()
-		if err == nil && p.status != http.StatusTooManyRequests && p.status != http.StatusServiceUnavailable {
+		if err != nil {
+			b.status = 0
+		}
+		b.unsure = b.unsure || b.status == 0 || b.status == http.StatusServiceUnavailable
+		fr.mu.Lock()
+		fr.attempts = append(fr.attempts, verify.Attempt{Call: call, Return: b.answered, VU: k, Iteration: int64(k), Kind: "order", Attempt: try,
+			Instance: fmt.Sprintf("instance-%d", i), User: user, Key: key, Qty: 1, Status: b.status, Code: b.code, OrderID: b.orderID})
+		fr.mu.Unlock()
+		if b.status != 0 && b.status != http.StatusTooManyRequests && b.status != http.StatusServiceUnavailable {
 			return
 		}
 		sleepCtx(ctx, p.retryAfter)
 	}
 }
 
-// count fills res from the buyers' answers: the winners, the losers, and
-// those served out of arrival order by more than the tolerance.
-func (fr *fairRun) count(res *FairResult) {
+// count adds the buyers' answers to res: the winners, the losers, those
+// served out of arrival order by more than the tolerance, and how long
+// each waited.
+func (fr *fairRun) count(res *ScenarioResult, units int64) {
 	order := make([]int, len(fr.buyers))
 	for k := range order {
 		order[k] = k
 	}
 	slices.SortFunc(order, func(a, b int) int { return fr.buyers[a].arrived.Compare(fr.buyers[b].arrived) })
-	last := fr.buyers[order[min(int(res.Units), len(order))-1]].arrived // the last who should win
+	last := fr.buyers[order[min(int(units), len(order))-1]].arrived // the last who should win
+	var winners, losers, others, retried, retries, late, early int
 	var loserWaits, winnerWaits []time.Duration
 	for _, b := range fr.buyers {
 		if b.tries > 1 {
-			res.Retried++
-			res.Retries += b.tries - 1
+			retried++
+			retries += b.tries - 1
 		}
 		wait := b.answered.Sub(b.arrived)
 		switch {
 		case b.status == http.StatusCreated:
-			res.Winners++
+			winners++
 			winnerWaits = append(winnerWaits, wait)
-			if b.arrived.After(last.Add(res.Tolerance)) {
-				res.LateWinners++
+			if b.arrived.After(last.Add(fairTolerance)) {
+				late++
 			}
 		case b.status == http.StatusConflict && b.code == verify.SoldOutAnswer:
-			res.Losers++
+			losers++
 			loserWaits = append(loserWaits, wait)
-			if b.arrived.Before(last.Add(-res.Tolerance)) {
-				res.EarlyLosers++
+			if b.arrived.Before(last.Add(-fairTolerance)) {
+				early++
 			}
 		default:
-			res.Others++
+			others++
 		}
 	}
-	res.LoserWaitP50, res.LoserWaitP99 = quantile(loserWaits, 0.50), quantile(loserWaits, 0.99)
-	res.WinnerWaitP50, res.WinnerWaitP99 = quantile(winnerWaits, 0.50), quantile(winnerWaits, 0.99)
+	res.line("  answers: %d bought, %d sold_out, %d other; %d buyers told to come back, %d retries", winners, losers, others, retried, retries)
+	res.line("  late winners + early losers at %s: %d + %d = %d", fairTolerance, late, early, late+early)
+	res.line("  a loser waits for its answer: p50 %.2fs, p99 %.2fs (a winner: p50 %.2fs, p99 %.2fs)",
+		quantile(loserWaits, 0.50).Seconds(), quantile(loserWaits, 0.99).Seconds(), quantile(winnerWaits, 0.50).Seconds(), quantile(winnerWaits, 0.99).Seconds())
 }
 
 // quantile returns the q-quantile of ds (nearest rank), 0 when empty.

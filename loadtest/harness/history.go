@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -24,8 +25,9 @@ var DefaultSoldOutBound = config.Default().SoldOut.LocalTTL + config.Default().S
 // summary.html.
 const historyFile = "history.html"
 
-// restockLog records the restocks the runner makes during a sale, as
-// operations of the history.
+// restockLog records the operations the runner (or a script) timed
+// beside the buyers' requests: restocks, and in the lifecycle run the
+// orders' returns.
 type restockLog struct {
 	mu     sync.Mutex
 	ops    []verify.Op
@@ -33,16 +35,14 @@ type restockLog struct {
 	failed int   // restocks of unknown outcome
 }
 
-func (l *restockLog) setTotal(total int64) {
-	l.mu.Lock()
-	l.total = total
-	l.mu.Unlock()
-}
-
-func (l *restockLog) failedCount() int {
+// add records op and, when not 0, the total_stock a restock left.
+func (l *restockLog) add(op verify.Op, total int64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.failed
+	l.ops = append(l.ops, op)
+	if total != 0 {
+		l.total = total
+	}
 }
 
 func (l *restockLog) fail() {
@@ -62,52 +62,80 @@ func (l *restockLog) totalStock(initial int64) int64 {
 	return l.total
 }
 
-func (l *restockLog) add(op verify.Op) {
-	l.mu.Lock()
-	l.ops = append(l.ops, op)
-	l.mu.Unlock()
-}
-
-func (l *restockLog) list() []verify.Op {
+// list returns the operations and the restocks of unknown outcome.
+func (l *restockLog) list() ([]verify.Op, int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return append([]verify.Op(nil), l.ops...)
+	return append([]verify.Op(nil), l.ops...), l.failed
 }
 
-// readHistory reads sale.js's "hist" lines from k6's console output,
-// decoding the order ids buyers were told with ids.
-func readHistory(path string, ids *orderid.Codec) ([]verify.Attempt, error) {
-	f, err := os.Open(path)
-	if os.IsNotExist(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
+// readHistory reads a script's "hist" lines from k6's console output,
+// decoding the order ids buyers were told with ids, and adds its
+// "restock <call ms> <return ms> <instance> <stock> <status> <total_stock>"
+// lines to restocks.
+func readHistory(path string, ids *orderid.Codec, restocks *restockLog) ([]verify.Attempt, error) {
 	var out []verify.Attempt
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		msg := consoleMsg(sc.Text())
+	err := scanConsole(path, func(msg string) error {
+		if strings.HasPrefix(msg, "restock ") {
+			return restocks.parse(msg)
+		}
 		if !strings.HasPrefix(msg, verify.HistoryLinePrefix) {
-			continue
+			return nil
 		}
 		a, err := verify.ParseAttempt(msg)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		a.Instance = "instance-" + a.Instance
 		if a.OrderRef != "" {
 			id, ok := ids.Decode(a.OrderRef)
 			if !ok {
-				return nil, fmt.Errorf("%q: not an order id of this service", msg)
+				return fmt.Errorf("%q: not an order id of this service", msg)
 			}
 			a.OrderID = id
 		}
 		out = append(out, a)
+		return nil
+	})
+	return out, err
+}
+
+// scanConsole calls f with each message of k6's console output at path
+// (none when k6 logged nothing).
+func scanConsole(path string, f func(msg string) error) error {
+	file, err := os.Open(path)
+	if os.IsNotExist(err) {
+		return nil
 	}
-	return out, sc.Err()
+	if err != nil {
+		return err
+	}
+	defer file.Close()
+	sc := bufio.NewScanner(file)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		if err := f(consoleMsg(sc.Text())); err != nil {
+			return err
+		}
+	}
+	return sc.Err()
+}
+
+// parse takes a script's restock line: one of unknown outcome (not 200)
+// leaves the history unable to conclude.
+func (l *restockLog) parse(msg string) error {
+	var call, ret, stock, total int64
+	var inst, status int
+	if _, err := fmt.Sscanf(msg, "restock %d %d %d %d %d %d", &call, &ret, &inst, &stock, &status, &total); err != nil {
+		return fmt.Errorf("console: %q: %w", msg, err)
+	}
+	if status != http.StatusOK {
+		l.fail()
+		return nil
+	}
+	l.add(verify.Op{Kind: verify.Restock, Stock: stock, Instance: fmt.Sprintf("instance-%d", inst),
+		Call: time.UnixMilli(call), Return: time.UnixMilli(ret).Add(time.Millisecond), Status: status}, total)
+	return nil
 }
 
 // checkHistory checks every recorded answer to one SKU, which started the
@@ -115,7 +143,8 @@ func readHistory(path string, ids *orderid.Codec) ([]verify.Attempt, error) {
 // resolving unknown outcomes from snap, the settled state of the SKU. A
 // violating history is drawn in the results directory as visualization.
 func (r *run) checkHistory(attempts []verify.Attempt, snap verify.Snapshot, initialStock int64, visualization string) (verify.HistoryVerdict, error) {
-	h := verify.BuildHistory(initialStock, snap, attempts, r.restocks.list())
+	timed, failed := r.restocks.list()
+	h := verify.BuildHistory(initialStock, snap, attempts, timed)
 	jsonl := "history.jsonl"
 	if len(r.skuIDs) > 1 {
 		jsonl = fmt.Sprintf("history-%d.jsonl", snap.SKU.ID)
@@ -133,10 +162,10 @@ func (r *run) checkHistory(attempts []verify.Attempt, snap verify.Snapshot, init
 	if v.Visualization != "" {
 		v.Visualization = visualization
 	}
-	if n := r.restocks.failedCount(); n > 0 && v.Result != verify.NotLinear {
+	if failed > 0 && v.Result != verify.NotLinear {
 		// A restock that may have been applied is missing from the history.
 		v.Result = verify.NotConcluded
-		v.Reason = fmt.Sprintf("%d restock(s) of unknown outcome are missing from the history", n)
+		v.Reason = fmt.Sprintf("%d restock(s) of unknown outcome are missing from the history", failed)
 		v.Violations = append(v.Violations, verify.Violation{Name: verify.HistoryNotConcluded, Message: v.Reason})
 	}
 	return v, nil

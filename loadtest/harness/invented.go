@@ -3,48 +3,25 @@ package harness
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
-	"sync"
-	"sync/atomic"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/seckill/seckill/internal/procstat"
 )
 
-// inventedConcurrency is how many orders for invented SKU ids the run
-// (-scenario invented-skus) has in flight at once.
-const inventedConcurrency = 64
-
-// InstanceUsage is what one instance held before and after the burst.
-type InstanceUsage struct {
-	RSSBefore, RSSAfter               int64 // bytes
-	GoroutinesBefore, GoroutinesAfter int
+// instanceUsage is what one instance held before and after the burst.
+type instanceUsage struct {
+	rssBefore, rssAfter               int64 // bytes
+	goroutinesBefore, goroutinesAfter int64
 }
 
-// InventedResult is the outcome of the invented-SKU run.
-type InventedResult struct {
-	Requests   int
-	Statuses   map[int]int // HTTP status → answers
-	Instances  []InstanceUsage
-	RedisKeys  [2]int // keys of SKUs before, after (the run's private Redis)
-	Violations []string
-}
-
-// Pass reports whether nothing lasting was allocated for invented ids.
-func (r InventedResult) Pass() bool { return len(r.Violations) == 0 }
-
-// WriteText prints the result.
-func (r InventedResult) WriteText(w io.Writer) {
-	fmt.Fprintf(w, "invented SKU ids: %d orders, answers %v\n", r.Requests, r.Statuses)
-	for i, u := range r.Instances {
-		fmt.Fprintf(w, "  instance-%d: RSS %.1f → %.1f MB (%+.1f), goroutines %d → %d\n", i,
-			mb(u.RSSBefore), mb(u.RSSAfter), mb(u.RSSAfter-u.RSSBefore), u.GoroutinesBefore, u.GoroutinesAfter)
+// usage reads instance i's RSS and goroutines.
+func (r *run) usage(ctx context.Context, i int, rss, goroutines *int64) (err error) {
+	if *rss, err = r.gauge(ctx, i, "process_resident_memory_bytes"); err == nil {
+		*goroutines, err = r.gauge(ctx, i, "go_goroutines")
 	}
-	fmt.Fprintf(w, "  redis keys of SKUs: %d → %d\n", r.RedisKeys[0], r.RedisKeys[1])
-	writeVerdict(w, r.Violations)
+	return err
 }
 
 func mb(b int64) float64 { return float64(b) / (1 << 20) }
@@ -58,142 +35,107 @@ const maxRSSGrowth = 100 << 20
 const poolGoroutines = 64
 
 // RunInvented starts the database, a private Redis and cfg's instances,
-// sends requests (default 20,000) orders for SKU ids that do not exist,
-// and measures what stayed.
-func RunInvented(ctx context.Context, cfg Config, requests int) (res InventedResult, err error) {
+// sends requests (default 20,000) orders for SKU ids that do not exist
+// (loadtest/invented.js) and measures what stayed: RSS, goroutines and
+// the Redis keys of SKUs.
+func RunInvented(ctx context.Context, cfg Config, requests int) (res ScenarioResult, err error) {
 	orDefault(&requests, 20000)
-	base, err := scenarioConfig(cfg)
-	if err != nil {
-		return res, err
-	}
-	r, err := startScenario(ctx, base, "invented", 0)
-	defer r.tearDown()
+	r, err := scenario{name: "invented"}.start(ctx, cfg)
+	defer r.stop()
 	if err != nil {
 		return res, err
 	}
 	// Warm up: what is allocated once (pools, buffers) is not per id.
-	const firstID = int64(1) << 40
-	r.invent(ctx, firstID, 2000, nil)
-	r.client.CloseIdleConnections()
-	if err := r.usageBefore(ctx, &res); err != nil {
+	const firstID, warmUp = int64(1) << 40, 2000
+	if _, err := r.invent(ctx, "warm-up", firstID, warmUp); err != nil {
 		return res, err
 	}
-	res.Statuses = map[int]int{}
-	var mu sync.Mutex
-	r.event("sending %d orders for invented sku ids", requests)
-	r.invent(ctx, firstID+2000, requests, func(status int) {
-		mu.Lock()
-		res.Statuses[status]++
-		mu.Unlock()
-	})
-	res.Requests = requests
-	r.client.CloseIdleConnections()
-	for i := range r.instances {
-		if err := r.usageAfter(ctx, i, &res); err != nil {
+	usage := make([]instanceUsage, len(r.instances))
+	for i := range usage {
+		if err := r.usage(ctx, i, &usage[i].rssBefore, &usage[i].goroutinesBefore); err != nil {
 			return res, err
 		}
 	}
-	if res.RedisKeys[1], err = skuKeys(ctx, r.redisAddrs[0]); err != nil {
+	keysBefore, err := skuKeys(ctx, r.redisAddrs[0])
+	if err != nil {
 		return res, err
 	}
-	if res.RedisKeys[1] != res.RedisKeys[0] {
-		res.Violations = append(res.Violations, fmt.Sprintf("%d Redis keys of SKUs after the burst; %d before", res.RedisKeys[1], res.RedisKeys[0]))
+	ks, err := r.invent(ctx, "k6", firstID+warmUp, requests)
+	if err != nil {
+		return res, err
 	}
-	if n := res.Statuses[http.StatusNotFound]; n != requests {
-		res.Violations = append(res.Violations, fmt.Sprintf("%d of %d answered 404 sku_not_found: %v", n, requests, res.Statuses))
+	sent, missed := int(ks.value("http_reqs", "count")), int(ks.value("not_found_missed", "count"))
+	res.line("invented SKU ids: %d orders sent, %d answered other than 404 sku_not_found", sent, missed)
+	if sent != requests || missed > 0 {
+		res.bad("%d of %d orders answered 404 sku_not_found (%d sent)", sent-missed, requests, sent)
+	}
+	for i := range usage {
+		if err := r.usageAfter(ctx, i, &usage[i], &res); err != nil {
+			return res, err
+		}
+	}
+	keysAfter, err := skuKeys(ctx, r.redisAddrs[0])
+	if err != nil {
+		return res, err
+	}
+	res.line("  redis keys of SKUs: %d → %d", keysBefore, keysAfter)
+	if keysAfter != keysBefore {
+		res.bad("%d Redis keys of SKUs after the burst; %d before", keysAfter, keysBefore)
 	}
 	return res, nil
 }
 
-// usageBefore reads every instance's RSS and goroutines, and the Redis
-// keys, before the burst.
-func (r *run) usageBefore(ctx context.Context, res *InventedResult) (err error) {
-	res.Instances = make([]InstanceUsage, len(r.instances))
-	for i := range r.instances {
-		u := &res.Instances[i]
-		u.RSSBefore = r.rss(i)
-		if u.GoroutinesBefore, err = r.goroutines(ctx, i); err != nil {
-			return err
-		}
+// invent runs invented.js: n orders for the ids first, first+1, ...,
+// inventedConcurrency at a time; its summary is returned.
+func (r *run) invent(ctx context.Context, name string, first int64, n int) (k6Summary, error) {
+	k6res, err := r.runScript(ctx, "invented.js", name, map[string]string{"BASE_URLS": strings.Join(r.baseURLs, ","),
+		"FIRST": strconv.FormatInt(first, 10), "COUNT": strconv.Itoa(n), "VUS": strconv.Itoa(inventedConcurrency)},
+		"SHOPPER_SECRET="+r.shopper)
+	if err != nil {
+		return k6Summary{}, err
 	}
-	res.RedisKeys[0], err = skuKeys(ctx, r.redisAddrs[0])
-	return err
+	return readK6Summary(k6res.Summary)
 }
+
+// inventedConcurrency is how many orders for invented SKU ids the run
+// has in flight at once.
+const inventedConcurrency = 64
 
 // usageAfter reads instance i's RSS and goroutines after the burst and
 // checks their growth.
-func (r *run) usageAfter(ctx context.Context, i int, res *InventedResult) (err error) {
-	u := &res.Instances[i]
+func (r *run) usageAfter(ctx context.Context, i int, u *instanceUsage, res *ScenarioResult) (err error) {
 	// Goroutines of closed connections end shortly: wait, bounded.
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		if u.GoroutinesAfter, err = r.goroutines(ctx, i); err != nil {
+		if err := r.usage(ctx, i, &u.rssAfter, &u.goroutinesAfter); err != nil {
 			return err
 		}
 		r.client.CloseIdleConnections()
-		if u.GoroutinesAfter <= u.GoroutinesBefore+poolGoroutines || time.Now().After(deadline) {
+		if u.goroutinesAfter <= u.goroutinesBefore+poolGoroutines || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(100 * time.Millisecond) // polling a counter, bounded above
 	}
-	u.RSSAfter = r.rss(i)
-	if u.GoroutinesAfter > u.GoroutinesBefore+poolGoroutines {
-		res.Violations = append(res.Violations, fmt.Sprintf("instance-%d: %d goroutines after the burst; %d before (+%d for the MySQL pool allowed)",
-			i, u.GoroutinesAfter, u.GoroutinesBefore, poolGoroutines))
+	res.line("  instance-%d: RSS %.1f → %.1f MB (%+.1f), goroutines %d → %d", i,
+		mb(u.rssBefore), mb(u.rssAfter), mb(u.rssAfter-u.rssBefore), u.goroutinesBefore, u.goroutinesAfter)
+	if u.goroutinesAfter > u.goroutinesBefore+poolGoroutines {
+		res.bad("instance-%d: %d goroutines after the burst; %d before (+%d for the MySQL pool allowed)",
+			i, u.goroutinesAfter, u.goroutinesBefore, poolGoroutines)
 	}
-	if u.RSSAfter-u.RSSBefore > maxRSSGrowth {
-		res.Violations = append(res.Violations, fmt.Sprintf("instance-%d: RSS grew %.1f MB; want < 100 MB", i, mb(u.RSSAfter-u.RSSBefore)))
+	if u.rssAfter-u.rssBefore > maxRSSGrowth {
+		res.bad("instance-%d: RSS grew %.1f MB; want < 100 MB", i, mb(u.rssAfter-u.rssBefore))
 	}
 	return nil
 }
 
-// invent sends n orders for ids first, first+1, ... round-robin over the
-// instances, inventedConcurrency at a time, each from a shopper of its own;
-// status, if not nil, gets each answer's status (0: no answer).
-func (r *run) invent(ctx context.Context, first int64, n int, status func(int)) {
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for w := range inventedConcurrency {
-		wg.Go(func() {
-			for {
-				i := next.Add(1) - 1
-				if i >= int64(n) || ctx.Err() != nil {
-					return
-				}
-				user := fmt.Sprintf("attacker-%d", i)
-				url := r.baseURLs[(int(i)+w)%len(r.baseURLs)] + "/api/v1/orders"
-				body := fmt.Sprintf(`{"sku_id":%d,"user_id":%q,"quantity":1}`, first+i, user)
-				code := 0
-				if tok, err := r.shopperToken(user); err == nil {
-					p, _ := r.post(ctx, url, body, tok, "")
-					code = p.status
-				}
-				if status != nil {
-					status(code)
-				}
-			}
-		})
-	}
-	wg.Wait()
-}
-
-// rss returns the instance's resident set size in bytes (0 if unknown).
-func (r *run) rss(i int) int64 {
-	p := r.instances[i]
-	if p.cmd == nil || p.cmd.Process == nil {
-		return 0
-	}
-	n, _ := procstat.RSS(p.cmd.Process.Pid)
-	return n
-}
-
-// goroutines reads go_goroutines from the instance's /metrics.
-func (r *run) goroutines(ctx context.Context, i int) (int, error) {
-	v, found, err := r.metric(ctx, i, "go_goroutines ")
+// gauge reads one series of instance i's /metrics: go_goroutines,
+// process_resident_memory_bytes.
+func (r *run) gauge(ctx context.Context, i int, series string) (int64, error) {
+	v, found, err := r.metric(ctx, i, series+" ")
 	if err == nil && !found {
-		err = fmt.Errorf("instance-%d /metrics: no go_goroutines", i)
+		err = fmt.Errorf("instance-%d /metrics: no %s", i, series)
 	}
-	return int(v), err
+	return int64(v), err
 }
 
 // skuKeys counts a Redis server's keys of SKUs (a lock, its fence, its

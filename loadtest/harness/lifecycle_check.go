@@ -3,150 +3,175 @@ package harness
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"strings"
 	"time"
+
+	"github.com/seckill/seckill/loadtest/verify"
 )
 
-// waitSettled waits until no order is pending: the last abandoned ones
-// expire within the window plus a sweep.
-func (lr *lifecycleRun) waitSettled(ctx context.Context) error {
-	return poll(ctx, "every order settled", time.Minute, 100*time.Millisecond, func(ctx context.Context) error {
-		var n int64
-		if err := lr.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM orders WHERE status = 'pending'").Scan(&n); err != nil || n > 0 {
-			return fmt.Errorf("%d orders still pending (%v)", n, err)
+// cancelUnknown is what lifecycle.js says of an order whose cancel got no
+// answer or a 503.
+const cancelUnknown = "cancel-unanswered"
+
+// expirySlack is how long after an expired order's settled_at (the
+// sweeper's clock, read before its transaction) its units are taken to
+// be back: the sweep's transaction commits within it.
+const expirySlack = time.Second
+
+// lifecycleRecord is what lifecycle.js's buyers were told beyond the
+// sale's record: what became of each order, and the cancels.
+type lifecycleRecord struct {
+	said    map[string]string // order id → what its last answer said it is
+	counts  map[string]int    // answers by what they said
+	cancels []verify.Op       // OrderRef in Key until decoded
+}
+
+// readLifecycle reads lifecycle.js's "ack", "said" and "cancel" lines.
+func readLifecycle(path string) (lifecycleRecord, error) {
+	rec := lifecycleRecord{said: map[string]string{}, counts: map[string]int{}}
+	err := scanConsole(path, func(msg string) error {
+		f := strings.Fields(msg)
+		switch {
+		case len(f) == 3 && (f[0] == "said" || f[0] == "ack"):
+			said := f[2]
+			if f[0] == "ack" {
+				said = "pending"
+			}
+			rec.said[f[1]] = said
+			rec.counts[said]++
+		case len(f) == 7 && f[0] == "cancel":
+			var call, ret int64
+			var inst, status int
+			if _, err := fmt.Sscanf(strings.Join([]string{f[1], f[2], f[5], f[6]}, " "), "%d %d %d %d", &call, &ret, &inst, &status); err != nil {
+				return fmt.Errorf("console: %q: %w", msg, err)
+			}
+			rec.cancels = append(rec.cancels, verify.Op{Kind: verify.Returned, User: f[4], Qty: 1, Key: f[3], Instance: fmt.Sprintf("instance-%d", inst),
+				Call: time.UnixMilli(call), Return: time.UnixMilli(ret).Add(time.Millisecond), Status: status})
 		}
 		return nil
 	})
+	return rec, err
 }
 
-// lifecycleCheck is what verify collects.
-type lifecycleCheck struct {
-	res    *LifecycleResult
-	status map[int64]string // order id → status, from the database
-}
-
-func (c *lifecycleCheck) bad(format string, args ...any) {
-	c.res.Violations = append(c.res.Violations, fmt.Sprintf(format, args...))
-}
-
-// verify reads the database: every unit paid, none pending, the stock adds
-// up, holdings agree with the live orders, and every answer a client was
-// given is what the order is.
-func (lr *lifecycleRun) verify(ctx context.Context, res *LifecycleResult) {
-	c := &lifecycleCheck{res: res, status: map[int64]string{}}
-	res.Units = lr.units
-	answered := lr.answers(c)
-	if !lr.readSale(ctx, c) {
-		return
-	}
-	if res.PaidSum != lr.units || res.Sold != lr.units || res.Stock != 0 || res.Total != lr.units {
-		c.bad("paid units %d, sold %d, stock %d, total %d; want %d paid and sold, none left", res.PaidSum, res.Sold, res.Stock, res.Total, lr.units)
-	}
-	if res.Stock+res.Sold != res.Total || res.Sold != res.PaidSum+res.PendingUnits {
-		c.bad("stock %d + sold %d != total %d, or sold != paid %d + pending %d", res.Stock, res.Sold, res.Total, res.PaidSum, res.PendingUnits)
-	}
-	if int64(len(c.status)) != res.Created {
-		c.bad("%d orders in the database; %d created answers", len(c.status), res.Created)
-	}
-	lr.checkAnswers(c, answered)
-	lr.checkHoldings(ctx, c)
-	res.Violations = append(res.Violations, lr.audit(ctx)...)
-	for _, i := range *lr.live.Load() {
-		mctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		v, _, _ := lr.metric(mctx, i, `seckill_sweep_seconds_count{outcome="stale_fence"} `)
-		cancel()
-		res.StaleSweeps += int64(v)
-	}
-}
-
-// answers copies the clients' counts into the result, lists the
-// violations the buyers saw, and returns what each order was last said to be.
-func (lr *lifecycleRun) answers(c *lifecycleCheck) map[string]string {
-	lr.mu.Lock()
-	c.res.Created, c.res.PaidAnswers, c.res.RefusedAnswers, c.res.CancelAnswers = lr.created, lr.paidN, lr.refused, lr.cancelled
-	answered := lr.answered
-	lr.mu.Unlock()
-	lr.run.mu.Lock()
-	defer lr.run.mu.Unlock()
-	for _, e := range lr.events {
-		if v, ok := strings.CutPrefix(e.What, "VIOLATION: "); ok {
-			c.bad("%s", v)
+// checkLifecycle waits until no order is pending, then runs the sale's
+// checks (checkScript: the database, the API, every order told to its
+// buyer or explained by one left unanswered, the audit, and every order
+// answer, cancel and expiry as a history) and the lifecycle's own: every
+// unit paid, every answer what the order is, returned units sold again.
+func (r *run) checkLifecycle(ctx context.Context, res *ScenarioResult, k6res k6Result, units int64) error {
+	if err := poll(ctx, "every order settled", time.Minute, 100*time.Millisecond, func(ctx context.Context) error {
+		var n int64
+		if err := r.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM orders WHERE status = 'pending'").Scan(&n); err != nil || n > 0 {
+			return fmt.Errorf("%d orders still pending (%v)", n, err)
 		}
+		return nil
+	}); err != nil {
+		res.bad("%v", err)
 	}
-	return answered
-}
-
-// readSale reads the SKU and its orders into the result; false if it
-// could not.
-func (lr *lifecycleRun) readSale(ctx context.Context, c *lifecycleCheck) bool {
-	res := c.res
-	if err := lr.db.QueryRowContext(ctx, "SELECT stock, sold, total_stock FROM skus WHERE id = ?", lr.skuID).Scan(&res.Stock, &res.Sold, &res.Total); err != nil {
-		c.bad("read sku: %v", err)
-		return false
-	}
-	res.Orders = map[string]int64{}
-	rows, err := lr.db.QueryContext(ctx, "SELECT id, status, quantity FROM orders WHERE sku_id = ?", lr.skuID)
+	rec, err := readLifecycle(k6res.Console)
 	if err != nil {
-		c.bad("read orders: %v", err)
-		return false
+		return err
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var (
-			id, qty int64
-			st      string
-		)
-		if err := rows.Scan(&id, &st, &qty); err != nil {
-			c.bad("scan: %v", err)
-			break
-		}
-		c.status[id] = st
-		res.Orders[st]++
-		switch st {
-		case "paid":
-			res.PaidSum += qty
-		case "pending":
-			res.PendingUnits += qty
-		}
+	snap, err := verify.FromDB(ctx, r.db, r.skuID)
+	if err != nil {
+		return err
 	}
-	return true
+	orders := make(map[int64]verify.Order, len(snap.Orders))
+	for _, o := range snap.Orders {
+		orders[o.ID] = o
+	}
+	r.addReturns(res, rec, orders)
+	res.line("  answers: %d orders created; payments %d paid, %d order_expired; %d cancelled, %d cancels unanswered; stale-fence sweeps refused: %d",
+		rec.counts["pending"], rec.counts["paid"], rec.counts["expired"], rec.counts["cancelled"], rec.counts[cancelUnknown], r.staleSweeps(ctx))
+	r.checkSaid(res, rec, orders)
+	r.checkResold(res, snap.Orders, units)
+	return r.checkScript(ctx, res, k6res, units)
 }
 
-// checkAnswers holds every order to what its buyer was last told.
-func (lr *lifecycleRun) checkAnswers(c *lifecycleCheck, answered map[string]string) {
-	for id, said := range answered {
-		internal, ok := lr.orderIDs.Decode(id)
+// addReturns gives the history the orders' returns: a cancelled order
+// returned its unit within its cancel's interval (by the history's end
+// when the cancel went unanswered), an expired one within expirySlack of
+// its settled_at.
+func (r *run) addReturns(res *ScenarioResult, rec lifecycleRecord, orders map[int64]verify.Order) {
+	end := time.Now() // after every answer and every sweep
+	cancelled := map[int64]bool{}
+	for _, c := range rec.cancels {
+		if c.OrderID, _ = r.orderIDs.Decode(c.Key); c.Status != http.StatusOK {
+			c.Return = end
+		}
+		c.Key, cancelled[c.OrderID] = "", true
+		r.restocks.add(c, 0)
+	}
+	for id, o := range orders {
+		switch {
+		case o.Status == "cancelled" && !cancelled[id]:
+			res.bad("order %d is cancelled, yet no cancel of it was sent", id)
+		case o.Status == "expired" && o.SettledAt == nil:
+			res.bad("order %d expired without settled_at", id)
+		case o.Status == "expired":
+			r.restocks.add(verify.Op{Kind: verify.Returned, User: o.UserID, Qty: o.Quantity, OrderID: id, Instance: "sweeper",
+				Call: *o.SettledAt, Return: o.SettledAt.Add(expirySlack)}, 0)
+		}
+	}
+}
+
+// checkSaid holds every order to what its buyer was last told.
+func (r *run) checkSaid(res *ScenarioResult, rec lifecycleRecord, orders map[int64]verify.Order) {
+	for id, said := range rec.said {
+		internal, ok := r.orderIDs.Decode(id)
 		if !ok {
-			c.bad("order id %q does not decode", id)
+			res.bad("order id %q does not decode", id)
 			continue
 		}
-		got := c.status[internal]
+		got := orders[internal].Status
 		// An order left pending by its buyer (abandoned) is expired now;
 		// one whose cancel got no answer is cancelled or expired.
 		if (said == "pending" || said == cancelUnknown) && got == "expired" || said == cancelUnknown && got == "cancelled" {
 			continue
 		}
 		if got != said {
-			c.bad("order %d: the client was told %s; the database says %s", internal, said, got)
+			res.bad("order %d: the client was told %s; the database says %s", internal, said, got)
 		}
 	}
 }
 
-// checkHoldings checks user_purchases against the live orders, the
-// per-user limit, and that returned units were sold again.
-func (lr *lifecycleRun) checkHoldings(ctx context.Context, c *lifecycleCheck) {
-	db, sku, res := lr.db, lr.skuID, c.res
-	var held, live, over int64
-	_ = db.QueryRowContext(ctx, "SELECT COALESCE(SUM(quantity), 0) FROM user_purchases WHERE sku_id = ?", sku).Scan(&held)
-	_ = db.QueryRowContext(ctx, "SELECT COALESCE(SUM(quantity), 0) FROM orders WHERE sku_id = ? AND status IN ('pending', 'paid')", sku).Scan(&live)
-	_ = db.QueryRowContext(ctx, `SELECT COUNT(*) FROM (SELECT user_id FROM orders WHERE sku_id = ? AND status IN ('pending', 'paid')
-		GROUP BY user_id HAVING SUM(quantity) > 1) x`, sku).Scan(&over)
-	if held != live || over != 0 {
-		c.bad("holdings %d units, live orders %d, users over the limit %d", held, live, over)
+// checkResold requires every unit paid, and paid orders created after the
+// first expiry: the returned units were sold again.
+func (r *run) checkResold(res *ScenarioResult, orders []verify.Order, units int64) {
+	var firstExpiry time.Time
+	for _, o := range orders {
+		if o.Status == "expired" && o.SettledAt != nil && (firstExpiry.IsZero() || o.SettledAt.Before(firstExpiry)) {
+			firstExpiry = *o.SettledAt
+		}
 	}
-	_ = db.QueryRowContext(ctx, `SELECT COUNT(*) FROM orders WHERE sku_id = ? AND status = 'paid' AND created_at >
-		(SELECT MIN(settled_at) FROM orders WHERE sku_id = ? AND status = 'expired')`, sku, sku).Scan(&res.ResoldAfterExpiry)
-	if res.Orders["expired"] == 0 || res.ResoldAfterExpiry == 0 {
-		c.bad("%d orders expired, %d paid orders created after the first expiry: returned units were not resold", res.Orders["expired"], res.ResoldAfterExpiry)
+	var paid, resold int64
+	for _, o := range orders {
+		if o.Status == "paid" {
+			paid += o.Quantity
+			if !firstExpiry.IsZero() && o.CreatedAt.After(firstExpiry) {
+				resold++
+			}
+		}
 	}
+	res.line("  %d units paid; %d paid orders were created after the first expiry (returned units resold)", paid, resold)
+	if paid != units {
+		res.bad("%d units paid; want %d", paid, units)
+	}
+	if firstExpiry.IsZero() || resold == 0 {
+		res.bad("%d paid orders created after the first expiry (none expired: %t): returned units were not resold", resold, firstExpiry.IsZero())
+	}
+}
+
+// staleSweeps sums the sweeps the instances still alive refused for a
+// stale fence.
+func (r *run) staleSweeps(ctx context.Context) int64 {
+	var n float64
+	for i := range r.instances {
+		mctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		v, _, _ := r.metric(mctx, i, `seckill_sweep_seconds_count{outcome="stale_fence"} `)
+		cancel()
+		n += v
+	}
+	return int64(n)
 }

@@ -24,10 +24,9 @@ var reportTmpl = template.Must(template.New("report").Parse(`<!doctype html>
 body{font:15px/1.45 system-ui,sans-serif;margin:2em auto;max-width:60em;color:#222;padding:0 1em}
 .verdict{padding:.8em 1.2em;border-radius:6px;font-size:1.3em;font-weight:600;color:#fff}
 .pass{background:#1b7f3b}.fail{background:#b3261e}
-table{border-collapse:collapse;margin:1em 0}td,th{padding:.25em .8em;border-bottom:1px solid #ddd;text-align:left;vertical-align:top}
-th{font-weight:600;color:#555;white-space:nowrap}code{background:#f3f3f3;padding:0 .3em}
+code{background:#f3f3f3;padding:0 .3em}
 svg text{font:11px system-ui,sans-serif;fill:#555}
-li.v{color:#b3261e}
+li.v{color:#b3261e}pre{background:#f6f6f6;padding:1em;overflow-x:auto}
 </style></head><body>
 <h1>seckill load test <code>{{.S.Run}}</code></h1>
 <div class="verdict {{if .S.Pass}}pass{{else}}fail{{end}}">{{if .S.Pass}}PASS: no oversell, nothing lost or doubled; every invariant holds{{else}}FAIL: {{len .S.Violations}} violation(s){{end}}</div>
@@ -47,21 +46,8 @@ li.v{color:#b3261e}
 </svg>
 
 <h2>The sale</h2>
-<table>
-<tr><th>mode</th><td>{{.S.Mode}}, fault {{.S.Fault}}, {{len .S.BaseURLs}} instance(s)</td></tr>
-<tr><th>machine</th><td>{{.S.Machine}}</td></tr>
-<tr><th>SKU</th><td>{{.S.SKUID}}: stock {{.S.Stock}}, per-user limit {{.S.PerUserLimit}}; arrivals ramp to {{.S.PeakRate}}/s over {{.S.Duration}}</td></tr>
-<tr><th>requests</th><td>{{.S.Requests}} ({{printf "%.0f" .S.ReqPerSec}}/s); {{.S.Retried}} retried, {{.S.GaveUp}} gave up; {{.S.Dropped}} arrivals dropped by k6</td></tr>
-<tr><th>by status</th><td>{{.Statuses}}</td></tr>
-<tr><th>by code</th><td>{{.Codes}}</td></tr>
-<tr><th>order latency</th><td>p50 {{.Lat.P50}}, p95 {{.Lat.P95}}, p99 {{.Lat.P99}}, max {{.Lat.Max}} (bound: p95 &lt; {{.Bound.P95}}, p99 &lt; {{.Bound.P99}})</td></tr>
-<tr><th>sold out</th><td>{{if .S.SoldOutAfter}}{{printf "%.1f" .S.SoldOutAfter}}s after the start; first to last order {{printf "%.1f" .S.SellingWindow}}s ({{printf "%.0f" .S.OrdersPerSec}} orders/s); longest stall {{printf "%.1f" .S.LongestStall}}s{{else}}never{{end}}</td></tr>
-{{if .Fault}}<tr><th>fault</th><td>{{.S.Victims}} {{.Verb}} at {{printf "%.1f" .S.FaultStart}}s (sold {{.S.SoldAtFault}}), back at {{printf "%.1f" .S.FaultBack}}s; {{.S.Unavailable}} answers 503 or dropped</td></tr>{{end}}
-{{with .S.Database}}<tr><th>database</th><td>sold {{.SKU.Sold}}, stock {{.SKU.Stock}}; {{.Orders}} orders holding {{.Units}} units; {{.Users}} users, at most {{.MaxPerUser}} each</td></tr>{{end}}
-{{with .S.API}}<tr><th>API</th><td>sold {{.SKU.Sold}}, stock {{.SKU.Stock}}; {{.Orders}} orders listed</td></tr>{{end}}
-{{with .S.History}}<tr><th>history</th><td>{{.}}{{range .Witnesses}}<br><code>{{.}}</code>{{end}}{{if .Visualization}}<br><a href="{{.Visualization}}">Porcupine visualization</a>{{end}}</td></tr>{{end}}
-<tr><th>clients</th><td>{{.S.Acknowledged}} orders acknowledged, {{.S.Unanswered}} requests left unanswered, {{.S.RefusedAfterUnknown}} refused after an unknown outcome</td></tr>
-</table>
+<pre>{{.Text}}</pre>
+{{with .S.History}}{{if .Visualization}}<p>The history's search: <a href="{{.Visualization}}">Porcupine visualization</a>.</p>{{end}}{{end}}
 <p>Request rates and latencies over time: <a href="report.html">k6 report</a>. Numbers: <a href="summary.json">summary.json</a>, <a href="k6-summary.json">k6-summary.json</a>.</p>
 
 <h2>Timeline</h2>
@@ -74,11 +60,11 @@ type tick struct {
 	Label string
 }
 
-type latencyText struct{ P50, P95, P99, Max string }
-
 // writeHTML renders the summary as a self-contained page: the verdict, the
-// sold-over-time chart with the fault window, the numbers.
+// sold-over-time chart with the fault window, the text summary.
 func (s Summary) writeHTML(w io.Writer) error {
+	var text strings.Builder
+	s.WriteText(&text, "")
 	end := 1.0
 	for _, x := range s.Progress {
 		end = max(end, x.At)
@@ -105,11 +91,8 @@ func (s Summary) writeHTML(w io.Writer) error {
 		"S": s, "W": chartW, "H": chartH, "Pad": chartPad, "PlotH": plotH,
 		"Right": chartW - chartPad, "Bottom": chartH - chartPad, "StockY": yOf(s.Stock),
 		"Points": strings.TrimSpace(pts.String()), "Ticks": ticks,
-		"Fault": s.Fault != FaultNone && s.FaultStart > 0, "Verb": faultVerb(s.Fault),
-		"FaultX": xOf(s.FaultStart), "FaultW": max(1, xOf(s.FaultBack)-xOf(s.FaultStart)),
-		"Statuses": counts(s.ByStatus), "Codes": counts(s.ByCode),
-		"Lat":   latencyText{msec(s.LatencyMS.P50), msec(s.LatencyMS.P95), msec(s.LatencyMS.P99), msec(s.LatencyMS.Max)},
-		"Bound": latencyText{P95: msec(s.BoundMS.P95), P99: msec(s.BoundMS.P99)},
+		"Fault":  s.Fault != FaultNone && s.FaultStart > 0,
+		"FaultX": xOf(s.FaultStart), "FaultW": max(1, xOf(s.FaultBack)-xOf(s.FaultStart)), "Text": text.String(),
 	}
 	return reportTmpl.Execute(w, data)
 }

@@ -59,9 +59,7 @@ func (r *run) restock(ctx context.Context, i int) error {
 		return err
 	}
 	r.restocks.add(verify.Op{Kind: verify.Restock, Stock: units, Instance: fmt.Sprintf("instance-%d", inst),
-		Call: call, Return: ret, Status: http.StatusOK})
-	// A restock makes total_stock sold + stock.
-	r.restocks.setTotal(out.Sold + out.Stock)
+		Call: call, Return: ret, Status: http.StatusOK}, out.Sold+out.Stock) // a restock makes total_stock sold + stock
 	r.event("restock %d: stock set to %d through instance-%d (total stock now %d)", i+1, units, inst, out.Sold+out.Stock)
 	return nil
 }

@@ -2,46 +2,176 @@ package harness
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"time"
+
+	"github.com/seckill/seckill/loadtest/verify"
 )
 
-// scenarioConfig is what a scenario driven from Go (invented-skus,
-// lifecycle, idle-restock, fair) runs on: cfg's instances, database,
-// binary, sold-out bound and Keep, with env for every instance.
-func scenarioConfig(cfg Config, env ...string) (Config, error) {
-	return normalize(Config{Instances: cfg.Instances, MySQLDSN: cfg.MySQLDSN, ServiceBin: cfg.ServiceBin,
-		Keep: cfg.Keep, Log: cfg.Log, SoldOutBound: cfg.SoldOutBound, Env: env})
+// scenario is how a scenario other than the sale (invented-skus,
+// lifecycle, idle-restock, fair) starts.
+type scenario struct {
+	name         string
+	minInstances int      // the least it can run on
+	conns        int      // idle connections kept to each instance (0: Go's default)
+	units        int64    // its SKU's stock, per-user limit 1 (0: no SKU)
+	soldOut      bool     // the SKU must end sold out
+	env          []string // for every instance
 }
 
-// startScenario brings up a scenario's run: its results and work
-// directories, its database, a private Redis and the instances, reached
-// by a client that keeps up to conns idle connections to each (0: Go's
-// default). The caller defers tearDown at once, whatever the error:
-// what was started is stopped.
-func startScenario(ctx context.Context, cfg Config, name string, conns int) (*run, error) {
-	client := &http.Client{Timeout: 30 * time.Second}
-	if conns > 0 {
-		client.Transport = &http.Transport{MaxIdleConnsPerHost: conns}
-	}
-	r, err := newRun(cfg, time.Now().Format("20060102-150405")+"-"+name, client)
+// start brings up the scenario on cfg's instances, database, binary, k6,
+// sold-out bound and Keep: its results and work directories, its
+// database, a private Redis, the instances, and its SKU. The caller
+// defers stop at once, whatever the error: what was started is stopped.
+func (sc scenario) start(ctx context.Context, cfg Config) (*run, error) {
+	cfg, err := normalize(Config{Instances: cfg.Instances, MySQLDSN: cfg.MySQLDSN, ServiceBin: cfg.ServiceBin, K6: cfg.K6,
+		Keep: cfg.Keep, Log: cfg.Log, SoldOutBound: cfg.SoldOutBound, Env: sc.env, ExpectSoldOut: sc.soldOut})
 	if err != nil {
-		return r, err
+		return nil, err
 	}
-	return r, r.bringUp(ctx)
+	if cfg.Instances < sc.minInstances {
+		return nil, fmt.Errorf("-scenario %s needs %d or more instances, not %d", sc.name, sc.minInstances, cfg.Instances)
+	}
+	client := &http.Client{Timeout: 30 * time.Second}
+	if sc.conns > 0 {
+		client.Transport = &http.Transport{MaxIdleConnsPerHost: sc.conns}
+	}
+	r, err := newRun(cfg, time.Now().Format("20060102-150405")+"-"+sc.name, client)
+	if err == nil {
+		err = r.bringUp(ctx)
+	}
+	if err == nil && sc.units > 0 {
+		r.skuID, err = r.createSKU(ctx, sc.name, sc.units, 1)
+		r.skuIDs = []int64{r.skuID}
+	}
+	return r, err
 }
 
-// writeVerdict ends a scenario's text: PASS, or each violation.
-func writeVerdict(w io.Writer, violations []string) {
-	if len(violations) == 0 {
-		fmt.Fprintln(w, "PASS")
-		return
+// stop tears down what start started, if anything.
+func (r *run) stop() {
+	if r != nil {
+		r.tearDown()
 	}
-	for _, v := range violations {
+}
+
+// ScenarioResult is what a scenario other than the sale found: its
+// findings, one a line, and every violation.
+type ScenarioResult struct {
+	Lines      []string
+	Violations []string
+}
+
+func (s *ScenarioResult) line(format string, args ...any) {
+	s.Lines = append(s.Lines, fmt.Sprintf(format, args...))
+}
+
+func (s *ScenarioResult) bad(format string, args ...any) {
+	s.Violations = append(s.Violations, fmt.Sprintf(format, args...))
+}
+
+// Pass reports whether every check held.
+func (s ScenarioResult) Pass() bool { return len(s.Violations) == 0 }
+
+// WriteText prints the findings, then PASS or each violation.
+func (s ScenarioResult) WriteText(w io.Writer) {
+	for _, l := range s.Lines {
+		fmt.Fprintln(w, l)
+	}
+	if s.Pass() {
+		fmt.Fprintln(w, "PASS")
+	}
+	for _, v := range s.Violations {
 		fmt.Fprintln(w, "FAIL:", v)
 	}
+}
+
+// runScript runs loadtest/<script> with k6, vars on its command line and
+// env (secrets) in its environment, and leaves its summary, its console
+// (the clients' record) and its output in the results as
+// <name>-summary.json, <name>-console.log and <name>.txt. A failed
+// threshold is k6's exit code, not an error.
+func (r *run) runScript(ctx context.Context, script, name string, vars map[string]string, env ...string) (k6Result, error) {
+	res := k6Result{
+		Summary: filepath.Join(r.dir, name+"-summary.json"),
+		Console: filepath.Join(r.dir, name+"-console.log"),
+		Stdout:  filepath.Join(r.dir, name+".txt"),
+	}
+	k6, err := EnsureK6(ctx, r.cfg.K6, r.log)
+	if err != nil {
+		return res, err
+	}
+	args := []string{"run", "--no-usage-report", "--no-color", "--console-output", res.Console, "--summary-export", res.Summary}
+	for _, k := range sortedKeys(vars) {
+		args = append(args, "-e", k+"="+vars[k])
+	}
+	out, err := os.Create(res.Stdout)
+	if err != nil {
+		return res, err
+	}
+	defer out.Close()
+	cmd := exec.CommandContext(ctx, k6, append(args, filepath.Join(r.cfg.moduleRoot, "loadtest", script))...)
+	cmd.Stdout, cmd.Stderr, cmd.Env = out, out, append(os.Environ(), env...)
+	r.event("k6 %s: %v", script, vars)
+	var exit *exec.ExitError
+	if err := cmd.Run(); errors.As(err, &exit) {
+		res.ExitCode = exit.ExitCode()
+	} else if err != nil {
+		return res, fmt.Errorf("k6 %s: %w", script, err)
+	}
+	r.event("k6 %s finished: exit %d", script, res.ExitCode)
+	if _, err := os.Stat(res.Summary); err != nil {
+		return res, fmt.Errorf("k6 %s exited %d without a summary (see %s)", script, res.ExitCode, res.Stdout)
+	}
+	return res, nil
+}
+
+// checkScript holds the run's SKU, which started with stock units, to
+// what k6's clients were told (see checkAnswers) and to k6's thresholds.
+func (r *run) checkScript(ctx context.Context, res *ScenarioResult, k6res k6Result, stock int64) error {
+	cons, err := readConsole(k6res.Console, r.orderIDs)
+	if err != nil {
+		return err
+	}
+	attempts, err := readHistory(k6res.Console, r.orderIDs, &r.restocks)
+	if err != nil {
+		return fmt.Errorf("history: %w", err)
+	}
+	ks, err := readK6Summary(k6res.Summary)
+	if err != nil {
+		return err
+	}
+	for _, v := range k6Violations(ks.failedThresholds(), k6res.ExitCode) {
+		res.bad("%s", v)
+	}
+	for _, u := range cons.Unexpected {
+		res.line("  unexpected    %s", u)
+	}
+	return r.checkAnswers(ctx, res, stock, cons.Clients, attempts)
+}
+
+// checkAnswers runs the sale's checks of the run's SKU (checkSKU: the
+// database, the API, the clients' record, every answer as a history) and
+// the audit, and adds their findings to res.
+func (r *run) checkAnswers(ctx context.Context, res *ScenarioResult, stock int64, clients verify.Clients, attempts []verify.Attempt) error {
+	c, err := r.checkSKU(ctx, r.skuID, stock, &clients, attempts, historyFile)
+	if err != nil {
+		return err
+	}
+	s := Summary{Database: c.dbRep, API: c.apiRep, History: &c.history, Acknowledged: len(clients.Acknowledged),
+		Unanswered: len(clients.Unsure), RefusedAfterUnknown: len(clients.Refused)}
+	s.writeFindings(res.line)
+	for _, v := range c.violations {
+		res.bad("%s", v)
+	}
+	res.Violations = append(res.Violations, r.audit(ctx)...)
+	res.line("  results       %s", r.dir)
+	return nil
 }
 
 // sleepCtx waits d or until ctx ends.

@@ -76,35 +76,28 @@ func (r *run) splitClients(c verify.Clients) (map[int64]*verify.Clients, error) 
 	for _, id := range r.skuIDs {
 		out[id] = &verify.Clients{}
 	}
-	of := func(user string) (*verify.Clients, error) {
+	var err error
+	of := func(user string) *verify.Clients {
 		id, ok := r.skuOf(user)
 		if c := out[id]; ok && c != nil {
-			return c, nil
+			return c
 		}
-		return nil, fmt.Errorf("clients' record: buyer %q names no SKU of the sale", user)
+		err = fmt.Errorf("clients' record: buyer %q names no SKU of the sale", user)
+		return &verify.Clients{}
 	}
 	for _, a := range c.Acknowledged {
-		cs, err := of(a.UserID)
-		if err != nil {
-			return nil, err
-		}
+		cs := of(a.UserID)
 		cs.Acknowledged = append(cs.Acknowledged, a)
 	}
 	for _, u := range c.Unsure {
-		cs, err := of(u)
-		if err != nil {
-			return nil, err
-		}
+		cs := of(u)
 		cs.Unsure = append(cs.Unsure, u)
 	}
 	for _, f := range c.Refused {
-		cs, err := of(f.UserID)
-		if err != nil {
-			return nil, err
-		}
+		cs := of(f.UserID)
 		cs.Refused = append(cs.Refused, f)
 	}
-	return out, nil
+	return out, err
 }
 
 // splitAttempts splits the recorded order requests by SKU.
@@ -196,7 +189,7 @@ func (r *run) checkSKU(ctx context.Context, id, stock int64, clients *verify.Cli
 // SKU its reports as they are; for many, their sums, one verdict per SKU
 // and the violations of each.
 func (r *run) checkSKUs(ctx context.Context, s *Summary, cons consoleLog, consolePath string) error {
-	attempts, err := readHistory(consolePath, r.orderIDs)
+	attempts, err := readHistory(consolePath, r.orderIDs, &r.restocks)
 	if err != nil {
 		return fmt.Errorf("history: %w", err)
 	}

@@ -1,0 +1,104 @@
+// idle.js — sell-outs, idle gaps and restocks (-scenario idle-restock), for k6.
+//
+// ROUNDS times: VU 1 sells the SKU out through every instance but the
+// first, one buyer after another, until each of them has answered
+// sold_out (so each holds a sold-out mark); nobody orders for IDLE_MS
+// (past sold_out.local_ttl + sold_out.recheck: every mark is stale); VU 1
+// restocks to UNITS through the first instance; AFTER_MS later (past the
+// sold-out bound) the BURST VUs buy once each at the others, all at once.
+// Each of them must buy, since units remain throughout. The VUs keep step
+// on the wall clock from one start (setup); a step that overruns its slot
+// fails the run rather than shorten the idle gap.
+//
+// The record is sale.js's ("hist", "ack", "unsure") plus one line per
+// restock: "restock <call ms> <return ms> <instance> <stock> <status> <total_stock>".
+import http from 'k6/http';
+import exec from 'k6/execution';
+import { sleep } from 'k6';
+import { Counter } from 'k6/metrics';
+import { BASE_URLS, env, errorCode, history, nums, orderID } from './lib.js';
+
+const { SKU_ID, UNITS, ROUNDS, BURST, IDLE_MS, AFTER_MS } = nums({ SKU_ID: 0, UNITS: 30, ROUNDS: 3, BURST: 20, IDLE_MS: 2500, AFTER_MS: 2000 });
+const SELL_MS = 5000;
+const RESTOCK_MS = 1000;
+const ROUND_MS = SELL_MS + IDLE_MS + RESTOCK_MS + AFTER_MS + 2000;
+const ADMIN = { 'Content-Type': 'application/json', Authorization: `Bearer ${env('ADMIN_TOKEN', '')}` };
+if (BASE_URLS.length < 2) throw new Error('idle.js restocks through one instance and sells through the others: 2 or more');
+
+export const options = {
+  scenarios: { idle: { executor: 'per-vu-iterations', vus: BURST, iterations: 1, maxDuration: `${Math.ceil((ROUNDS * ROUND_MS) / 1000) + 60}s` } },
+  thresholds: { unexpected_status: ['count==0'], burst_sold_out: ['count==0'], overran: ['count==0'] },
+};
+
+const unexpected = new Counter('unexpected_status');
+const burstSoldOut = new Counter('burst_sold_out'); // a buyer after a restock told sold_out
+const overran = new Counter('overran'); // a step past its slot
+
+export function setup() {
+  return { start: Date.now() + 1000 };
+}
+
+function sleepUntil(t) {
+  const d = t - Date.now();
+  if (d > 0) sleep(d / 1000);
+}
+
+let bought = 0; // buyers this VU sent
+
+// buy sends one order of a new buyer to instance inst and records it.
+function buy(inst) {
+  const it = exec.vu.idInTest * 100000 + bought++;
+  const user = `idle-v${exec.vu.idInTest}-${bought}`;
+  const t0 = Date.now();
+  const res = http.post(`${BASE_URLS[inst]}/api/v1/orders`, JSON.stringify({ sku_id: SKU_ID, user_id: user, quantity: 1 }), {
+    headers: { 'Content-Type': 'application/json' },
+    timeout: '15s',
+  });
+  history({ it, call: 'order', attempt: 0, inst }, user, null, t0, Date.now(), res);
+  const code = errorCode(res);
+  if (res.status === 201) {
+    console.log(`ack ${orderID(res)} ${user}`);
+  } else if (res.status === 503 || res.status === 0) {
+    console.log(`unsure ${user}`);
+  } else if (!(res.status === 409 && code === 'sold_out')) {
+    unexpected.add(1);
+    console.log(`unexpected order ${res.status} ${code}: ${String(res.body).slice(0, 200)}`);
+  }
+  return code;
+}
+
+// sellOut buys at the selling instances in turn until each has answered sold_out.
+function sellOut() {
+  const marked = new Set();
+  for (let i = 0; marked.size < BASE_URLS.length - 1 && i < 10 * UNITS; i++) {
+    const inst = 1 + (i % (BASE_URLS.length - 1));
+    if (buy(inst) === 'sold_out') marked.add(inst);
+  }
+}
+
+function restock() {
+  const t0 = Date.now();
+  const res = http.put(`${BASE_URLS[0]}/admin/v1/skus/${SKU_ID}/stock`, JSON.stringify({ stock: UNITS }), { headers: ADMIN, timeout: '15s' });
+  let total = 0;
+  if (res.status === 200) total = res.json('stock') + res.json('sold');
+  else unexpected.add(1);
+  console.log(`restock ${t0} ${Date.now()} 0 ${UNITS} ${res.status} ${total}`);
+}
+
+export default function (data) {
+  const first = exec.vu.idInTest === 1;
+  for (let round = 0; round < ROUNDS; round++) {
+    const start = data.start + round * ROUND_MS;
+    const restockAt = start + SELL_MS + IDLE_MS;
+    if (first) {
+      sleepUntil(start);
+      sellOut();
+      if (Date.now() > start + SELL_MS) overran.add(1);
+      sleepUntil(restockAt);
+      restock();
+      if (Date.now() > restockAt + RESTOCK_MS) overran.add(1);
+    }
+    sleepUntil(restockAt + RESTOCK_MS + AFTER_MS);
+    if (buy(1 + (exec.vu.idInTest % (BASE_URLS.length - 1))) === 'sold_out') burstSoldOut.add(1);
+  }
+}

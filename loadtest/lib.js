@@ -1,0 +1,66 @@
+// lib.js — what the k6 scripts here share: their settings, the buyers'
+// tokens, and the lines of the clients' record the runner checks
+// (loadtest/harness, readConsole and readHistory).
+import crypto from 'k6/crypto';
+import encoding from 'k6/encoding';
+import exec from 'k6/execution';
+
+export function env(name, def) {
+  const v = __ENV[name];
+  return v === undefined || v === '' ? def : v;
+}
+export function num(name, def) {
+  const v = Number(env(name, def));
+  if (!Number.isFinite(v)) throw new Error(`${name}=${__ENV[name]} is not a number`);
+  return v;
+}
+// nums reads every setting named in defaults as a number.
+export function nums(defaults) {
+  return Object.fromEntries(Object.entries(defaults).map(([name, def]) => [name, num(name, def)]));
+}
+
+export const BASE_URLS = env('BASE_URLS', 'http://127.0.0.1:8080').split(',').map((u) => u.trim().replace(/\/+$/, '')).filter((u) => u);
+if (BASE_URLS.length === 0) throw new Error('BASE_URLS is required');
+
+const SHOPPER_SECRET = env('SHOPPER_SECRET', '');
+const SHOPPER_AUDIENCE = env('SHOPPER_AUDIENCE', 'seckill');
+const JWT_HEADER = encoding.b64encode(JSON.stringify({ alg: 'HS256', typ: 'JWT' }), 'rawurl');
+export const SIGNED = SHOPPER_SECRET !== '';
+
+// bearer returns the Authorization header of user: an HS256 token valid
+// for an hour, signed with SHOPPER_SECRET (the service's auth.jwt.secret,
+// from the environment), or nothing without it (auth.shopper none).
+export function bearer(user) {
+  if (!SIGNED) return {};
+  const now = Math.floor(Date.now() / 1000);
+  const claims = encoding.b64encode(JSON.stringify({ sub: user, aud: SHOPPER_AUDIENCE, iat: now, exp: now + 3600 }), 'rawurl');
+  const sig = crypto.hmac('sha256', SHOPPER_SECRET, `${JWT_HEADER}.${claims}`, 'base64rawurl');
+  return { Authorization: `Bearer ${JWT_HEADER}.${claims}.${sig}` };
+}
+
+export function errorCode(res) {
+  try {
+    const c = res.json('error.code');
+    return typeof c === 'string' ? c : '';
+  } catch (_) {
+    return '';
+  }
+}
+
+export function orderID(res) {
+  try {
+    return res.json('order_id');
+  } catch (_) {
+    return undefined;
+  }
+}
+
+// history writes one line per order request for the linearizability
+// check (loadtest/verify, Attempt): invocation and response time in ms,
+// the VU, the iteration, the call (order, replay, conflict) and attempt,
+// the instance, the buyer, the key, the quantity and the answer.
+export function history(rec, user, key, t0, t1, res) {
+  let id = '-';
+  if (res.status === 200 || res.status === 201) id = String(orderID(res) || '-');
+  console.log(`hist ${t0} ${t1} ${exec.vu.idInTest} ${rec.it} ${rec.call} ${rec.attempt} ${rec.inst} ${user} ${key === null ? '-' : key} ${rec.qty || 1} ${res.status} ${errorCode(res) || '-'} ${id}`);
+}

@@ -1,0 +1,109 @@
+// lifecycle.js — buyers who pay, cancel or walk away (-scenario lifecycle), for k6.
+//
+// Each VU sends buyers one after another, each ordering one unit at the
+// next instance. Of each ten buyers six pay at once (POST
+// /internal/v1/orders/{id}/paid with PAY_TOKEN, as the payment system
+// does), one cancels, two never pay and one pays after expires_at (it
+// must be refused 409 order_expired). A VU stops once it has been
+// answered only sold_out for QUIET_MS, longer than an order's payment
+// window and a sweeper's failover: no unit was left to come back. The
+// runner freezes and kills instances meanwhile, so an instance may not
+// answer: an order without an answer is "unsure", a payment is sent
+// again at the next instance.
+//
+// The record is sale.js's ("hist", "ack", "unsure") plus "said <order id>
+// <status>" each time a buyer learns what became of their order (paid,
+// cancelled, expired, or cancel-unanswered when a cancel got no answer)
+// and "cancel <call ms> <return ms> <order id> <user> <instance> <status>"
+// for every cancel, whose units come back within its interval.
+import http from 'k6/http';
+import exec from 'k6/execution';
+import { sleep } from 'k6';
+import { Counter } from 'k6/metrics';
+import { BASE_URLS, env, errorCode, history, nums, orderID } from './lib.js';
+
+const { SKU_ID, QUIET_MS, VUS } = nums({ SKU_ID: 0, QUIET_MS: 15000, VUS: 32 });
+const PAY = { 'Content-Type': 'application/json', Authorization: `Bearer ${env('PAY_TOKEN', '')}` };
+const JSON_BODY = { 'Content-Type': 'application/json' };
+
+export const options = {
+  scenarios: { buyers: { executor: 'per-vu-iterations', vus: VUS, iterations: 1, maxDuration: env('MAX_DURATION', '5m') } },
+  thresholds: { unexpected_status: ['count==0'] },
+};
+
+const unexpected = new Counter('unexpected_status');
+
+function flag(what, res) {
+  unexpected.add(1);
+  console.log(`unexpected ${what} ${res.status} ${errorCode(res)}: ${String(res.body || res.error).slice(0, 200)}`);
+}
+
+// pay confirms order id as the payment system does, sending it again at
+// the next instance after a 503 or no answer (it is idempotent).
+function pay(id, k, late) {
+  for (let attempt = 0; attempt < 5; attempt++) {
+    const res = http.post(`${BASE_URLS[(k + attempt) % BASE_URLS.length]}/internal/v1/orders/${id}/paid`, '', { headers: PAY, timeout: '10s' });
+    if (res.status === 503 || res.status === 0) {
+      sleep(0.1);
+      continue;
+    }
+    if (res.status === 200 && !late) console.log(`said ${id} paid`);
+    else if (res.status === 409 && errorCode(res) === 'order_expired') console.log(`said ${id} expired`);
+    else flag(`payment (late: ${late})`, res);
+    return;
+  }
+}
+
+function cancel(id, user, inst) {
+  const t0 = Date.now();
+  const res = http.post(`${BASE_URLS[inst]}/api/v1/orders/${id}/cancel`, '', { headers: JSON_BODY, timeout: '10s' });
+  console.log(`cancel ${t0} ${Date.now()} ${id} ${user} ${inst} ${res.status}`);
+  if (res.status === 200) console.log(`said ${id} cancelled`);
+  else if (res.status === 503 || res.status === 0) console.log(`said ${id} cancel-unanswered`);
+  else flag('cancel of a pending order', res);
+}
+
+const downUntil = BASE_URLS.map(() => 0); // an instance that refused a connection is left alone a second
+
+export default function () {
+  const vu = exec.vu.idInTest;
+  let quietSince = 0;
+  for (let n = 0; quietSince === 0 || Date.now() - quietSince < QUIET_MS; n++) {
+    const k = vu * 100000 + n;
+    const user = `buyer-${k}`;
+    let inst = k % BASE_URLS.length;
+    for (let i = 0; i < BASE_URLS.length && downUntil[inst] > Date.now(); i++) inst = (inst + 1) % BASE_URLS.length;
+    const t0 = Date.now();
+    const res = http.post(`${BASE_URLS[inst]}/api/v1/orders`, JSON.stringify({ sku_id: SKU_ID, user_id: user, quantity: 1 }), { headers: JSON_BODY, timeout: '10s' });
+    history({ it: k, call: 'order', attempt: 0, inst }, user, null, t0, Date.now(), res);
+    if (res.status !== 201) {
+      if (res.status === 0) downUntil[inst] = Date.now() + 1000;
+      if (res.status === 503 || res.status === 0) console.log(`unsure ${user}`);
+      else if (res.status !== 409 || errorCode(res) !== 'sold_out') flag('order', res);
+      else if (quietSince === 0) quietSince = Date.now();
+      sleep(0.05); // sold out until units come back, or an instance away
+      continue;
+    }
+    quietSince = 0;
+    const id = orderID(res);
+    if (res.json('status') !== 'pending' || !id) {
+      flag('new order, want pending with expires_at,', res);
+      continue;
+    }
+    console.log(`ack ${id} ${user}`);
+    switch (n % 10) {
+      case 0:
+      case 1:
+        break; // never pays
+      case 2: // pays after the window
+        sleep(Math.max(0, Date.parse(res.json('expires_at')) + 20 - Date.now()) / 1000);
+        pay(id, k, true);
+        break;
+      case 3:
+        cancel(id, user, inst);
+        break;
+      default:
+        pay(id, k, false);
+    }
+  }
+}
