@@ -3,7 +3,6 @@ package harness
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"strconv"
@@ -126,18 +125,7 @@ func (fr *fairRun) warm(ctx context.Context, n int) {
 	var wg sync.WaitGroup
 	for _, url := range fr.baseURLs {
 		for range n {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"/healthz", nil)
-				if err != nil {
-					return
-				}
-				if resp, err := fr.client.Do(req); err == nil {
-					_, _ = io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-				}
-			}()
+			wg.Go(func() { _, _ = fr.run.send(ctx, http.MethodGet, url+"/healthz", "", "", "") })
 		}
 	}
 	wg.Wait()
