@@ -16,13 +16,12 @@ import http from 'k6/http';
 import exec from 'k6/execution';
 import { sleep } from 'k6';
 import { Counter } from 'k6/metrics';
-import { BASE_URLS, env, errorCode, history, nums, orderID } from './lib.js';
+import { BASE_URLS, errorCode, history, nums, orderID, restock } from './lib.js';
 
 const { SKU_ID, UNITS, ROUNDS, BURST, IDLE_MS, AFTER_MS } = nums({ SKU_ID: 0, UNITS: 30, ROUNDS: 3, BURST: 20, IDLE_MS: 2500, AFTER_MS: 2000 });
 const SELL_MS = 5000;
 const RESTOCK_MS = 1000;
 const ROUND_MS = SELL_MS + IDLE_MS + RESTOCK_MS + AFTER_MS + 2000;
-const ADMIN = { 'Content-Type': 'application/json', Authorization: `Bearer ${env('ADMIN_TOKEN', '')}` };
 if (BASE_URLS.length < 2) throw new Error('idle.js restocks through one instance and sells through the others: 2 or more');
 
 export const options = {
@@ -76,15 +75,6 @@ function sellOut() {
   }
 }
 
-function restock() {
-  const t0 = Date.now();
-  const res = http.put(`${BASE_URLS[0]}/admin/v1/skus/${SKU_ID}/stock`, JSON.stringify({ stock: UNITS }), { headers: ADMIN, timeout: '15s' });
-  let total = 0;
-  if (res.status === 200) total = res.json('stock') + res.json('sold');
-  else unexpected.add(1);
-  console.log(`restock ${t0} ${Date.now()} 0 ${UNITS} ${res.status} ${total}`);
-}
-
 export default function (data) {
   const first = exec.vu.idInTest === 1;
   for (let round = 0; round < ROUNDS; round++) {
@@ -95,7 +85,7 @@ export default function (data) {
       sellOut();
       if (Date.now() > start + SELL_MS) overran.add(1);
       sleepUntil(restockAt);
-      restock();
+      if (!restock(0, SKU_ID, UNITS)) unexpected.add(1);
       if (Date.now() > restockAt + RESTOCK_MS) overran.add(1);
     }
     sleepUntil(restockAt + RESTOCK_MS + AFTER_MS);

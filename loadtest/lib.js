@@ -1,6 +1,7 @@
 // lib.js — what the k6 scripts here share: their settings, the buyers'
 // tokens, and the lines of the clients' record the runner checks
 // (loadtest/harness, readConsole and readHistory).
+import http from 'k6/http';
 import crypto from 'k6/crypto';
 import encoding from 'k6/encoding';
 import exec from 'k6/execution';
@@ -63,4 +64,24 @@ export function history(rec, user, key, t0, t1, res) {
   let id = '-';
   if (res.status === 200 || res.status === 201) id = String(orderID(res) || '-');
   console.log(`hist ${t0} ${t1} ${exec.vu.idInTest} ${rec.it} ${rec.call} ${rec.attempt} ${rec.inst} ${user} ${key === null ? '-' : key} ${rec.qty || 1} ${res.status} ${errorCode(res) || '-'} ${id}`);
+}
+
+const ADMIN = { 'Content-Type': 'application/json', Authorization: `Bearer ${env('ADMIN_TOKEN', '')}` };
+
+// restock sets SKU sku's remaining stock to units through instance inst
+// (ADMIN_TOKEN, from the environment) and records it for the history:
+// "restock <call ms> <return ms> <instance> <stock> <status> <total_stock>";
+// one not answered 200 has an unknown outcome.
+export function restock(inst, sku, units) {
+  const t0 = Date.now();
+  const res = http.put(`${BASE_URLS[inst]}/admin/v1/skus/${sku}/stock`, JSON.stringify({ stock: units }), { headers: ADMIN, timeout: '15s' });
+  const total = res.status === 200 ? res.json('stock') + res.json('sold') : 0;
+  console.log(`restock ${t0} ${Date.now()} ${inst} ${units} ${res.status} ${total}`);
+  return res.status === 200;
+}
+
+// stockLeft reads SKU sku's remaining stock through the first instance (-1: no answer).
+export function stockLeft(sku) {
+  const res = http.get(`${BASE_URLS[0]}/admin/v1/skus/${sku}`, { headers: ADMIN, timeout: '1s' });
+  return res.status === 200 ? res.json('stock') : -1;
 }

@@ -19,7 +19,8 @@
 // <status>" for every 503 or dropped connection (they must fall inside the
 // fault window). "hist ..." records every order request with its
 // invocation and response time, its input and its answer: the history the
-// runner checks for linearizability (loadtest/verify/record.go).
+// runner checks for linearizability (loadtest/verify/record.go), with
+// "restock ..." for each restock (RESTOCKS, see restocker).
 //
 // Buyers are verified shoppers when SHOPPER_SECRET (the service's HS256
 // auth.jwt.secret, from the environment) is set: each request carries a
@@ -37,7 +38,7 @@ import http from 'k6/http';
 import exec from 'k6/execution';
 import { sleep } from 'k6';
 import { Counter } from 'k6/metrics';
-import { BASE_URLS, SIGNED, bearer, env, errorCode, history, nums, orderID } from './lib.js';
+import { BASE_URLS, SIGNED, bearer, env, errorCode, history, nums, orderID, restock, stockLeft } from './lib.js';
 
 const SKU_IDS = env('SKU_IDS', env('SKU_ID', '')).split(',').map((s) => Number(s.trim())).filter((n) => Number.isInteger(n) && n > 0);
 const SKU_ID = SKU_IDS.length > 0 ? SKU_IDS[0] : 0; // the malformed requests' SKU
@@ -47,6 +48,7 @@ const RAMP = env('RAMP', '10s');
 const HOLD = env('HOLD', '10s');
 const { START_RATE, RATE, PRE_VUS, MAX_VUS, MAX_ATTEMPTS, P95_MS, P99_MS } = nums({
   START_RATE: 50, RATE: 2000, PRE_VUS: 200, MAX_VUS: 2000, MAX_ATTEMPTS: 8, P95_MS: 1000, P99_MS: 3000 });
+const { RESTOCKS, RESTOCK_UNITS, RESTOCK_FOR_MS } = nums({ RESTOCKS: 0, RESTOCK_UNITS: 1, RESTOCK_FOR_MS: 0 });
 const { REPEAT_SHARE, REPEAT_USERS, MALFORMED_SHARE, NOKEY_SHARE, REPLAY_SHARE, CONFLICT_SHARE } = nums({
   REPEAT_SHARE: 0.2, REPEAT_USERS: 50, MALFORMED_SHARE: 0.02, NOKEY_SHARE: 0.05, REPLAY_SHARE: 0.1, CONFLICT_SHARE: 0.02 });
 const REQ_TIMEOUT = env('REQ_TIMEOUT', '15s');
@@ -75,6 +77,7 @@ export const options = {
       // buyer is cut off without a record of what it was told.
       gracefulStop: '2m',
     },
+    ...(RESTOCKS > 0 ? { restocks: { executor: 'per-vu-iterations', vus: 1, iterations: 1, exec: 'restocker', maxDuration: `${Math.ceil(RESTOCK_FOR_MS / 1000) + 5}s` } } : {}),
   },
   thresholds: {
     unexpected_status: ['count==0'],
@@ -180,6 +183,17 @@ function malformed(it) {
   // Under a fault the service may refuse before it validates.
   if (res.status !== m.want && !(ALLOW_503 && res.status === 503) && !(ALLOW_CONN_ERR && res.status === 0)) {
     flag('malformed', res, code, `${m.name}: want ${m.want}`);
+  }
+}
+
+// restocker restocks the sale's SKU RESTOCKS times, each time it has sold
+// out, to RESTOCK_UNITS, through the instances in turn, while the
+// arrivals last (RESTOCK_FOR_MS): a sold-out mark must follow a restock
+// made through another instance within the bound (the history check).
+export function restocker() {
+  const end = Date.now() + RESTOCK_FOR_MS;
+  for (let done = 0; done < RESTOCKS && Date.now() < end; sleep(0.05)) {
+    if (stockLeft(SKU_ID) === 0 && restock(done % BASE_URLS.length, SKU_ID, RESTOCK_UNITS)) done++;
   }
 }
 

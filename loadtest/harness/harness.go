@@ -2,7 +2,7 @@
 // Redis and N service instances, creates a SKU, drives k6 at it
 // (optionally killing Redis, an instance or MariaDB mid-sale), then checks
 // from the database and the API that nothing was oversold, lost or
-// doubled; and the scenarios driven from Go (invented-skus, lifecycle,
+// doubled; and the other scenarios (invented-skus, lifecycle,
 // idle-restock, fair) on the same bring-up.
 //
 // Everything it starts it stops, however the run ends.
@@ -102,8 +102,8 @@ type Config struct {
 	// SoldOutBound is the only staleness of a sold_out answer the history
 	// check accepts, default DefaultSoldOutBound (sold_out.local_ttl + sold_out.recheck).
 	SoldOutBound time.Duration
-	// Restocks is how many times the runner restocks the SKU during the
-	// sale, each time it sells out, to a quarter of Stock; default 0.
+	// Restocks is how many times k6 restocks the SKU during the sale,
+	// each time it sells out, to a quarter of Stock; default 0.
 	Restocks int
 	// HistoryMaxOps bounds the operations the history check's search
 	// takes; past it the check is not concluded. Zero: 40,000.
@@ -233,8 +233,8 @@ func (r *run) prepareSale(ctx context.Context) error {
 	return nil
 }
 
-// sale runs k6 while the monitor, the lock sampler and the restocks (with
-// -restocks) watch, and returns when k6 started and what it left.
+// sale runs k6 (and its restocks, with -restocks) while the monitor and
+// the lock sampler watch, and returns when k6 started and what it left.
 func (r *run) sale(ctx context.Context, k6 string) (time.Time, k6Result, error) {
 	r.loadBefore = loadAverage()
 	mctx, stopMonitor := context.WithCancel(ctx)
@@ -243,9 +243,6 @@ func (r *run) sale(ctx context.Context, k6 string) (time.Time, k6Result, error) 
 	wg.Go(func() { r.watch(mctx, k6Start) })
 	r.locks = newLockInspection()
 	wg.Go(func() { r.sampleLocks(mctx, r.locks) })
-	if r.cfg.Restocks > 0 {
-		wg.Go(func() { r.restockLoop(mctx) })
-	}
 	if r.myfail != nil {
 		wg.Go(func() { r.failoverWrites(mctx) })
 	}

@@ -56,6 +56,11 @@ func (r *run) runK6(ctx context.Context, k6 string) (k6Result, error) {
 		"MAX_VUS":    strconv.Itoa(cfg.MaxVUs),
 		"P95_MS":     ms(cfg.P95),
 		"P99_MS":     ms(cfg.P99),
+		// -restocks: k6 restocks to a quarter of the stock (at least one
+		// unit) each time the SKU sells out, while the arrivals last.
+		"RESTOCKS":       strconv.Itoa(cfg.Restocks),
+		"RESTOCK_UNITS":  strconv.FormatInt(max(1, cfg.Stock/4), 10),
+		"RESTOCK_FOR_MS": ms(cfg.Ramp + cfg.Hold),
 	}
 	args := []string{"run", "--no-usage-report", "--no-color",
 		"--console-output", res.Console, "--summary-export", res.Summary}
@@ -71,6 +76,7 @@ func (r *run) runK6(ctx context.Context, k6 string) (k6Result, error) {
 			"K6_WEB_DASHBOARD_PERIOD="+period,
 			"K6_WEB_DASHBOARD_EXPORT="+res.Report,
 			"SHOPPER_SECRET="+r.shopper, // in the environment, not on k6's command line
+			"ADMIN_TOKEN="+r.token,
 		),
 	})
 	r.event("k6: %d → %d orders/s over %s, hold %s, %d instance(s), fault %s",
