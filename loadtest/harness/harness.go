@@ -168,14 +168,13 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 	if err != nil {
 		return res, err
 	}
-	k6, err := EnsureK6(ctx, cfg.K6, r.log)
-	if err != nil {
+	if r.cfg.K6, err = EnsureK6(ctx, cfg.K6, r.log); err != nil { // before any server starts
 		return res, err
 	}
 	if err := r.prepareSale(ctx); err != nil {
 		return res, err
 	}
-	k6Start, k6res, err := r.sale(ctx, k6)
+	k6Start, k6res, err := r.sale(ctx)
 	if err != nil {
 		return res, err
 	}
@@ -235,7 +234,7 @@ func (r *run) prepareSale(ctx context.Context) error {
 
 // sale runs k6 (and its restocks, with -restocks) while the monitor and
 // the lock sampler watch, and returns when k6 started and what it left.
-func (r *run) sale(ctx context.Context, k6 string) (time.Time, k6Result, error) {
+func (r *run) sale(ctx context.Context) (time.Time, k6Result, error) {
 	r.loadBefore = loadAverage()
 	mctx, stopMonitor := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -246,7 +245,7 @@ func (r *run) sale(ctx context.Context, k6 string) (time.Time, k6Result, error) 
 	if r.myfail != nil {
 		wg.Go(func() { r.failoverWrites(mctx) })
 	}
-	k6res, k6err := r.runK6(ctx, k6)
+	k6res, k6err := r.runK6(ctx)
 	r.event("k6 finished: exit %d", k6res.ExitCode)
 	r.saveMetrics(ctx)
 	stopMonitor()

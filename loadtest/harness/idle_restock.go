@@ -36,7 +36,7 @@ func RunIdleRestock(ctx context.Context, cfg Config) (res ScenarioResult, err er
 	def := config.Default()
 	idle := def.SoldOut.LocalTTL + def.SoldOut.Recheck + time.Second
 	after := r.cfg.SoldOutBound + 500*time.Millisecond
-	k6res, err := r.runScript(ctx, "idle.js", "k6", map[string]string{
+	k6res, err := r.runScript(ctx, "idle.js", "k6", scriptLimit, map[string]string{
 		"BASE_URLS": strings.Join(r.baseURLs, ","), "SKU_ID": strconv.FormatInt(r.skuID, 10), "UNITS": strconv.Itoa(idleUnits),
 		"ROUNDS": strconv.Itoa(idleRounds), "BURST": strconv.Itoa(idleBurst), "IDLE_MS": ms(idle), "AFTER_MS": ms(after),
 	}, "ADMIN_TOKEN="+r.token)

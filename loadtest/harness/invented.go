@@ -88,7 +88,7 @@ func RunInvented(ctx context.Context, cfg Config, requests int) (res ScenarioRes
 // invent runs invented.js: n orders for the ids first, first+1, ...,
 // inventedConcurrency at a time; its summary is returned.
 func (r *run) invent(ctx context.Context, name string, first int64, n int) (k6Summary, error) {
-	k6res, err := r.runScript(ctx, "invented.js", name, map[string]string{"BASE_URLS": strings.Join(r.baseURLs, ","),
+	k6res, err := r.runScript(ctx, "invented.js", name, scriptLimit, map[string]string{"BASE_URLS": strings.Join(r.baseURLs, ","),
 		"FIRST": strconv.FormatInt(first, 10), "COUNT": strconv.Itoa(n), "VUS": strconv.Itoa(inventedConcurrency)},
 		"SHOPPER_SECRET="+r.shopper)
 	if err != nil {

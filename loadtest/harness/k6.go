@@ -31,14 +31,9 @@ const k6ThresholdsFailed = 99
 
 func ms(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
 
-func (r *run) runK6(ctx context.Context, k6 string) (k6Result, error) {
+// runK6 runs the sale, sale.js, with the web dashboard's report exported.
+func (r *run) runK6(ctx context.Context) (k6Result, error) {
 	cfg := r.cfg
-	res := k6Result{
-		Summary: filepath.Join(r.dir, "k6-summary.json"),
-		Console: filepath.Join(r.dir, "k6-console.log"),
-		Report:  filepath.Join(r.dir, "report.html"),
-		Stdout:  filepath.Join(r.dir, "k6.txt"),
-	}
 	period := "1s"
 	if cfg.Ramp+cfg.Hold > 2*time.Minute {
 		period = "5s"
@@ -62,33 +57,50 @@ func (r *run) runK6(ctx context.Context, k6 string) (k6Result, error) {
 		"RESTOCK_UNITS":  strconv.FormatInt(max(1, cfg.Stock/4), 10),
 		"RESTOCK_FOR_MS": ms(cfg.Ramp + cfg.Hold),
 	}
-	args := []string{"run", "--no-usage-report", "--no-color",
-		"--console-output", res.Console, "--summary-export", res.Summary}
+	r.event("k6: %d → %d orders/s over %s, hold %s, %d instance(s), fault %s",
+		cfg.StartRate, cfg.Rate, cfg.Ramp, cfg.Hold, len(r.baseURLs), cfg.Fault)
+	report := filepath.Join(r.dir, "report.html")
+	// k6 ends by itself after ramp + hold + its graceful stop; the bound
+	// catches a wedged run.
+	res, err := r.runScript(ctx, "sale.js", "k6", cfg.Ramp+cfg.Hold+3*time.Minute, vars,
+		"K6_WEB_DASHBOARD=true",
+		"K6_WEB_DASHBOARD_PORT=-1", // no listener; export only
+		"K6_WEB_DASHBOARD_PERIOD="+period,
+		"K6_WEB_DASHBOARD_EXPORT="+report,
+		"SHOPPER_SECRET="+r.shopper, // in the environment, not on k6's command line
+		"ADMIN_TOKEN="+r.token)
+	res.Report = report
+	return res, err
+}
+
+// runScript runs loadtest/<script> with k6 (cfg.K6, found or installed),
+// vars on its command line and env (secrets) in its environment, for at
+// most limit, and leaves its summary, its console (the clients' record)
+// and its output in the results as <name>-summary.json,
+// <name>-console.log and <name>.txt. A failed threshold is k6's exit
+// code, not an error.
+func (r *run) runScript(ctx context.Context, script, name string, limit time.Duration, vars map[string]string, env ...string) (k6Result, error) {
+	res := k6Result{
+		Summary: filepath.Join(r.dir, name+"-summary.json"),
+		Console: filepath.Join(r.dir, name+"-console.log"),
+		Stdout:  filepath.Join(r.dir, name+".txt"),
+	}
+	k6, err := EnsureK6(ctx, r.cfg.K6, r.log)
+	if err != nil {
+		return res, err
+	}
+	args := []string{"run", "--no-usage-report", "--no-color", "--console-output", res.Console, "--summary-export", res.Summary}
 	for _, k := range sortedKeys(vars) {
 		args = append(args, "-e", k+"="+vars[k])
 	}
-	args = append(args, cfg.script())
-	p := r.ps.add(&proc{
-		name: "k6", path: k6, args: args, log: res.Stdout,
-		env: append(os.Environ(),
-			"K6_WEB_DASHBOARD=true",
-			"K6_WEB_DASHBOARD_PORT=-1", // no listener; export only
-			"K6_WEB_DASHBOARD_PERIOD="+period,
-			"K6_WEB_DASHBOARD_EXPORT="+res.Report,
-			"SHOPPER_SECRET="+r.shopper, // in the environment, not on k6's command line
-			"ADMIN_TOKEN="+r.token,
-		),
-	})
-	r.event("k6: %d → %d orders/s over %s, hold %s, %d instance(s), fault %s",
-		cfg.StartRate, cfg.Rate, cfg.Ramp, cfg.Hold, len(r.baseURLs), cfg.Fault)
+	p := r.ps.add(&proc{name: "k6", path: k6, args: append(args, filepath.Join(r.cfg.moduleRoot, "loadtest", script)),
+		log: res.Stdout, env: append(os.Environ(), env...)})
 	if err := p.start(); err != nil {
 		return res, err
 	}
-	// k6 ends by itself after ramp + hold + its graceful stop; the bound
-	// catches a wedged run.
-	wctx, cancel := context.WithTimeout(ctx, cfg.Ramp+cfg.Hold+3*time.Minute)
+	wctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
-	err := p.waitExit(wctx)
+	err = p.waitExit(wctx)
 	var exit *exec.ExitError
 	switch {
 	case err == nil:
@@ -96,10 +108,11 @@ func (r *run) runK6(ctx context.Context, k6 string) (k6Result, error) {
 		res.ExitCode = exit.ExitCode()
 	default:
 		p.stop(5 * time.Second)
-		return res, fmt.Errorf("k6: %w (see %s)", err, res.Stdout)
+		return res, fmt.Errorf("k6 %s: %w (see %s)", script, err, res.Stdout)
 	}
+	r.event("k6 %s finished: exit %d", script, res.ExitCode)
 	if _, serr := os.Stat(res.Summary); serr != nil {
-		return res, fmt.Errorf("k6 exited %d without a summary (see %s)", res.ExitCode, res.Stdout)
+		return res, fmt.Errorf("k6 %s exited %d without a summary (see %s)", script, res.ExitCode, res.Stdout)
 	}
 	return res, nil
 }

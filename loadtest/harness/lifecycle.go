@@ -41,7 +41,7 @@ func RunLifecycle(ctx context.Context, cfg Config, units int64) (res ScenarioRes
 	faults := make(chan error, 1)
 	var frozen, killed string
 	go func() { faults <- r.injectFaults(fctx, &frozen, &killed) }()
-	k6res, err := r.runScript(ctx, "lifecycle.js", "k6", map[string]string{"BASE_URLS": strings.Join(r.baseURLs, ","),
+	k6res, err := r.runScript(ctx, "lifecycle.js", "k6", scriptLimit, map[string]string{"BASE_URLS": strings.Join(r.baseURLs, ","),
 		"SKU_ID": strconv.FormatInt(r.skuID, 10), "VUS": strconv.Itoa(lifecycleBuyers)}, "PAY_TOKEN="+payToken)
 	stopFaults()
 	if ferr := <-faults; err == nil && ferr != nil && fctx.Err() == nil {

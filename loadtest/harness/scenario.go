@@ -2,13 +2,9 @@ package harness
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"time"
 
 	"github.com/seckill/seckill/loadtest/verify"
@@ -91,45 +87,9 @@ func (s ScenarioResult) WriteText(w io.Writer) {
 	}
 }
 
-// runScript runs loadtest/<script> with k6, vars on its command line and
-// env (secrets) in its environment, and leaves its summary, its console
-// (the clients' record) and its output in the results as
-// <name>-summary.json, <name>-console.log and <name>.txt. A failed
-// threshold is k6's exit code, not an error.
-func (r *run) runScript(ctx context.Context, script, name string, vars map[string]string, env ...string) (k6Result, error) {
-	res := k6Result{
-		Summary: filepath.Join(r.dir, name+"-summary.json"),
-		Console: filepath.Join(r.dir, name+"-console.log"),
-		Stdout:  filepath.Join(r.dir, name+".txt"),
-	}
-	k6, err := EnsureK6(ctx, r.cfg.K6, r.log)
-	if err != nil {
-		return res, err
-	}
-	args := []string{"run", "--no-usage-report", "--no-color", "--console-output", res.Console, "--summary-export", res.Summary}
-	for _, k := range sortedKeys(vars) {
-		args = append(args, "-e", k+"="+vars[k])
-	}
-	out, err := os.Create(res.Stdout)
-	if err != nil {
-		return res, err
-	}
-	defer out.Close()
-	cmd := exec.CommandContext(ctx, k6, append(args, filepath.Join(r.cfg.moduleRoot, "loadtest", script))...)
-	cmd.Stdout, cmd.Stderr, cmd.Env = out, out, append(os.Environ(), env...)
-	r.event("k6 %s: %v", script, vars)
-	var exit *exec.ExitError
-	if err := cmd.Run(); errors.As(err, &exit) {
-		res.ExitCode = exit.ExitCode()
-	} else if err != nil {
-		return res, fmt.Errorf("k6 %s: %w", script, err)
-	}
-	r.event("k6 %s finished: exit %d", script, res.ExitCode)
-	if _, err := os.Stat(res.Summary); err != nil {
-		return res, fmt.Errorf("k6 %s exited %d without a summary (see %s)", script, res.ExitCode, res.Stdout)
-	}
-	return res, nil
-}
+// scriptLimit bounds a scenario's k6 script, whose own maxDuration is
+// 10 minutes at most.
+const scriptLimit = 11 * time.Minute
 
 // checkScript holds the run's SKU, which started with stock units, to
 // what k6's clients were told (see checkAnswers) and to k6's thresholds.
