@@ -153,6 +153,9 @@ type Result struct {
 // Pass reports the verdict: every invariant held and k6's thresholds passed.
 func (r Result) Pass() bool { return r.Summary.Pass }
 
+// WriteText prints the summary and where the results are.
+func (r Result) WriteText(w io.Writer) { r.Summary.WriteText(w, r.Dir) }
+
 // Run performs one load run and returns its summary. The error is for a
 // run that could not be carried out (a server that would not start, k6
 // missing); a run that found a violation returns a failing Result and a

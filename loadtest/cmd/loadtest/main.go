@@ -3,17 +3,7 @@
 // deployment), drives k6 at one SKU, optionally kills Redis, an instance or
 // MariaDB mid-sale, and verifies that nothing was oversold, lost or
 // doubled. It exits 1 on any violated invariant, 2 when the run itself
-// could not be carried out.
-//
-//	go run ./loadtest/cmd/loadtest                 # full run, 3 instances
-//	go run ./loadtest/cmd/loadtest -smoke          # ~30 seconds
-//	go run ./loadtest/cmd/loadtest -fault redis    # Redis killed mid-sale
-//	go run ./loadtest/cmd/loadtest -lock zookeeper -fault zk-leader  # ZooKeeper's leader killed mid-sale
-//	go run ./loadtest/cmd/loadtest -scenario invented-skus  # 20,000 orders for ids that do not exist
-//	go run ./loadtest/cmd/loadtest -scenario lifecycle      # pay, cancel, expire: returned units resold; leader frozen, another killed
-//	go run ./loadtest/cmd/loadtest -scenario idle-restock   # sell out, idle past the sold-out marks, restock, burst: no stale sold_out
-//	go run ./loadtest/cmd/loadtest -scenario fair           # 12,000 buyers for 3,000 units over 1s: who was served out of arrival order
-//	go run ./loadtest/cmd/loadtest -target -base-urls https://a,https://b -admin-token ...
+// could not be carried out. loadtest/README.md shows its runs, -h every flag.
 package main
 
 import (
@@ -56,59 +46,23 @@ func main() {
 	}
 }
 
-type listFlag []string
-
-func (l *listFlag) String() string { return strings.Join(*l, ",") }
-func (l *listFlag) Set(v string) error {
-	for _, s := range strings.Split(v, ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			*l = append(*l, s)
-		}
-	}
-	return nil
-}
-
-type envFlag []string
-
-func (e *envFlag) String() string { return strings.Join(*e, " ") }
-func (e *envFlag) Set(v string) error {
-	if !strings.Contains(v, "=") {
-		return fmt.Errorf("%q: want KEY=VALUE", v)
-	}
-	*e = append(*e, v)
-	return nil
-}
-
-// smokeRequested reports whether args hold -smoke before any non-flag.
-func smokeRequested(args []string) bool {
-	for _, a := range args {
-		switch strings.TrimLeft(a, "-") {
-		case "smoke", "smoke=true", "smoke=1":
-			return true
-		}
-	}
-	return false
-}
-
-// clusterRequested reports whether args hold -redis cluster.
-func clusterRequested(args []string) bool {
-	for i, a := range args {
-		switch strings.TrimLeft(a, "-") {
-		case "redis=cluster":
-			return true
-		case "redis":
-			if i+1 < len(args) && args[i+1] == harness.RedisCluster {
-				return true
+// list appends each comma-separated value of a flag to *dst.
+func list(dst *[]string) func(string) error {
+	return func(v string) error {
+		for _, s := range strings.Split(v, ",") {
+			if s = strings.TrimSpace(s); s != "" {
+				*dst = append(*dst, s)
 			}
 		}
+		return nil
 	}
-	return false
 }
 
 // options is the command line: the sale's configuration and the
 // scenario's numbers.
 type options struct {
 	cfg      harness.Config
+	smoke    bool
 	quiet    bool
 	scenario string
 	requests int   // -scenario invented-skus
@@ -116,26 +70,40 @@ type options struct {
 	buyers   int   // -scenario fair
 }
 
-// parseFlags reads the command line. -smoke (or -redis cluster) picks the
-// defaults the other flags start from, so that "-smoke -stock 1000"
-// combines both.
-func parseFlags(args []string, stderr io.Writer) (options, *flag.FlagSet, error) {
-	fs := flag.NewFlagSet("loadtest", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+// parseFlags reads the command line. -smoke, -redis cluster, -fault
+// mysql-failover and -scenario fair pick the defaults the other flags
+// start from, so that "-smoke -stock 1000" combines both: the line is
+// read once to learn them and once more over them.
+func parseFlags(args []string, stderr io.Writer) (options, error) {
+	o, err := parseWith(harness.Default(), args, io.Discard)
+	if err != nil {
+		return parseWith(harness.Default(), args, stderr) // says what is wrong
+	}
 	def := harness.Default()
 	switch {
-	case smokeRequested(args):
+	case o.smoke:
 		def = harness.Smoke()
-	case clusterRequested(args):
+	case o.cfg.Redis == harness.RedisCluster:
 		def = harness.ClusterSale() // 100 SKUs, at a rate this box serves
 	}
-	fs.Bool("smoke", false, "the ~30 second run of make test: small stock, low rate (other flags still apply)")
-	var (
-		o                    options
-		baseURLs, redisAddrs listFlag
-		env                  envFlag
-	)
+	if o.cfg.Fault == harness.FaultMySQLFailover {
+		// The scenario of its issue: 4,000 units, the replicas stalled 4s,
+		// arrivals at a rate that keeps the sale going through the failover.
+		def.Stock, def.FaultFor, def.Rate = 4000, 4*time.Second, 400
+	}
+	if o.scenario == "fair" {
+		def.Stock = 3000
+	}
+	return parseWith(def, args, stderr)
+}
+
+// parseWith reads the command line over the defaults def.
+func parseWith(def harness.Config, args []string, stderr io.Writer) (options, error) {
+	fs := flag.NewFlagSet("loadtest", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var o options
 	cfg := &o.cfg
+	fs.BoolVar(&o.smoke, "smoke", false, "the ~30 second run of make test: small stock, low rate (other flags still apply)")
 	fs.IntVar(&cfg.Instances, "instances", def.Instances, "service instances to start")
 	fs.Int64Var(&cfg.Stock, "stock", def.Stock, "initial stock of the SKU (with -skus, spread over them)")
 	fs.IntVar(&cfg.SKUs, "skus", def.SKUs, fmt.Sprintf("SKUs the stock is spread over, each checked on its own (0: 1, or %d with -redis cluster)", harness.DefaultClusterSKUs))
@@ -153,7 +121,7 @@ func parseFlags(args []string, stderr io.Writer) (options, *flag.FlagSet, error)
 	fs.DurationVar(&cfg.FaultFor, "fault-for", def.FaultFor, "how long the victim stays down")
 	fs.DurationVar(&cfg.UnavailableGrace, "unavailable-grace", def.UnavailableGrace, "503s still accepted this long after the victim is back")
 	fs.BoolVar(&cfg.Target, "target", false, "verify a deployment already running at -base-urls (nothing is started)")
-	fs.Var(&baseURLs, "base-urls", "comma-separated base URLs of the service (target mode)")
+	fs.Func("base-urls", "comma-separated base URLs of the service (target mode)", list(&cfg.BaseURLs))
 	fs.StringVar(&cfg.AdminToken, "admin-token", os.Getenv("SECKILL_ADMIN_TOKEN"), "admin token (target mode; default $SECKILL_ADMIN_TOKEN)")
 	fs.StringVar(&cfg.ShopperSecret, "shopper-secret", os.Getenv("SECKILL_AUTH_JWT_SECRET"), "the service's HS256 auth.jwt.secret: k6 signs buyers' tokens (target mode; default $SECKILL_AUTH_JWT_SECRET; empty: no tokens, for auth.shopper none)")
 	fs.StringVar(&cfg.OrderIDKey, "order-id-key", os.Getenv("SECKILL_AUTH_ORDER_ID_KEY"), "the service's auth.order_id_key, to check acknowledged orders (target mode; default $SECKILL_AUTH_ORDER_ID_KEY)")
@@ -163,9 +131,15 @@ func parseFlags(args []string, stderr io.Writer) (options, *flag.FlagSet, error)
 	fs.StringVar(&cfg.Redis, "redis", "", "topology of -fault failover (or of -fault none, to measure it without a fault): sentinel (default: master + 2 replicas + 3 sentinels) or cluster (3 masters + 3 replicas)")
 	fs.StringVar(&cfg.Lock, "lock", harness.LockRedis, "the instances' lock backend: redis, or zookeeper (a private 3-node ensemble, no Redis; -fault zk-leader kills its leader)")
 	fs.IntVar(&cfg.RedisKill, "redis-kill", 1, "redis-servers the redis fault kills (of 3: 1 is a minority, 2 a majority)")
-	fs.Var(&redisAddrs, "redis-addrs", "use these Redis servers instead of starting a private redis-server")
+	fs.Func("redis-addrs", "use these Redis servers instead of starting a private redis-server", list(&cfg.RedisAddrs))
 	fs.StringVar(&cfg.ServiceBin, "bin", "", "prebuilt seckill binary (default: go build ./cmd/seckill)")
-	fs.Var(&env, "env", "KEY=VALUE for every instance, repeatable (e.g. SECKILL_ORDER_LINGER=0)")
+	fs.Func("env", "KEY=VALUE for every instance, repeatable (e.g. SECKILL_ORDER_LINGER=0)", func(v string) error {
+		if !strings.Contains(v, "=") {
+			return fmt.Errorf("%q: want KEY=VALUE", v)
+		}
+		cfg.Env = append(cfg.Env, v)
+		return nil
+	})
 	fs.StringVar(&cfg.K6, "k6", "", "k6 binary (default: PATH, then $(go env GOPATH)/bin, else go install go.k6.io/k6@"+harness.K6Version+")")
 	fs.StringVar(&cfg.Name, "name", "", "run name (default: time and fault)")
 	fs.BoolVar(&cfg.Keep, "keep", false, "keep the run's database and work directory")
@@ -178,67 +152,39 @@ func parseFlags(args []string, stderr io.Writer) (options, *flag.FlagSet, error)
 	fs.Int64Var(&o.units, "units", 1000, "units sold by -scenario lifecycle")
 	fs.IntVar(&o.buyers, "buyers", 12000, "buyers of -scenario fair, one unit each, arriving evenly over 1s (its units: -stock, 3000 unless set)")
 	if err := fs.Parse(args); err != nil {
-		return o, fs, err
+		return o, err
 	}
 	if fs.NArg() > 0 {
-		return o, fs, fmt.Errorf("unexpected arguments %q", fs.Args())
+		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	cfg.BaseURLs, cfg.RedisAddrs, cfg.Env = baseURLs, redisAddrs, env
-	return o, fs, nil
+	return o, nil
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	o, fs, err := parseFlags(args, stderr)
+	o, err := parseFlags(args, stderr)
 	if err != nil {
 		return err
 	}
 	cfg := o.cfg
-	if cfg.Fault == harness.FaultMySQLFailover {
-		mysqlFailoverDefaults(fs, &cfg)
-	}
 	cfg.Log = stderr
 	if o.quiet {
 		cfg.Log = io.Discard
 	}
+	var res result
 	switch o.scenario {
-	case "invented-skus":
-		res, err := harness.RunInvented(ctx, cfg, o.requests)
-		return report(res, err, stdout)
-	case "lifecycle":
-		res, err := harness.RunLifecycle(ctx, cfg, o.units)
-		return report(res, err, stdout)
-	case "idle-restock":
-		res, err := harness.RunIdleRestock(ctx, cfg)
-		return report(res, err, stdout)
-	case "fair":
-		if !flagSet(fs, "stock") {
-			cfg.Stock = 3000
-		}
-		res, err := harness.RunFair(ctx, cfg, cfg.Stock, o.buyers)
-		return report(res, err, stdout)
 	case "sale":
+		res, err = harness.Run(ctx, cfg)
+	case "invented-skus":
+		res, err = harness.RunInvented(ctx, cfg, o.requests)
+	case "lifecycle":
+		res, err = harness.RunLifecycle(ctx, cfg, o.units)
+	case "idle-restock":
+		res, err = harness.RunIdleRestock(ctx, cfg)
+	case "fair":
+		res, err = harness.RunFair(ctx, cfg, cfg.Stock, o.buyers)
 	default:
 		return fmt.Errorf("-scenario %q: want sale, invented-skus, lifecycle, idle-restock or fair", o.scenario)
 	}
-	res, err := harness.Run(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	res.Summary.WriteText(stdout, res.Dir)
-	if !res.Pass() {
-		return errViolated
-	}
-	return nil
-}
-
-// scenarioResult is what a scenario other than the k6 sale reports.
-type scenarioResult interface {
-	WriteText(io.Writer)
-	Pass() bool
-}
-
-// report prints a scenario's result and fails the run when it did not pass.
-func report(res scenarioResult, err error, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
@@ -249,25 +195,8 @@ func report(res scenarioResult, err error, stdout io.Writer) error {
 	return nil
 }
 
-// flagSet reports whether the flag name was given.
-func flagSet(fs *flag.FlagSet, name string) bool {
-	set := false
-	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
-	return set
-}
-
-// mysqlFailoverDefaults gives -fault mysql-failover the scenario of its
-// issue where a flag does not say otherwise: 4,000 units, the replicas
-// stalled 4s, arrivals at a rate that keeps the sale going through the
-// failover.
-func mysqlFailoverDefaults(fs *flag.FlagSet, cfg *harness.Config) {
-	if !flagSet(fs, "stock") {
-		cfg.Stock = 4000
-	}
-	if !flagSet(fs, "fault-for") {
-		cfg.FaultFor = 4 * time.Second
-	}
-	if !flagSet(fs, "rate") {
-		cfg.Rate = 400
-	}
+// result is what the sale and the other scenarios report.
+type result interface {
+	WriteText(io.Writer)
+	Pass() bool
 }

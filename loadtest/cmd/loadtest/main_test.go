@@ -7,24 +7,34 @@ import (
 	"io"
 	"strings"
 	"testing"
+
+	"github.com/seckill/seckill/loadtest/harness"
 )
 
-func TestSmokeRequested(t *testing.T) {
+// TestParseFlags_defaults checks that -smoke, -fault mysql-failover and
+// -scenario fair pick the defaults the other flags override.
+func TestParseFlags_defaults(t *testing.T) {
+	smoke, full := harness.Smoke(), harness.Default()
 	tests := []struct {
-		args []string
-		want bool
+		name  string
+		args  []string
+		stock int64
+		rate  int
 	}{
-		{nil, false},
-		{[]string{"-smoke"}, true},
-		{[]string{"--smoke"}, true},
-		{[]string{"-stock", "10", "-smoke=true"}, true},
-		{[]string{"-smoke=false"}, false},
-		{[]string{"-fault", "redis"}, false},
+		{name: "full", args: nil, stock: full.Stock, rate: full.Rate},
+		{name: "smoke", args: []string{"--smoke"}, stock: smoke.Stock, rate: smoke.Rate},
+		{name: "smoke after a flag", args: []string{"-stock", "10", "-smoke=true"}, stock: 10, rate: smoke.Rate},
+		{name: "not smoke", args: []string{"-smoke=false"}, stock: full.Stock, rate: full.Rate},
+		{name: "mysql-failover", args: []string{"-smoke", "-fault", "mysql-failover", "-rate", "50"}, stock: 4000, rate: 50},
+		{name: "fair", args: []string{"-scenario", "fair"}, stock: 3000, rate: full.Rate},
 	}
 	for _, tt := range tests {
-		if got := smokeRequested(tt.args); got != tt.want {
-			t.Errorf("smokeRequested(%q) = %v; want %v", tt.args, got, tt.want)
-		}
+		t.Run(tt.name, func(t *testing.T) {
+			o, err := parseFlags(tt.args, io.Discard)
+			if err != nil || o.cfg.Stock != tt.stock || o.cfg.Rate != tt.rate {
+				t.Errorf("parseFlags(%q) = stock %d, rate %d, %v; want stock %d, rate %d", tt.args, o.cfg.Stock, o.cfg.Rate, err, tt.stock, tt.rate)
+			}
+		})
 	}
 }
 
