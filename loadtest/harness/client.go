@@ -1,7 +1,6 @@
 package harness
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -19,29 +18,17 @@ import (
 
 // admin sends an admin API request and decodes its answer into v (if not
 // nil); an answer other than want is an error with its body.
-func (r *run) admin(ctx context.Context, method, url string, body []byte, want int, v any) error {
-	req, err := http.NewRequestWithContext(ctx, method, url, bytes.NewReader(body))
-	if err != nil {
+func (r *run) admin(ctx context.Context, method, url, body string, want int, v any) error {
+	p, err := r.send(ctx, method, url, body, r.token, "")
+	switch {
+	case err != nil:
 		return err
-	}
-	req.Header.Set("Authorization", "Bearer "+r.token)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := r.client.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode != want {
-		return fmt.Errorf("%s %s: %s: %s", method, url, resp.Status, strings.TrimSpace(string(raw)))
-	}
-	if v == nil {
+	case p.status != want:
+		return fmt.Errorf("%s %s: %d: %s", method, url, p.status, bytes.TrimSpace(p.body))
+	case v == nil:
 		return nil
 	}
-	return json.Unmarshal(raw, v)
+	return json.Unmarshal(p.body, v)
 }
 
 // createSKU creates a SKU through the first instance's admin API.
@@ -50,7 +37,7 @@ func (r *run) createSKU(ctx context.Context, name string, stock, perUserLimit in
 	var out struct {
 		ID int64 `json:"id"`
 	}
-	if err := r.admin(ctx, http.MethodPost, r.baseURLs[0]+"/admin/v1/skus", body, http.StatusCreated, &out); err != nil {
+	if err := r.admin(ctx, http.MethodPost, r.baseURLs[0]+"/admin/v1/skus", string(body), http.StatusCreated, &out); err != nil {
 		return 0, fmt.Errorf("create sku: %w", err)
 	}
 	if out.ID == 0 {
@@ -81,13 +68,8 @@ func (p reply) answer() orderAnswer {
 	return a
 }
 
-// post sends a JSON POST, with the bearer token and the Idempotency-Key
-// when not empty.
-func (r *run) post(ctx context.Context, url, body, token, key string) (reply, error) {
-	return r.send(ctx, http.MethodPost, url, body, token, key)
-}
-
-// send is post with another method.
+// send sends a JSON request, with the bearer token and the
+// Idempotency-Key when not empty.
 func (r *run) send(ctx context.Context, method, url, body, token, key string) (reply, error) {
 	p := reply{retryAfter: time.Second}
 	req, err := http.NewRequestWithContext(ctx, method, url, strings.NewReader(body))
@@ -110,25 +92,19 @@ func (r *run) send(ctx context.Context, method, url, body, token, key string) (r
 	if s, perr := strconv.Atoi(resp.Header.Get("Retry-After")); perr == nil && s >= 0 {
 		p.retryAfter = time.Duration(s) * time.Second
 	}
-	p.body, err = io.ReadAll(io.LimitReader(resp.Body, 1<<16))
+	p.body, err = io.ReadAll(io.LimitReader(resp.Body, 16<<20)) // /metrics is the largest
 	return p, err
 }
 
 // metric reads one series (name and labels, then a space) from instance
 // i's /metrics; found is false when the instance does not show it.
 func (r *run) metric(ctx context.Context, i int, series string) (v float64, found bool, err error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.baseURLs[i]+"/metrics", nil)
+	p, err := r.send(ctx, http.MethodGet, r.baseURLs[i]+"/metrics", "", "", "")
 	if err != nil {
 		return 0, false, err
 	}
-	resp, err := r.client.Do(req)
-	if err != nil {
-		return 0, false, err
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), series); ok {
+	for line := range strings.Lines(string(p.body)) {
+		if rest, ok := strings.CutPrefix(line, series); ok {
 			v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
 			return v, true, err
 		}

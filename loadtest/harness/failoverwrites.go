@@ -118,7 +118,7 @@ func (r *run) failoverWrites(ctx context.Context) {
 		user := fmt.Sprintf("%s-w%d", r.id, k)
 		token, _ := r.shopperToken(user) // HS256 over a generated secret: cannot fail
 		base := r.baseURLs[k%len(r.baseURLs)]
-		p, err := r.post(ctx, base+"/api/v1/orders", fmt.Sprintf(`{"sku_id":%d,"quantity":1}`, w.sku), token, user)
+		p, err := r.send(ctx, http.MethodPost, base+"/api/v1/orders", fmt.Sprintf(`{"sku_id":%d,"quantity":1}`, w.sku), token, user)
 		w.count("order", p.status, err)
 		ref := p.answer().OrderID
 		id, ok := r.orderIDs.Decode(ref)

@@ -162,7 +162,7 @@ func (fr *fairRun) buy(ctx context.Context, k int) {
 	for try := 0; try < maxFairTries && ctx.Err() == nil; try++ {
 		i := (k + try) % len(fr.baseURLs)
 		call := time.Now()
-		p, err := fr.post(ctx, fr.baseURLs[i]+"/api/v1/orders", fmt.Sprintf(`{"sku_id":%d,"user_id":%q,"quantity":1}`, fr.skuID, user), "", key)
+		p, err := fr.run.send(ctx, http.MethodPost, fr.baseURLs[i]+"/api/v1/orders", fmt.Sprintf(`{"sku_id":%d,"user_id":%q,"quantity":1}`, fr.skuID, user), "", key)
 		a := p.answer()
 		b.orderID, _ = fr.orderIDs.Decode(a.OrderID)
 		b.tries++

@@ -31,7 +31,7 @@ func (r *run) inject(ctx context.Context) error {
 // victim is what the redis, instance or mysql fault kills and restarts.
 type victim struct {
 	name    string
-	kill    func() error
+	kill    func()
 	restart func(context.Context) error // starts it again and waits until it serves
 }
 
@@ -41,26 +41,19 @@ func (r *run) victims() ([]victim, error) {
 	switch r.cfg.Fault {
 	case FaultRedis:
 		for i, p := range r.redis[:r.cfg.RedisKill] {
-			vs = append(vs, victim{fmt.Sprintf("redis-server-%d", i), noErr(p.Kill), p.Restart})
+			vs = append(vs, victim{fmt.Sprintf("redis-server-%d", i), p.Kill, p.Restart})
 		}
 	case FaultInstance:
 		i := len(r.instances) - 1
 		p := r.instances[i]
-		vs = append(vs, victim{p.name, p.kill, func(ctx context.Context) error {
-			if err := p.start(); err != nil {
-				return err
-			}
-			return r.waitReady(ctx, i, r.baseURLs[i])
-		}})
+		vs = append(vs, victim{instanceName(i), p.Kill, func(ctx context.Context) error { return p.Start(ctx, instanceReady) }})
 	case FaultMySQL:
-		vs = append(vs, victim{"mariadbd", noErr(r.mariadb.Kill), r.mariadb.Restart})
+		vs = append(vs, victim{"mariadbd", r.mariadb.Kill, r.mariadb.Restart})
 	default:
 		return nil, fmt.Errorf("unknown fault %q", r.cfg.Fault)
 	}
 	return vs, nil
 }
-
-func noErr(f func()) func() error { return func() error { f(); return nil } }
 
 // killAndRestart SIGKILLs the victims, keeps them down for FaultFor and
 // starts them again with the same command lines.
@@ -75,9 +68,7 @@ func (r *run) killAndRestart(ctx context.Context, victims []victim) error {
 	m.faultStart = time.Now()
 	r.event("FAULT: SIGKILL %s (sold %d of %d)", name, m.faultSold, r.cfg.Stock)
 	for _, v := range victims {
-		if err := v.kill(); err != nil {
-			return err
-		}
+		v.kill()
 	}
 	time.Sleep(r.cfg.FaultFor)
 	r.event("FAULT: restarting %s", name)
@@ -100,20 +91,22 @@ func (r *run) killAndRestart(ctx context.Context, victims []victim) error {
 func (r *run) injectPause(ctx context.Context) error {
 	m := &r.monitor
 	i := len(r.instances) - 1
-	victim := r.instances[i]
-	m.victims = victim.name
+	victim, name := r.instances[i], instanceName(i)
+	m.victims = name
 	m.faultStart = time.Now()
-	r.event("FAULT: SIGSTOP %s (sold %d of %d)", victim.name, m.faultSold, r.cfg.Stock)
-	if victim.signal(syscall.SIGSTOP, 0) {
-		return fmt.Errorf("%s: gone instead of paused", victim.name)
+	r.event("FAULT: SIGSTOP %s (sold %d of %d)", name, m.faultSold, r.cfg.Stock)
+	if err := victim.Signal(syscall.SIGSTOP); err != nil {
+		return fmt.Errorf("%s: %w", name, err)
 	}
 	time.Sleep(r.cfg.FaultFor)
-	r.event("FAULT: SIGCONT %s", victim.name)
-	victim.signal(syscall.SIGCONT, 0)
-	if err := r.waitReady(ctx, i, r.baseURLs[i]); err != nil {
+	r.event("FAULT: SIGCONT %s", name)
+	if err := victim.Signal(syscall.SIGCONT); err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	if err := victim.Await(ctx, instanceReady); err != nil {
 		return err
 	}
 	m.faultBack = time.Now()
-	r.event("FAULT: %s resumed after %.1fs", victim.name, m.faultBack.Sub(m.faultStart).Seconds())
+	r.event("FAULT: %s resumed after %.1fs", name, m.faultBack.Sub(m.faultStart).Seconds())
 	return nil
 }

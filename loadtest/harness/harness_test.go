@@ -30,7 +30,7 @@ func TestReadConsole(t *testing.T) {
 	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c, err := readConsole(path, ids)
+	c, err := readConsole(path, ids, &restockLog{})
 	if err != nil {
 		t.Fatalf("readConsole() error: %v", err)
 	}
@@ -54,10 +54,10 @@ func TestReadConsole(t *testing.T) {
 	if err := os.WriteFile(forged, []byte(`time="x" level=info msg="ack 12 lt-u1" source=console`+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := readConsole(forged, ids); err == nil {
+	if _, err := readConsole(forged, ids, &restockLog{}); err == nil {
 		t.Error("readConsole(an ack of a plain number) = nil error; want an error")
 	}
-	if c, err := readConsole(filepath.Join(t.TempDir(), "absent"), ids); err != nil || len(c.Clients.Acknowledged) != 0 {
+	if c, err := readConsole(filepath.Join(t.TempDir(), "absent"), ids, &restockLog{}); err != nil || len(c.Clients.Acknowledged) != 0 {
 		t.Errorf("readConsole(absent) = %+v, %v; want empty, nil", c, err)
 	}
 }

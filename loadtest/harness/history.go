@@ -7,8 +7,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
-	"sync"
 	"time"
 
 	"github.com/seckill/seckill/internal/config"
@@ -25,79 +23,40 @@ var DefaultSoldOutBound = config.Default().SoldOut.LocalTTL + config.Default().S
 // summary.html.
 const historyFile = "history.html"
 
-// restockLog records the operations the runner (or a script) timed
-// beside the buyers' requests: restocks, and in the lifecycle run the
-// orders' returns.
+// restockLog is what changed the stock beside the buyers' orders, read
+// from a script's record after the run: restocks and, in the lifecycle
+// run, the orders' returns.
 type restockLog struct {
-	mu     sync.Mutex
 	ops    []verify.Op
 	total  int64 // total_stock after the last restock, 0 before any
 	failed int   // restocks of unknown outcome
 }
 
-// add records op and, when not 0, the total_stock a restock left.
-func (l *restockLog) add(op verify.Op, total int64) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.ops = append(l.ops, op)
-	if total != 0 {
-		l.total = total
-	}
-}
-
-func (l *restockLog) fail() {
-	l.mu.Lock()
-	l.failed++
-	l.mu.Unlock()
-}
-
 // totalStock is what the sale had to sell in all: the initial stock, or
 // the total_stock the last restock left.
 func (l *restockLog) totalStock(initial int64) int64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	if l.total == 0 {
 		return initial
 	}
 	return l.total
 }
 
-// list returns the operations and the restocks of unknown outcome.
-func (l *restockLog) list() ([]verify.Op, int) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([]verify.Op(nil), l.ops...), l.failed
-}
-
-// readHistory reads a script's "hist" lines from k6's console output,
-// decoding the order ids buyers were told with ids, and adds its
-// "restock <call ms> <return ms> <instance> <stock> <status> <total_stock>"
-// lines to restocks.
-func readHistory(path string, ids *orderid.Codec, restocks *restockLog) ([]verify.Attempt, error) {
-	var out []verify.Attempt
-	err := scanConsole(path, func(msg string) error {
-		if strings.HasPrefix(msg, "restock ") {
-			return restocks.parse(msg)
+// parseAttempt reads a script's "hist" line, decoding the order id the
+// buyer was told with ids.
+func parseAttempt(msg string, ids *orderid.Codec) (verify.Attempt, error) {
+	a, err := verify.ParseAttempt(msg)
+	if err != nil {
+		return a, err
+	}
+	a.Instance = "instance-" + a.Instance
+	if a.OrderRef != "" {
+		id, ok := ids.Decode(a.OrderRef)
+		if !ok {
+			return a, fmt.Errorf("%q: not an order id of this service", msg)
 		}
-		if !strings.HasPrefix(msg, verify.HistoryLinePrefix) {
-			return nil
-		}
-		a, err := verify.ParseAttempt(msg)
-		if err != nil {
-			return err
-		}
-		a.Instance = "instance-" + a.Instance
-		if a.OrderRef != "" {
-			id, ok := ids.Decode(a.OrderRef)
-			if !ok {
-				return fmt.Errorf("%q: not an order id of this service", msg)
-			}
-			a.OrderID = id
-		}
-		out = append(out, a)
-		return nil
-	})
-	return out, err
+		a.OrderID = id
+	}
+	return a, nil
 }
 
 // scanConsole calls f with each message of k6's console output at path
@@ -130,11 +89,12 @@ func (l *restockLog) parse(msg string) error {
 		return fmt.Errorf("console: %q: %w", msg, err)
 	}
 	if status != http.StatusOK {
-		l.fail()
+		l.failed++
 		return nil
 	}
-	l.add(verify.Op{Kind: verify.Restock, Stock: stock, Instance: fmt.Sprintf("instance-%d", inst),
-		Call: time.UnixMilli(call), Return: time.UnixMilli(ret).Add(time.Millisecond), Status: status}, total)
+	l.ops = append(l.ops, verify.Op{Kind: verify.Restock, Stock: stock, Instance: instanceName(inst),
+		Call: time.UnixMilli(call), Return: time.UnixMilli(ret).Add(time.Millisecond), Status: status})
+	l.total = total
 	return nil
 }
 
@@ -143,8 +103,8 @@ func (l *restockLog) parse(msg string) error {
 // resolving unknown outcomes from snap, the settled state of the SKU. A
 // violating history is drawn in the results directory as visualization.
 func (r *run) checkHistory(attempts []verify.Attempt, snap verify.Snapshot, initialStock int64, visualization string) (verify.HistoryVerdict, error) {
-	timed, failed := r.restocks.list()
-	h := verify.BuildHistory(initialStock, snap, attempts, timed)
+	failed := r.restocks.failed
+	h := verify.BuildHistory(initialStock, snap, attempts, r.restocks.ops)
 	jsonl := "history.jsonl"
 	if len(r.skuIDs) > 1 {
 		jsonl = fmt.Sprintf("history-%d.jsonl", snap.SKU.ID)

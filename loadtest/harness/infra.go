@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -93,16 +92,6 @@ func Build(ctx context.Context, root, pkg, bin string) error {
 	return nil
 }
 
-// errGaveUp, wrapped by a poll function, ends the wait at once: what it
-// waits for can no longer happen.
-var errGaveUp = locktest.ErrGaveUp
-
-// poll calls f every interval until it returns nil or timeout passes; the
-// error names what was awaited and f's last error.
-func poll(ctx context.Context, what string, timeout, interval time.Duration, f func(context.Context) error) error {
-	return locktest.Poll(ctx, what, timeout, interval, f)
-}
-
 func pingDB(dsn string) func(context.Context) error {
 	return func(ctx context.Context) error {
 		db, err := sql.Open("mysql", dsn)
@@ -111,25 +100,6 @@ func pingDB(dsn string) func(context.Context) error {
 		}
 		defer db.Close()
 		return db.PingContext(ctx)
-	}
-}
-
-func httpOK(c *http.Client, url string) func(context.Context) error {
-	return func(ctx context.Context) error {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if err != nil {
-			return err
-		}
-		resp, err := c.Do(req)
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("GET %s: %s", url, resp.Status)
-		}
-		return nil
 	}
 }
 
@@ -158,5 +128,5 @@ func ensureSharedMySQL(ctx context.Context, dsn string, log io.Writer) error {
 		"--exec", "/usr/sbin/mariadbd").CombinedOutput(); err != nil {
 		return fmt.Errorf("start MariaDB: %w: %s", err, out)
 	}
-	return poll(ctx, "MariaDB", 60*time.Second, 250*time.Millisecond, pingDB(dsn))
+	return locktest.Poll(ctx, "MariaDB", 60*time.Second, 250*time.Millisecond, pingDB(dsn))
 }

@@ -1,20 +1,22 @@
 package harness
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/seckill/seckill/internal/orderid"
 	"github.com/seckill/seckill/loadtest/verify"
+	"github.com/seckill/seckill/lock/locktest"
 )
 
 // k6Result is where a k6 run left its output.
@@ -90,24 +92,25 @@ func (r *run) runScript(ctx context.Context, script, name string, limit time.Dur
 		return res, err
 	}
 	args := []string{"run", "--no-usage-report", "--no-color", "--console-output", res.Console, "--summary-export", res.Summary}
-	for _, k := range sortedKeys(vars) {
+	for _, k := range slices.Sorted(maps.Keys(vars)) {
 		args = append(args, "-e", k+"="+vars[k])
 	}
-	p := r.ps.add(&proc{name: "k6", path: k6, args: append(args, filepath.Join(r.cfg.moduleRoot, "loadtest", script)),
-		log: res.Stdout, env: append(os.Environ(), env...)})
-	if err := p.start(); err != nil {
+	p := &locktest.Process{Path: k6, Args: append(args, filepath.Join(r.cfg.moduleRoot, "loadtest", script)),
+		Log: res.Stdout, Env: append(os.Environ(), env...)}
+	r.procs = append(r.procs, p)
+	if err := p.Launch(); err != nil {
 		return res, err
 	}
 	wctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
-	err = p.waitExit(wctx)
+	err = p.Wait(wctx)
 	var exit *exec.ExitError
 	switch {
 	case err == nil:
 	case errors.As(err, &exit):
 		res.ExitCode = exit.ExitCode()
 	default:
-		p.stop(5 * time.Second)
+		p.Kill()
 		return res, fmt.Errorf("k6 %s: %w (see %s)", script, err, res.Stdout)
 	}
 	r.event("k6 %s finished: exit %d", script, res.ExitCode)
@@ -117,44 +120,39 @@ func (r *run) runScript(ctx context.Context, script, name string, limit time.Dur
 	return res, nil
 }
 
-// consoleLog is what sale.js wrote to the console.
+// consoleLog is what a script wrote to the console: the clients' record.
 type consoleLog struct {
 	Clients     verify.Clients
-	Unavailable []time.Time // 503s and dropped connections
-	Unexpected  []string    // samples of answers outside the contract
+	Attempts    []verify.Attempt // every order request, for the history
+	Unavailable []time.Time      // 503s and dropped connections
+	Unexpected  []string         // samples of answers outside the contract
 }
 
 // readConsole parses k6's console output, whose lines look like
-// time="..." level=info msg="ack 123 user" source=console.
-func readConsole(path string, ids *orderid.Codec) (consoleLog, error) {
+// time="..." level=info msg="ack 123 user" source=console; its restocks
+// go to restocks.
+func readConsole(path string, ids *orderid.Codec, restocks *restockLog) (consoleLog, error) {
 	var c consoleLog
-	f, err := os.Open(path)
-	if os.IsNotExist(err) {
-		return c, nil // nothing was logged
-	}
-	if err != nil {
-		return c, err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		if err := c.add(consoleMsg(sc.Text()), ids); err != nil {
-			return c, err
-		}
-	}
-	return c, sc.Err()
+	err := scanConsole(path, func(msg string) error { return c.add(msg, ids, restocks) })
+	return c, err
 }
 
-// add takes one console message of sale.js: an acknowledged order, a
-// buyer left unanswered, a refusal after an unknown outcome, the time of
-// a 503 or dropped connection, or an answer outside the contract.
-func (c *consoleLog) add(msg string, ids *orderid.Codec) error {
+// add takes one console message: an acknowledged order, a buyer left
+// unanswered, a refusal after an unknown outcome, the time of a 503 or
+// dropped connection, an answer outside the contract, an order request
+// ("hist") or a restock.
+func (c *consoleLog) add(msg string, ids *orderid.Codec, restocks *restockLog) error {
 	f := strings.Fields(msg)
 	if len(f) == 0 {
 		return nil
 	}
 	switch {
+	case f[0] == "hist":
+		a, err := parseAttempt(msg, ids)
+		c.Attempts = append(c.Attempts, a)
+		return err
+	case f[0] == "restock":
+		return restocks.parse(msg)
 	case f[0] == "ack" && len(f) == 3:
 		id, ok := ids.Decode(f[1])
 		if !ok {
@@ -219,9 +217,9 @@ func (s k6Summary) value(metric, field string) float64 {
 // export, a threshold's value is true when it failed.
 func (s k6Summary) failedThresholds() []string {
 	var failed []string
-	for _, name := range sortedKeys(s.Metrics) {
+	for _, name := range slices.Sorted(maps.Keys(s.Metrics)) {
 		th, _ := s.Metrics[name]["thresholds"].(map[string]any)
-		for _, expr := range sortedKeys(th) {
+		for _, expr := range slices.Sorted(maps.Keys(th)) {
 			if b, _ := th[expr].(bool); b {
 				failed = append(failed, name+": "+expr)
 			}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/seckill/seckill/lock/locktest"
 )
 
 // The lifecycle run (-scenario lifecycle): loadtest/lifecycle.js's buyers,
@@ -61,7 +63,7 @@ func RunLifecycle(ctx context.Context, cfg Config, units int64) (res ScenarioRes
 // leader past its lease, kills the instance that takes the lease over,
 // and resumes the frozen one.
 func (r *run) injectFaults(ctx context.Context, frozenName, killedName *string) error {
-	if err := poll(ctx, "the first expiry", 2*time.Minute, 100*time.Millisecond, func(ctx context.Context) error {
+	if err := locktest.Poll(ctx, "the first expiry", 2*time.Minute, 100*time.Millisecond, func(ctx context.Context) error {
 		var n int64
 		if err := r.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM orders WHERE status = 'expired'").Scan(&n); err != nil || n == 0 {
 			return fmt.Errorf("no order expired yet (%v)", err)
@@ -74,26 +76,24 @@ func (r *run) injectFaults(ctx context.Context, frozenName, killedName *string) 
 	if err != nil {
 		return err
 	}
-	r.event("FAULT: SIGSTOP %s, the sweeper's leader, for %s (past its lease)", r.instances[frozen].name, leaderFreeze)
-	if r.instances[frozen].signal(syscall.SIGSTOP, 0) {
-		return fmt.Errorf("%s: gone instead of frozen", r.instances[frozen].name)
+	r.event("FAULT: SIGSTOP %s, the sweeper's leader, for %s (past its lease)", instanceName(frozen), leaderFreeze)
+	if err := r.instances[frozen].Signal(syscall.SIGSTOP); err != nil {
+		return fmt.Errorf("%s: %w", instanceName(frozen), err)
 	}
-	*frozenName = r.instances[frozen].name
+	*frozenName = instanceName(frozen)
 	resumeAt := time.Now().Add(leaderFreeze)
 	defer func() {
 		sleepCtx(context.WithoutCancel(ctx), time.Until(resumeAt))
 		r.event("FAULT: SIGCONT %s", *frozenName)
-		r.instances[frozen].signal(syscall.SIGCONT, 0)
+		_ = r.instances[frozen].Signal(syscall.SIGCONT) // it was stopped, not gone: killing is the runner's
 	}()
 	next, err := r.sweeperLeader(ctx, frozen)
 	if err != nil {
 		return err
 	}
-	r.event("FAULT: SIGKILL %s, the sweeper's new leader", r.instances[next].name)
-	if err := r.instances[next].kill(); err != nil {
-		return err
-	}
-	*killedName = r.instances[next].name
+	r.event("FAULT: SIGKILL %s, the sweeper's new leader", instanceName(next))
+	r.instances[next].Kill()
+	*killedName = instanceName(next)
 	return nil
 }
 
@@ -101,7 +101,7 @@ func (r *run) injectFaults(ctx context.Context, frozenName, killedName *string) 
 // says it holds the sweeper's lease.
 func (r *run) sweeperLeader(ctx context.Context, skip int) (int, error) {
 	who := -1
-	err := poll(ctx, "a sweeper leader", time.Minute, 50*time.Millisecond, func(ctx context.Context) error {
+	err := locktest.Poll(ctx, "a sweeper leader", time.Minute, 50*time.Millisecond, func(ctx context.Context) error {
 		for i := range r.instances {
 			if i == skip {
 				continue

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/loadtest/verify"
+	"github.com/seckill/seckill/lock/locktest"
 )
 
 // cancelUnknown is what lifecycle.js says of an order whose cancel got no
@@ -60,7 +61,7 @@ func readLifecycle(path string) (lifecycleRecord, error) {
 // answer, cancel and expiry as a history) and the lifecycle's own: every
 // unit paid, every answer what the order is, returned units sold again.
 func (r *run) checkLifecycle(ctx context.Context, res *ScenarioResult, k6res k6Result, units int64) error {
-	if err := poll(ctx, "every order settled", time.Minute, 100*time.Millisecond, func(ctx context.Context) error {
+	if err := locktest.Poll(ctx, "every order settled", time.Minute, 100*time.Millisecond, func(ctx context.Context) error {
 		var n int64
 		if err := r.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM orders WHERE status = 'pending'").Scan(&n); err != nil || n > 0 {
 			return fmt.Errorf("%d orders still pending (%v)", n, err)
@@ -101,7 +102,7 @@ func (r *run) addReturns(res *ScenarioResult, rec lifecycleRecord, orders map[in
 			c.Return = end
 		}
 		c.Key, cancelled[c.OrderID] = "", true
-		r.restocks.add(c, 0)
+		r.restocks.ops = append(r.restocks.ops, c)
 	}
 	for id, o := range orders {
 		switch {
@@ -110,8 +111,8 @@ func (r *run) addReturns(res *ScenarioResult, rec lifecycleRecord, orders map[in
 		case o.Status == "expired" && o.SettledAt == nil:
 			res.bad("order %d expired without settled_at", id)
 		case o.Status == "expired":
-			r.restocks.add(verify.Op{Kind: verify.Returned, User: o.UserID, Qty: o.Quantity, OrderID: id, Instance: "sweeper",
-				Call: *o.SettledAt, Return: o.SettledAt.Add(expirySlack)}, 0)
+			r.restocks.ops = append(r.restocks.ops, verify.Op{Kind: verify.Returned, User: o.UserID, Qty: o.Quantity, OrderID: id,
+				Instance: "sweeper", Call: *o.SettledAt, Return: o.SettledAt.Add(expirySlack)})
 		}
 	}
 }

@@ -178,7 +178,7 @@ func (r *run) readLock(ctx context.Context, base string, sku int64) (lockAnswer,
 	var a lockAnswer
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	err := r.admin(ctx, http.MethodGet, fmt.Sprintf("%s/admin/v1/skus/%d/lock", base, sku), nil, http.StatusOK, &a)
+	err := r.admin(ctx, http.MethodGet, fmt.Sprintf("%s/admin/v1/skus/%d/lock", base, sku), "", http.StatusOK, &a)
 	return a, err
 }
 

@@ -39,7 +39,7 @@ func (r *run) stockReading(ctx context.Context) (stock, sold int64, err error) {
 		Sold  int64 `json:"sold"`
 	}
 	for _, base := range r.baseURLs {
-		if err = r.admin(ctx, http.MethodGet, fmt.Sprintf("%s/admin/v1/skus/%d", base, r.skuID), nil, http.StatusOK, &out); err == nil {
+		if err = r.admin(ctx, http.MethodGet, fmt.Sprintf("%s/admin/v1/skus/%d", base, r.skuID), "", http.StatusOK, &out); err == nil {
 			return out.Stock, out.Sold, nil
 		}
 	}

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/internal/testenv/mariadb"
-	"github.com/seckill/seckill/loadtest/verify"
 )
 
 // FaultMySQLFailover loses the MariaDB primary's machine mid-sale: the
@@ -124,38 +123,4 @@ func (r *run) injectMySQLFailover(ctx context.Context) error {
 	r.event("FAULT: server %d promoted (applied up to seq %d), the other replica follows it, the address moved (%.1fs after the stall began)",
 		promoted.ID, bestSeq, m.faultBack.Sub(m.faultStart).Seconds())
 	return nil
-}
-
-// failoverLoss counts, on the survivor, the acknowledged orders that are
-// not there (lost) and the units acknowledged beyond the stock
-// (oversold): what the fault costs without mysql.min_replicas.
-// An order id of a lost order may be given again by the survivor to
-// another buyer: acks is a list, and an id counts as there only for its
-// own buyer.
-func (r *run) failoverLoss(ctx context.Context, acks []verify.Ack) (lost int, oversold int64, err error) {
-	rows, err := r.db.QueryContext(ctx, "SELECT id, user_id FROM orders")
-	if err != nil {
-		return 0, 0, err
-	}
-	defer rows.Close()
-	have := map[int64]string{}
-	for rows.Next() {
-		var id int64
-		var u string
-		if err := rows.Scan(&id, &u); err != nil {
-			return 0, 0, err
-		}
-		have[id] = u
-	}
-	if err := rows.Err(); err != nil {
-		return 0, 0, err
-	}
-	for _, a := range acks {
-		if have[a.OrderID] != a.UserID {
-			lost++
-		}
-	}
-	// Each order of the sale is one unit (sale.js buys quantity 1).
-	oversold = max(0, int64(len(acks))-r.restocks.totalStock(r.cfg.Stock))
-	return lost, oversold, nil
 }

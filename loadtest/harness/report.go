@@ -102,24 +102,12 @@ func (s Summary) writeHTML(w io.Writer) error {
 // attempts, the batch sizes and commit times that explain a verdict.
 func (r *run) saveMetrics(ctx context.Context) {
 	for i, base := range r.baseURLs {
-		if i < len(r.instances) {
-			if up, _ := r.instances[i].running(); !up {
-				continue
-			}
-		}
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
-		if err != nil {
+		if i < len(r.instances) && !r.instances[i].Alive() {
 			continue
 		}
-		resp, err := r.client.Do(req)
-		if err != nil {
-			fmt.Fprintf(r.log, "warning: instance-%d /metrics: %v\n", i, err)
-			continue
-		}
-		raw, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
-		resp.Body.Close()
+		p, err := r.send(ctx, http.MethodGet, base+"/metrics", "", "", "")
 		if err == nil {
-			err = os.WriteFile(filepath.Join(r.dir, fmt.Sprintf("metrics-instance-%d.txt", i)), raw, 0o644)
+			err = os.WriteFile(filepath.Join(r.dir, fmt.Sprintf("metrics-instance-%d.txt", i)), p.body, 0o644)
 		}
 		if err != nil {
 			fmt.Fprintf(r.log, "warning: instance-%d /metrics: %v\n", i, err)

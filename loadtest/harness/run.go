@@ -30,9 +30,9 @@ type run struct {
 	cfg    Config
 	log    io.Writer
 	id     string
-	dir    string // results
-	work   string // binaries, data directories
-	ps     procs
+	dir    string              // results
+	work   string              // binaries, data directories
+	procs  []*locktest.Process // the instances and k6, killed first
 	client *http.Client
 
 	token      string
@@ -49,7 +49,7 @@ type run struct {
 	zk         *zktest.ZooKeeper       // with -lock zookeeper
 	mariadb    *mariadb.Server         // with the mysql fault
 	myfail     *mysqlFailoverSetup     // with the mysql-failover fault
-	instances  []*proc
+	instances  []*locktest.Process
 	baseURLs   []string
 	skuID      int64   // the first of skuIDs
 	skuIDs     []int64 // the sale's SKUs
@@ -94,7 +94,9 @@ func newRun(cfg Config, id string, client *http.Client) (*run, error) {
 // MariaDB goes with its data directory) and removes the work directory,
 // unless Keep.
 func (r *run) tearDown() {
-	r.ps.stopAll(15 * time.Second)
+	for _, p := range r.procs {
+		p.Kill()
+	}
 	if r.db != nil {
 		if r.dbName != "" && !r.cfg.Keep && r.mariadb == nil && r.myfail == nil {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -292,8 +294,12 @@ func (r *run) instanceEnv(runDSN string, maxConns int) ([]string, error) {
 	return append(env, r.cfg.Env...), nil
 }
 
+// instanceReady bounds the wait for an instance to answer /readyz.
+const instanceReady = time.Minute
+
 // startInstance starts instance i on a free port and waits until it is
-// ready. A port taken between the kernel's offer and the bind is retried.
+// ready. A port taken between the kernel's offer and the bind (the
+// instance exits) is retried.
 func (r *run) startInstance(ctx context.Context, i int, bin string, env []string) error {
 	var err error
 	for range 3 {
@@ -301,47 +307,43 @@ func (r *run) startInstance(ctx context.Context, i int, bin string, env []string
 		if port, err = locktest.FreePort(); err != nil {
 			return err
 		}
-		addr := fmt.Sprintf("127.0.0.1:%d", port)
-		p := r.ps.add(&proc{
-			name: fmt.Sprintf("instance-%d", i), path: bin, args: []string{"serve"},
-			env: append(env[:len(env):len(env)], "SECKILL_HTTP_ADDR="+addr),
-			log: filepath.Join(r.dir, fmt.Sprintf("instance-%d.log", i)),
-		})
-		if err = p.start(); err != nil {
-			return err
-		}
+		base := fmt.Sprintf("http://127.0.0.1:%d", port)
+		p := &locktest.Process{Path: bin, Args: []string{"serve"}, Ready: r.ready(base),
+			Env: append(env[:len(env):len(env)], "SECKILL_HTTP_ADDR="+strings.TrimPrefix(base, "http://")),
+			Log: filepath.Join(r.dir, instanceName(i)+".log")}
+		r.procs = append(r.procs, p)
 		if i < len(r.instances) {
-			r.instances[i], r.baseURLs[i] = p, "http://"+addr
+			r.instances[i], r.baseURLs[i] = p, base
 		} else {
-			r.instances = append(r.instances, p)
-			r.baseURLs = append(r.baseURLs, "http://"+addr)
+			r.instances, r.baseURLs = append(r.instances, p), append(r.baseURLs, base)
 		}
-		if err = r.waitReady(ctx, i, r.baseURLs[i]); err == nil {
-			return nil
-		}
-		if alive, _ := p.running(); alive {
-			return err // up but not ready: not a port clash
+		if err = p.Start(ctx, instanceReady); !errors.Is(err, locktest.ErrExited) {
+			return err
 		}
 	}
 	return err
 }
 
-func (r *run) waitReady(ctx context.Context, i int, base string) error {
-	return poll(ctx, fmt.Sprintf("instance-%d (%s)", i, base), 60*time.Second, 100*time.Millisecond, func(ctx context.Context) error {
-		if alive, err := r.instances[i].running(); !alive {
-			return fmt.Errorf("instance-%d exited: %v (see %s): %w", i, err, r.instances[i].log, errGaveUp)
+// ready answers nil once the instance at base is ready.
+func (r *run) ready(base string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		p, err := r.send(ctx, http.MethodGet, base+"/readyz", "", "", "")
+		if err == nil && p.status != http.StatusOK {
+			err = fmt.Errorf("GET %s/readyz: %d", base, p.status)
 		}
-		return httpOK(r.client, base+"/readyz")(ctx)
-	})
+		return err
+	}
 }
+
+func instanceName(i int) string { return fmt.Sprintf("instance-%d", i) }
 
 // checkAlive reports the instances that died without being killed by the
 // fault (the victim was restarted, so it is alive again).
 func (r *run) checkAlive() error {
 	var dead []string
-	for _, p := range r.instances {
-		if alive, err := p.running(); !alive {
-			dead = append(dead, fmt.Sprintf("%s exited during the run: %v (see %s)", p.name, err, p.log))
+	for i, p := range r.instances {
+		if !p.Alive() {
+			dead = append(dead, fmt.Sprintf("%s exited during the run: %v (see %s)", instanceName(i), p.Wait(context.Background()), p.Log))
 		}
 	}
 	if len(dead) == 0 {

@@ -94,13 +94,9 @@ const scriptLimit = 11 * time.Minute
 // checkScript holds the run's SKU, which started with stock units, to
 // what k6's clients were told (see checkAnswers) and to k6's thresholds.
 func (r *run) checkScript(ctx context.Context, res *ScenarioResult, k6res k6Result, stock int64) error {
-	cons, err := readConsole(k6res.Console, r.orderIDs)
+	cons, err := readConsole(k6res.Console, r.orderIDs, &r.restocks)
 	if err != nil {
 		return err
-	}
-	attempts, err := readHistory(k6res.Console, r.orderIDs, &r.restocks)
-	if err != nil {
-		return fmt.Errorf("history: %w", err)
 	}
 	ks, err := readK6Summary(k6res.Summary)
 	if err != nil {
@@ -112,7 +108,7 @@ func (r *run) checkScript(ctx context.Context, res *ScenarioResult, k6res k6Resu
 	for _, u := range cons.Unexpected {
 		res.line("  unexpected    %s", u)
 	}
-	return r.checkAnswers(ctx, res, stock, cons.Clients, attempts)
+	return r.checkAnswers(ctx, res, stock, cons.Clients, cons.Attempts)
 }
 
 // checkAnswers runs the sale's checks of the run's SKU (checkSKU: the

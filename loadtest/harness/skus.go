@@ -188,12 +188,8 @@ func (r *run) checkSKU(ctx context.Context, id, stock int64, clients *verify.Cli
 // checkSKUs verifies every SKU of the sale and fills the summary: for one
 // SKU its reports as they are; for many, their sums, one verdict per SKU
 // and the violations of each.
-func (r *run) checkSKUs(ctx context.Context, s *Summary, cons consoleLog, consolePath string) error {
-	attempts, err := readHistory(consolePath, r.orderIDs, &r.restocks)
-	if err != nil {
-		return fmt.Errorf("history: %w", err)
-	}
-	byAttempts, err := r.splitAttempts(attempts)
+func (r *run) checkSKUs(ctx context.Context, s *Summary, cons consoleLog) error {
+	byAttempts, err := r.splitAttempts(cons.Attempts)
 	if err != nil {
 		return err
 	}
@@ -264,6 +260,7 @@ func addReport(sum *verify.Report, rep verify.Report) {
 	sum.Units += rep.Units
 	sum.Users += rep.Users
 	sum.MaxPerUser = max(sum.MaxPerUser, rep.MaxPerUser)
+	sum.Lost += rep.Lost
 }
 
 // addHistory adds one SKU's history verdict to the sale's sums.

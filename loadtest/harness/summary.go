@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -136,7 +138,7 @@ func (r *run) verify(ctx context.Context, k6Start time.Time, k6res k6Result) (Su
 		return s, err
 	}
 	s.addK6(ks)
-	cons, err := readConsole(k6res.Console, r.orderIDs)
+	cons, err := readConsole(k6res.Console, r.orderIDs, &r.restocks)
 	if err != nil {
 		return s, err
 	}
@@ -146,13 +148,12 @@ func (r *run) verify(ctx context.Context, k6Start time.Time, k6res k6Result) (Su
 	s.Unavailable = len(cons.Unavailable)
 	s.UnexpSample = cons.Unexpected
 	s.addMonitor(r.monitor, k6Start, r.cfg.Stock)
-	if err := r.checkSKUs(ctx, &s, cons, k6res.Console); err != nil {
+	if err := r.checkSKUs(ctx, &s, cons); err != nil {
 		return s, err
 	}
 	if r.myfail != nil {
-		if s.FailoverLost, s.FailoverOversold, err = r.failoverLoss(ctx, cons.Clients.Acknowledged); err != nil {
-			return s, err
-		}
+		// Each order of the sale is one unit (sale.js buys quantity 1).
+		s.FailoverLost, s.FailoverOversold = s.Database.Lost, max(0, int64(s.Acknowledged)-r.restocks.totalStock(r.cfg.Stock))
 		min := r.cfg.MySQLMinReplicas
 		s.MySQLMinReplicas = &min
 		fw, err := r.checkFailoverWrites(ctx, r.monitor.faultBack)
@@ -317,15 +318,6 @@ func round(v float64, digits int) float64 {
 	return math.Round(v*p) / p
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
-
 // writeResults writes summary.json, .txt and .html beside k6's files and
 // points results/latest at the run.
 func (r *run) writeResults(s Summary) error {
@@ -448,7 +440,7 @@ func counts(m map[string]int64) string {
 		return "-"
 	}
 	parts := make([]string, 0, len(m))
-	for _, k := range sortedKeys(m) {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		parts = append(parts, k+": "+strconv.FormatInt(m[k], 10))
 	}
 	return strings.Join(parts, "  ")

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/seckill/seckill/lock/locktest"
 	"github.com/seckill/seckill/lock/zookeeper/zktest"
 )
 
@@ -71,7 +72,7 @@ func (r *run) zkLeaderFault(ctx context.Context) error {
 		}
 		return nil
 	}
-	if err := poll(ctx, "ZooKeeper election", 90*time.Second, 50*time.Millisecond, elected); err != nil {
+	if err := locktest.Poll(ctx, "ZooKeeper election", 90*time.Second, 50*time.Millisecond, elected); err != nil {
 		return err
 	}
 	m.faultBack = time.Now()

@@ -1,6 +1,10 @@
 package verify
 
-import "fmt"
+import (
+	"fmt"
+	"maps"
+	"slices"
+)
 
 // Check runs every invariant over s and returns the report.
 func Check(s Snapshot, want Expect) Report {
@@ -102,7 +106,7 @@ func (r *Report) checkUnits() {
 
 func (r *Report) checkLimit(perUser map[string]int64) {
 	var over []string
-	for _, u := range sortedKeys(perUser) {
+	for _, u := range slices.Sorted(maps.Keys(perUser)) {
 		if perUser[u] > r.SKU.PerUserLimit {
 			over = append(over, fmt.Sprintf("%s has %d", u, perUser[u]))
 		}
@@ -123,7 +127,7 @@ func (r *Report) checkPurchases(perUser, purchases map[string]int64) {
 		users[u] = true
 	}
 	var off []string
-	for _, u := range sortedKeys(users) {
+	for _, u := range slices.Sorted(maps.Keys(users)) {
 		if perUser[u] != purchases[u] {
 			off = append(off, fmt.Sprintf("%s: user_purchases %d, orders %d", u, purchases[u], perUser[u]))
 		}
@@ -169,6 +173,7 @@ func (r *Report) checkAcknowledged(byID map[int64]Order, acks []Ack) map[int64]b
 			missing = append(missing, fmt.Sprintf("order %d was acknowledged to %s but belongs to %s", a.OrderID, a.UserID, o.UserID))
 		}
 	}
+	r.Lost = len(missing)
 	if len(missing) > 0 {
 		r.add(AcknowledgedOrderMissing, "sku %d: %d of %d acknowledged order(s) lost: %s",
 			r.SKU.ID, len(missing), len(acks), listed(missing))

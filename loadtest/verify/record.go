@@ -33,9 +33,6 @@ type Attempt struct {
 	OrderRef string
 }
 
-// HistoryLinePrefix starts every history line of sale.js.
-const HistoryLinePrefix = "hist "
-
 // ParseAttempt parses one history line (see Attempt).
 func ParseAttempt(line string) (Attempt, error) {
 	f := strings.Fields(line)

@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 )
@@ -142,29 +141,19 @@ func (v Violation) String() string { return v.Name + ": " + v.Message }
 
 // Report is the outcome of Check.
 type Report struct {
-	Source     string      `json:"source"`
-	SKU        SKU         `json:"sku"`
-	Orders     int64       `json:"orders"`
-	Units      int64       `json:"units"`
-	Users      int         `json:"users"`
-	MaxPerUser int64       `json:"max_per_user"`
+	Source     string `json:"source"`
+	SKU        SKU    `json:"sku"`
+	Orders     int64  `json:"orders"`
+	Units      int64  `json:"units"`
+	Users      int    `json:"users"`
+	MaxPerUser int64  `json:"max_per_user"`
+	// Lost counts the acknowledged orders not there for their buyer.
+	Lost       int         `json:"acknowledged_missing"`
 	Violations []Violation `json:"violations"`
 }
 
 // OK reports whether no invariant is broken.
 func (r Report) OK() bool { return len(r.Violations) == 0 }
-
-// Err returns nil when r is OK, else an error naming every violation.
-func (r Report) Err() error {
-	if r.OK() {
-		return nil
-	}
-	msgs := make([]string, len(r.Violations))
-	for i, v := range r.Violations {
-		msgs[i] = v.String()
-	}
-	return fmt.Errorf("verify: %s: %d violation(s): %s", r.Source, len(r.Violations), strings.Join(msgs, "; "))
-}
 
 // Names returns the names of the violations, sorted, without repeats.
 func (r Report) Names() []string {
@@ -244,13 +233,4 @@ func listed(items []string) string {
 		return strings.Join(items, ", ")
 	}
 	return strings.Join(items[:maxListed], ", ") + fmt.Sprintf(", and %d more", len(items)-maxListed)
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

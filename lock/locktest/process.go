@@ -21,6 +21,7 @@ var ErrExited = fmt.Errorf("exited before it answered: %w", ErrGaveUp)
 type Process struct {
 	Path string   // the binary, found on PATH
 	Args []string // its arguments
+	Env  []string // its environment; nil: this process's
 	Log  string   // its output is appended here; the tail explains an early exit
 	// Ready returns nil once the server serves.
 	Ready func(context.Context) error
@@ -28,6 +29,7 @@ type Process struct {
 	mu     sync.Mutex
 	cmd    *exec.Cmd
 	exited chan struct{} // closed once cmd has exited and been waited for
+	status *error        // cmd's exit status, set before exited is closed
 }
 
 // Start launches the process and waits, at most timeout, until Ready
@@ -55,19 +57,19 @@ func (p *Process) Launch() error {
 		return err
 	}
 	cmd := exec.Command(path, p.Args...)
-	cmd.Stdout, cmd.Stderr, cmd.SysProcAttr = out, out, sysProcAttr()
+	cmd.Env, cmd.Stdout, cmd.Stderr, cmd.SysProcAttr = p.Env, out, out, sysProcAttr()
 	if err := cmd.Start(); err != nil {
 		out.Close()
 		return fmt.Errorf("start %s: %w", p.Path, err)
 	}
-	exited := make(chan struct{})
+	exited, status := make(chan struct{}), new(error)
 	go func() {
-		_ = cmd.Wait() // killed is the expected end
+		*status = cmd.Wait()
 		out.Close()
 		close(exited)
 	}()
 	p.mu.Lock()
-	p.cmd, p.exited = cmd, exited
+	p.cmd, p.exited, p.status = cmd, exited, status
 	p.mu.Unlock()
 	return nil
 }
@@ -107,6 +109,35 @@ func (p *Process) Kill() {
 	_ = p.cmd.Process.Kill()
 	<-p.exited
 	p.cmd = nil
+}
+
+// Wait waits until the process exits, at most until ctx ends, and
+// returns its exit status (an *exec.ExitError when it failed) or ctx's
+// error. A process never launched has exited with nothing to say.
+func (p *Process) Wait(ctx context.Context) error {
+	p.mu.Lock()
+	exited, status := p.exited, p.status
+	p.mu.Unlock()
+	if exited == nil {
+		return nil
+	}
+	select {
+	case <-exited:
+		return *status
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Signal sends sig to the process (SIGSTOP freezes it, SIGCONT resumes
+// it); it fails when the process does not run.
+func (p *Process) Signal(sig os.Signal) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil {
+		return errors.New("not running")
+	}
+	return p.cmd.Process.Signal(sig)
 }
 
 // Alive reports whether the process runs.
