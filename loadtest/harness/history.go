@@ -2,6 +2,7 @@ package harness
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -18,10 +19,6 @@ import (
 // sold_out answer: the service's documented bound for a sold-out mark to
 // follow a restock made elsewhere, sold_out.local_ttl + sold_out.recheck.
 var DefaultSoldOutBound = config.Default().SoldOut.LocalTTL + config.Default().SoldOut.Recheck
-
-// historyFile is Porcupine's visualization of a violating history, next to
-// summary.html.
-const historyFile = "history.html"
 
 // restockLog is what changed the stock beside the buyers' orders, read
 // from a script's record after the run: restocks and, in the lifecycle
@@ -100,16 +97,18 @@ func (l *restockLog) parse(msg string) error {
 
 // checkHistory checks every recorded answer to one SKU, which started the
 // sale with initialStock, against one stock counter (verify.CheckHistory),
-// resolving unknown outcomes from snap, the settled state of the SKU. A
-// violating history is drawn in the results directory as visualization.
-func (r *run) checkHistory(attempts []verify.Attempt, snap verify.Snapshot, initialStock int64, visualization string) (verify.HistoryVerdict, error) {
+// resolving unknown outcomes from snap, the settled state of the SKU. It
+// is kept in the results as history.jsonl and, violating, drawn as
+// history.html (history-<sku>.* of a sale of many SKUs).
+func (r *run) checkHistory(attempts []verify.Attempt, snap verify.Snapshot, initialStock int64) (verify.HistoryVerdict, error) {
 	failed := r.restocks.failed
 	h := verify.BuildHistory(initialStock, snap, attempts, r.restocks.ops)
-	jsonl := "history.jsonl"
+	name := "history"
 	if len(r.skuIDs) > 1 {
-		jsonl = fmt.Sprintf("history-%d.jsonl", snap.SKU.ID)
+		name = fmt.Sprintf("history-%d", snap.SKU.ID)
 	}
-	if err := writeHistory(filepath.Join(r.dir, jsonl), h); err != nil {
+	visualization := name + ".html"
+	if err := writeHistory(filepath.Join(r.dir, name+".jsonl"), h); err != nil {
 		return verify.HistoryVerdict{}, fmt.Errorf("history: %w", err)
 	}
 	v := verify.CheckHistory(h, verify.HistoryOptions{
@@ -134,21 +133,12 @@ func (r *run) checkHistory(attempts []verify.Attempt, snap verify.Snapshot, init
 // writeHistory keeps the checked history, one operation a line, for a
 // second look at a run's answers.
 func writeHistory(path string, h verify.History) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	w := bufio.NewWriter(f)
-	enc := json.NewEncoder(w)
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
 	for _, op := range h.Ops {
 		if err := enc.Encode(op); err != nil {
-			f.Close()
 			return err
 		}
 	}
-	if err := w.Flush(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return os.WriteFile(path, b.Bytes(), 0o644)
 }

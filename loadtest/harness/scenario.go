@@ -115,7 +115,7 @@ func (r *run) checkScript(ctx context.Context, res *ScenarioResult, k6res k6Resu
 // database, the API, the clients' record, every answer as a history) and
 // the audit, and adds their findings to res.
 func (r *run) checkAnswers(ctx context.Context, res *ScenarioResult, stock int64, clients verify.Clients, attempts []verify.Attempt) error {
-	c, err := r.checkSKU(ctx, r.skuID, stock, &clients, attempts, historyFile)
+	c, err := r.checkSKU(ctx, r.skuID, stock, &clients, attempts)
 	if err != nil {
 		return err
 	}

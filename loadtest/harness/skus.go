@@ -48,25 +48,16 @@ func (r *run) skuList() string {
 	return strings.Join(ids, ",")
 }
 
-// skuOfUser reads the SKU a buyer of a many-SKU sale bought from its id,
-// "<run>-s<sku>-...", as sale.js builds it.
-func skuOfUser(user string) (int64, bool) {
-	_, rest, ok := strings.Cut(user, "-s")
-	if !ok {
-		return 0, false
-	}
-	num, _, _ := strings.Cut(rest, "-")
-	id, err := strconv.ParseInt(num, 10, 64)
-	return id, err == nil
-}
-
 // skuOf returns the SKU a buyer's records belong to: the sale's only SKU,
-// or the one its id names.
+// or the one its id names, "<run>-s<sku>-...", as sale.js builds it.
 func (r *run) skuOf(user string) (int64, bool) {
 	if len(r.skuIDs) == 1 {
 		return r.skuIDs[0], true
 	}
-	return skuOfUser(user)
+	_, rest, ok := strings.Cut(user, "-s")
+	num, _, _ := strings.Cut(rest, "-")
+	id, err := strconv.ParseInt(num, 10, 64)
+	return id, ok && err == nil
 }
 
 // splitClients splits the clients' record by SKU. A record whose buyer
@@ -135,7 +126,7 @@ type SKUVerdict struct {
 // checkSKU verifies one SKU: the database's numbers and orders against
 // the clients' record, the API against the database, and every recorded
 // answer against one stock counter (the history check).
-func (r *run) checkSKU(ctx context.Context, id, stock int64, clients *verify.Clients, attempts []verify.Attempt, visualization string) (skuCheck, error) {
+func (r *run) checkSKU(ctx context.Context, id, stock int64, clients *verify.Clients, attempts []verify.Attempt) (skuCheck, error) {
 	var c skuCheck
 	// Restocks (one SKU only) raise what the sale had to sell in all.
 	want := verify.Expect{InitialStock: r.restocks.totalStock(stock), SoldOut: r.cfg.ExpectSoldOut, Clients: clients}
@@ -172,7 +163,7 @@ func (r *run) checkSKU(ctx context.Context, id, stock int64, clients *verify.Cli
 	} else {
 		c.violations = append(c.violations, rep.Violations...)
 	}
-	c.history, err = r.checkHistory(attempts, histSnap, stock, visualization)
+	c.history, err = r.checkHistory(attempts, histSnap, stock)
 	if err != nil {
 		return c, err
 	}
@@ -197,30 +188,22 @@ func (r *run) checkSKUs(ctx context.Context, s *Summary, cons consoleLog) error 
 	if err != nil {
 		return err
 	}
-	if len(r.skuIDs) == 1 {
-		id := r.skuIDs[0]
-		c, err := r.checkSKU(ctx, id, r.cfg.Stock, byClients[id], byAttempts[id], historyFile)
-		if err != nil {
-			return err
-		}
-		s.Database, s.API, s.History = c.dbRep, c.apiRep, &c.history
-		s.Violations = append(s.Violations, c.violations...)
-		s.SellingWindow = round(c.api.SellingWindow().Seconds(), 2)
-		return nil
-	}
-
 	var db, api verify.Report
 	var hist verify.HistoryVerdict
 	var all verify.Snapshot // every SKU's orders: the selling window
 	passed := 0
 	for i, id := range r.skuIDs {
 		stock := r.cfg.skuStock(i)
-		c, err := r.checkSKU(ctx, id, stock, byClients[id], byAttempts[id], fmt.Sprintf("history-%d.html", id))
+		c, err := r.checkSKU(ctx, id, stock, byClients[id], byAttempts[id])
 		if err != nil {
 			return fmt.Errorf("sku %d: %w", id, err)
 		}
 		s.Violations = append(s.Violations, c.violations...)
 		all.Orders = append(all.Orders, c.api.Orders...)
+		if len(r.skuIDs) == 1 { // its reports as they are
+			s.Database, s.API, s.History = c.dbRep, c.apiRep, &c.history
+			break
+		}
 		if c.dbRep != nil {
 			addReport(&db, *c.dbRep)
 		}
@@ -231,6 +214,10 @@ func (r *run) checkSKUs(ctx context.Context, s *Summary, cons consoleLog) error 
 		}
 		s.SKUs = append(s.SKUs, SKUVerdict{ID: id, Stock: stock, Sold: c.apiRep.SKU.Sold, Left: c.apiRep.SKU.Stock,
 			Orders: c.apiRep.Orders, History: c.history.Result, OK: len(c.violations) == 0})
+	}
+	s.SellingWindow = round(all.SellingWindow().Seconds(), 2)
+	if len(r.skuIDs) == 1 {
+		return nil
 	}
 	if r.db != nil {
 		db.Source = "database"
@@ -244,7 +231,6 @@ func (r *run) checkSKUs(ctx context.Context, s *Summary, cons consoleLog) error 
 	}
 	hist.Reason = fmt.Sprintf("checked per SKU: %d of %d linearizable", passed, len(r.skuIDs))
 	s.History = &hist
-	s.SellingWindow = round(all.SellingWindow().Seconds(), 2)
 	return nil
 }
 
