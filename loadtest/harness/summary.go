@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/loadtest/verify"
+	"github.com/seckill/seckill/lock/locktest"
 )
 
 // Violation names the runner adds to the verifier's.
@@ -110,20 +112,16 @@ type Latency struct {
 // settle waits until the SKU's numbers stop moving (requests whose client
 // gave up may still be in a queue), at most 30s.
 func (r *run) settle(ctx context.Context) {
-	var lastStock, lastSold int64 = -1, -1
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
+	last := [2]int64{-1, -1}
+	_ = locktest.Poll(ctx, "the sale settled", 30*time.Second, time.Second, func(ctx context.Context) error {
 		stock, sold, err := r.stockReading(ctx)
-		if err == nil && stock == lastStock && sold == lastSold {
-			return
+		now := [2]int64{stock, sold}
+		if err == nil && now == last {
+			return nil
 		}
-		lastStock, lastSold = stock, sold
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(time.Second):
-		}
-	}
+		last = now
+		return fmt.Errorf("stock and sold still moving: %v", now) // or unread: verify says what they are
+	})
 }
 
 // verify settles the sale and fills its summary: k6's figures, the
@@ -304,10 +302,7 @@ func longestStall(samples []sample, stock int64) float64 {
 // explains slow runs.
 func loadAverage() string {
 	raw, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "?"
-	}
-	if f := strings.Fields(string(raw)); len(f) > 0 {
+	if f := strings.Fields(string(raw)); err == nil && len(f) > 0 {
 		return f[0]
 	}
 	return "?"
@@ -318,26 +313,22 @@ func round(v float64, digits int) float64 {
 	return math.Round(v*p) / p
 }
 
-// writeResults writes summary.json, .txt and .html beside k6's files and
-// points results/latest at the run.
+// writeResults writes summary.json (the numbers) and summary.html (the
+// verdict, the chart and the text printed) beside k6's files and points
+// results/latest at the run.
 func (r *run) writeResults(s Summary) error {
 	raw, err := json.MarshalIndent(s, "", "  ")
+	if err == nil {
+		err = os.WriteFile(filepath.Join(r.dir, "summary.json"), append(raw, '\n'), 0o644)
+	}
+	var page bytes.Buffer
+	if err == nil {
+		err = s.writeHTML(&page)
+	}
+	if err == nil {
+		err = os.WriteFile(filepath.Join(r.dir, "summary.html"), page.Bytes(), 0o644)
+	}
 	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(r.dir, "summary.json"), append(raw, '\n'), 0o644); err != nil {
-		return err
-	}
-	var b strings.Builder
-	s.WriteText(&b, r.dir)
-	if err := os.WriteFile(filepath.Join(r.dir, "summary.txt"), []byte(b.String()), 0o644); err != nil {
-		return err
-	}
-	var page strings.Builder
-	if err := s.writeHTML(&page); err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(r.dir, "summary.html"), []byte(page.String()), 0o644); err != nil {
 		return err
 	}
 	latest := filepath.Join(filepath.Dir(r.dir), "latest")
