@@ -45,22 +45,17 @@ type LockInspection struct {
 	Problems []string `json:"problems,omitempty"`
 
 	owners  map[string]bool
-	last    map[string]lockSeen // by view: the SKU, or instance and SKU (see add)
+	last    map[string]LockChange // the last holder by view: the SKU, or instance and SKU (see add)
 	dropped int
 	fenced  bool // a held answer showed a fence above 0
 }
 
-// LockChange is a new holder of a SKU's lock and the fence it showed.
+// LockChange is a holder of a SKU's lock, as an answer showed it, and its fence.
 type LockChange struct {
 	SKU   int64  `json:"sku"`
 	Owner string `json:"owner"`
 	Token string `json:"token"`
 	Fence int64  `json:"fence"`
-}
-
-type lockSeen struct {
-	owner, token string
-	fence        int64
 }
 
 // lockAnswer is the part of the API's LockJSON the sampler checks.
@@ -74,7 +69,7 @@ type lockAnswer struct {
 }
 
 func newLockInspection() *LockInspection {
-	return &LockInspection{Increasing: true, owners: map[string]bool{}, last: map[string]lockSeen{}}
+	return &LockInspection{Increasing: true, owners: map[string]bool{}, last: map[string]LockChange{}}
 }
 
 func (li *LockInspection) problem(format string, args ...any) {
@@ -109,28 +104,29 @@ func (li *LockInspection) add(view string, sku int64, a lockAnswer) {
 	li.owners[a.Owner] = true
 	li.fenced = li.fenced || fence > 0
 	prev, seen := li.last[view]
-	li.last[view] = lockSeen{owner: a.Owner, token: a.Token, fence: fence}
-	newHolder := !seen || prev.owner != a.Owner || prev.token != a.Token
+	cur := LockChange{SKU: sku, Owner: a.Owner, Token: a.Token, Fence: fence}
+	li.last[view] = cur
+	newHolder := !seen || prev.Owner != cur.Owner || prev.Token != cur.Token
 	if newHolder && len(li.Changes) < lockMaxChanges {
-		li.Changes = append(li.Changes, LockChange{SKU: sku, Owner: a.Owner, Token: a.Token, Fence: fence})
+		li.Changes = append(li.Changes, cur)
 	}
 	if seen {
-		li.follows(view, sku, prev, li.last[view], newHolder)
+		li.follows(view, sku, prev, cur, newHolder)
 	}
 }
 
 // follows checks the fence of cur, seen in view after prev: it never
 // decreases, and a new holder's is above its predecessor's. A fence of 0
 // is a store that keeps none (Redlock): nothing to grow.
-func (li *LockInspection) follows(view string, sku int64, prev, cur lockSeen, newHolder bool) {
+func (li *LockInspection) follows(view string, sku int64, prev, cur LockChange, newHolder bool) {
 	switch {
-	case cur.fence < prev.fence:
+	case cur.Fence < prev.Fence:
 		li.Increasing = false
-		li.problem("sku %d (%s): fence %d of %s/%s after %d of %s/%s: it decreased", sku, view, cur.fence, cur.owner, cur.token, prev.fence, prev.owner, prev.token)
-	case newHolder && cur.fence > 0 && cur.fence == prev.fence:
+		li.problem("sku %d (%s): fence %d of %s/%s after %d of %s/%s: it decreased", sku, view, cur.Fence, cur.Owner, cur.Token, prev.Fence, prev.Owner, prev.Token)
+	case newHolder && cur.Fence > 0 && cur.Fence == prev.Fence:
 		li.Increasing = false
-		li.problem("sku %d (%s): new holder %s/%s with the fence %d of %s/%s", sku, view, cur.owner, cur.token, cur.fence, prev.owner, prev.token)
-	case newHolder && cur.fence > prev.fence:
+		li.problem("sku %d (%s): new holder %s/%s with the fence %d of %s/%s", sku, view, cur.Owner, cur.Token, cur.Fence, prev.Owner, prev.Token)
+	case newHolder && cur.Fence > prev.Fence:
 		li.Grew++
 	}
 }
@@ -201,20 +197,32 @@ func (r *run) sampleLocks(ctx context.Context, li *LockInspection) {
 			return
 		case <-tick.C:
 		}
-		for _, base := range r.baseURLs {
-			for _, sku := range r.inspectedSKUs() {
-				a, err := r.readLock(ctx, base, sku)
-				if ctx.Err() != nil {
-					return
-				}
-				if err != nil {
-					li.Errors++
-					continue
-				}
-				li.add(r.lockView(base, sku), sku, a)
+		r.lockRound(ctx, li)
+	}
+}
+
+// lockRound reads every sampled SKU's lock at every instance once,
+// checking each answer, and describes those held or unread.
+func (r *run) lockRound(ctx context.Context, li *LockInspection) (held []string) {
+	for _, base := range r.baseURLs {
+		for _, sku := range r.inspectedSKUs() {
+			a, err := r.readLock(ctx, base, sku)
+			switch {
+			case ctx.Err() != nil:
+				return append(held, ctx.Err().Error())
+			case err != nil:
+				li.Errors++
+				held = append(held, fmt.Sprintf("sku %d at %s: %v", sku, base, err))
+				continue
+			}
+			li.add(r.lockView(base, sku), sku, a)
+			if a.Held {
+				held = append(held, fmt.Sprintf("sku %d held by %s/%s (fence %s, lease left %dms, renewed %t)",
+					sku, a.Owner, a.Token, a.Fence, a.LeaseLeftMS, a.Renewed))
 			}
 		}
 	}
+	return held
 }
 
 // lockIdle waits, bounded, for every sampled SKU's lock to be free on every
@@ -223,21 +231,7 @@ func (r *run) lockIdle(ctx context.Context, li *LockInspection) {
 	deadline := time.Now().Add(lockIdleWait)
 	start := time.Now()
 	for {
-		var held []string
-		for _, base := range r.baseURLs {
-			for _, sku := range r.inspectedSKUs() {
-				a, err := r.readLock(ctx, base, sku)
-				if err != nil {
-					held = append(held, fmt.Sprintf("sku %d at %s: %v", sku, base, err))
-					continue
-				}
-				li.add(r.lockView(base, sku), sku, a)
-				if a.Held {
-					held = append(held, fmt.Sprintf("sku %d held by %s/%s (fence %s, lease left %dms, renewed %t)",
-						sku, a.Owner, a.Token, a.Fence, a.LeaseLeftMS, a.Renewed))
-				}
-			}
-		}
+		held := r.lockRound(ctx, li)
 		if len(held) == 0 {
 			li.Idle = fmt.Sprintf("free (after %.1fs)", time.Since(start).Seconds())
 			return
