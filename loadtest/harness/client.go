@@ -112,6 +112,19 @@ func (r *run) metric(ctx context.Context, i int, series string) (v float64, foun
 	return 0, false, nil
 }
 
+// metricSum sums series over the instances; one that does not answer (a
+// killed one) counts nothing: the run's answers are what it judges.
+func (r *run) metricSum(ctx context.Context, series string) int64 {
+	var n float64
+	for i := range r.baseURLs {
+		mctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		v, _, _ := r.metric(mctx, i, series)
+		cancel()
+		n += v
+	}
+	return int64(n)
+}
+
 // shopperToken is the bearer token of shopper sub, signed with the run's
 // auth.jwt.secret as the identity provider would; none without a secret
 // (target mode against auth.shopper none).

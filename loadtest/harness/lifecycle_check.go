@@ -84,7 +84,7 @@ func (r *run) checkLifecycle(ctx context.Context, res *ScenarioResult, k6res k6R
 	}
 	r.addReturns(res, rec, orders)
 	res.line("  answers: %d orders created; payments %d paid, %d order_expired; %d cancelled, %d cancels unanswered; stale-fence sweeps refused: %d",
-		rec.counts["pending"], rec.counts["paid"], rec.counts["expired"], rec.counts["cancelled"], rec.counts[cancelUnknown], r.staleSweeps(ctx))
+		rec.counts["pending"], rec.counts["paid"], rec.counts["expired"], rec.counts["cancelled"], rec.counts[cancelUnknown], r.metricSum(ctx, `seckill_sweep_seconds_count{outcome="stale_fence"} `))
 	r.checkSaid(res, rec, orders)
 	r.checkResold(res, snap.Orders, units)
 	return r.checkScript(ctx, res, k6res, units)
@@ -162,17 +162,4 @@ func (r *run) checkResold(res *ScenarioResult, orders []verify.Order, units int6
 	if firstExpiry.IsZero() || resold == 0 {
 		res.bad("%d paid orders created after the first expiry (none expired: %t): returned units were not resold", resold, firstExpiry.IsZero())
 	}
-}
-
-// staleSweeps sums the sweeps the instances still alive refused for a
-// stale fence.
-func (r *run) staleSweeps(ctx context.Context) int64 {
-	var n float64
-	for i := range r.instances {
-		mctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		v, _, _ := r.metric(mctx, i, `seckill_sweep_seconds_count{outcome="stale_fence"} `)
-		cancel()
-		n += v
-	}
-	return int64(n)
 }
