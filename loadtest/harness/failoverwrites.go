@@ -192,27 +192,14 @@ func (w *failoverWrites) count(kind string, status int, err error) {
 func (r *run) checkFailoverWrites(ctx context.Context, after time.Time) (FailoverWrites, error) {
 	w := r.myfail.writes
 	out := FailoverWrites{Answers: w.answers}
-	rows, err := r.db.QueryContext(ctx, "SELECT id, user_id, status FROM orders WHERE sku_id = ?", w.sku)
+	snap, err := verify.FromDB(ctx, r.db, w.sku)
 	if err != nil {
 		return out, err
 	}
-	defer rows.Close()
 	type order struct{ user, status string }
 	have := map[int64]order{}
-	for rows.Next() {
-		var id int64
-		var o order
-		if err := rows.Scan(&id, &o.user, &o.status); err != nil {
-			return out, err
-		}
-		have[id] = o
-	}
-	if err := rows.Err(); err != nil {
-		return out, err
-	}
-	var total int64
-	if err := r.db.QueryRowContext(ctx, "SELECT total_stock FROM skus WHERE id = ?", w.sku).Scan(&total); err != nil {
-		return out, err
+	for _, o := range snap.Orders {
+		have[o.ID] = order{o.UserID, o.Status}
 	}
 	for id, o := range w.orders {
 		tally(&out.Orders, have[id].user == o.user, o.at, after)
@@ -226,7 +213,7 @@ func (r *run) checkFailoverWrites(ctx context.Context, after time.Time) (Failove
 		tally(&out.Cancels, have[id] == order{w.orders[id].user, "cancelled"}, at, after)
 	}
 	if w.total != 0 {
-		tally(&out.StockChanges, total == w.total, w.stocked, after)
+		tally(&out.StockChanges, snap.SKU.TotalStock == w.total, w.stocked, after)
 	}
 	return out, nil
 }
