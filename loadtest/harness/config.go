@@ -131,8 +131,5 @@ func checkFaults(cfg Config) error {
 	return nil
 }
 
-// script is the k6 sale, loadtest/sale.js of the module.
-func (c Config) script() string { return filepath.Join(c.moduleRoot, "loadtest", "sale.js") }
-
 // resultsDir is where every run's directory goes, loadtest/results.
 func (c Config) resultsDir() string { return filepath.Join(c.moduleRoot, "loadtest", "results") }

@@ -5,11 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -24,7 +23,6 @@ type k6Result struct {
 	ExitCode int
 	Summary  string // --summary-export JSON
 	Console  string // console.log lines of sale.js
-	Report   string // the web dashboard's HTML export
 	Stdout   string
 }
 
@@ -61,18 +59,15 @@ func (r *run) runK6(ctx context.Context) (k6Result, error) {
 	}
 	r.event("k6: %d → %d orders/s over %s, hold %s, %d instance(s), fault %s",
 		cfg.StartRate, cfg.Rate, cfg.Ramp, cfg.Hold, len(r.baseURLs), cfg.Fault)
-	report := filepath.Join(r.dir, "report.html")
 	// k6 ends by itself after ramp + hold + its graceful stop; the bound
 	// catches a wedged run.
-	res, err := r.runScript(ctx, "sale.js", "k6", cfg.Ramp+cfg.Hold+3*time.Minute, vars,
+	return r.runScript(ctx, "sale.js", "k6", cfg.Ramp+cfg.Hold+3*time.Minute, vars,
 		"K6_WEB_DASHBOARD=true",
 		"K6_WEB_DASHBOARD_PORT=-1", // no listener; export only
 		"K6_WEB_DASHBOARD_PERIOD="+period,
-		"K6_WEB_DASHBOARD_EXPORT="+report,
+		"K6_WEB_DASHBOARD_EXPORT="+filepath.Join(r.dir, "report.html"),
 		"SHOPPER_SECRET="+r.shopper, // in the environment, not on k6's command line
 		"ADMIN_TOKEN="+r.token)
-	res.Report = report
-	return res, err
 }
 
 // runScript runs loadtest/<script> with k6 (cfg.K6, found or installed),
@@ -92,8 +87,8 @@ func (r *run) runScript(ctx context.Context, script, name string, limit time.Dur
 		return res, err
 	}
 	args := []string{"run", "--no-usage-report", "--no-color", "--console-output", res.Console, "--summary-export", res.Summary}
-	for _, k := range slices.Sorted(maps.Keys(vars)) {
-		args = append(args, "-e", k+"="+vars[k])
+	for k, v := range vars {
+		args = append(args, "-e", k+"="+v)
 	}
 	p := &locktest.Process{Path: k6, Args: append(args, filepath.Join(r.cfg.moduleRoot, "loadtest", script)),
 		Log: res.Stdout, Env: append(os.Environ(), env...)}
@@ -217,13 +212,14 @@ func (s k6Summary) value(metric, field string) float64 {
 // export, a threshold's value is true when it failed.
 func (s k6Summary) failedThresholds() []string {
 	var failed []string
-	for _, name := range slices.Sorted(maps.Keys(s.Metrics)) {
-		th, _ := s.Metrics[name]["thresholds"].(map[string]any)
-		for _, expr := range slices.Sorted(maps.Keys(th)) {
-			if b, _ := th[expr].(bool); b {
+	for name, m := range s.Metrics {
+		th, _ := m["thresholds"].(map[string]any)
+		for expr, v := range th {
+			if b, _ := v.(bool); b {
 				failed = append(failed, name+": "+expr)
 			}
 		}
 	}
+	sort.Strings(failed)
 	return failed
 }
