@@ -1,6 +1,6 @@
 // lib.js — what the k6 scripts here share: their settings, the buyers'
 // tokens, and the lines of the clients' record the runner checks
-// (loadtest/harness, readConsole and readHistory).
+// (loadtest/harness, readConsole).
 import http from 'k6/http';
 import crypto from 'k6/crypto';
 import encoding from 'k6/encoding';

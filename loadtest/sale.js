@@ -1,14 +1,8 @@
 // sale.js — a flash-sale spike against one SKU or several, for k6 (v1.8).
 //
-// The arrival rate ramps from START_RATE to RATE orders/s over RAMP, holds
-// for HOLD, across every base URL in BASE_URLS. Buyers are mostly distinct
-// users, plus a pool of repeat buyers who keep trying past the per-user
-// limit; most requests carry an Idempotency-Key and some are replayed with
-// it; a small share is malformed and must be refused with 400 (or 413).
-//
-// Thresholds fail the run on any answer outside the contract (a 5xx, a 503
-// outside a fault run, a 400 to a good request, a 2xx to a bad one, a replay
-// that returns another order) and on latency past P95_MS / P99_MS.
+// The arrivals (START_RATE to RATE orders/s over RAMP, then HOLD, across
+// BASE_URLS), the crowd, the keys and replays, the malformed share, the
+// shoppers' tokens (SHOPPER_SECRET) and the thresholds: README.md, "The load".
 //
 // The console output is the clients' record, checked by the runner against
 // the database: "ack <order_id> <user>" for every order a buyer was told
@@ -21,11 +15,6 @@
 // invocation and response time, its input and its answer: the history the
 // runner checks for linearizability (loadtest/verify/record.go), with
 // "restock ..." for each restock (RESTOCKS, see restocker).
-//
-// Buyers are verified shoppers when SHOPPER_SECRET (the service's HS256
-// auth.jwt.secret, from the environment) is set: each request carries a
-// token for its user, signed here because every iteration is a new user.
-// Without it no token is sent (auth.shopper none).
 //
 // With SKU_IDS (comma-separated) instead of SKU_ID, iteration i buys SKU
 // i mod N, and every buyer's id names its SKU ("<run>-s<sku>-u<i>") so the
