@@ -186,9 +186,19 @@ func (d *Directory) MarkSoldOut(skuID, version, at int64) {
 // is logged and counted; they then see the restock from the database
 // within SoldOutTTL + SoldOutRecheck.
 func (d *Directory) Restocked(ctx context.Context, s SKU) {
+	d.obs.Waiters(s.ID, s.Waiters)
 	e := d.learn(s, time.Now().UnixNano())
 	if s.Stock > 0 {
 		d.publish(ctx, e.ref, -s.Version)
+	}
+}
+
+// Allotted hears of waiting orders given units by a transaction that
+// returned them through this instance (a cancel, an expiry, a restock),
+// once it committed: the one place every allocation passes, counted here.
+func (d *Directory) Allotted(_ context.Context, orders []Order) {
+	if len(orders) > 0 {
+		d.obs.Allotted(len(orders))
 	}
 }
 

@@ -51,6 +51,7 @@ func EngineConfig(cfg config.Config) engine.Config {
 		FairWindow:     cfg.Order.FairWindow,
 		PlaceGrace:     cfg.Order.PlaceGrace,
 		PlacesMax:      cfg.Order.PlacesMax,
+		WaitlistMax:    int64(cfg.Order.WaitlistMax),
 	}
 }
 
