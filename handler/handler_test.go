@@ -81,6 +81,8 @@ type stackOptions struct {
 	extra    map[string]http.Handler // handler.Config.Extra (metrics)
 	log      *slog.Logger            // with the access log on; default testenv.Logger, access log off
 	locks    service.LockInspector   // default: the stack's own lock
+	// waitlistMax is order.waitlist_max; 0: the default.
+	waitlistMax int
 }
 
 func newStack(t *testing.T, opts ...func(*stackOptions)) *stack {
@@ -93,16 +95,19 @@ func newStack(t *testing.T, opts ...func(*stackOptions)) *stack {
 	s := &stack{appDB: testenv.DB(t, dsn), db: testenv.DB(t, dsn), ready: &fakeReady{}}
 	rdb, prefix := testenv.Redis(t)
 	s.rdb, s.prefix = rdb, prefix
-	store := repository.NewMySQL(s.appDB)
-	var commits engine.Committer = store
-	if o.commits != nil {
-		commits = o.commits(commits)
-	}
 	log := testenv.Logger()
 	// Production defaults (config.Default), on the test's own key prefix.
 	cfg := config.Default()
 	cfg.Lock.Prefix = prefix
 	cfg.Order.QueueMax = o.queueMax
+	if o.waitlistMax > 0 {
+		cfg.Order.WaitlistMax = o.waitlistMax
+	}
+	store := repository.NewMySQL(s.appDB, repository.WithPaymentTimeout(cfg.Order.PaymentTimeout))
+	var commits engine.Committer = store
+	if o.commits != nil {
+		commits = o.commits(commits)
+	}
 	lc := lock.New(rdb, wiring.OrderLockOptions(cfg)...)
 	t.Cleanup(func() { lc.Close() })
 	var locker engine.Locker = locking.NewRedisLocker(lc)
@@ -112,7 +117,7 @@ func newStack(t *testing.T, opts ...func(*stackOptions)) *stack {
 	orders := service.NewOrders(store, skus, seller, nil)
 	s.orders, s.seller = orders, seller
 	catalog := service.NewCatalog(store, store, skus, log)
-	settle := repository.NewMySQL(s.appDB)
+	settle := repository.NewMySQL(s.appDB, repository.WithPaymentTimeout(cfg.Order.PaymentTimeout))
 	s.sweeper = service.NewSweeper(settle, nil, skus, wiring.SweeperConfig(cfg), log, nil)
 	apiLog := log
 	if o.log != nil {
@@ -300,14 +305,37 @@ func (s *stack) buy(t *testing.T, sku int64, user string, qty int64, key string)
 }
 
 type order struct {
-	ID        int64      `json:"id"` // the admin list only
-	OrderID   string     `json:"order_id"`
-	SKUID     int64      `json:"sku_id"`
-	UserID    string     `json:"user_id"`
-	Quantity  int64      `json:"quantity"`
-	CreatedAt time.Time  `json:"created_at"`
-	Status    string     `json:"status"`
-	ExpiresAt *time.Time `json:"expires_at"`
+	ID          int64      `json:"id"` // the admin list only
+	OrderID     string     `json:"order_id"`
+	SKUID       int64      `json:"sku_id"`
+	UserID      string     `json:"user_id"`
+	Quantity    int64      `json:"quantity"`
+	CreatedAt   time.Time  `json:"created_at"`
+	Status      string     `json:"status"`
+	ExpiresAt   *time.Time `json:"expires_at"`
+	AllocatedAt *time.Time `json:"allocated_at"`
+	Position    *int64     `json:"position"` // a 202 only
+}
+
+// wait asks for qty units of sku with "wait": true and wants 202: the
+// order waiting, at position. It returns the order.
+func (s *stack) wait(t *testing.T, sku int64, user string, qty int64, key string, position int64) order {
+	t.Helper()
+	var h []string
+	if key != "" {
+		h = []string{"Idempotency-Key", key}
+	}
+	body := fmt.Sprintf(`{"sku_id":%d,"user_id":%q,"quantity":%d,"wait":true}`, sku, user, qty)
+	r := s.call(t, http.MethodPost, "/api/v1/orders", body, h...)
+	var o order
+	if r.status == http.StatusAccepted {
+		r.json(t, &o)
+	}
+	if r.status != http.StatusAccepted || o.Status != "waiting" || o.Position == nil || *o.Position != position ||
+		r.header.Get("Location") != "/api/v1/orders/"+o.OrderID {
+		t.Fatalf("POST /api/v1/orders %s = %d %s (Location %q); want 202, waiting at position %d, its Location", body, r.status, r.body, r.header.Get("Location"), position)
+	}
+	return o
 }
 
 type adminSKU struct {

@@ -28,7 +28,7 @@ func TestAllocate(t *testing.T) {
 		reqs     []OrderRequest
 		existing map[BuyerKey]Order
 		bought   map[string]Holding
-		max      int64 // order.waitlist_max
+		max      int64   // order.waitlist_max
 		want     []error // nil: a placed order
 		created  []bool
 		units    int64
@@ -128,15 +128,15 @@ func TestAllocate(t *testing.T) {
 			want: []error{ErrWaitlistFull}, created: []bool{false},
 		},
 		{
-			name:   "one waiting order per buyer: held, or already in the batch",
-			sku:    SKU{ID: 7, Stock: 0, PerUserLimit: 5}, max: 10,
+			name: "one waiting order per buyer: held, or already in the batch",
+			sku:  SKU{ID: 7, Stock: 0, PerUserLimit: 5}, max: 10,
 			reqs:   []OrderRequest{wait("a", 1, ""), wait("b", 1, ""), wait("b", 1, "")},
 			bought: map[string]Holding{"a": {Units: 1, Waiting: true}},
 			want:   []error{ErrAlreadyWaiting, nil, ErrAlreadyWaiting}, created: []bool{false, true, false}, waiting: []int64{-1, 0, -1},
 		},
 		{
-			name:   "a waiting order counts toward the per-user limit",
-			sku:    SKU{ID: 7, Stock: 0, PerUserLimit: 2}, max: 10,
+			name: "a waiting order counts toward the per-user limit",
+			sku:  SKU{ID: 7, Stock: 0, PerUserLimit: 2}, max: 10,
 			reqs:   []OrderRequest{wait("a", 2, "")},
 			bought: map[string]Holding{"a": {Units: 1}},
 			want:   []error{ErrLimitExceeded}, created: []bool{false},
@@ -148,8 +148,8 @@ func TestAllocate(t *testing.T) {
 			want: []error{ErrSaleNotActive}, created: []bool{false},
 		},
 		{
-			name:     "a replayed waiting order is found, not made again",
-			sku:      SKU{ID: 7, Stock: 0, PerUserLimit: 2, Waiters: 1}, max: 10,
+			name: "a replayed waiting order is found, not made again",
+			sku:  SKU{ID: 7, Stock: 0, PerUserLimit: 2, Waiters: 1}, max: 10,
 			reqs:     []OrderRequest{wait("a", 1, "k1")},
 			existing: map[BuyerKey]Order{{"a", "k1"}: {ID: 41, SKUID: 7, UserID: "a", Quantity: 1, IdempotencyKey: "k1", Status: OrderWaiting}},
 			bought:   map[string]Holding{"a": {Units: 1, Waiting: true}},

@@ -164,8 +164,10 @@ type Order struct {
 	PlacesMax int `yaml:"places_max" default:"50000" valid:"0..1000000" help:"places of buyers told to come back remembered per instance, the other instances' included (250 to 550 bytes each: docs/operations.md); full: the soonest to lapse goes; 0: none kept"`
 	// WaitlistMax costs no memory: a waiter is a row of orders and of
 	// user_purchases (about 300 bytes of disk with their indexes), counted
-	// on its SKU's row.
-	WaitlistMax int `yaml:"waitlist_max" default:"100000" valid:"0..10000000" help:"waiting orders (\"wait\": true) per SKU, each a database row of about 300 bytes and no memory; past it 409 waitlist_full; 0: nobody waits"`
+	// on its SKU's row. It also bounds the rows a returning transaction
+	// may pass over (waiters bigger than what came back) on its way down
+	// the line.
+	WaitlistMax int `yaml:"waitlist_max" default:"10000" valid:"0..1000000" help:"waiting orders (\"wait\": true) per SKU, each a database row of about 300 bytes and no memory; past it 409 waitlist_full; 0: nobody waits"`
 }
 
 // Lock configures the per-SKU Redis lock.
