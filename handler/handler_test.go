@@ -305,21 +305,27 @@ func (s *stack) buy(t *testing.T, sku int64, user string, qty int64, key string)
 }
 
 type order struct {
-	ID          int64      `json:"id"` // the admin list only
-	OrderID     string     `json:"order_id"`
-	SKUID       int64      `json:"sku_id"`
-	UserID      string     `json:"user_id"`
-	Quantity    int64      `json:"quantity"`
-	CreatedAt   time.Time  `json:"created_at"`
-	Status      string     `json:"status"`
-	ExpiresAt   *time.Time `json:"expires_at"`
+	ID        int64      `json:"id"` // the admin list only
+	OrderID   string     `json:"order_id"`
+	SKUID     int64      `json:"sku_id"`
+	UserID    string     `json:"user_id"`
+	Quantity  int64      `json:"quantity"`
+	CreatedAt time.Time  `json:"created_at"`
+	Status    string     `json:"status"`
+	ExpiresAt *time.Time `json:"expires_at"`
+}
+
+// waitingOrder is an order as a 202 answers it, with its position, or
+// as a later answer does, given its units.
+type waitingOrder struct {
+	order
 	AllocatedAt *time.Time `json:"allocated_at"`
 	Position    *int64     `json:"position"` // a 202 only
 }
 
 // wait asks for qty units of sku with "wait": true and wants 202: the
 // order waiting, at position. It returns the order.
-func (s *stack) wait(t *testing.T, sku int64, user string, qty int64, key string, position int64) order {
+func (s *stack) wait(t *testing.T, sku int64, user string, qty int64, key string, position int64) waitingOrder {
 	t.Helper()
 	var h []string
 	if key != "" {
@@ -327,7 +333,7 @@ func (s *stack) wait(t *testing.T, sku int64, user string, qty int64, key string
 	}
 	body := fmt.Sprintf(`{"sku_id":%d,"user_id":%q,"quantity":%d,"wait":true}`, sku, user, qty)
 	r := s.call(t, http.MethodPost, "/api/v1/orders", body, h...)
-	var o order
+	var o waitingOrder
 	if r.status == http.StatusAccepted {
 		r.json(t, &o)
 	}

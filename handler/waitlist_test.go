@@ -23,7 +23,7 @@ func TestWaitlist_Answers(t *testing.T) {
 	}
 	body := `{"sku_id":` + strconv.FormatInt(sku, 10) + `,"user_id":"w0","quantity":2,"wait":true}`
 	r := s.call(t, http.MethodPost, "/api/v1/orders", body, "Idempotency-Key", "w0-key")
-	var again order
+	var again waitingOrder
 	if r.status == http.StatusOK {
 		r.json(t, &again)
 	}
