@@ -306,6 +306,18 @@ func TestWaitlist_Leaving(t *testing.T) {
 		}
 		statusCounts(t, db, sku.ID)
 
+		// The admin moves the sale's end: the waiters lapse then.
+		ends = ends.Add(time.Second)
+		if _, err := s.UpdateSKU(ctx, sku.ID, service.SKUChange{EndsAt: service.OptionalTime{Set: true, Time: &ends}}, created); err != nil {
+			t.Fatal(err)
+		}
+		if o, err := s.Order(ctx, ws[1].ID); err != nil || o.ExpiresAt == nil || !o.ExpiresAt.Equal(ends) {
+			t.Fatalf("after the end moved, the waiting order = %+v, %v; want it to lapse at %v", o, err, ends)
+		}
+		if ex, err := s.ExpireDue(ctx, service.ExpiryRun{Now: ends.Add(-time.Millisecond), Limit: 10}); err != nil || ex.Lapsed != 0 {
+			t.Fatalf("sweep before the new end = %+v, %v; want nothing lapsed", ex, err)
+		}
+
 		// The sale ends: the sweep lapses the two left; a unit coming
 		// back afterwards is free, not given.
 		after := ends.Add(time.Second)
