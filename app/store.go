@@ -30,6 +30,7 @@ type dataStore interface {
 	service.CatalogStore
 	service.SKUOrders
 	service.LifecycleStore
+	service.OrderStates
 	pinger
 }
 

@@ -20,6 +20,8 @@ type orders struct {
 	ids     *orderid.Codec
 	// lifecycle cancels orders (handler/lifecycle.go).
 	lifecycle Lifecycle
+	// watch holds long-polls of an order (handler/longpoll.go); nil: none.
+	watch Watcher
 }
 
 type orderRequest struct {

@@ -179,6 +179,7 @@ func (s *gormStore) ExpireDue(ctx context.Context, run service.ExpiryRun) (servi
 			}
 			ex = service.Expiry{Orders: len(expired), SKUs: skus, Allotted: given}
 			for _, o := range expired {
+				ex.Changed = append(ex.Changed, o.ID)
 				ex.Units += o.Quantity
 				if ex.Oldest.IsZero() || o.ExpiresAt.Before(ex.Oldest) {
 					ex.Oldest = *o.ExpiresAt
@@ -211,6 +212,9 @@ func (s *gormStore) lapse(tx *gorm.DB, lapsing []orderRow, now time.Time, ex *se
 		return err
 	}
 	ex.Lapsed = len(left)
+	for _, o := range left {
+		ex.Changed = append(ex.Changed, o.ID)
+	}
 	if ex.Oldest.IsZero() && len(left) > 0 {
 		ex.Oldest = *left[0].ExpiresAt
 	}

@@ -17,6 +17,7 @@ var (
 	_ service.CatalogStore   = (*MySQL)(nil)
 	_ service.SKUOrders      = (*MySQL)(nil)
 	_ service.LifecycleStore = (*MySQL)(nil)
+	_ service.OrderStates    = (*MySQL)(nil)
 )
 
 // MySQL is the store of the service's MySQL or MariaDB database. It

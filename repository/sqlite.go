@@ -15,6 +15,7 @@ var (
 	_ service.CatalogStore   = (*SQLite)(nil)
 	_ service.SKUOrders      = (*SQLite)(nil)
 	_ service.LifecycleStore = (*SQLite)(nil)
+	_ service.OrderStates    = (*SQLite)(nil)
 )
 
 // SQLite is the store of the quick start only (no mysql.dsn): one

@@ -44,6 +44,20 @@ func (s *gormStore) Order(ctx context.Context, id int64) (service.Order, error) 
 	return r.domain(), nil
 }
 
+// OrdersByID returns the orders of ids that exist, in one read on the
+// primary key: the long-polls' recheck (service.Watch).
+func (s *gormStore) OrdersByID(ctx context.Context, ids []int64) ([]service.Order, error) {
+	var rows []orderRow
+	if err := s.db.WithContext(ctx).Where("id IN ?", ids).Find(&rows).Error; err != nil {
+		return nil, translate(err, service.ErrNotFound)
+	}
+	out := make([]service.Order, len(rows))
+	for i, r := range rows {
+		out[i] = r.domain()
+	}
+	return out, nil
+}
+
 // OrderByKey returns the order userID placed under an idempotency key, or
 // service.ErrNotFound.
 func (s *gormStore) OrderByKey(ctx context.Context, userID, key string) (service.Order, error) {

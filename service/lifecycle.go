@@ -91,6 +91,8 @@ type Expiry struct {
 	Allotted []Order
 	// Lapsed counts the waiting orders ended by their sale's end.
 	Lapsed int
+	// Changed are the ids of the orders expired and lapsed.
+	Changed []int64
 }
 
 // LifecycleStore is what the lifecycle needs of the database: each method
@@ -157,6 +159,7 @@ func (l *Lifecycle) Pay(ctx context.Context, id int64) (Order, error) {
 	}
 	if st.Changed {
 		l.obs.OrderSettled(OrderPaid, 1, 0)
+		l.skus.Changed(id)
 	}
 	return st.Order, nil
 }
@@ -169,6 +172,9 @@ func (l *Lifecycle) Cancel(ctx context.Context, id int64, buyer string) (Order, 
 	st, err := retryConflicts(ctx, func() (Settlement, error) { return l.store.CancelOrder(ctx, id, buyer, now()) })
 	if err != nil {
 		return Order{}, err
+	}
+	if st.Changed {
+		l.skus.Changed(id)
 	}
 	switch {
 	case st.Returned != nil:

@@ -54,6 +54,7 @@ var Results = []Result{
 	{ErrOrderLapsed, KindConflict, "order_lapsed", "the order waited until the sale ended without units coming back; nothing was changed", ""},
 	{ErrBusy, KindBusy, "busy", "too many buyers are waiting for this sku; retry shortly", "busy"},
 	{ErrTooManySKUs, KindBusy, "busy", "this instance has buyers waiting for too many skus; retry shortly", "busy"},
+	{ErrTooManyPolls, KindUnavailable, "unavailable", "this instance holds as many long-polls as it may (order.long_polls_max); retry after Retry-After seconds, or read without Prefer: wait", ""},
 	{ErrOutcomeUnknown, KindUnavailable, "outcome_unknown", "it may or may not have been done: look it up, or send the same request again (with the same Idempotency-Key for an order)", "outcome_unknown"},
 	{ErrUnavailable, KindUnavailable, "unavailable", "the service cannot complete this now; retry after Retry-After seconds", "unavailable"},
 	// The order flow's own: each is handled (retried, or passed on wrapped

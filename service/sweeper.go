@@ -164,6 +164,7 @@ func (s *Sweeper) SweepOnce(ctx context.Context, fence int64) (Expiry, error) {
 	for _, sku := range ex.SKUs {
 		s.skus.Restocked(ctx, sku)
 	}
+	s.skus.Changed(ex.Changed...)
 	s.skus.Allotted(ctx, ex.Allotted)
 	return ex, nil
 }

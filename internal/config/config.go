@@ -168,6 +168,15 @@ type Order struct {
 	// may pass over (waiters bigger than what came back) on its way down
 	// the line.
 	WaitlistMax int `yaml:"waitlist_max" default:"10000" valid:"0..1000000" help:"waiting orders (\"wait\": true) per SKU, each a database row of about 300 bytes and no memory; past it 409 waitlist_full; 0: nobody waits"`
+	// LongPollsMax: a held poll is its request's goroutine, a timer and
+	// its connection's buffers, about 20 KiB (the default: about 40 MiB);
+	// the instance has one Redis subscription whatever the polls.
+	LongPollsMax int `yaml:"long_polls_max" default:"2000" valid:"0..100000" help:"GET /api/v1/orders/{id} held waiting for a change (Prefer: wait) per instance, about 20 KiB each; past it 503 unavailable + Retry-After; 0: no wait is applied"`
+	// LongPollRecheck is the fallback for a lost change message (Redis
+	// down, a publisher dead after its COMMIT): one read of every held
+	// order, by primary key, 1000 ids a statement, per interval per
+	// instance, and only while polls are held.
+	LongPollRecheck time.Duration `yaml:"long_poll_recheck" default:"1s" valid:"100ms..10s" help:"each held long-poll's order is read again this often, in one batched read per instance: a change whose Redis message was lost is heard within it"`
 }
 
 // Lock configures the per-SKU Redis lock.
