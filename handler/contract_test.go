@@ -354,7 +354,7 @@ func TestContract(t *testing.T) {
 		"{last}", strconv.FormatInt(last, 10),
 		"{gone}", strconv.FormatInt(gone, 10),
 		"{later}", strconv.FormatInt(later, 10),
-		"{order}", ord,
+		"{order}", ord, "{orderTag}", s.get(t, "/api/v1/orders/"+ord).header.Get("ETag"),
 		"{wl}", strconv.FormatInt(wl, 10),
 		"{waiting}", waiting, "{toLapse}", toLapse,
 		"{big}", strings.Repeat("x", 5000),
@@ -413,6 +413,9 @@ func TestContract(t *testing.T) {
 		{method: "GET", path: "/api/v1/orders/{waiting}", status: 200},
 
 		{method: "GET", path: "/api/v1/orders/{order}", status: 200},
+		{method: "GET", path: "/api/v1/orders/{order}", headers: []string{"If-None-Match", "{orderTag}"}, status: 304},
+		{method: "GET", path: "/api/v1/orders/{order}", headers: []string{"If-None-Match", "{orderTag}", "Prefer", "wait=1"}, status: 304},
+		{method: "GET", path: "/api/v1/orders/{order}", headers: []string{"If-None-Match", `"pending-stale"`, "Prefer", "wait=30"}, status: 200},
 		{method: "GET", path: "/api/v1/orders/AAAAAAAAAAAAAAAAAAAAAA", status: 404, code: "not_found"},
 
 		{method: "POST", path: "/api/v1/orders/{toCancel}/cancel", status: 200},

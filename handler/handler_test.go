@@ -70,6 +70,8 @@ type stack struct {
 	seller *engine.Seller
 	// sweeper expires due orders when a test calls SweepOnce.
 	sweeper *service.Sweeper
+	// watch holds the long-polls of GET /api/v1/orders/{id}.
+	watch *service.Watch
 }
 
 type stackOptions struct {
@@ -83,6 +85,8 @@ type stackOptions struct {
 	locks    service.LockInspector   // default: the stack's own lock
 	// waitlistMax is order.waitlist_max; 0: the default.
 	waitlistMax int
+	// pollsMax is order.long_polls_max; 0: the default.
+	pollsMax int
 }
 
 func newStack(t *testing.T, opts ...func(*stackOptions)) *stack {
@@ -112,7 +116,14 @@ func newStack(t *testing.T, opts ...func(*stackOptions)) *stack {
 	t.Cleanup(func() { lc.Close() })
 	var locker engine.Locker = locking.NewRedisLocker(lc)
 	marks := locking.NewRedisMarks(rdb, prefix+"soldout:", cfg.SoldOut.SharedTTL)
+	if o.pollsMax > 0 {
+		cfg.Order.LongPollsMax = o.pollsMax
+	}
 	skus := service.NewDirectory(store, marks, wiring.DirectoryConfig(cfg), log, nil)
+	s.watch = service.NewWatch(store, locking.NewRedisFeed(rdb, prefix), wiring.WatchConfig(cfg), log, nil)
+	skus.Tell(s.watch)
+	s.watch.Start()
+	t.Cleanup(func() { s.watch.Close() })
 	seller := engine.New(commits, locker, skus, marks, wiring.EngineConfig(cfg), log, nil)
 	orders := service.NewOrders(store, skus, seller, nil)
 	s.orders, s.seller = orders, seller
@@ -138,6 +149,7 @@ func newStack(t *testing.T, opts ...func(*stackOptions)) *stack {
 		Lifecycle:     service.NewLifecycle(settle, skus, log, nil),
 		PaymentTokens: paymentToken,
 		Locks:         cmp.Or(o.locks, locker.(service.LockInspector)),
+		Watch:         s.watch,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -212,6 +224,15 @@ func (s *stack) call(t *testing.T, method, path, body string, headers ...string)
 		t.Errorf("%s: no X-Request-ID", where)
 	}
 	if path == "/openapi.yaml" || path == "/metrics" { // the two answers that are not JSON
+		return r
+	}
+	if r.status == http.StatusNotModified {
+		if len(raw) != 0 || r.header.Get("ETag") == "" {
+			t.Errorf("%s = 304 with body %q, ETag %q; want no body and the ETag", where, raw, r.header.Get("ETag"))
+		}
+		if s.spec != nil {
+			s.checkDocumented(t, method, path, r)
+		}
 		return r
 	}
 	if ct := r.header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {

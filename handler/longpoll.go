@@ -2,6 +2,7 @@ package handler
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strconv"
 	"strings"
@@ -109,10 +110,10 @@ func preferredWait(values []string) (wait time.Duration, ok bool) {
 			val, _, _ = strings.Cut(val, ";") // parameters of the preference
 			val = strings.Trim(strings.TrimSpace(val), `"`)
 			n, err := strconv.ParseUint(val, 10, 64)
-			if err != nil {
+			if err != nil && !errors.Is(err, strconv.ErrRange) {
 				return 0, false
 			}
-			if n > uint64(service.MaxPollWait/time.Second) {
+			if err != nil || n > uint64(service.MaxPollWait/time.Second) {
 				return service.MaxPollWait, true
 			}
 			return time.Duration(n) * time.Second, true

@@ -268,6 +268,13 @@ func (w *Watch) release(p *poll) {
 	w.obs.PollsHeld(w.n)
 }
 
+// Held returns the long-polls held now.
+func (w *Watch) Held() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.n
+}
+
 // Enabled reports whether polls may be held at all (WatchConfig.Max > 0).
 func (w *Watch) Enabled() bool { return w != nil && w.cfg.Max > 0 }
 
