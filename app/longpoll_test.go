@@ -7,22 +7,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/internal/testenv"
 )
 
 // pollInstance starts an instance whose long-polls' recheck is recheck.
 func pollInstance(t *testing.T, dsn, redisAddr, prefix string, recheck time.Duration) string {
 	t.Helper()
-	cfg := config.Default()
-	cfg.HTTP.Addr = "127.0.0.1:0"
-	cfg.MySQL.DSN = dsn
-	cfg.MySQL.MaxOpenConns = 8
-	cfg.MySQL.MaxIdleConns = 8
-	cfg.Redis.Addrs = []string{redisAddr}
-	cfg.Admin.Token = token
-	noShopperAuth(&cfg)
-	cfg.Lock.Prefix = prefix
+	cfg := instanceConfig(dsn, []string{redisAddr}, prefix)
 	cfg.Order.LongPollRecheck = recheck
 	return "http://" + serveConfig(t, cfg)
 }
@@ -156,16 +147,7 @@ func TestLongPoll_WithRedisStoppedTheRecheckAnswers(t *testing.T) {
 // http.read_timeout and http.write_timeout is answered 304 after its
 // wait, not cut; and the instance's shutdown answers a held poll at once.
 func TestLongPoll_OutlastsTheServersTimeouts(t *testing.T) {
-	dsn := testenv.Database(t)
-	cfg := config.Default()
-	cfg.HTTP.Addr = "127.0.0.1:0"
-	cfg.MySQL.DSN = dsn
-	cfg.MySQL.MaxOpenConns = 8
-	cfg.MySQL.MaxIdleConns = 8
-	cfg.Redis.Addrs = []string{testenv.RedisAddr()}
-	cfg.Admin.Token = token
-	noShopperAuth(&cfg)
-	cfg.Lock.Prefix = testenv.Name("test:poll:") + ":"
+	cfg := instanceConfig(testenv.Database(t), []string{testenv.RedisAddr()}, testenv.Name("test:poll:")+":")
 	cfg.HTTP.ReadTimeout, cfg.HTTP.WriteTimeout, cfg.Order.RequestTimeout = 500*time.Millisecond, 500*time.Millisecond, 400*time.Millisecond
 	url, stop := stoppable(t, cfg)
 	sku := newSKU(t, url, 1, 1)
