@@ -85,6 +85,7 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 		lk, marks, board, readyz = zkb.locker, zkb.marks, nil, zkReadiness{store: store, zk: zkb}
 	}
 	skus := service.NewDirectory(store, marks, wiring.DirectoryConfig(cfg), log, mx)
+	watch := startWatch(cfg, store, rs, skus, mx, log, &cl)
 	seller := newEngine(cfg, store, lk, skus, board, confirm, mx, log)
 	orders := service.NewOrders(store, skus, seller, mx)
 	catalog := service.NewCatalog(store, store, skus, log)
@@ -93,12 +94,12 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 		return err
 	}
 	var draining atomic.Bool
-	api, operator, err := newAPI(cfg, orders, catalog, readyz, mx, &draining, shoppers, lifecycle, lk, log)
+	api, operator, err := newAPI(cfg, orders, catalog, readyz, mx, &draining, shoppers, lifecycle, lk, watch, log)
 	if err != nil {
 		return err
 	}
 
-	return listenAndServe(ctx, cfg, running{api: api, operator: operator, seller: seller, catalog: catalog, draining: &draining,
+	return listenAndServe(ctx, cfg, running{api: api, operator: operator, seller: seller, watch: watch, catalog: catalog, draining: &draining,
 		redis: rs.describe(), generatedToken: generatedToken, generatedSecret: generatedSecret}, mx, stdout, ready, log, &cl)
 }
 
@@ -154,6 +155,21 @@ func redisLocking(cfg config.Config, rs *redisSetup, mx *metrics.Metrics, cl *cl
 	return locking.NewRedisLocker(lc), marks, marks
 }
 
+// startWatch starts the long-polls of orders: changes heard over Redis
+// pub/sub on lock.prefix + "orders" (none without Redis: the recheck
+// alone), told of every order a commit through this instance changes.
+func startWatch(cfg config.Config, store service.OrderStates, rs *redisSetup, skus *service.Directory, mx *metrics.Metrics, log *slog.Logger, cl *closers) *service.Watch {
+	var feed service.OrderFeed
+	if len(rs.clients) > 0 {
+		feed = locking.NewRedisFeed(rs.marks(), cfg.Lock.Prefix)
+	}
+	w := service.NewWatch(store, feed, wiring.WatchConfig(cfg), log, mx)
+	skus.Tell(w)
+	w.Start()
+	cl.add(w.Close) // before the Redis clients close (closers run in reverse)
+	return w
+}
+
 // newEngine builds the order engine on a lock, the SKUs, the board of
 // places, the replicas that confirm commits (nil: none) and the queue
 // settings.
@@ -167,7 +183,7 @@ func newEngine(cfg config.Config, store engine.Committer, lk engine.Locker, skus
 // newAPI builds the HTTP handler with its limits and metrics; with
 // http.admin_addr, also the operator's (nil without), and the API's
 // answers none of the operator's routes.
-func newAPI(cfg config.Config, orders handler.Orders, catalog *service.Catalog, ready handler.Readiness, mx *metrics.Metrics, draining *atomic.Bool, shoppers handler.ShopperAuth, lifecycle handler.Lifecycle, locks service.LockInspector, log *slog.Logger) (api, operator http.Handler, err error) {
+func newAPI(cfg config.Config, orders handler.Orders, catalog *service.Catalog, ready handler.Readiness, mx *metrics.Metrics, draining *atomic.Bool, shoppers handler.ShopperAuth, lifecycle handler.Lifecycle, locks service.LockInspector, watch *service.Watch, log *slog.Logger) (api, operator http.Handler, err error) {
 	hc := handler.Config{
 		Orders:       orders,
 		Catalog:      catalog,
@@ -190,6 +206,7 @@ func newAPI(cfg config.Config, orders handler.Orders, catalog *service.Catalog, 
 		Lifecycle:      lifecycle,
 		PaymentTokens:  cfg.Auth.PaymentTokens,
 		Locks:          locks,
+		Watch:          watch,
 	}
 	if cfg.HTTP.AdminAddr != "" {
 		return handler.NewSplit(hc)
@@ -202,6 +219,7 @@ func newAPI(cfg config.Config, orders handler.Orders, catalog *service.Catalog, 
 type running struct {
 	api, operator http.Handler   // operator: nil without http.admin_addr
 	seller        *engine.Seller // drained at shutdown
+	watch         *service.Watch // its long-polls answered at shutdown's start
 	catalog       *service.Catalog
 	draining      *atomic.Bool
 	redis         string // the Redis setup, for the start-up log
@@ -244,7 +262,7 @@ func listenAndServe(ctx context.Context, cfg config.Config, r running, mx *metri
 		}
 		return err
 	}
-	return serveUntilDone(ctx, cfg, &listening{newHTTPServer(cfg, r.api, conns, log), ln}, admin, r.seller, r.draining, ready, log)
+	return serveUntilDone(ctx, cfg, &listening{newHTTPServer(cfg, r.api, conns, log), ln}, admin, r, ready, log)
 }
 
 // listening is a server and the listener it is to serve.
@@ -292,9 +310,10 @@ func newHTTPServer(cfg config.Config, api http.Handler, conns *connWatch, log *s
 }
 
 // serveUntilDone serves the API and admin listeners until ctx ends, then
-// drains: /readyz answers 503 for http.drain_delay, then listeners and
-// order queues shut down within http.shutdown_timeout.
-func serveUntilDone(ctx context.Context, cfg config.Config, api, admin *listening, seller *engine.Seller, draining *atomic.Bool, ready func(addr string), log *slog.Logger) error {
+// drains: the long-polls held are answered at once, /readyz answers 503
+// for http.drain_delay, then listeners and order queues shut down within
+// http.shutdown_timeout.
+func serveUntilDone(ctx context.Context, cfg config.Config, api, admin *listening, r running, ready func(addr string), log *slog.Logger) error {
 	servers := []*listening{api}
 	if admin != nil {
 		servers = append(servers, admin)
@@ -313,8 +332,9 @@ func serveUntilDone(ctx context.Context, cfg config.Config, api, admin *listenin
 	case <-ctx.Done():
 	}
 
+	r.watch.Drain() // a poll held for a minute would outlast the shutdown
 	if cfg.HTTP.DrainDelay > 0 {
-		draining.Store(true)
+		r.draining.Store(true)
 		log.Info("draining: /readyz answers 503 before the listener closes", "delay", cfg.HTTP.DrainDelay)
 		t := time.NewTimer(cfg.HTTP.DrainDelay)
 		select {
@@ -335,7 +355,7 @@ func serveUntilDone(ctx context.Context, cfg config.Config, api, admin *listenin
 		go func() { defer wg.Done(); errs[i] = l.srv.Shutdown(sctx) }()
 	}
 	wg.Add(1)
-	go func() { defer wg.Done(); errs[len(servers)] = seller.Shutdown(sctx) }()
+	go func() { defer wg.Done(); errs[len(servers)] = r.seller.Shutdown(sctx) }()
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("shutdown: %w", err)

@@ -30,6 +30,12 @@ func instance(t *testing.T, dsn, redisAddr, prefix string) string {
 // instanceOn is instance with several Redis masters: Redlock.
 func instanceOn(t *testing.T, dsn string, redisAddrs []string, prefix string) string {
 	t.Helper()
+	return "http://" + serveConfig(t, instanceConfig(dsn, redisAddrs, prefix))
+}
+
+// instanceConfig is the settings of an instance: production's, on the
+// test's database, Redis and key prefix, with auth.shopper none.
+func instanceConfig(dsn string, redisAddrs []string, prefix string) config.Config {
 	cfg := config.Default()
 	cfg.HTTP.Addr = "127.0.0.1:0"
 	cfg.MySQL.DSN = dsn
@@ -42,7 +48,7 @@ func instanceOn(t *testing.T, dsn string, redisAddrs []string, prefix string) st
 	cfg.Admin.Token = token
 	noShopperAuth(&cfg)
 	cfg.Lock.Prefix = prefix
-	return "http://" + serveConfig(t, cfg)
+	return cfg
 }
 
 // noShopperAuth chooses auth.shopper none, as the tests of the order path

@@ -30,6 +30,7 @@ type dataStore interface {
 	service.CatalogStore
 	service.SKUOrders
 	service.LifecycleStore
+	service.OrderStates
 	pinger
 }
 
@@ -42,10 +43,10 @@ type pinger interface {
 // embedded mode, else MySQL, confirming commits and reads with confirm
 // when set.
 func newStore(cfg config.Config, db *gorm.DB, confirm repository.Confirmer) dataStore {
+	opts := []repository.Option{repository.WithPaymentTimeout(cfg.Order.PaymentTimeout)}
 	if cfg.Embedded() {
-		return repository.NewSQLite(db)
+		return repository.NewSQLite(db, opts...)
 	}
-	var opts []repository.Option
 	if confirm != nil {
 		opts = append(opts, repository.WithReplicas(confirm))
 	}

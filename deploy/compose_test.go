@@ -919,6 +919,15 @@ func TestHAProxyConfig(t *testing.T) {
 	if !strings.Contains(cfgText, "uri /readyz") {
 		t.Errorf("haproxy.cfg: servers are not checked on /readyz")
 	}
+	// A long-poll of an order holds its request up to 60s (docs/api.md).
+	for _, side := range []string{"client", "server"} {
+		m := regexp.MustCompile(`(?m)^\s*timeout ` + side + ` (\d+)s$`).FindStringSubmatch(cfgText)
+		if m == nil {
+			t.Errorf("haproxy.cfg: no timeout %s in seconds", side)
+		} else if n, _ := strconv.Atoi(m[1]); n <= 60 {
+			t.Errorf("haproxy.cfg: timeout %s %ds; want more than 60s, a long-poll's wait", side, n)
+		}
+	}
 	p := loadProject(t, "redlock")
 	for lb, want := range map[string][]string{"lb": replicas, "lb-redlock": redlockReplicas} {
 		up := env(service(t, p, lb))["UPSTREAM"]

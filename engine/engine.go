@@ -40,6 +40,8 @@ type Config struct {
 	FairWindow time.Duration
 	PlaceGrace time.Duration // a buyer told to come back keeps its arrival this long past Retry-After (places.go)
 	PlacesMax  int           // places remembered per process; 0: none
+	// WaitlistMax bounds each SKU's waiting orders (service.Batch).
+	WaitlistMax int64
 	// Replicas, when set, confirms every batch's commit before its buyers
 	// are answered (mysql.min_replicas); nil: answered at COMMIT.
 	Replicas Replicas
@@ -69,6 +71,9 @@ type Observer interface {
 	// them, first come, first served across instances does not
 	// (docs/design.md, invariant 19).
 	SoldUnlocked(orders int)
+	// Waiters records a SKU's waiting orders as a batch that has or made
+	// some left its row.
+	Waiters(skuID, n int64)
 }
 
 type nopObserver struct{}
@@ -81,6 +86,7 @@ func (nopObserver) SoldOutFastPath()                     {}
 func (nopObserver) KnownRow(bool)                        {}
 func (nopObserver) Unconfirmed(int)                      {}
 func (nopObserver) SoldUnlocked(int)                     {}
+func (nopObserver) Waiters(int64, int64)                 {}
 
 var _ service.Seller = (*Seller)(nil)
 

@@ -22,6 +22,9 @@ func (w *worker) answer(live []*pending, res service.BatchResult, begun int64) {
 	if res.SKU.Stock == 0 {
 		w.s.skus.MarkSoldOut(w.q.id, res.SKU.Version, begun)
 	}
+	if res.SKU.Waiters > 0 {
+		w.s.obs.Waiters(w.q.id, res.SKU.Waiters)
+	}
 }
 
 // confirmThenAnswer answers a committed batch once the replicas confirm

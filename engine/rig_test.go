@@ -68,6 +68,8 @@ func (o *observer) MarkUnpublished()                     { o.unpublished.Add(1) 
 func (o *observer) KnownRow(bool)                        {}
 func (o *observer) Unconfirmed(int)                      {}
 func (o *observer) SoldUnlocked(n int)                   { o.unlocked.Add(int64(n)) }
+func (o *observer) Allotted(int)                         {}
+func (o *observer) Waiters(int64, int64)                 {}
 
 // waitDepth waits until the queue of the test's SKU reported depth >= n.
 func (o *observer) waitDepth(t *testing.T, n int) {

@@ -280,6 +280,7 @@ func runSale(t *testing.T, rng *rand.Rand, cfg config.Config) {
 		if rng.IntN(5) == 0 {
 			p.leaves = time.Duration(1+rng.IntN(200)) * time.Millisecond
 		}
+		p.req.Wait = rng.IntN(4) == 0 // the waitlist, order.waitlist_max drawn
 		plan[i] = p
 	}
 

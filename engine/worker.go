@@ -79,9 +79,11 @@ func (w *worker) commit(batch []*pending) (sold bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), w.s.cfg.TxTimeout)
 	defer cancel()
 	begun := time.Now().UnixNano()
-	b := service.Batch{SKUID: w.q.id, Requests: make([]service.OrderRequest, len(live)), PaymentTimeout: w.s.cfg.PaymentTimeout}
+	b := service.Batch{SKUID: w.q.id, Requests: make([]service.OrderRequest, len(live)),
+		PaymentTimeout: w.s.cfg.PaymentTimeout, WaitlistMax: w.s.cfg.WaitlistMax}
 	for i, p := range live {
 		b.Requests[i] = p.req
+		b.Requests[i].Arrival = p.arrived
 	}
 	res, err := w.commitHeld(ctx, b)
 	if err != nil {
@@ -119,7 +121,7 @@ func admit(batch []*pending) []*pending {
 
 // refuseAll answers the whole batch without a transaction when Shutdown
 // ran out of time, or when the SKU is known sold out and no buyer may be
-// a replay of an earlier order. Only a batch whose turn found the SKU sold
+// a replay of an earlier order or asks to wait. Only a batch whose turn found the SKU sold
 // out asks again, for the buyers who came since: the locked road leaves
 // a sell-out learned meanwhile to its transaction.
 func (w *worker) refuseAll(live []*pending) bool {
@@ -127,7 +129,7 @@ func (w *worker) refuseAll(live []*pending) bool {
 	switch {
 	case w.s.abort.Load():
 		err = fmt.Errorf("%w: shutting down", service.ErrUnavailable)
-	case w.soldOut && w.s.skus.SoldOut(w.q.id) && !anyKeyed(live):
+	case w.soldOut && w.s.skus.SoldOut(w.q.id) && !anyKeyedOrWaiting(live):
 		err = service.ErrSoldOut
 	default:
 		return false
@@ -141,9 +143,11 @@ func (w *worker) refuseAll(live []*pending) bool {
 	return true
 }
 
-func anyKeyed(ps []*pending) bool {
+// anyKeyedOrWaiting reports whether a buyer of ps needs the database's
+// answer though the SKU is sold out: a replay, or one who asks to wait.
+func anyKeyedOrWaiting(ps []*pending) bool {
 	for _, p := range ps {
-		if p.req.IdempotencyKey != "" {
+		if p.req.IdempotencyKey != "" || p.req.Wait {
 			return true
 		}
 	}

@@ -322,7 +322,10 @@ func TestContract(t *testing.T) {
 	t.Parallel()
 	c := newContract(t)
 	m := metrics.New()
-	s := newStack(t, func(o *stackOptions) { o.extra = map[string]http.Handler{"/metrics": m.Handler()} })
+	s := newStack(t, func(o *stackOptions) {
+		o.extra = map[string]http.Handler{"/metrics": m.Handler()}
+		o.waitlistMax = 3
+	})
 	c.attach(t, s)
 
 	sku := s.createSKU(t, `{"name":"contract","stock":10,"per_user_limit":3}`)
@@ -336,13 +339,24 @@ func TestContract(t *testing.T) {
 	if err := s.db.Exec("UPDATE orders SET expires_at = ? WHERE user_id = 'u-10'", time.Now().UTC().Add(-time.Second)).Error; err != nil {
 		t.Fatal(err)
 	}
+	// The waitlist (order.waitlist_max 3): a sold-out SKU with two waiting,
+	// the first of whom will lapse.
+	wl := s.createSKU(t, `{"name":"waitlist","stock":1,"per_user_limit":3}`)
+	s.buy(t, wl, "early", 1, "")
+	toLapse := s.wait(t, wl, "w-0", 1, "", 0).OrderID
+	waiting := s.wait(t, wl, "w-1", 1, "", 1).OrderID
+	if err := s.db.Exec("UPDATE orders SET expires_at = ? WHERE user_id = 'w-0'", time.Now().UTC().Add(-time.Second)).Error; err != nil {
+		t.Fatal(err) // its sale's end, as the sweeper will find it
+	}
 	fx := strings.NewReplacer(
 		"{toCancel}", toCancel, "{toPay}", toPay, "{toExpire}", toExpire,
 		"{sku}", strconv.FormatInt(sku, 10),
 		"{last}", strconv.FormatInt(last, 10),
 		"{gone}", strconv.FormatInt(gone, 10),
 		"{later}", strconv.FormatInt(later, 10),
-		"{order}", ord,
+		"{order}", ord, "{orderTag}", s.get(t, "/api/v1/orders/"+ord).header.Get("ETag"),
+		"{wl}", strconv.FormatInt(wl, 10),
+		"{waiting}", waiting, "{toLapse}", toLapse,
 		"{big}", strings.Repeat("x", 5000),
 	)
 	auth := bearer
@@ -352,6 +366,9 @@ func TestContract(t *testing.T) {
 	const dup = "?x=1&x=2"
 	buy := func(sku, user string, qty int) string {
 		return fmt.Sprintf(`{"sku_id":%s,"user_id":%q,"quantity":%d}`, sku, user, qty)
+	}
+	wait := func(sku, user string, qty int) string {
+		return fmt.Sprintf(`{"sku_id":%s,"user_id":%q,"quantity":%d,"wait":true}`, sku, user, qty)
 	}
 
 	s.run(t, fx, []contractCase{
@@ -385,8 +402,20 @@ func TestContract(t *testing.T) {
 		{method: "POST", path: "/api/v1/orders", body: buy("{sku}", "u-1", 2), headers: []string{"Idempotency-Key", "contract-key"}, status: 409, code: "idempotency_conflict"},
 		{method: "POST", path: "/api/v1/orders", body: `{"sku_id":{sku},"user_id":"{big}","quantity":1}`, status: 413, code: "request_too_large"},
 		{method: "POST", path: "/api/v1/orders", body: buy("{sku}", "u-6", 1), headers: text, status: 415, code: "unsupported_media_type"},
+		{method: "POST", path: "/api/v1/orders", body: wait("{wl}", "w-2", 1), headers: []string{"Idempotency-Key", "wait-key"}, status: 202},
+		{method: "POST", path: "/api/v1/orders", body: wait("{wl}", "w-2", 1), headers: []string{"Idempotency-Key", "wait-key"}, status: 200},
+		{method: "POST", path: "/api/v1/orders", body: wait("{wl}", "w-2", 1), status: 409, code: "already_waiting"},
+		{method: "POST", path: "/api/v1/orders", body: wait("{wl}", "w-3", 1), status: 409, code: "waitlist_full"},
+		{method: "POST", path: "/api/v1/orders", body: `{"sku_id":{wl},"user_id":"w-4","quantity":1,"wait":"yes"}`, status: 400, code: "invalid_request"},
+		{method: "POST", path: "/api/v1/orders", body: `{"sku_id":{wl},"user_id":"w-4","quantity":1,"wait":1}`, status: 400, code: "invalid_request"},
+		{method: "POST", path: "/api/v1/orders", body: `{"sku_id":{wl},"user_id":"w-4","quantity":1,"wait":null}`, status: 409, code: "sold_out"},
+		{method: "POST", path: "/internal/v1/orders/{waiting}/paid", headers: payAuth, status: 409, code: "order_waiting"},
+		{method: "GET", path: "/api/v1/orders/{waiting}", status: 200},
 
 		{method: "GET", path: "/api/v1/orders/{order}", status: 200},
+		{method: "GET", path: "/api/v1/orders/{order}", headers: []string{"If-None-Match", "{orderTag}"}, status: 304},
+		{method: "GET", path: "/api/v1/orders/{order}", headers: []string{"If-None-Match", "{orderTag}", "Prefer", "wait=1"}, status: 304},
+		{method: "GET", path: "/api/v1/orders/{order}", headers: []string{"If-None-Match", `"pending-stale"`, "Prefer", "wait=30"}, status: 200},
 		{method: "GET", path: "/api/v1/orders/AAAAAAAAAAAAAAAAAAAAAA", status: 404, code: "not_found"},
 
 		{method: "POST", path: "/api/v1/orders/{toCancel}/cancel", status: 200},
@@ -446,13 +475,17 @@ func TestContract(t *testing.T) {
 		{method: "GET", path: "/admin/v1/skus/999999999/lock", headers: auth, status: 404, code: "sku_not_found"},
 	})
 
-	// The sweeper expires toExpire: a cancel now finds it expired.
-	if ex, err := s.sweeper.SweepOnce(context.Background(), 0); err != nil || ex.Orders != 1 {
-		t.Fatalf("SweepOnce = %+v, %v; want the one due order expired", ex, err)
+	// The sweeper expires toExpire and lapses toLapse: a cancel now finds
+	// them so. A waiting order cancelled leaves the line.
+	if ex, err := s.sweeper.SweepOnce(context.Background(), 0); err != nil || ex.Orders != 1 || ex.Lapsed != 1 {
+		t.Fatalf("SweepOnce = %+v, %v; want the one due order expired, the one waiter lapsed", ex, err)
 	}
 	s.run(t, fx, []contractCase{
 		{method: "POST", path: "/api/v1/orders/{toExpire}/cancel", status: 409, code: "order_expired"},
 		{method: "POST", path: "/internal/v1/orders/{toExpire}/paid", headers: payAuth, status: 409, code: "order_expired"},
+		{method: "POST", path: "/api/v1/orders/{toLapse}/cancel", status: 409, code: "order_lapsed"},
+		{method: "POST", path: "/internal/v1/orders/{toLapse}/paid", headers: payAuth, status: 409, code: "order_lapsed"},
+		{method: "POST", path: "/api/v1/orders/{waiting}/cancel", status: 200},
 	})
 
 	t.Run("shopper jwt", func(t *testing.T) { contractShopperJWT(t, c) })

@@ -70,6 +70,8 @@ type stack struct {
 	seller *engine.Seller
 	// sweeper expires due orders when a test calls SweepOnce.
 	sweeper *service.Sweeper
+	// watch holds the long-polls of GET /api/v1/orders/{id}.
+	watch *service.Watch
 }
 
 type stackOptions struct {
@@ -81,6 +83,10 @@ type stackOptions struct {
 	extra    map[string]http.Handler // handler.Config.Extra (metrics)
 	log      *slog.Logger            // with the access log on; default testenv.Logger, access log off
 	locks    service.LockInspector   // default: the stack's own lock
+	// waitlistMax is order.waitlist_max; 0: the default.
+	waitlistMax int
+	// pollsMax is order.long_polls_max; 0: the default.
+	pollsMax int
 }
 
 func newStack(t *testing.T, opts ...func(*stackOptions)) *stack {
@@ -93,26 +99,36 @@ func newStack(t *testing.T, opts ...func(*stackOptions)) *stack {
 	s := &stack{appDB: testenv.DB(t, dsn), db: testenv.DB(t, dsn), ready: &fakeReady{}}
 	rdb, prefix := testenv.Redis(t)
 	s.rdb, s.prefix = rdb, prefix
-	store := repository.NewMySQL(s.appDB)
-	var commits engine.Committer = store
-	if o.commits != nil {
-		commits = o.commits(commits)
-	}
 	log := testenv.Logger()
 	// Production defaults (config.Default), on the test's own key prefix.
 	cfg := config.Default()
 	cfg.Lock.Prefix = prefix
 	cfg.Order.QueueMax = o.queueMax
+	if o.waitlistMax > 0 {
+		cfg.Order.WaitlistMax = o.waitlistMax
+	}
+	store := repository.NewMySQL(s.appDB, repository.WithPaymentTimeout(cfg.Order.PaymentTimeout))
+	var commits engine.Committer = store
+	if o.commits != nil {
+		commits = o.commits(commits)
+	}
 	lc := lock.New(rdb, wiring.OrderLockOptions(cfg)...)
 	t.Cleanup(func() { lc.Close() })
 	var locker engine.Locker = locking.NewRedisLocker(lc)
 	marks := locking.NewRedisMarks(rdb, prefix+"soldout:", cfg.SoldOut.SharedTTL)
+	if o.pollsMax > 0 {
+		cfg.Order.LongPollsMax = o.pollsMax
+	}
 	skus := service.NewDirectory(store, marks, wiring.DirectoryConfig(cfg), log, nil)
+	s.watch = service.NewWatch(store, locking.NewRedisFeed(rdb, prefix), wiring.WatchConfig(cfg), log, nil)
+	skus.Tell(s.watch)
+	s.watch.Start()
+	t.Cleanup(func() { s.watch.Close() })
 	seller := engine.New(commits, locker, skus, marks, wiring.EngineConfig(cfg), log, nil)
 	orders := service.NewOrders(store, skus, seller, nil)
 	s.orders, s.seller = orders, seller
 	catalog := service.NewCatalog(store, store, skus, log)
-	settle := repository.NewMySQL(s.appDB)
+	settle := repository.NewMySQL(s.appDB, repository.WithPaymentTimeout(cfg.Order.PaymentTimeout))
 	s.sweeper = service.NewSweeper(settle, nil, skus, wiring.SweeperConfig(cfg), log, nil)
 	apiLog := log
 	if o.log != nil {
@@ -133,6 +149,7 @@ func newStack(t *testing.T, opts ...func(*stackOptions)) *stack {
 		Lifecycle:     service.NewLifecycle(settle, skus, log, nil),
 		PaymentTokens: paymentToken,
 		Locks:         cmp.Or(o.locks, locker.(service.LockInspector)),
+		Watch:         s.watch,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -207,6 +224,15 @@ func (s *stack) call(t *testing.T, method, path, body string, headers ...string)
 		t.Errorf("%s: no X-Request-ID", where)
 	}
 	if path == "/openapi.yaml" || path == "/metrics" { // the two answers that are not JSON
+		return r
+	}
+	if r.status == http.StatusNotModified {
+		if len(raw) != 0 || r.header.Get("ETag") == "" {
+			t.Errorf("%s = 304 with body %q, ETag %q; want no body and the ETag", where, raw, r.header.Get("ETag"))
+		}
+		if s.spec != nil {
+			s.checkDocumented(t, method, path, r)
+		}
 		return r
 	}
 	if ct := r.header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
@@ -308,6 +334,35 @@ type order struct {
 	CreatedAt time.Time  `json:"created_at"`
 	Status    string     `json:"status"`
 	ExpiresAt *time.Time `json:"expires_at"`
+}
+
+// waitingOrder is an order as a 202 answers it, with its position, or
+// as a later answer does, given its units.
+type waitingOrder struct {
+	order
+	AllocatedAt *time.Time `json:"allocated_at"`
+	Position    *int64     `json:"position"` // a 202 only
+}
+
+// wait asks for qty units of sku with "wait": true and wants 202: the
+// order waiting, at position. It returns the order.
+func (s *stack) wait(t *testing.T, sku int64, user string, qty int64, key string, position int64) waitingOrder {
+	t.Helper()
+	var h []string
+	if key != "" {
+		h = []string{"Idempotency-Key", key}
+	}
+	body := fmt.Sprintf(`{"sku_id":%d,"user_id":%q,"quantity":%d,"wait":true}`, sku, user, qty)
+	r := s.call(t, http.MethodPost, "/api/v1/orders", body, h...)
+	var o waitingOrder
+	if r.status == http.StatusAccepted {
+		r.json(t, &o)
+	}
+	if r.status != http.StatusAccepted || o.Status != "waiting" || o.Position == nil || *o.Position != position ||
+		r.header.Get("Location") != "/api/v1/orders/"+o.OrderID {
+		t.Fatalf("POST /api/v1/orders %s = %d %s (Location %q); want 202, waiting at position %d, its Location", body, r.status, r.body, r.header.Get("Location"), position)
+	}
+	return o
 }
 
 type adminSKU struct {

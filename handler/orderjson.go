@@ -1,6 +1,7 @@
 package handler
 
 import (
+	"net/http"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -25,6 +26,16 @@ func writeOrderAs(c *gin.Context, status int, id string, o service.Order) {
 	// create (200) as much as the 201, a cancel, a payment, a read.
 	c.Writer.Header()["Location"] = []string{orderLocation(id)}
 	writeJSON(c, status, appendOrderAs(make([]byte, 0, 192), id, o))
+}
+
+// writeWaiting answers 202 with an order created waiting: the order and
+// its position, the waiters ahead of it when it joined the line.
+func writeWaiting(c *gin.Context, id string, p service.Placed) {
+	c.Writer.Header()["Location"] = []string{orderLocation(id)}
+	b := appendOrderAs(make([]byte, 0, 224), id, p.Order)
+	b = append(b[:len(b)-1], `,"position":`...)
+	b = strconv.AppendInt(b, p.Position, 10)
+	writeJSON(c, http.StatusAccepted, append(b, '}'))
 }
 
 // jsonContentType is the Content-Type of every JSON answer, shared by
@@ -60,6 +71,11 @@ func appendOrderAs(b []byte, id string, o service.Order) []byte {
 	if o.ExpiresAt != nil {
 		b = append(b, `,"expires_at":"`...)
 		b = o.ExpiresAt.UTC().AppendFormat(b, time.RFC3339Nano)
+		b = append(b, '"')
+	}
+	if o.AllocatedAt != nil {
+		b = append(b, `,"allocated_at":"`...)
+		b = o.AllocatedAt.UTC().AppendFormat(b, time.RFC3339Nano)
 		b = append(b, '"')
 	}
 	return append(b, '}')

@@ -59,6 +59,10 @@ func FuzzAppendOrder(f *testing.F) {
 			e := time.Unix(0, due).In(zone)
 			o.ExpiresAt = &e
 		}
+		if due%2 != 0 { // given its units off a waitlist
+			a := time.Unix(0, due/2).In(zone)
+			o.AllocatedAt = &a
+		}
 		want, err := json.Marshal(orderJSON(ids, o))
 		if err != nil {
 			t.Skip("encoding/json refuses it:", err) // a time outside years 0-9999

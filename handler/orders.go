@@ -20,12 +20,16 @@ type orders struct {
 	ids     *orderid.Codec
 	// lifecycle cancels orders (handler/lifecycle.go).
 	lifecycle Lifecycle
+	// watch holds long-polls of an order (handler/longpoll.go); nil: none.
+	watch Watcher
 }
 
 type orderRequest struct {
 	SKUID    *int64  `json:"sku_id"`
 	UserID   *string `json:"user_id"`
 	Quantity *int64  `json:"quantity"`
+	// Wait asks to wait for units when none can serve the order now (202).
+	Wait *bool `json:"wait"`
 }
 
 type orderResponse struct {
@@ -35,10 +39,13 @@ type orderResponse struct {
 	Quantity  int64     `json:"quantity"`
 	CreatedAt time.Time `json:"created_at"`
 	// Status is pending (awaiting payment until expires_at), paid,
-	// cancelled or expired; expires_at is absent for an order paid at
-	// creation (order.payment_timeout 0).
-	Status    string     `json:"status"`
-	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+	// cancelled, expired, waiting (for units to come back, until
+	// expires_at, the sale's end) or lapsed; expires_at is absent for an
+	// order paid at creation (order.payment_timeout 0) and one waiting
+	// for a sale without an end.
+	Status      string     `json:"status"`
+	ExpiresAt   *time.Time `json:"expires_at,omitempty"`
+	AllocatedAt *time.Time `json:"allocated_at,omitempty"` // when a waiting order was given its units
 }
 
 func orderJSON(ids *orderid.Codec, o service.Order) orderResponse {
@@ -48,10 +55,15 @@ func orderJSON(ids *orderid.Codec, o service.Order) orderResponse {
 		t := o.ExpiresAt.UTC()
 		r.ExpiresAt = &t
 	}
+	if o.AllocatedAt != nil {
+		t := o.AllocatedAt.UTC()
+		r.AllocatedAt = &t
+	}
 	return r
 }
 
-// create places an order: 201 with the order, 200 with the earlier order
+// create places an order: 201 with the order, 202 with the order waiting
+// and its position in line (with "wait": true), 200 with the earlier order
 // for a replayed Idempotency-Key, or an error from the contract.
 func (h *orders) create(c *gin.Context) {
 	key, ok := idempotencyKey(c)
@@ -76,18 +88,24 @@ func (h *orders) create(c *gin.Context) {
 	}
 	c.Set(placeCalled, true)
 	placed, err := h.orders.Place(c.Request.Context(), service.OrderRequest{
-		SKUID: *body.SKUID, UserID: user, Quantity: *body.Quantity, IdempotencyKey: key,
+		SKUID: *body.SKUID, UserID: user, Quantity: *body.Quantity, IdempotencyKey: key, Wait: body.Wait != nil && *body.Wait,
 	})
 	if err != nil {
 		fail(c, h.log, err)
 		return
 	}
-	status, outcome := http.StatusCreated, "created"
-	if !placed.Created {
-		status, outcome = http.StatusOK, "replayed"
+	id := h.ids.Encode(placed.Order.ID)
+	switch {
+	case placed.Created && placed.Order.Status == service.OrderWaiting:
+		c.Set(outcomeKey, service.ResultWaiting)
+		writeWaiting(c, id, placed)
+	case placed.Created:
+		c.Set(outcomeKey, service.ResultCreated)
+		writeOrderAs(c, http.StatusCreated, id, placed.Order)
+	default:
+		c.Set(outcomeKey, service.ResultReplayed)
+		writeOrderAs(c, http.StatusOK, id, placed.Order)
 	}
-	c.Set(outcomeKey, outcome)
-	writeOrderAs(c, status, h.ids.Encode(placed.Order.ID), placed.Order)
 }
 
 // idempotencyKey returns the optional Idempotency-Key: 1–128 printable

@@ -78,6 +78,9 @@ type Config struct {
 	PaymentTokens string
 	// Locks inspects the per-SKU locks (nil: that route answers 503).
 	Locks service.LockInspector
+	// Watch holds GET /api/v1/orders/{id} with Prefer: wait until the
+	// order changes (nil: a wait is never applied).
+	Watch Watcher
 }
 
 // ShopperAuth is how shoppers are identified and how order ids look.
@@ -175,7 +178,7 @@ func newRoutes(cfg Config) (*routes, error) {
 	}
 	o := &orders{orders: cfg.Orders, max: cfg.MaxBodyBytes, log: cfg.Log,
 		perUser: newLimiter(cfg.Limits.PerUserRate, cfg.Limits.PerUserBurst, cfg.Limits.MaxKeys),
-		auth:    shopperAuth{verifier: cfg.Shoppers, log: cfg.Log}, ids: ids, lifecycle: cfg.Lifecycle}
+		auth:    shopperAuth{verifier: cfg.Shoppers, log: cfg.Log}, ids: ids, lifecycle: cfg.Lifecycle, watch: cfg.Watch}
 	return &routes{
 		cfg:     cfg,
 		orders:  o,

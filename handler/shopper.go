@@ -61,7 +61,7 @@ func (h *orders) get(c *gin.Context) {
 		fail(c, h.log, err)
 		return
 	}
-	writeOrder(c, http.StatusOK, h.ids, o)
+	h.answerRead(c, o)
 }
 
 // myOrderPage is one page of the caller's orders; next_after is the

@@ -166,14 +166,20 @@ func (m *RedisMarks) Post(ctx context.Context, ps []engine.Place) error {
 // subscribes again after a reconnect: places posted meanwhile are missed,
 // which costs their buyers their place, nothing else.
 func (m *RedisMarks) Listen(learn func([]engine.Place)) (stop func()) {
-	ps := m.rdb.Subscribe(context.Background(), m.prefix+placesChannel)
+	return subscribe(m.rdb, m.prefix+placesChannel, learn)
+}
+
+// subscribe calls learn with each message of channel read as JSON into a
+// T, until stop; a message it cannot read is skipped.
+func subscribe[T any](rdb redis.UniversalClient, channel string, learn func(T)) (stop func()) {
+	ps := rdb.Subscribe(context.Background(), channel)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		for msg := range ps.Channel() {
-			var places []engine.Place
-			if json.Unmarshal([]byte(msg.Payload), &places) == nil {
-				learn(places)
+			var v T
+			if json.Unmarshal([]byte(msg.Payload), &v) == nil {
+				learn(v)
 			}
 		}
 	}()
@@ -196,4 +202,45 @@ func PingRedis(ctx context.Context, nodes []redis.UniversalClient) error {
 		return fmt.Errorf("redis: %d of %d nodes answer", up, len(nodes))
 	}
 	return nil
+}
+
+var _ service.OrderFeed = (*RedisFeed)(nil)
+
+// RedisFeed carries the order changes of every instance of a deployment
+// over one Redis pub/sub channel, "<prefix>orders" (service.OrderFeed):
+// one subscription per instance, whatever the long-polls it holds.
+type RedisFeed struct {
+	rdb     redis.UniversalClient
+	channel string
+}
+
+// NewRedisFeed returns the feed on rdb's channel prefix + "orders".
+func NewRedisFeed(rdb redis.UniversalClient, prefix string) *RedisFeed {
+	return &RedisFeed{rdb: rdb, channel: prefix + "orders"}
+}
+
+// orderChange is a service.OrderChange on the wire.
+type orderChange struct {
+	IDs  []int64 `json:"ids"`
+	At   int64   `json:"at"` // unix µs, the committing instance's clock
+	From string  `json:"from"`
+}
+
+// Publish sends c in one message.
+func (f *RedisFeed) Publish(ctx context.Context, c service.OrderChange) error {
+	msg, err := json.Marshal(orderChange{IDs: c.IDs, At: c.At.UnixMicro(), From: c.From})
+	if err != nil {
+		return err
+	}
+	return f.rdb.Publish(ctx, f.channel, msg).Err()
+}
+
+// Subscribe calls heard with each change published, until stop; a
+// message it cannot read is skipped. go-redis subscribes again after a
+// reconnect: what was published meanwhile is missed, and heard by the
+// long-polls' recheck.
+func (f *RedisFeed) Subscribe(heard func(service.OrderChange)) (stop func()) {
+	return subscribe(f.rdb, f.channel, func(c orderChange) {
+		heard(service.OrderChange{IDs: c.IDs, At: time.UnixMicro(c.At), From: c.From})
+	})
 }

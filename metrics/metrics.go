@@ -47,14 +47,20 @@ type Metrics struct {
 	unconfirmed     prometheus.Counter
 	soldUnlocked    prometheus.Counter
 	confirmSeconds  *prometheus.HistogramVec
+	waiters         *prometheus.GaugeVec
+	allotted        prometheus.Counter
+	polls           prometheus.Gauge
+	pollsAnswered   *prometheus.CounterVec
+	pollHeard       prometheus.Histogram
 }
 
 var (
-	_ service.Observer  = (*Metrics)(nil)
-	_ engine.Observer   = (*Metrics)(nil)
-	_ handler.Observer  = (*Metrics)(nil)
-	_ lock.Observer     = lockObserver{}
-	_ database.Observer = (*Metrics)(nil)
+	_ service.Observer      = (*Metrics)(nil)
+	_ service.WatchObserver = (*Metrics)(nil)
+	_ engine.Observer       = (*Metrics)(nil)
+	_ handler.Observer      = (*Metrics)(nil)
+	_ lock.Observer         = lockObserver{}
+	_ database.Observer     = (*Metrics)(nil)
 )
 
 // New registers every series, with the Go and process collectors.
@@ -82,6 +88,11 @@ func New() *Metrics {
 		dbRefused:       counter("seckill_db_connections_refused_total", "New MySQL connections the server refused for having too many (max_connections): instances x mysql.max_open_conns outgrows it; the orders that needed them got 503 unavailable."),
 		unconfirmed:     counter("seckill_orders_unconfirmed_total", "Orders committed on the primary that mysql.min_replicas replicas did not confirm within mysql.replica_timeout: answered 503 outcome_unknown (lost if the primary is)."),
 		soldUnlocked:    counter("seckill_orders_unlocked_total", "Order requests decided in a batch sold without the SKU's lock while it had stock (the obtain timed out or failed, or Redis was unreachable): the database's guard held for them, first come, first served across instances did not."),
+		waiters:         gaugeVec("seckill_waiters", "A SKU's waiting orders (\"wait\": true), as the last commit through this instance that changed or showed them left its row.", "sku"),
+		allotted:        counter("seckill_waitlist_allocated_total", "Waiting orders given units (pending, or paid with order.payment_timeout 0) by a cancel, an expiry or a restock committed through this instance."),
+		polls:           gauge("seckill_long_polls", "GET /api/v1/orders/{id} held waiting for the order to change (Prefer: wait) on this instance; at most order.long_polls_max."),
+		pollsAnswered:   counterVec("seckill_long_polls_answered_total", "Long-polls answered, by how (change: the order changed, 200; timeout: the wait ran out, 304; drain: the instance shut down, 304).", "how"),
+		pollHeard:       histogram("seckill_long_poll_heard_seconds", "From a change recorded by the committing instance, just after its COMMIT, to a long-poll answering it, on this instance or another (changes found by the recheck are not observed).", latency),
 		confirmSeconds:  histogramVec("seckill_mysql_replica_confirm_seconds", "One wait for mysql.min_replicas replicas to confirm a commit position (MASTER_GTID_WAIT), by outcome (confirmed, timeout): the replica lag the order path sees.", latency, "outcome"),
 	}
 	m.reg.MustRegister(
@@ -90,8 +101,12 @@ func New() *Metrics {
 		m.orders, m.lockAcquire, m.lockAttempts, m.lockWaiters, m.lockRenewals, m.lockLost,
 		m.queueDepth, m.queueRejections, m.batchSize, m.txSeconds, m.txRetries,
 		m.degraded, m.soldOutFastPath, m.markUnpublished, m.knownRows, m.httpRequests, m.httpSeconds,
-		m.dbRefused, m.unconfirmed, m.soldUnlocked, m.confirmSeconds,
+		m.dbRefused, m.unconfirmed, m.soldUnlocked, m.confirmSeconds, m.waiters, m.allotted,
+		m.polls, m.pollsAnswered, m.pollHeard,
 	)
+	for _, how := range []string{"change", "timeout", "drain"} {
+		m.pollsAnswered.WithLabelValues(how)
+	}
 	m.knownRows.WithLabelValues("used")
 	m.knownRows.WithLabelValues("read")
 	for _, r := range append(service.OrderResults(), handler.RefusedResults()...) { // every series a dashboard needs exists at 0
@@ -168,6 +183,25 @@ func (m *Metrics) SoldOutFastPath() { m.soldOutFastPath.Inc() }
 
 // MarkUnpublished implements service.Observer.
 func (m *Metrics) MarkUnpublished() { m.markUnpublished.Inc() }
+
+// PollsHeld implements service.WatchObserver.
+func (m *Metrics) PollsHeld(n int) { m.polls.Set(float64(n)) }
+
+// PollAnswered implements service.WatchObserver.
+func (m *Metrics) PollAnswered(how string, heard time.Duration) {
+	m.pollsAnswered.WithLabelValues(how).Inc()
+	if heard > 0 {
+		m.pollHeard.Observe(heard.Seconds())
+	}
+}
+
+// Allotted implements service.Observer.
+func (m *Metrics) Allotted(orders int) { m.allotted.Add(float64(orders)) }
+
+// Waiters implements service.Observer and engine.Observer.
+func (m *Metrics) Waiters(skuID, n int64) {
+	m.waiters.WithLabelValues(strconv.FormatInt(skuID, 10)).Set(float64(n))
+}
 
 // KnownRow implements engine.Observer.
 func (m *Metrics) KnownRow(used bool) {

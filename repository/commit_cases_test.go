@@ -178,7 +178,7 @@ func TestCommitBatch_Cases(t *testing.T) {
 						total := tt.stock // stock + sold, restocks included
 						for j, st := range tt.steps {
 							if st.restock > 0 {
-								restocked, err := s.SetStock(ctx, sku.ID, st.restock)
+								restocked, _, err := s.SetStock(ctx, sku.ID, st.restock)
 								if err != nil {
 									t.Fatal(err)
 								}

@@ -51,20 +51,15 @@ func (s *gormStore) PayOrder(ctx context.Context, id int64, now time.Time) (serv
 	return service.Settlement{}, service.ErrOfStatus(o.Status)
 }
 
-// CancelOrder cancels buyer's pending order and returns its units in one
-// transaction, status first (WHERE status = 'pending'), so a second
-// cancel, an expiry or a payment returns nothing.
+// CancelOrder cancels buyer's pending or waiting order in one
+// transaction. A pending one's status goes first (WHERE status =
+// 'pending'), so a second cancel, an expiry or a payment returns nothing;
+// its units return, to the SKU's waiters first. A waiting one leaves the
+// line under its SKU's row lock (leave). An order that changed since it
+// was read is service.ErrConflict: the caller tries again.
 func (s *gormStore) CancelOrder(ctx context.Context, id int64, buyer string, now time.Time) (service.Settlement, error) {
 	var st service.Settlement
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		q := tx.Model(&orderRow{}).Where("id = ? AND status = ?", id, service.OrderPending)
-		if buyer != "" {
-			q = q.Where("user_id = ?", buyer)
-		}
-		r := q.Updates(map[string]any{"status": service.OrderCancelled, "settled_at": now})
-		if r.Error != nil {
-			return r.Error
-		}
 		var row orderRow
 		if err := tx.Take(&row, id).Error; err != nil {
 			return err
@@ -72,18 +67,31 @@ func (s *gormStore) CancelOrder(ctx context.Context, id int64, buyer string, now
 		if buyer != "" && row.UserID != buyer {
 			return gorm.ErrRecordNotFound // someone else's: as if missing
 		}
-		st.Order = row.domain()
-		if r.RowsAffected != 1 {
-			if st.Order.Status == service.OrderCancelled {
-				return nil
-			}
-			return service.ErrOfStatus(st.Order.Status)
+		switch service.OrderStatus(row.Status) {
+		case service.OrderCancelled:
+			st.Order = row.domain()
+			return nil
+		case service.OrderWaiting:
+			return s.cancelWaiting(tx, row, now, &st)
+		case service.OrderPending:
+		default:
+			return service.ErrOfStatus(service.OrderStatus(row.Status))
 		}
-		skus, err := s.returnUnits(tx, []orderRow{row}, now)
+		r := tx.Model(&orderRow{}).Where("id = ? AND status = ?", id, service.OrderPending).
+			Updates(map[string]any{"status": service.OrderCancelled, "settled_at": now})
+		if r.Error != nil {
+			return r.Error
+		}
+		if r.RowsAffected != 1 {
+			return service.ErrConflict // paid, expired or cancelled since the read
+		}
+		row.Status, row.SettledAt = string(service.OrderCancelled), &now
+		st.Order = row.domain()
+		skus, given, err := s.returnUnits(tx, []orderRow{row}, now)
 		if err != nil {
 			return err
 		}
-		st.Changed, st.Returned = true, &skus[0]
+		st.Changed, st.Returned, st.Allotted = true, &skus[0], given
 		return nil
 	})
 	if err != nil {
@@ -92,24 +100,52 @@ func (s *gormStore) CancelOrder(ctx context.Context, id int64, buyer string, now
 	return st, nil
 }
 
-// ExpireDue expires up to run.Limit due pending orders in one
-// transaction. It finds them with a read that locks nothing, so a paused
-// sweeper holds no row; advances the leader fence, refused when a newer
-// lease wrote; then expires each order still pending and due and returns
-// its units.
+// cancelWaiting cancels row, a waiting order, under its SKU's row lock:
+// it leaves the line, no unit moves. One given its units since it was
+// read is service.ErrConflict: cancelled again, it is pending.
+func (s *gormStore) cancelWaiting(tx *gorm.DB, row orderRow, now time.Time, st *service.Settlement) error {
+	if _, err := lockSKUs(tx, []int64{row.SKUID}); err != nil {
+		return err
+	}
+	left, err := leave(tx, []orderRow{row}, service.OrderCancelled, now, nil)
+	if err != nil {
+		return err
+	}
+	if len(left) != 1 {
+		return service.ErrConflict
+	}
+	st.Order, st.Changed = left[0].domain(), true
+	return nil
+}
+
+// ExpireDue expires up to run.Limit due pending orders, and lapses as
+// many waiting orders whose sale ended, in one transaction. It finds them
+// with a read that locks nothing, so a paused sweeper holds no row;
+// advances the leader fence, refused when a newer lease wrote; then
+// expires each order still pending and due and returns its units, to the
+// waiting orders first; then locks the SKUs' rows and lapses each order
+// still waiting and due.
 func (s *gormStore) ExpireDue(ctx context.Context, run service.ExpiryRun) (service.Expiry, error) {
 	var ex service.Expiry
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		var due []orderRow
-		if err := tx.Where("status = ? AND expires_at <= ?", service.OrderPending, run.Now).
-			Order("expires_at, id").Limit(run.Limit).Find(&due).Error; err != nil {
+		var found []orderRow
+		if err := tx.Where("status IN ? AND expires_at <= ?", []service.OrderStatus{service.OrderPending, service.OrderWaiting}, run.Now).
+			Order("expires_at, id").Limit(run.Limit).Find(&found).Error; err != nil {
 			return err
 		}
-		if len(due) == 0 {
+		if len(found) == 0 {
 			return nil
 		}
 		if err := advanceFence(tx, expiryFence, run.Fence); err != nil {
 			return err
+		}
+		var due, lapsing []orderRow
+		for _, o := range found {
+			if o.Status == string(service.OrderWaiting) {
+				lapsing = append(lapsing, o)
+			} else {
+				due = append(due, o)
+			}
 		}
 		slices.SortFunc(due, func(a, b orderRow) int { return cmp.Compare(a.ID, b.ID) }) // one lock order
 		var expired []orderRow
@@ -124,27 +160,65 @@ func (s *gormStore) ExpireDue(ctx context.Context, run service.ExpiryRun) (servi
 				expired = append(expired, o)
 			}
 		}
-		if len(expired) == 0 {
+		// Every SKU row this sweep writes, locked in id order before any
+		// of them: returning units and lapsing may touch SKUs in any order.
+		ids := make([]int64, 0, len(expired)+len(lapsing))
+		for _, o := range append(expired, lapsing...) {
+			ids = append(ids, o.SKUID)
+		}
+		if len(ids) == 0 {
 			return nil
 		}
-		skus, err := s.returnUnits(tx, expired, run.Now)
-		if err != nil {
+		if _, err := lockSKUs(tx, ids); err != nil {
 			return err
 		}
-		ex = service.Expiry{Orders: len(expired), SKUs: make([]service.SKU, 0, len(skus))}
-		for _, o := range expired {
-			ex.Units += o.Quantity
-			if ex.Oldest.IsZero() || o.ExpiresAt.Before(ex.Oldest) {
-				ex.Oldest = *o.ExpiresAt
+		if len(expired) > 0 {
+			skus, given, err := s.returnUnits(tx, expired, run.Now)
+			if err != nil {
+				return err
+			}
+			ex = service.Expiry{Orders: len(expired), SKUs: skus, Allotted: given}
+			for _, o := range expired {
+				ex.Changed = append(ex.Changed, o.ID)
+				ex.Units += o.Quantity
+				if ex.Oldest.IsZero() || o.ExpiresAt.Before(ex.Oldest) {
+					ex.Oldest = *o.ExpiresAt
+				}
 			}
 		}
-		ex.SKUs = append(ex.SKUs, skus...)
-		return nil
+		return s.lapse(tx, lapsing, run.Now, &ex)
 	})
 	if err != nil {
 		return service.Expiry{}, translateSettle(err)
 	}
 	return ex, nil
+}
+
+// lapse ends the waiting orders of lapsing whose sale ended by now and
+// that still wait, under their SKUs' row locks.
+func (s *gormStore) lapse(tx *gorm.DB, lapsing []orderRow, now time.Time, ex *service.Expiry) error {
+	if len(lapsing) == 0 {
+		return nil
+	}
+	ids := make([]int64, len(lapsing))
+	for i, o := range lapsing {
+		ids[i] = o.SKUID
+	}
+	if _, err := lockSKUs(tx, ids); err != nil {
+		return err
+	}
+	left, err := leave(tx, lapsing, service.OrderLapsed, now, &now)
+	if err != nil {
+		return err
+	}
+	ex.Lapsed = len(left)
+	for _, o := range left {
+		ex.Changed = append(ex.Changed, o.ID)
+	}
+	if ex.Oldest.IsZero() && len(left) > 0 {
+		ex.Oldest = *left[0].ExpiresAt
+	}
+	return nil
 }
 
 // advanceFence records fence as the newest that wrote under name, or
@@ -167,10 +241,11 @@ func advanceFence(tx *gorm.DB, name string, fence int64) error {
 }
 
 // returnUnits gives the units of orders that just left pending back to
-// their SKUs and buyers' quotas, locking rows in id order, and returns
-// the SKUs after. The version bump makes a batch that read the old row
+// their SKUs and buyers' quotas, locking rows in id order, then to the
+// SKUs' waiting orders (allot), and returns the SKUs after and the orders
+// given units. The version bump makes a batch that read the old row
 // re-read.
-func (s *gormStore) returnUnits(tx *gorm.DB, orders []orderRow, now time.Time) ([]service.SKU, error) {
+func (s *gormStore) returnUnits(tx *gorm.DB, orders []orderRow, now time.Time) ([]service.SKU, []service.Order, error) {
 	type holding struct {
 		sku  int64
 		user string
@@ -194,10 +269,10 @@ func (s *gormStore) returnUnits(tx *gorm.DB, orders []orderRow, now time.Time) (
 			"updated_at": now,
 		})
 		if r.Error != nil {
-			return nil, r.Error
+			return nil, nil, r.Error
 		}
 		if r.RowsAffected != 1 {
-			return nil, fmt.Errorf("repository: sku %d sold fewer units than its orders return (%d)", id, units[id])
+			return nil, nil, fmt.Errorf("repository: sku %d sold fewer units than its orders return (%d)", id, units[id])
 		}
 	}
 	keys := make([]holding, 0, len(held))
@@ -209,18 +284,10 @@ func (s *gormStore) returnUnits(tx *gorm.DB, orders []orderRow, now time.Time) (
 	})
 	for _, h := range keys {
 		if err := releaseHolding(tx, h.sku, h.user, held[h]); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	out := make([]service.SKU, 0, len(ids))
-	for _, id := range ids {
-		var row skuRow
-		if err := tx.Take(&row, id).Error; err != nil {
-			return nil, err
-		}
-		out = append(out, row.domain())
-	}
-	return out, nil
+	return s.allot(tx, ids, now)
 }
 
 // releaseHolding takes n units off a user's holding of a SKU: the row
@@ -291,7 +358,7 @@ func (s *gormStore) OrderUnitsOf(ctx context.Context, skuIDs []int64) (map[int64
 // through; a deadlock or lock-wait timeout is service.ErrConflict, which
 // the caller may retry, nothing written.
 func translateSettle(err error) error {
-	for _, known := range []error{service.ErrOrderPaid, service.ErrOrderCancelled, service.ErrOrderExpired} {
+	for _, known := range []error{service.ErrOrderPaid, service.ErrOrderCancelled, service.ErrOrderExpired, service.ErrOrderWaiting, service.ErrOrderLapsed} {
 		if errors.Is(err, known) {
 			return err
 		}

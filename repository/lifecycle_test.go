@@ -367,7 +367,7 @@ func TestRestockDuringSweep(t *testing.T) {
 			<-start
 			ex, exErr = s.ExpireDue(ctx, service.ExpiryRun{Fence: int64(r + 1), Now: created.Add(window), Limit: per})
 		}()
-		go func() { defer wg.Done(); <-start; _, err = s.SetStock(ctx, sku.ID, int64(1000+r)) }()
+		go func() { defer wg.Done(); <-start; _, _, err = s.SetStock(ctx, sku.ID, int64(1000+r)) }()
 		close(start)
 		wg.Wait()
 		if exErr != nil || err != nil {

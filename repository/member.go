@@ -6,8 +6,8 @@ import "github.com/seckill/seckill/service"
 // known) for it, what was decided, and its answer.
 type member struct {
 	b     service.Batch
-	sku   skuRow           // the SKU's row, read or known
-	held  map[string]int64 // each buyer's holding of the SKU before this batch
+	sku   skuRow                     // the SKU's row, read or known
+	held  map[string]service.Holding // each buyer's holding of the SKU before this batch
 	alloc service.Allocation
 	res   service.BatchResult
 	err   error // this member's own outcome, e.g. ErrSKUNotFound
@@ -27,13 +27,28 @@ func resolve(ms []*member) {
 // decide allocates m's batch on the SKU row and holdings read (or known)
 // and the orders found under its idempotency keys.
 func (m *member) decide(existing map[service.BuyerKey]service.Order) {
-	m.alloc = service.Allocate(m.sku.domain(), m.b.Requests, existing, m.held, m.b.Now)
+	m.alloc = service.Allocate(m.sku.domain(), m.b, existing, m.held)
 	m.alloc.Hold(m.b.PaymentTimeout)
-	m.res = service.BatchResult{SKU: m.sku.after(m.b, m.alloc.Units)}
+	m.res = service.BatchResult{SKU: m.sku.after(m.b, &m.alloc)}
 }
 
 func staleFence(b service.Batch, sku skuRow) error {
 	return &service.StaleFenceError{SKUID: sku.ID, Stored: sku.Fence, Fence: b.Fence}
+}
+
+// newWaiters is the buyers of m given a waiting order: their holding's
+// waiting flag is set by the batch's upsert.
+func (m *member) newWaiters() map[string]bool {
+	if m.alloc.Waiters == 0 {
+		return nil
+	}
+	w := make(map[string]bool, m.alloc.Waiters)
+	for _, i := range m.alloc.New {
+		if o := m.alloc.Outcomes[i].Placed.Order; o.Status == service.OrderWaiting {
+			w[o.UserID] = true
+		}
+	}
+	return w
 }
 
 func distinctUsers(reqs []service.OrderRequest) []string {

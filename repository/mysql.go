@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"time"
 
 	"gorm.io/gorm"
 
@@ -16,6 +17,7 @@ var (
 	_ service.CatalogStore   = (*MySQL)(nil)
 	_ service.SKUOrders      = (*MySQL)(nil)
 	_ service.LifecycleStore = (*MySQL)(nil)
+	_ service.OrderStates    = (*MySQL)(nil)
 )
 
 // MySQL is the store of the service's MySQL or MariaDB database. It
@@ -39,13 +41,33 @@ type Confirmer interface {
 	Confirm(ctx context.Context, c service.Commit) error
 }
 
-// Option configures a MySQL store.
-type Option func(*MySQL)
+// Option configures a store.
+type Option func(*options)
 
-// WithReplicas makes the store track where each transaction committed
-// (BatchResult.Commit) and confirm the orders and SKUs it reads with r.
+type options struct {
+	replicas Confirmer
+	hold     time.Duration
+}
+
+// WithReplicas makes a MySQL store track where each transaction
+// committed (BatchResult.Commit) and confirm the orders and SKUs it reads
+// with r. NewSQLite panics with it: SQLite has no replicas.
 func WithReplicas(r Confirmer) Option {
-	return func(s *MySQL) { s.replicas = r }
+	return func(o *options) { o.replicas = r }
+}
+
+// WithPaymentTimeout is how long an order allotted to a waiter stays
+// pending (order.payment_timeout); without it, or 0, it is paid at once.
+func WithPaymentTimeout(d time.Duration) Option {
+	return func(o *options) { o.hold = d }
+}
+
+func optionsOf(opts []Option) options {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return o
 }
 
 // NewMySQL returns the store over db, which must have the schema of
@@ -57,11 +79,9 @@ func NewMySQL(db *gorm.DB, opts ...Option) *MySQL {
 	if err != nil {
 		panic(fmt.Sprintf("repository: NewMySQL needs a pool: %v", err))
 	}
-	s := &MySQL{gormStore: gormStore{db: db}, sql: sqlDB}
+	o := optionsOf(opts)
+	s := &MySQL{gormStore: gormStore{db: db, hold: o.hold}, sql: sqlDB, replicas: o.replicas}
 	s.sessions.db = sqlDB
-	for _, o := range opts {
-		o(s)
-	}
 	return s
 }
 

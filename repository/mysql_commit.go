@@ -89,7 +89,7 @@ func (s *MySQL) commitRead(ctx context.Context, ms []*member, wait lockWait) err
 			continue
 		}
 		m.decide(existing)
-		if m.alloc.Units > 0 {
+		if m.alloc.Writes() {
 			writers = append(writers, m)
 		}
 	}
@@ -170,12 +170,12 @@ func decideKnown(ms []*member) bool {
 		}
 	}
 	for _, m := range ms {
-		m.sku, m.held, m.err = rowOf(*m.b.Known), map[string]int64{}, nil
+		m.sku, m.held, m.err = rowOf(*m.b.Known), map[string]service.Holding{}, nil
 		if service.FenceStale(m.sku.Fence, m.b.Fence) {
 			return false // the reads tell which fence is newer
 		}
 		m.decide(nil)
-		if m.alloc.Units == 0 || refusesAKey(m) {
+		if !m.alloc.Writes() || refusesAKey(m) {
 			return false
 		}
 	}

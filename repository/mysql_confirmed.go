@@ -36,7 +36,7 @@ func (s *MySQL) confirmed(ctx context.Context, write func(g gormStore) error) er
 		werr, perr error
 	)
 	err := s.db.WithContext(ctx).Connection(func(conn *gorm.DB) error {
-		werr = write(gormStore{db: conn})
+		werr = write(gormStore{db: conn, hold: s.hold})
 		perr = conn.Raw(positionQuery).Row().Scan(&at.Server, &at.GTIDs)
 		return nil
 	})
@@ -59,7 +59,7 @@ func (s *MySQL) confirmed(ctx context.Context, write func(g gormStore) error) er
 // UPDATE's autocommit on the same connection, the position that covers
 // it.
 const payQuery = "UPDATE orders SET status = ?, settled_at = ? WHERE id = ? AND status = ? AND expires_at > ?; " +
-	"SELECT ROW_COUNT(), id, sku_id, user_id, quantity, idempotency_key, created_at, status, expires_at, settled_at, @@server_id, @@gtid_binlog_pos FROM orders WHERE id = ?"
+	"SELECT ROW_COUNT(), id, sku_id, user_id, quantity, idempotency_key, created_at, status, expires_at, settled_at, arrival, allocated_at, @@server_id, @@gtid_binlog_pos FROM orders WHERE id = ?"
 
 // PayOrder is gormStore.PayOrder in one round trip (payQuery), its
 // answer confirmed with replicas.
@@ -70,7 +70,7 @@ func (s *MySQL) PayOrder(ctx context.Context, id int64, now time.Time) (service.
 		at      service.Commit
 	)
 	err := s.sql.QueryRowContext(ctx, payQuery, service.OrderPaid, now, id, service.OrderPending, now, id).
-		Scan(&changed, &r.ID, &r.SKUID, &r.UserID, &r.Quantity, &r.IdempotencyKey, &r.CreatedAt, &r.Status, &r.ExpiresAt, &r.SettledAt, &at.Server, &at.GTIDs)
+		Scan(&changed, &r.ID, &r.SKUID, &r.UserID, &r.Quantity, &r.IdempotencyKey, &r.CreatedAt, &r.Status, &r.ExpiresAt, &r.SettledAt, &r.Arrival, &r.AllocatedAt, &at.Server, &at.GTIDs)
 	if err := s.confirmRead(ctx, err, service.ErrNotFound, at); err != nil {
 		return service.Settlement{}, err
 	}
@@ -107,13 +107,16 @@ func (s *MySQL) CreateSKU(ctx context.Context, sku service.SKU) (service.SKU, er
 }
 
 // SetStock is gormStore.SetStock, confirmed.
-func (s *MySQL) SetStock(ctx context.Context, id, stock int64) (service.SKU, error) {
-	var out service.SKU
+func (s *MySQL) SetStock(ctx context.Context, id, stock int64) (service.SKU, []service.Order, error) {
+	var (
+		out      service.SKU
+		allotted []service.Order
+	)
 	err := s.confirmed(ctx, func(g gormStore) (err error) {
-		out, err = g.SetStock(ctx, id, stock)
+		out, allotted, err = g.SetStock(ctx, id, stock)
 		return err
 	})
-	return out, err
+	return out, allotted, err
 }
 
 // UpdateSKU is gormStore.UpdateSKU, confirmed.

@@ -65,7 +65,7 @@ func TestMySQL_EveryAcknowledgedWriteWaitsForTheReplicas(t *testing.T) {
 	}{
 		{"pay", func() error { _, err := s.PayOrder(ctx, paying, time.Now().UTC()); return err }},
 		{"cancel", func() error { _, err := s.CancelOrder(ctx, cancelling, "canceller", time.Now().UTC()); return err }},
-		{"restock", func() error { _, err := s.SetStock(ctx, sku.ID, 50); return err }},
+		{"restock", func() error { _, _, err := s.SetStock(ctx, sku.ID, 50); return err }},
 		{"edit", func() error {
 			_, err := s.UpdateSKU(ctx, sku.ID, service.SKUChange{PerUserLimit: &limit}, time.Now().UTC())
 			return err

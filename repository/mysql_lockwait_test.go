@@ -67,7 +67,7 @@ func TestLockWait_RestockBehindAHeldRowWaitsAsOnAFreshPool(t *testing.T) {
 			defer cancel()
 			restocked := make(chan error, 1)
 			go func() {
-				_, err := s.SetStock(rctx, sku.ID, 50)
+				_, _, err := s.SetStock(rctx, sku.ID, 50)
 				restocked <- err
 			}()
 			if err := waitLockWaitFor(ctx, holderDB, conn, 2*time.Second, restocked); err != nil {

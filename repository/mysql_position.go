@@ -91,8 +91,8 @@ func (s *MySQL) orderByKeyAt(ctx context.Context, userID, key string) (service.O
 		r  orderRow
 		at service.Commit
 	)
-	err := s.sql.QueryRowContext(ctx, "SELECT id, sku_id, user_id, quantity, idempotency_key, created_at, status, expires_at, settled_at, @@server_id, @@gtid_binlog_pos FROM orders WHERE user_id = ? AND idempotency_key = ?", userID, key).
-		Scan(&r.ID, &r.SKUID, &r.UserID, &r.Quantity, &r.IdempotencyKey, &r.CreatedAt, &r.Status, &r.ExpiresAt, &r.SettledAt, &at.Server, &at.GTIDs)
+	err := s.sql.QueryRowContext(ctx, "SELECT id, sku_id, user_id, quantity, idempotency_key, created_at, status, expires_at, settled_at, arrival, allocated_at, @@server_id, @@gtid_binlog_pos FROM orders WHERE user_id = ? AND idempotency_key = ?", userID, key).
+		Scan(&r.ID, &r.SKUID, &r.UserID, &r.Quantity, &r.IdempotencyKey, &r.CreatedAt, &r.Status, &r.ExpiresAt, &r.SettledAt, &r.Arrival, &r.AllocatedAt, &at.Server, &at.GTIDs)
 	if err := s.confirmRead(ctx, err, service.ErrNotFound, at); err != nil {
 		return service.Order{}, err
 	}
@@ -128,7 +128,7 @@ func (s *MySQL) readSKUAt(ctx context.Context, id int64) (service.SKU, service.C
 		r  skuRow
 		at service.Commit
 	)
-	err := s.sql.QueryRowContext(ctx, "SELECT id, name, total_stock, stock, sold, version, fence, per_user_limit, starts_at, ends_at, created_at, updated_at, @@server_id, @@gtid_binlog_pos FROM skus WHERE id = ?", id).
-		Scan(&r.ID, &r.Name, &r.TotalStock, &r.Stock, &r.Sold, &r.Version, &r.Fence, &r.PerUserLimit, &r.StartsAt, &r.EndsAt, &r.CreatedAt, &r.UpdatedAt, &at.Server, &at.GTIDs)
+	err := s.sql.QueryRowContext(ctx, "SELECT id, name, total_stock, stock, sold, version, fence, per_user_limit, starts_at, ends_at, created_at, updated_at, waiters, @@server_id, @@gtid_binlog_pos FROM skus WHERE id = ?", id).
+		Scan(&r.ID, &r.Name, &r.TotalStock, &r.Stock, &r.Sold, &r.Version, &r.Fence, &r.PerUserLimit, &r.StartsAt, &r.EndsAt, &r.CreatedAt, &r.UpdatedAt, &r.Waiters, &at.Server, &at.GTIDs)
 	return r.domain(), at, err
 }

@@ -29,7 +29,7 @@ func (s *MySQL) readMembers(ctx context.Context, tx *connTx, ms []*member) (exis
 		existing = make(map[service.BuyerKey]service.Order, len(keys))
 		for rows.Next() {
 			var r orderRow
-			if err := rows.Scan(&r.ID, &r.SKUID, &r.UserID, &r.Quantity, &r.IdempotencyKey, &r.CreatedAt, &r.Status, &r.ExpiresAt, &r.SettledAt); err != nil {
+			if err := rows.Scan(&r.ID, &r.SKUID, &r.UserID, &r.Quantity, &r.IdempotencyKey, &r.CreatedAt, &r.Status, &r.ExpiresAt, &r.SettledAt, &r.Arrival, &r.AllocatedAt); err != nil {
 				return nil, err
 			}
 			existing[service.BuyerKey{UserID: r.UserID, Key: *r.IdempotencyKey}] = r.domain()
@@ -44,14 +44,14 @@ func (s *MySQL) readMembers(ctx context.Context, tx *connTx, ms []*member) (exis
 func readsOf(begin string, ms []*member) (query string, args []any, keys []service.BuyerKey) {
 	var q strings.Builder
 	q.WriteString(begin)
-	q.WriteString("SELECT id, name, total_stock, stock, sold, version, fence, per_user_limit, starts_at, ends_at, created_at, updated_at FROM skus WHERE id IN (")
+	q.WriteString("SELECT id, name, total_stock, stock, sold, version, fence, per_user_limit, starts_at, ends_at, created_at, updated_at, waiters FROM skus WHERE id IN (")
 	for i, m := range ms {
 		q.WriteString(placeholder(i))
 		args = append(args, m.b.SKUID)
 	}
 	q.WriteString(")")
 
-	q.WriteString("; SELECT sku_id, user_id, quantity FROM user_purchases WHERE (sku_id, user_id) IN (")
+	q.WriteString("; SELECT sku_id, user_id, quantity, waiting FROM user_purchases WHERE (sku_id, user_id) IN (")
 	n := 0
 	for _, m := range ms {
 		for _, u := range distinctUsers(m.b.Requests) {
@@ -69,7 +69,7 @@ func readsOf(begin string, ms []*member) (query string, args []any, keys []servi
 		keys = append(keys, idempotencyKeys(m.b.Requests)...)
 	}
 	if len(keys) > 0 {
-		q.WriteString("; SELECT id, sku_id, user_id, quantity, idempotency_key, created_at, status, expires_at, settled_at FROM orders WHERE (user_id, idempotency_key) IN (")
+		q.WriteString("; SELECT id, sku_id, user_id, quantity, idempotency_key, created_at, status, expires_at, settled_at, arrival, allocated_at FROM orders WHERE (user_id, idempotency_key) IN (")
 		for i, k := range keys {
 			if i > 0 {
 				q.WriteString(", ")
@@ -89,14 +89,14 @@ func scanMembers(rows *sql.Rows, ms []*member) error {
 	bySKU := make(map[int64]*member, len(ms))
 	for _, m := range ms {
 		m.err = service.ErrSKUNotFound // until its row is read
-		m.held = map[string]int64{}
+		m.held = map[string]service.Holding{}
 		m.res = service.BatchResult{} // nothing of a decision on the known row stays
 		bySKU[m.b.SKUID] = m
 	}
 	for rows.Next() {
 		var r skuRow
 		if err := rows.Scan(&r.ID, &r.Name, &r.TotalStock, &r.Stock, &r.Sold, &r.Version, &r.Fence,
-			&r.PerUserLimit, &r.StartsAt, &r.EndsAt, &r.CreatedAt, &r.UpdatedAt); err != nil {
+			&r.PerUserLimit, &r.StartsAt, &r.EndsAt, &r.CreatedAt, &r.UpdatedAt, &r.Waiters); err != nil {
 			return err
 		}
 		if m := bySKU[r.ID]; m != nil {
@@ -107,13 +107,13 @@ func scanMembers(rows *sql.Rows, ms []*member) error {
 		return resultSetMissing(rows, "holdings")
 	}
 	for rows.Next() {
-		var sku, qty int64
+		var sku, qty, waiting int64
 		var u string
-		if err := rows.Scan(&sku, &u, &qty); err != nil {
+		if err := rows.Scan(&sku, &u, &qty, &waiting); err != nil {
 			return err
 		}
 		if m := bySKU[sku]; m != nil {
-			m.held[u] = qty
+			m.held[u] = service.Holding{Units: qty, Waiting: waiting > 0}
 		}
 	}
 	return nil

@@ -32,7 +32,8 @@ func (w *writes) add(ws []*member) {
 	w.upsertHoldings(ws)
 }
 
-// updateSKUs decrements every SKU in one conditional UPDATE, each SKU's
+// updateSKUs decrements every SKU (and counts its new waiters) in one
+// conditional UPDATE, each SKU's
 // guard (stock, version, fence) one disjunct of the WHERE, so rows
 // affected tell whether every guard held.
 func (w *writes) updateSKUs(ws []*member) {
@@ -48,6 +49,14 @@ func (w *writes) updateSKUs(ws []*member) {
 	caseOf("stock = stock -", func(m *member) any { return m.alloc.Units })
 	w.q.WriteString(", ")
 	caseOf("sold = sold +", func(m *member) any { return m.alloc.Units })
+	waiters := false
+	for _, m := range ws {
+		waiters = waiters || m.alloc.Waiters > 0
+	}
+	if waiters { // the first act's statement stays as it was
+		w.q.WriteString(", ")
+		caseOf("waiters = waiters +", func(m *member) any { return m.alloc.Waiters })
+	}
 	w.q.WriteString(", version = version + 1, updated_at = ?")
 	w.args = append(w.args, ws[0].b.Now)
 	fenced := false
@@ -85,7 +94,7 @@ func (w *writes) updateSKUs(ws []*member) {
 
 // insertOrders inserts the members' new orders in one multi-row INSERT.
 func (w *writes) insertOrders(ws []*member) {
-	w.q.WriteString("; INSERT INTO orders (sku_id, user_id, quantity, idempotency_key, created_at, status, expires_at) VALUES ")
+	w.q.WriteString("; INSERT INTO orders (sku_id, user_id, quantity, idempotency_key, created_at, status, expires_at, arrival) VALUES ")
 	for _, m := range ws {
 		for _, i := range m.alloc.New {
 			o := m.alloc.Outcomes[i].Placed.Order
@@ -93,22 +102,23 @@ func (w *writes) insertOrders(ws []*member) {
 				w.q.WriteString(", ")
 			}
 			w.orders++
-			w.q.WriteString("(?, ?, ?, ?, ?, ?, ?)")
+			w.q.WriteString("(?, ?, ?, ?, ?, ?, ?, ?)")
 			var key any
 			if o.IdempotencyKey != "" {
 				key = o.IdempotencyKey
 			}
-			w.args = append(w.args, o.SKUID, o.UserID, o.Quantity, key, o.CreatedAt, string(o.Status), o.ExpiresAt)
+			w.args = append(w.args, o.SKUID, o.UserID, o.Quantity, key, o.CreatedAt, string(o.Status), o.ExpiresAt, arrivalOf(o))
 		}
 	}
 }
 
 // upsertHoldings adds each new buyer's units in arrival order, a
-// deterministic lock order. Deltas, not totals: the CHECK sees the true
-// holding whatever was read.
+// deterministic lock order, and marks those who now wait. Deltas, not
+// totals: the CHECKs see the true holding whatever was read.
 func (w *writes) upsertHoldings(ws []*member) {
-	w.q.WriteString("; INSERT INTO user_purchases (sku_id, user_id, quantity, per_user_limit) VALUES ")
+	w.q.WriteString("; INSERT INTO user_purchases (sku_id, user_id, quantity, per_user_limit, waiting) VALUES ")
 	for _, m := range ws {
+		waits := m.newWaiters()
 		for _, i := range m.alloc.New {
 			u := m.alloc.Outcomes[i].Placed.Order.UserID
 			after, ok := m.alloc.Bought[u]
@@ -120,11 +130,19 @@ func (w *writes) upsertHoldings(ws []*member) {
 				w.q.WriteString(", ")
 			}
 			w.holders++
-			w.q.WriteString("(?, ?, ?, ?)")
-			w.args = append(w.args, m.sku.ID, u, after-m.held[u], m.sku.PerUserLimit)
+			w.q.WriteString("(?, ?, ?, ?, ?)")
+			w.args = append(w.args, m.sku.ID, u, after-m.held[u].Units, m.sku.PerUserLimit, waitingFlag(waits[u]))
 		}
 	}
-	w.q.WriteString(" ON DUPLICATE KEY UPDATE quantity = quantity + VALUES(quantity)")
+	w.q.WriteString(" ON DUPLICATE KEY UPDATE quantity = quantity + VALUES(quantity), waiting = waiting + VALUES(waiting)")
+}
+
+// waitingFlag is the waiting column's delta of a buyer who now waits.
+func waitingFlag(waits bool) int64 {
+	if waits {
+		return 1
+	}
+	return 0
 }
 
 // writeAnswers is what the server answered to a round's writes.

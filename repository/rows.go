@@ -16,15 +16,17 @@ func (skuRow) TableName() string { return "skus" }
 
 func (r skuRow) domain() service.SKU { return r.SKU }
 
-// after is the SKU as b's writes leave r when they sell units (r itself
-// when they sell none): what decrement's UPDATE, or writes.updateSKUs', sets.
-func (r skuRow) after(b service.Batch, units int64) service.SKU {
+// after is the SKU as b's writes leave r when they sell units or add
+// waiters (r itself when they write nothing): what decrement's UPDATE, or
+// writes.updateSKUs', sets.
+func (r skuRow) after(b service.Batch, a *service.Allocation) service.SKU {
 	sku := r.domain()
-	if units == 0 {
+	if !a.Writes() {
 		return sku
 	}
-	sku.Stock -= units
-	sku.Sold += units
+	sku.Stock -= a.Units
+	sku.Sold += a.Units
+	sku.Waiters += a.Waiters
 	sku.Version++
 	sku.UpdatedAt = b.Now
 	if b.Fence > 0 {
@@ -45,17 +47,33 @@ type orderRow struct {
 	Status         string
 	ExpiresAt      *time.Time
 	SettledAt      *time.Time
+	Arrival        *int64 // NULL before migration 00005
+	AllocatedAt    *time.Time
 }
 
 func (orderRow) TableName() string { return "orders" }
 
 func (r orderRow) domain() service.Order {
 	o := service.Order{ID: r.ID, SKUID: r.SKUID, UserID: r.UserID, Quantity: r.Quantity, CreatedAt: r.CreatedAt,
-		Status: service.OrderStatus(r.Status), ExpiresAt: utcPtr(r.ExpiresAt), SettledAt: utcPtr(r.SettledAt)}
+		Status: service.OrderStatus(r.Status), ExpiresAt: utcPtr(r.ExpiresAt), SettledAt: utcPtr(r.SettledAt),
+		AllocatedAt: utcPtr(r.AllocatedAt)}
 	if r.IdempotencyKey != nil {
 		o.IdempotencyKey = *r.IdempotencyKey
 	}
+	if r.Arrival != nil {
+		o.Arrival = *r.Arrival
+	}
 	return o
+}
+
+// arrivalOf is an order's arrival as its column holds it: NULL when
+// unknown.
+func arrivalOf(o service.Order) *int64 {
+	if o.Arrival == 0 {
+		return nil
+	}
+	a := o.Arrival
+	return &a
 }
 
 type purchaseRow struct {
@@ -63,6 +81,7 @@ type purchaseRow struct {
 	UserID       string `gorm:"primaryKey"`
 	Quantity     int64
 	PerUserLimit int64
+	Waiting      int64 // 1 while the buyer has a waiting order of the SKU
 }
 
 func (purchaseRow) TableName() string { return "user_purchases" }

@@ -58,6 +58,14 @@ func (s *gormStore) UpdateSKU(ctx context.Context, id int64, ch service.SKUChang
 		if r.RowsAffected != 1 {
 			return service.ErrConflict // only without the row lock, on SQLite: never concurrent
 		}
+		if row.Waiters > 0 && !sameTime(next.EndsAt, row.EndsAt) {
+			// A waiting order lapses when its sale ends (its expires_at).
+			err := tx.Model(&orderRow{}).Where("sku_id = ? AND status = ?", id, service.OrderWaiting).
+				Update("expires_at", columnTimePtr(next.EndsAt)).Error
+			if err != nil {
+				return err
+			}
+		}
 		if next.PerUserLimit != row.PerUserLimit {
 			err := tx.Model(&purchaseRow{}).Where("sku_id = ?", id).Update("per_user_limit",
 				gorm.Expr("CASE WHEN quantity > ? THEN quantity ELSE ? END", next.PerUserLimit, next.PerUserLimit)).Error
@@ -76,6 +84,10 @@ func (s *gormStore) UpdateSKU(ctx context.Context, id int64, ch service.SKUChang
 		return service.SKU{}, translateAdmin(err)
 	}
 	return out, nil
+}
+
+func sameTime(a, b *time.Time) bool {
+	return (a == nil) == (b == nil) && (a == nil || a.Equal(*b))
 }
 
 // translateAdmin is translate for an admin change: a change the SKU

@@ -15,6 +15,7 @@ var (
 	_ service.CatalogStore   = (*SQLite)(nil)
 	_ service.SKUOrders      = (*SQLite)(nil)
 	_ service.LifecycleStore = (*SQLite)(nil)
+	_ service.OrderStates    = (*SQLite)(nil)
 )
 
 // SQLite is the store of the quick start only (no mysql.dsn): one
@@ -26,9 +27,13 @@ type SQLite struct {
 }
 
 // NewSQLite returns the store over db, a SQLite database with the schema
-// of migrations/sqlite.
-func NewSQLite(db *gorm.DB) *SQLite {
-	return &SQLite{gormStore{db: db}}
+// of migrations/sqlite. It panics given WithReplicas.
+func NewSQLite(db *gorm.DB, opts ...Option) *SQLite {
+	o := optionsOf(opts)
+	if o.replicas != nil {
+		panic("repository: SQLite has no replicas to confirm with")
+	}
+	return &SQLite{gormStore{db: db, hold: o.hold}}
 }
 
 // CommitBatch commits b in one transaction: reads, service.Allocate, then
@@ -70,16 +75,16 @@ func (s *SQLite) commitOnce(ctx context.Context, b service.Batch) (service.Batch
 			return err
 		}
 		m.decide(existing)
-		if m.alloc.Units == 0 {
+		if !m.alloc.Writes() {
 			return nil
 		}
-		if err := s.decrement(tx, b, m.sku, m.alloc.Units); err != nil {
+		if err := s.decrement(tx, b, m.sku, &m.alloc); err != nil {
 			return err
 		}
 		if err := s.insertOrders(tx, &m.alloc); err != nil {
 			return err
 		}
-		return s.addHoldings(tx, m.sku, &m.alloc, m.held)
+		return s.addHoldings(tx, m)
 	})
 	if err != nil {
 		return service.BatchResult{}, translateBatch(err, b)
@@ -88,14 +93,17 @@ func (s *SQLite) commitOnce(ctx context.Context, b service.Batch) (service.Batch
 	return m.res, nil
 }
 
-func (s *SQLite) decrement(tx *gorm.DB, b service.Batch, sku skuRow, units int64) error {
+func (s *SQLite) decrement(tx *gorm.DB, b service.Batch, sku skuRow, a *service.Allocation) error {
 	set := map[string]any{
-		"stock":      gorm.Expr("stock - ?", units),
-		"sold":       gorm.Expr("sold + ?", units),
+		"stock":      gorm.Expr("stock - ?", a.Units),
+		"sold":       gorm.Expr("sold + ?", a.Units),
 		"version":    gorm.Expr("version + 1"),
 		"updated_at": b.Now,
 	}
-	q := tx.Model(&skuRow{}).Where("id = ? AND stock >= ? AND version = ?", sku.ID, units, sku.Version)
+	if a.Waiters > 0 {
+		set["waiters"] = gorm.Expr("waiters + ?", a.Waiters)
+	}
+	q := tx.Model(&skuRow{}).Where("id = ? AND stock >= ? AND version = ?", sku.ID, a.Units, sku.Version)
 	if b.Fence > 0 {
 		q = q.Where(fenceGuard, b.Fence, service.FenceCeiling(b.Fence))
 		set["fence"] = b.Fence
@@ -115,7 +123,7 @@ func (s *SQLite) insertOrders(tx *gorm.DB, a *service.Allocation) error {
 	for k, i := range a.New {
 		o := a.Outcomes[i].Placed.Order
 		rows[k] = orderRow{SKUID: o.SKUID, UserID: o.UserID, Quantity: o.Quantity, CreatedAt: o.CreatedAt,
-			Status: string(o.Status), ExpiresAt: o.ExpiresAt}
+			Status: string(o.Status), ExpiresAt: o.ExpiresAt, Arrival: arrivalOf(o)}
 		if o.IdempotencyKey != "" {
 			key := o.IdempotencyKey
 			rows[k].IdempotencyKey = &key
@@ -131,19 +139,26 @@ func (s *SQLite) insertOrders(tx *gorm.DB, a *service.Allocation) error {
 }
 
 // addHoldings adds each buyer's new units to user_purchases as deltas,
-// not totals, so the CHECK sees the true holding whatever was read.
-func (s *SQLite) addHoldings(tx *gorm.DB, sku skuRow, a *service.Allocation, before map[string]int64) error {
+// not totals, so the CHECKs see the true holding whatever was read, and
+// marks those who now wait.
+func (s *SQLite) addHoldings(tx *gorm.DB, m *member) error {
+	a := &m.alloc
+	waits := m.newWaiters()
 	rows := make([]purchaseRow, 0, len(a.Bought))
 	for _, i := range a.New { // arrival order: deterministic lock order
 		u := a.Outcomes[i].Placed.Order.UserID
 		if n, ok := a.Bought[u]; ok {
-			rows = append(rows, purchaseRow{SKUID: sku.ID, UserID: u, Quantity: n - before[u], PerUserLimit: sku.PerUserLimit})
+			rows = append(rows, purchaseRow{SKUID: m.sku.ID, UserID: u, Quantity: n - m.held[u].Units,
+				PerUserLimit: m.sku.PerUserLimit, Waiting: waitingFlag(waits[u])})
 			delete(a.Bought, u)
 		}
 	}
 	return tx.Clauses(clause.OnConflict{
-		Columns:   []clause.Column{{Name: "sku_id"}, {Name: "user_id"}},
-		DoUpdates: clause.Assignments(map[string]any{"quantity": gorm.Expr("user_purchases.quantity + excluded.quantity")}),
+		Columns: []clause.Column{{Name: "sku_id"}, {Name: "user_id"}},
+		DoUpdates: clause.Assignments(map[string]any{
+			"quantity": gorm.Expr("user_purchases.quantity + excluded.quantity"),
+			"waiting":  gorm.Expr("user_purchases.waiting + excluded.waiting"),
+		}),
 	}).Create(&rows).Error
 }
 
@@ -167,14 +182,14 @@ func (s *SQLite) ordersByKey(tx *gorm.DB, reqs []service.OrderRequest) (map[serv
 	return m, nil
 }
 
-func (s *SQLite) holdings(tx *gorm.DB, skuID int64, reqs []service.OrderRequest) (map[string]int64, error) {
+func (s *SQLite) holdings(tx *gorm.DB, skuID int64, reqs []service.OrderRequest) (map[string]service.Holding, error) {
 	var rows []purchaseRow
 	if err := tx.Where("sku_id = ? AND user_id IN ?", skuID, distinctUsers(reqs)).Find(&rows).Error; err != nil {
 		return nil, err
 	}
-	m := make(map[string]int64, len(rows))
+	m := make(map[string]service.Holding, len(rows))
 	for _, r := range rows {
-		m[r.UserID] = r.Quantity
+		m[r.UserID] = service.Holding{Units: r.Quantity, Waiting: r.Waiting > 0}
 	}
 	return m, nil
 }

@@ -226,14 +226,14 @@ func TestSetStock_KeepsTheBooksBalanced(t *testing.T) {
 	if _, err := s.CommitBatch(ctx, batch(sku.ID, 0, "a", "b")); err != nil {
 		t.Fatal(err)
 	}
-	got, err := s.SetStock(ctx, sku.ID, 7)
+	got, _, err := s.SetStock(ctx, sku.ID, 7)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got.Stock != 7 || got.Sold != 2 || got.TotalStock != 9 {
 		t.Errorf("after restock: stock %d sold %d total %d; want 7, 2, 9", got.Stock, got.Sold, got.TotalStock)
 	}
-	if _, err := s.SetStock(ctx, sku.ID+1000, 1); !errors.Is(err, service.ErrSKUNotFound) {
+	if _, _, err := s.SetStock(ctx, sku.ID+1000, 1); !errors.Is(err, service.ErrSKUNotFound) {
 		t.Errorf("SetStock(missing) = %v; want ErrSKUNotFound", err)
 	}
 }
@@ -359,7 +359,7 @@ func TestCommitBatch_KnownRowSparesTheReadsUntilTheRowChanges(t *testing.T) {
 		t.Errorf("after a batch on the known row: %+v; want it decided on the known row (name %q), stock 7, version %d", second.SKU, known.Name, first.SKU.Version+1)
 	}
 
-	if _, err := s.SetStock(ctx, sku.ID, 20); err != nil { // elsewhere: an admin's restock
+	if _, _, err := s.SetStock(ctx, sku.ID, 20); err != nil { // elsewhere: an admin's restock
 		t.Fatal(err)
 	}
 	b = batch(sku.ID, 0, "d", "a")

@@ -30,6 +30,9 @@ import (
 // writes and the order lifecycle.
 type gormStore struct {
 	db *gorm.DB
+	// hold is the payment window of an order allotted to a waiter
+	// (WithPaymentTimeout); 0: paid at once.
+	hold time.Duration
 }
 
 // Order returns one order, or service.ErrNotFound.
@@ -39,6 +42,20 @@ func (s *gormStore) Order(ctx context.Context, id int64) (service.Order, error) 
 		return service.Order{}, translate(err, service.ErrNotFound)
 	}
 	return r.domain(), nil
+}
+
+// OrdersByID returns the orders of ids that exist, in one read on the
+// primary key: the long-polls' recheck (service.Watch).
+func (s *gormStore) OrdersByID(ctx context.Context, ids []int64) ([]service.Order, error) {
+	var rows []orderRow
+	if err := s.db.WithContext(ctx).Where("id IN ?", ids).Find(&rows).Error; err != nil {
+		return nil, translate(err, service.ErrNotFound)
+	}
+	out := make([]service.Order, len(rows))
+	for i, r := range rows {
+		out[i] = r.domain()
+	}
+	return out, nil
 }
 
 // OrderByKey returns the order userID placed under an idempotency key, or
@@ -75,9 +92,13 @@ func (s *gormStore) CreateSKU(ctx context.Context, sku service.SKU) (service.SKU
 
 // SetStock sets the remaining stock (total_stock follows, keeping stock +
 // sold == total_stock) and bumps the version, so a batch that read the
-// old stock retries.
-func (s *gormStore) SetStock(ctx context.Context, id, stock int64) (service.SKU, error) {
-	var out skuRow
+// old stock retries; the SKU's waiting orders are served from it first,
+// in the same transaction (allot).
+func (s *gormStore) SetStock(ctx context.Context, id, stock int64) (service.SKU, []service.Order, error) {
+	var (
+		out      skuRow
+		allotted []service.Order
+	)
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		r := tx.Model(&skuRow{}).Where("id = ?", id).Updates(map[string]any{
 			"stock":       stock,
@@ -91,12 +112,17 @@ func (s *gormStore) SetStock(ctx context.Context, id, stock int64) (service.SKU,
 		if r.RowsAffected == 0 {
 			return gorm.ErrRecordNotFound
 		}
-		return tx.Take(&out, id).Error
+		skus, given, err := s.allot(tx, []int64{id}, columnTime(time.Now()))
+		if err != nil {
+			return err
+		}
+		out, allotted = skuRow{skus[0]}, given
+		return nil
 	})
 	if err != nil {
-		return service.SKU{}, translate(err, service.ErrSKUNotFound)
+		return service.SKU{}, nil, translate(err, service.ErrSKUNotFound)
 	}
-	return out.domain(), nil
+	return out.domain(), allotted, nil
 }
 
 // OrdersBySKU returns up to limit orders of a SKU with ids above after,

@@ -15,8 +15,19 @@ type Allocation struct {
 	Alias map[int]int
 	// Units is the stock the batch takes.
 	Units int64
-	// Bought is what each user whose holding changed holds after the batch.
+	// Waiters is how many of the new orders wait (OrderWaiting): they take
+	// no stock, and count toward the SKU's waiters.
+	Waiters int64
+	// Bought is what each user whose holding changed holds after the batch,
+	// a waiting order's quantity included.
 	Bought map[string]int64
+}
+
+// Holding is what a buyer already holds of a SKU: the units of its live
+// orders, a waiting order's included, and whether it has one waiting.
+type Holding struct {
+	Units   int64
+	Waiting bool
 }
 
 // BuyerKey is an idempotency key scoped to its buyer: the same key of two
@@ -26,18 +37,23 @@ type BuyerKey struct{ UserID, Key string }
 // KeyOf is r's idempotency key, scoped to its buyer.
 func KeyOf(r OrderRequest) BuyerKey { return BuyerKey{r.UserID, r.IdempotencyKey} }
 
-// Allocate decides a batch, given the orders committed under its
-// idempotency keys and what its users already hold. It is pure: the store
-// runs it between its reads and its conditional writes.
-func Allocate(sku SKU, reqs []OrderRequest, existing map[BuyerKey]Order, bought map[string]int64, now time.Time) Allocation {
+// Allocate decides batch b on sku, given the orders committed under its
+// idempotency keys and what its buyers already hold. It is pure: the store
+// runs it between its reads and its conditional writes. A request with
+// Wait that no unit can serve now, on sale and within its buyer's limit,
+// becomes a waiting order (at most one per buyer, b.WaitlistMax per SKU):
+// the database is never left to refuse it.
+func Allocate(sku SKU, b Batch, existing map[BuyerKey]Order, held map[string]Holding) Allocation {
+	reqs := b.Requests
 	a := Allocation{
 		Outcomes: make([]Outcome, len(reqs)),
 		Alias:    map[int]int{},
 		Bought:   map[string]int64{},
 	}
 	stock := sku.Stock
-	active := sku.Active(now)
+	active := sku.Active(b.Now)
 	keyed := map[BuyerKey]int{} // idempotency key → request index that owns it
+	waits := map[string]bool{}  // buyers given a waiting order by this batch
 	for i, r := range reqs {
 		if r.IdempotencyKey != "" {
 			k := KeyOf(r)
@@ -63,35 +79,60 @@ func Allocate(sku SKU, reqs []OrderRequest, existing map[BuyerKey]Order, bought 
 			}
 			keyed[k] = i
 		}
-		held, ok := a.Bought[r.UserID]
+		units, ok := a.Bought[r.UserID]
 		if !ok {
-			held = bought[r.UserID]
+			units = held[r.UserID].Units
 		}
 		switch {
 		case !active:
 			a.Outcomes[i] = Outcome{Err: ErrSaleNotActive}
-		case held+r.Quantity > sku.PerUserLimit:
+		case units+r.Quantity > sku.PerUserLimit:
 			a.Outcomes[i] = Outcome{Err: ErrLimitExceeded}
-		case stock == 0:
-			a.Outcomes[i] = Outcome{Err: ErrSoldOut}
-		case r.Quantity > stock:
-			a.Outcomes[i] = Outcome{Err: ErrInsufficientStock}
-		default:
+		case r.Quantity <= stock:
 			stock -= r.Quantity
 			a.Units += r.Quantity
-			a.Bought[r.UserID] = held + r.Quantity
-			a.New = append(a.New, i)
-			a.Outcomes[i] = Outcome{Placed: Placed{Created: true, Order: Order{
-				SKUID:          sku.ID,
-				UserID:         r.UserID,
-				Quantity:       r.Quantity,
-				IdempotencyKey: r.IdempotencyKey,
-				CreatedAt:      now,
-			}}}
+			a.create(i, sku, r, b.Now, units)
+		case !r.Wait && stock == 0:
+			a.Outcomes[i] = Outcome{Err: ErrSoldOut}
+		case !r.Wait:
+			a.Outcomes[i] = Outcome{Err: ErrInsufficientStock}
+		case held[r.UserID].Waiting || waits[r.UserID]:
+			a.Outcomes[i] = Outcome{Err: ErrAlreadyWaiting}
+		case sku.Waiters+a.Waiters >= b.WaitlistMax:
+			a.Outcomes[i] = Outcome{Err: ErrWaitlistFull}
+		default:
+			waits[r.UserID] = true
+			o := a.create(i, sku, r, b.Now, units)
+			o.Status = OrderWaiting
+			if sku.EndsAt != nil { // it lapses when the sale ends
+				end := *sku.EndsAt
+				o.ExpiresAt = &end
+			}
+			a.Outcomes[i].Placed.Position = sku.Waiters + a.Waiters
+			a.Waiters++
 		}
 	}
 	return a
 }
+
+// create makes request i a new order, its buyer holding units before it.
+func (a *Allocation) create(i int, sku SKU, r OrderRequest, now time.Time, units int64) *Order {
+	a.Bought[r.UserID] = units + r.Quantity
+	a.New = append(a.New, i)
+	a.Outcomes[i] = Outcome{Placed: Placed{Created: true, Order: Order{
+		SKUID:          sku.ID,
+		UserID:         r.UserID,
+		Quantity:       r.Quantity,
+		IdempotencyKey: r.IdempotencyKey,
+		CreatedAt:      now,
+		Arrival:        r.Arrival,
+	}}}
+	return &a.Outcomes[i].Placed.Order
+}
+
+// Writes reports whether the batch writes anything: units sold or
+// orders waiting.
+func (a *Allocation) Writes() bool { return a.Units > 0 || a.Waiters > 0 }
 
 // Resolve copies the store-assigned IDs of new orders into their aliases.
 // The store calls it after filling Outcomes[New[k]].Placed.Order.ID.
@@ -101,11 +142,14 @@ func (a *Allocation) Resolve() {
 	}
 }
 
-// Hold makes the new orders pending until CreatedAt plus timeout, or paid
+// Hold makes the new orders but the waiting pending until CreatedAt plus timeout, or paid
 // at once when timeout is 0. The store calls it before inserting.
 func (a *Allocation) Hold(timeout time.Duration) {
 	for _, i := range a.New {
 		o := &a.Outcomes[i].Placed.Order
+		if o.Status == OrderWaiting {
+			continue // it holds no unit: nothing to pay yet
+		}
 		if timeout <= 0 {
 			o.Status = OrderPaid
 			continue

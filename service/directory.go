@@ -53,6 +53,9 @@ type Directory struct {
 	// exist; not expirable.LRU, whose janitor goroutine never exits.
 	unknown *lru.Cache[int64, int64]
 	flight  singleflight.Group
+	// watch hears of the orders commits through this instance change
+	// (Tell); nil: nobody long-polls.
+	watch *Watch
 }
 
 // NewDirectory returns the SKUs as store holds them, their sold-out state

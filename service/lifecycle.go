@@ -25,12 +25,16 @@ import (
 // OrderStatus is where an order is in its lifecycle.
 type OrderStatus string
 
-// Order statuses. Only pending changes; the others are final.
+// Order statuses. Only pending and waiting change; the others are final.
 const (
 	OrderPending   OrderStatus = "pending"
 	OrderPaid      OrderStatus = "paid"
 	OrderCancelled OrderStatus = "cancelled"
 	OrderExpired   OrderStatus = "expired"
+	// OrderWaiting holds no unit: it waits for one to come back (waitlist.go).
+	OrderWaiting OrderStatus = "waiting"
+	// OrderLapsed waited until the sale ended.
+	OrderLapsed OrderStatus = "lapsed"
 )
 
 // Lifecycle errors refuse a transition of an order no longer pending;
@@ -41,7 +45,8 @@ var (
 	ErrOrderExpired   = errors.New("order expired unpaid")
 )
 
-// ErrOfStatus is the error that refuses changing an order in final status s.
+// ErrOfStatus is the error that refuses changing an order in status s:
+// a final one, or waiting (which cannot be paid).
 func ErrOfStatus(s OrderStatus) error {
 	switch s {
 	case OrderPaid:
@@ -50,16 +55,22 @@ func ErrOfStatus(s OrderStatus) error {
 		return ErrOrderCancelled
 	case OrderExpired:
 		return ErrOrderExpired
+	case OrderWaiting:
+		return ErrOrderWaiting
+	case OrderLapsed:
+		return ErrOrderLapsed
 	}
 	return nil
 }
 
 // Settlement is what a transition did: the order now, whether this call
-// changed it, and the SKU's row when units went back to stock.
+// changed it, the SKU's row when units went back to stock (none when a
+// waiting order left its line), and the waiting orders they went to.
 type Settlement struct {
 	Order    Order
 	Changed  bool
 	Returned *SKU
+	Allotted []Order
 }
 
 // ExpiryRun is one sweep transaction: expire up to Limit orders due by
@@ -76,6 +87,12 @@ type Expiry struct {
 	Units  int64
 	SKUs   []SKU     // the SKUs that got units back, as committed
 	Oldest time.Time // the earliest expires_at among the orders expired; zero if none
+	// Allotted are the waiting orders the returned units went to.
+	Allotted []Order
+	// Lapsed counts the waiting orders ended by their sale's end.
+	Lapsed int
+	// Changed are the ids of the orders expired and lapsed.
+	Changed []int64
 }
 
 // LifecycleStore is what the lifecycle needs of the database: each method
@@ -85,13 +102,17 @@ type LifecycleStore interface {
 	// A paid order is returned as is; a cancelled, expired or overdue one
 	// is refused with ErrOfStatus.
 	PayOrder(ctx context.Context, id int64, now time.Time) (Settlement, error)
-	// CancelOrder cancels buyer's pending order and returns its units
-	// (buyer "" is anyone). A cancelled order is returned as is; a paid or
-	// expired one is ErrOfStatus; someone else's is ErrNotFound.
+	// CancelOrder cancels buyer's pending or waiting order (buyer "" is
+	// anyone): a pending one's units return and go to the SKU's waiting
+	// orders first (Allot); a waiting one leaves the line. A cancelled
+	// order is returned as is; a paid, expired or lapsed one is
+	// ErrOfStatus; someone else's is ErrNotFound.
 	CancelOrder(ctx context.Context, id int64, buyer string, now time.Time) (Settlement, error)
-	// ExpireDue expires due orders and returns their units in one
-	// transaction that first advances the fence: ErrStaleFence, with
-	// nothing written, when a newer lease already wrote.
+	// ExpireDue expires due orders and returns their units, allotted to
+	// waiting orders first, and lapses the waiting orders whose sale
+	// ended, in one transaction that first advances the fence:
+	// ErrStaleFence, with nothing written, when a newer lease already
+	// wrote.
 	ExpireDue(ctx context.Context, run ExpiryRun) (Expiry, error)
 }
 
@@ -138,6 +159,7 @@ func (l *Lifecycle) Pay(ctx context.Context, id int64) (Order, error) {
 	}
 	if st.Changed {
 		l.obs.OrderSettled(OrderPaid, 1, 0)
+		l.skus.Changed(id)
 	}
 	return st.Order, nil
 }
@@ -151,9 +173,16 @@ func (l *Lifecycle) Cancel(ctx context.Context, id int64, buyer string) (Order, 
 	if err != nil {
 		return Order{}, err
 	}
-	if st.Returned != nil {
+	if st.Changed {
+		l.skus.Changed(id)
+	}
+	switch {
+	case st.Returned != nil:
 		l.obs.OrderSettled(OrderCancelled, 1, st.Order.Quantity)
 		l.skus.Restocked(ctx, *st.Returned)
+		l.skus.Allotted(ctx, st.Allotted)
+	case st.Changed: // it was waiting: it left the line, no unit moved
+		l.obs.OrderSettled(OrderCancelled, 1, 0)
 	}
 	return st.Order, nil
 }

@@ -27,13 +27,20 @@ type Observer interface {
 	// MarkUnpublished counts restocks whose shared mark could not be
 	// written after retries.
 	MarkUnpublished()
+	// Allotted counts waiting orders given units by a transaction that
+	// returned them through this instance.
+	Allotted(orders int)
+	// Waiters records a SKU's waiting orders as a commit left its row.
+	Waiters(skuID, n int64)
 }
 
 type nopObserver struct{}
 
-func (nopObserver) OrderResult(string) {}
-func (nopObserver) SoldOutFastPath()   {}
-func (nopObserver) MarkUnpublished()   {}
+func (nopObserver) OrderResult(string)   {}
+func (nopObserver) SoldOutFastPath()     {}
+func (nopObserver) MarkUnpublished()     {}
+func (nopObserver) Allotted(int)         {}
+func (nopObserver) Waiters(int64, int64) {}
 
 // OrderReader is what Orders reads of the database: a buyer's orders and
 // the public view of a SKU.
@@ -67,10 +74,10 @@ func NewOrders(store OrderReader, skus *Directory, seller Seller, obs Observer) 
 }
 
 // Place sells r or says why not: a request that can never succeed, a SKU
-// that does not exist, is known sold out or is not on sale is answered
-// here, without a queue; the others go to the Seller.
+// that does not exist, is known sold out (unless r waits) or is not on
+// sale is answered here, without a queue; the others go to the Seller.
 func (o *Orders) Place(ctx context.Context, r OrderRequest) (placed Placed, err error) {
-	defer func() { o.obs.OrderResult(ResultOf(err, placed.Created)) }()
+	defer func() { o.obs.OrderResult(ResultOfPlaced(placed, err)) }()
 	if err := r.Validate(); err != nil {
 		return Placed{}, err
 	}
@@ -82,7 +89,7 @@ func (o *Orders) Place(ctx context.Context, r OrderRequest) (placed Placed, err 
 	if err != nil {
 		return Placed{}, err
 	}
-	if soldOut {
+	if soldOut && !r.Wait { // a buyer who waits is answered by the database
 		return o.refuseUnlocked(ctx, r, ErrSoldOut)
 	}
 	if closed, err := o.skus.saleClosed(ctx, sku); err != nil || closed {

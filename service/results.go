@@ -48,8 +48,13 @@ var Results = []Result{
 	{ErrOrderPaid, KindConflict, "order_paid", "the order is paid: it can no longer be cancelled", ""},
 	{ErrOrderCancelled, KindConflict, "order_cancelled", "the order was cancelled: its units went back to the sale; nothing was changed", ""},
 	{ErrOrderExpired, KindConflict, "order_expired", "the order expired unpaid: its units went back to the sale; nothing was changed", ""},
+	{ErrWaitlistFull, KindConflict, "waitlist_full", "the sku's waitlist is full (order.waitlist_max waiting orders); retry later, or without wait", "waitlist_full"},
+	{ErrAlreadyWaiting, KindConflict, "already_waiting", "this buyer already has a waiting order of this sku: one at most; cancel it to ask for another quantity", "already_waiting"},
+	{ErrOrderWaiting, KindConflict, "order_waiting", "the order is waiting for units to come back: there is nothing to pay yet; nothing was changed", ""},
+	{ErrOrderLapsed, KindConflict, "order_lapsed", "the order waited until the sale ended without units coming back; nothing was changed", ""},
 	{ErrBusy, KindBusy, "busy", "too many buyers are waiting for this sku; retry shortly", "busy"},
 	{ErrTooManySKUs, KindBusy, "busy", "this instance has buyers waiting for too many skus; retry shortly", "busy"},
+	{ErrTooManyPolls, KindUnavailable, "unavailable", "this instance holds as many long-polls as it may (order.long_polls_max); retry after Retry-After seconds, or read without Prefer: wait", ""},
 	{ErrOutcomeUnknown, KindUnavailable, "outcome_unknown", "it may or may not have been done: look it up, or send the same request again (with the same Idempotency-Key for an order)", "outcome_unknown"},
 	{ErrUnavailable, KindUnavailable, "unavailable", "the service cannot complete this now; retry after Retry-After seconds", "unavailable"},
 	// The order flow's own: each is handled (retried, or passed on wrapped
@@ -75,6 +80,7 @@ func internal(err error) Result {
 const (
 	ResultCreated  = "created"
 	ResultReplayed = "replayed"
+	ResultWaiting  = "waiting" // created waiting for units (waitlist.go)
 )
 
 // Refusal returns err's row of Results, or Internal.
@@ -101,10 +107,19 @@ func ResultOf(err error, created bool) string {
 	return Internal.Order
 }
 
+// ResultOfPlaced is ResultOf for Place's answer: an order created
+// waiting counts as ResultWaiting.
+func ResultOfPlaced(p Placed, err error) string {
+	if err == nil && p.Created && p.Order.Status == OrderWaiting {
+		return ResultWaiting
+	}
+	return ResultOf(err, p.Created)
+}
+
 // OrderResults lists every result placing an order counts under, each
 // once: dashboards need each series to exist, at 0, from the start.
 func OrderResults() []string {
-	out := []string{ResultCreated, ResultReplayed}
+	out := []string{ResultCreated, ResultReplayed, ResultWaiting}
 	seen := map[string]bool{}
 	for _, r := range append(Results[:len(Results):len(Results)], Internal) {
 		if r.Order != "" && !seen[r.Order] {

@@ -40,3 +40,5 @@ func (o *observer) MarkUnpublished()                     { o.unpublished.Add(1) 
 func (o *observer) KnownRow(bool)                        {}
 func (o *observer) Unconfirmed(int)                      {}
 func (o *observer) SoldUnlocked(int)                     {}
+func (o *observer) Allotted(int)                         {}
+func (o *observer) Waiters(int64, int64)                 {}

@@ -75,6 +75,8 @@ type SKU struct {
 	EndsAt       *time.Time
 	CreatedAt    time.Time
 	UpdatedAt    time.Time
+	// Waiters counts the SKU's waiting orders (waitlist.go).
+	Waiters int64
 }
 
 // Active reports whether the sale window contains now.
@@ -98,8 +100,10 @@ type Order struct {
 	IdempotencyKey string
 	CreatedAt      time.Time
 	Status         OrderStatus
-	ExpiresAt      *time.Time // nil for an order paid at creation
+	ExpiresAt      *time.Time // nil for an order paid at creation; for a waiting one, when it lapses (the sale's end)
 	SettledAt      *time.Time // when it left pending; nil while pending or paid at creation
+	Arrival        int64      // unix µs the request arrived (OrderRequest.Arrival); 0 when unknown
+	AllocatedAt    *time.Time // when a waiting order was given its units; nil for the others
 }
 
 // OrderRequest is what a buyer asks for.
@@ -108,6 +112,12 @@ type OrderRequest struct {
 	UserID         string
 	Quantity       int64
 	IdempotencyKey string // optional
+	// Wait asks to wait for a unit when none can serve the order now
+	// (waitlist.go).
+	Wait bool
+	// Arrival is when the request arrived (unix µs), as the Seller
+	// stamped it: the waitlist's order.
+	Arrival int64
 }
 
 // Limits on what a buyer can send. Larger values are refused as invalid.
@@ -159,6 +169,9 @@ func invalid(reason string) error { return invalidError{reason} }
 type Placed struct {
 	Order   Order
 	Created bool // false when an idempotent replay found the earlier order
+	// Position is, for an order created waiting, the waiters ahead of it
+	// when it joined the line.
+	Position int64
 }
 
 // Batch is one transaction's worth of requests for one SKU, in arrival
@@ -174,6 +187,9 @@ type Batch struct {
 	// PaymentTimeout is how long the batch's new orders stay pending,
 	// awaiting payment; 0: they are paid at creation (see Allocation.Hold).
 	PaymentTimeout time.Duration
+	// WaitlistMax bounds the SKU's waiting orders (order.waitlist_max):
+	// a request with Wait past it is refused ErrWaitlistFull.
+	WaitlistMax int64
 	// Known is the SKU as the previous batch under the same lock hold left
 	// it, or nil. The store may decide the batch on it without reading
 	// the SKU, the buyers' holdings or the idempotency keys, provided its

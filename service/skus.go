@@ -56,7 +56,10 @@ type CatalogStore interface {
 	// SKUs returns up to limit SKUs with ids above after, by id.
 	SKUs(ctx context.Context, after int64, limit int) ([]SKU, error)
 	CreateSKU(ctx context.Context, s SKU) (SKU, error)
-	SetStock(ctx context.Context, id, stock int64) (SKU, error)
+	// SetStock sets the SKU's remaining stock and gives it to the SKU's
+	// waiting orders first (Allot), in one transaction; it returns the SKU
+	// after and the orders it went to.
+	SetStock(ctx context.Context, id, stock int64) (SKU, []Order, error)
 	// UpdateSKU applies ch (with SKUChange.Apply) to the SKU in one
 	// transaction, bumps its version and keeps the per-user limit copied
 	// into the holdings consistent, or returns ErrSKUNotFound or ErrInvalid.
@@ -120,17 +123,19 @@ func (c *Catalog) SKU(ctx context.Context, id int64) (SKU, error) {
 	return c.store.SKU(ctx, id)
 }
 
-// SetStock sets a SKU's remaining stock (what is sold stays sold) and,
-// when stock is added, clears its sold-out mark here and in the shared mark.
+// SetStock sets a SKU's remaining stock (what is sold stays sold), the
+// SKU's waiting orders served first from it, and, when stock is left,
+// clears its sold-out mark here and in the shared mark.
 func (c *Catalog) SetStock(ctx context.Context, id, stock int64) (SKU, error) {
 	if stock < 0 || stock > MaxStock {
 		return SKU{}, invalid("stock must be between 0 and 2^40")
 	}
-	s, err := c.store.SetStock(ctx, id, stock)
+	s, allotted, err := c.store.SetStock(ctx, id, stock)
 	if err != nil {
 		return SKU{}, err
 	}
 	c.skus.Restocked(ctx, s)
+	c.skus.Allotted(ctx, allotted)
 	return s, nil
 }
 

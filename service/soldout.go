@@ -186,11 +186,36 @@ func (d *Directory) MarkSoldOut(skuID, version, at int64) {
 // is logged and counted; they then see the restock from the database
 // within SoldOutTTL + SoldOutRecheck.
 func (d *Directory) Restocked(ctx context.Context, s SKU) {
+	d.obs.Waiters(s.ID, s.Waiters)
 	e := d.learn(s, time.Now().UnixNano())
 	if s.Stock > 0 {
 		d.publish(ctx, e.ref, -s.Version)
 	}
 }
+
+// Allotted hears of waiting orders given units by a transaction that
+// returned them through this instance (a cancel, an expiry, a restock),
+// once it committed: the one place every allocation passes, counted here.
+func (d *Directory) Allotted(_ context.Context, orders []Order) {
+	if len(orders) == 0 {
+		return
+	}
+	d.obs.Allotted(len(orders))
+	ids := make([]int64, len(orders))
+	for i, o := range orders {
+		ids[i] = o.ID
+	}
+	d.Changed(ids...)
+}
+
+// Tell makes w hear of every order a commit through this instance
+// changes: the waiters given units (Allotted), and those paid, cancelled,
+// expired or lapsed (Changed). Call it before serving.
+func (d *Directory) Tell(w *Watch) { d.watch = w }
+
+// Changed hears of orders a commit through this instance changed, once
+// it committed: their long-polls, here and on every instance, are woken.
+func (d *Directory) Changed(ids ...int64) { d.watch.Changed(ids...) }
 
 // publishAttempts bounds the writes of one restock's shared mark.
 const publishAttempts = 3

@@ -139,7 +139,8 @@ func (s *Sweeper) sweepDue(ctx context.Context, fence int64) (more bool, err err
 }
 
 // SweepOnce expires up to Batch due orders in one transaction fenced with
-// fence and restocks their units. It returns ErrStaleFence, having written
+// fence and restocks their units (to the waiting orders first), and
+// lapses up to Batch waiting orders whose sale ended. It returns ErrStaleFence, having written
 // nothing, when a newer lease already swept.
 func (s *Sweeper) SweepOnce(ctx context.Context, fence int64) (Expiry, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.TxTimeout)
@@ -157,9 +158,14 @@ func (s *Sweeper) SweepOnce(ctx context.Context, fence int64) (Expiry, error) {
 	if ex.Orders > 0 {
 		s.obs.OrderSettled(OrderExpired, ex.Orders, ex.Units)
 	}
+	if ex.Lapsed > 0 {
+		s.obs.OrderSettled(OrderLapsed, ex.Lapsed, 0)
+	}
 	for _, sku := range ex.SKUs {
 		s.skus.Restocked(ctx, sku)
 	}
+	s.skus.Changed(ex.Changed...)
+	s.skus.Allotted(ctx, ex.Allotted)
 	return ex, nil
 }
 

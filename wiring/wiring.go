@@ -26,6 +26,11 @@ func DirectoryConfig(cfg config.Config) service.DirectoryConfig {
 	}
 }
 
+// WatchConfig bounds the long-polls of orders as cfg sets it.
+func WatchConfig(cfg config.Config) service.WatchConfig {
+	return service.WatchConfig{Max: cfg.Order.LongPollsMax, Recheck: cfg.Order.LongPollRecheck}
+}
+
 // SweeperConfig is the expiry sweeper's configuration as cfg sets it.
 func SweeperConfig(cfg config.Config) service.SweeperConfig {
 	return service.SweeperConfig{Interval: cfg.Order.SweepInterval, Batch: cfg.Order.SweepBatch, TxTimeout: cfg.Order.TxTimeout}
@@ -51,6 +56,7 @@ func EngineConfig(cfg config.Config) engine.Config {
 		FairWindow:     cfg.Order.FairWindow,
 		PlaceGrace:     cfg.Order.PlaceGrace,
 		PlacesMax:      cfg.Order.PlacesMax,
+		WaitlistMax:    int64(cfg.Order.WaitlistMax),
 	}
 }
 

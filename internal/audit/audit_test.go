@@ -85,7 +85,7 @@ func TestAudit_CleanSale(t *testing.T) {
 	at := time.Now().UTC().Truncate(time.Millisecond)
 	id, _ := sale(t, s, at)
 	other, _ := sale(t, s, at)
-	if _, err := s.SetStock(ctx, other, 20); err != nil { // a restock
+	if _, _, err := s.SetStock(ctx, other, 20); err != nil { // a restock
 		t.Fatal(err)
 	}
 	one := int64(1)

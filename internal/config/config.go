@@ -162,6 +162,21 @@ type Order struct {
 	// PlacesMax's ceiling keeps the table's arithmetic (2×max) and its
 	// memory sane.
 	PlacesMax int `yaml:"places_max" default:"50000" valid:"0..1000000" help:"places of buyers told to come back remembered per instance, the other instances' included (250 to 550 bytes each: docs/operations.md); full: the soonest to lapse goes; 0: none kept"`
+	// WaitlistMax costs no memory: a waiter is a row of orders and of
+	// user_purchases (about 300 bytes of disk with their indexes), counted
+	// on its SKU's row. It also bounds the rows a returning transaction
+	// may pass over (waiters bigger than what came back) on its way down
+	// the line.
+	WaitlistMax int `yaml:"waitlist_max" default:"10000" valid:"0..1000000" help:"waiting orders (\"wait\": true) per SKU, each a database row of about 300 bytes and no memory; past it 409 waitlist_full; 0: nobody waits"`
+	// LongPollsMax: a held poll is its request's goroutine, a timer and
+	// its connection's buffers, about 20 KiB (the default: about 40 MiB);
+	// the instance has one Redis subscription whatever the polls.
+	LongPollsMax int `yaml:"long_polls_max" default:"2000" valid:"0..100000" help:"GET /api/v1/orders/{id} held waiting for a change (Prefer: wait) per instance, about 20 KiB each; past it 503 unavailable + Retry-After; 0: no wait is applied"`
+	// LongPollRecheck is the fallback for a lost change message (Redis
+	// down, a publisher dead after its COMMIT): one read of every held
+	// order, by primary key, 1000 ids a statement, per interval per
+	// instance, and only while polls are held.
+	LongPollRecheck time.Duration `yaml:"long_poll_recheck" default:"1s" valid:"100ms..10s" help:"each held long-poll's order is read again this often, in one batched read per instance: a change whose Redis message was lost is heard within it"`
 }
 
 // Lock configures the per-SKU Redis lock.

@@ -2,15 +2,19 @@ package testenv
 
 import (
 	"testing"
+	"time"
 
 	"gorm.io/gorm"
 )
 
-// CheckInvariants asserts docs/design.md's invariants 1–4 and 10 for a SKU
-// (stock never negative, stock + sold == total, the live orders — pending
-// and paid — hold exactly the units sold, no user over the per-user limit,
-// holdings agree with the live orders) and returns the units sold.
-// Cancelled and expired orders gave their units back: they count nowhere.
+// CheckInvariants asserts docs/design.md's invariants 1–4, 10 and 20 for
+// a SKU (stock never negative, stock + sold == total, the live orders —
+// pending and paid — hold exactly the units sold, no user over the
+// per-user limit, holdings agree with the live and waiting orders; the
+// SKU counts its waiting orders, each buyer has one at most, and none
+// that the free stock fits waits while the sale is on) and returns the
+// units sold. Cancelled, expired and lapsed orders count nowhere; a
+// waiting order holds no unit but counts toward its buyer's limit.
 // A query that fails fails the test: read as zero, it would pass.
 func CheckInvariants(t testing.TB, db *gorm.DB, skuID int64) int64 {
 	t.Helper()
@@ -20,8 +24,13 @@ func CheckInvariants(t testing.TB, db *gorm.DB, skuID int64) int64 {
 			t.Fatalf("CheckInvariants(sku %d): reading %s: %v", skuID, what, err)
 		}
 	}
-	var sku struct{ TotalStock, Stock, Sold, PerUserLimit int64 }
-	scan("the sku", &sku, "SELECT total_stock, stock, sold, per_user_limit FROM skus WHERE id = ?", skuID)
+	var sku struct {
+		TotalStock, Stock, Sold, PerUserLimit, Waiters int64
+		StartsAt, EndsAt                               *time.Time
+	}
+	scan("the sku", &sku, "SELECT total_stock, stock, sold, per_user_limit, waiters, starts_at, ends_at FROM skus WHERE id = ?", skuID)
+	now := time.Now()
+	active := (sku.StartsAt == nil || !now.Before(*sku.StartsAt)) && (sku.EndsAt == nil || now.Before(*sku.EndsAt))
 	var orders struct{ N, Units int64 }
 	scan("the live orders", &orders, "SELECT COUNT(*) AS n, COALESCE(SUM(quantity), 0) AS units FROM orders WHERE sku_id = ? AND status IN ('pending', 'paid')", skuID)
 	if sku.Stock < 0 {
@@ -34,21 +43,30 @@ func CheckInvariants(t testing.TB, db *gorm.DB, skuID int64) int64 {
 		t.Errorf("orders hold %d units (%d rows); sold = %d", orders.Units, orders.N, sku.Sold)
 	}
 	var over int64
-	scan("the users over the limit", &over, "SELECT COUNT(*) FROM (SELECT user_id FROM orders WHERE sku_id = ? AND status IN ('pending', 'paid') GROUP BY user_id HAVING SUM(quantity) > ?) x", skuID, sku.PerUserLimit)
+	scan("the users over the limit", &over, "SELECT COUNT(*) FROM (SELECT user_id FROM orders WHERE sku_id = ? AND status IN ('pending', 'paid', 'waiting') GROUP BY user_id HAVING SUM(quantity) > ?) x", skuID, sku.PerUserLimit)
 	if over != 0 {
 		t.Errorf("%d users over the per-user limit %d", over, sku.PerUserLimit)
 	}
 	var mismatched int64
-	scan("the holdings", &mismatched, `SELECT COUNT(*) FROM (SELECT user_id, SUM(quantity) q FROM orders WHERE sku_id = ? AND status IN ('pending', 'paid') GROUP BY user_id) o
-		LEFT JOIN user_purchases p ON p.sku_id = ? AND p.user_id = o.user_id WHERE p.quantity IS NULL OR p.quantity <> o.q`, skuID, skuID)
+	scan("the holdings", &mismatched, `SELECT COUNT(*) FROM (SELECT user_id, SUM(quantity) q, SUM(CASE WHEN status = 'waiting' THEN 1 ELSE 0 END) w
+		FROM orders WHERE sku_id = ? AND status IN ('pending', 'paid', 'waiting') GROUP BY user_id) o
+		LEFT JOIN user_purchases p ON p.sku_id = ? AND p.user_id = o.user_id WHERE p.quantity IS NULL OR p.quantity <> o.q OR p.waiting <> o.w`, skuID, skuID)
 	if mismatched != 0 {
 		t.Errorf("%d users whose holdings disagree with their orders", mismatched)
 	}
 	var orphans int64 // holdings of users without a live order
 	scan("the orphaned holdings", &orphans, `SELECT COUNT(*) FROM user_purchases p WHERE p.sku_id = ? AND NOT EXISTS
-		(SELECT 1 FROM orders o WHERE o.sku_id = p.sku_id AND o.user_id = p.user_id AND o.status IN ('pending', 'paid'))`, skuID)
+		(SELECT 1 FROM orders o WHERE o.sku_id = p.sku_id AND o.user_id = p.user_id AND o.status IN ('pending', 'paid', 'waiting'))`, skuID)
 	if orphans != 0 {
-		t.Errorf("%d holdings without a live order (a returned unit kept its buyer's quota)", orphans)
+		t.Errorf("%d holdings without a live or waiting order (a returned unit kept its buyer's quota)", orphans)
+	}
+	var waiting struct{ N, Fitting int64 }
+	scan("the waiting orders", &waiting, "SELECT COUNT(*) AS n, COALESCE(SUM(CASE WHEN quantity <= ? THEN 1 ELSE 0 END), 0) AS fitting FROM orders WHERE sku_id = ? AND status = 'waiting'", sku.Stock, skuID)
+	if waiting.N != sku.Waiters {
+		t.Errorf("%d waiting orders; the sku counts %d", waiting.N, sku.Waiters)
+	}
+	if active && waiting.Fitting > 0 {
+		t.Errorf("%d waiting orders fit the %d units left free: a returned unit was not given to its waiter", waiting.Fitting, sku.Stock)
 	}
 	return sku.Sold
 }

@@ -65,7 +65,12 @@ type Options struct {
 func New(t *testing.T, dsn string, o Options) *Instance {
 	t.Helper()
 	in := &Instance{DB: testenv.DB(t, dsn), Prefix: o.Prefix, Settings: config.Default()}
-	in.Store = repository.NewMySQL(in.DB)
+	// Production defaults (config.Default): the lease, the watchdog, the
+	// hold, the lock wait and the retries are what production runs.
+	if o.Settings != nil {
+		in.Settings = *o.Settings
+	}
+	in.Store = repository.NewMySQL(in.DB, repository.WithPaymentTimeout(in.Settings.Order.PaymentTimeout))
 	var (
 		commits engine.Committer    = in.Store
 		reads   service.OrderReader = in.Store
@@ -84,11 +89,6 @@ func New(t *testing.T, dsn string, o Options) *Instance {
 	t.Cleanup(func() { in.Redis.Close() })
 	if in.Prefix == "" {
 		in.Prefix = testenv.Name("test:orders:") + ":"
-	}
-	// Production defaults (config.Default): the lease, the watchdog, the
-	// hold, the lock wait and the retries are what production runs.
-	if o.Settings != nil {
-		in.Settings = *o.Settings
 	}
 	in.Settings.Lock.Prefix = in.Prefix
 	cfg, dcfg := wiring.EngineConfig(in.Settings), wiring.DirectoryConfig(in.Settings)
