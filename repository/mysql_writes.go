@@ -92,8 +92,7 @@ func (w *writes) updateSKUs(ws []*member) {
 	}
 }
 
-// insertOrders inserts the members' new orders in one multi-row INSERT;
-// a waiting one records the version its SKU's UPDATE writes (joinedVersion).
+// insertOrders inserts the members' new orders in one multi-row INSERT.
 func (w *writes) insertOrders(ws []*member) {
 	w.q.WriteString("; INSERT INTO orders (sku_id, user_id, quantity, idempotency_key, created_at, status, expires_at, arrival, joined_version) VALUES ")
 	for _, m := range ws {
