@@ -45,9 +45,10 @@ const (
 	WithinLimit Invariant = "within_limit"
 	// SettledOnce: the status and the settlement times agree: a pending or
 	// waiting order is unsettled; a cancelled, expired, lapsed or
-	// paid-later order has settled_at; an expired order settled at or
-	// after its expires_at, a paid one before it; a lapsed order was never
-	// given units (allocated_at). The status change and the unit's return
+	// paid-later order has settled_at; a cancelled or expired order had
+	// expires_at, but one cancelled while it waited for a sale without an
+	// end; an expired order settled at or after its expires_at, a paid one
+	// before it; a lapsed order was never given units (allocated_at). The status change and the unit's return
 	// are one transaction, so this and OrdersHaveUnits show a unit
 	// returned twice.
 	SettledOnce Invariant = "settled_once"
@@ -378,7 +379,7 @@ func statuses(ctx context.Context, tx *sql.Tx, r *Report, b *breaches) error {
 			COALESCE(SUM(CASE status
 				WHEN 'pending'   THEN settled_at IS NOT NULL
 				WHEN 'paid'      THEN (expires_at IS NULL) <> (settled_at IS NULL) OR settled_at >= expires_at
-				WHEN 'cancelled' THEN settled_at IS NULL OR expires_at IS NULL
+				WHEN 'cancelled' THEN settled_at IS NULL OR expires_at IS NULL AND (joined_version IS NULL OR allotted_version IS NOT NULL)
 				WHEN 'expired'   THEN settled_at IS NULL OR expires_at IS NULL OR settled_at < expires_at
 				WHEN 'waiting'   THEN settled_at IS NOT NULL
 				WHEN 'lapsed'    THEN settled_at IS NULL OR allocated_at IS NOT NULL

@@ -14,17 +14,18 @@ import (
 	"github.com/seckill/seckill/service"
 )
 
-// waitSale sells a SKU (stock 3, limit 2, the sale ending at ends) to a,
+// waitSale sells a SKU (stock 3, limit 2, the sale ending at ends, or
+// never when nil: a waiting order then has no expires_at) to a,
 // b and c, then lines up w0, w1, w2 (one unit each, arrivals 100–102)
 // and, in a later batch, big (two units, arrival 99: ahead of them all)
 // and w3 (arrival 103). Cancels of a and b give their units to w0 and w1
 // (big does not fit one unit), w1 pays, and w2 leaves the line. It
 // returns the SKU and the order id of each buyer.
-func waitSale(t *testing.T, s *repository.MySQL, at, ends time.Time) (int64, map[string]int64) {
+func waitSale(t *testing.T, s *repository.MySQL, at time.Time, ends *time.Time) (int64, map[string]int64) {
 	t.Helper()
 	ctx := context.Background()
 	sku, err := s.CreateSKU(ctx, service.SKU{Name: "waitlist audit", TotalStock: 3, Stock: 3, PerUserLimit: 2,
-		EndsAt: &ends, CreatedAt: at, UpdatedAt: at})
+		EndsAt: ends, CreatedAt: at, UpdatedAt: at})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,28 +100,36 @@ func TestAudit_CleanWaitlistSale(t *testing.T) {
 	_, s, auditSKU := openWaitlist(t)
 	at := time.Now().UTC().Truncate(time.Millisecond)
 	ends := at.Add(time.Hour)
-	id, _ := waitSale(t, s, at, ends)
+	id, _ := waitSale(t, s, at, &ends)
+	endless, _ := waitSale(t, s, at, nil) // its waiting orders never lapse: no expires_at
 
-	r := auditSKU(id)
-	want := audit.Report{SKU: id, TotalStock: 3, Stock: 0, Sold: 3, PerUserLimit: 2, Waiters: 2, OnSale: true,
-		Pending: audit.Tally{Orders: 2, Units: 2}, Paid: audit.Tally{Orders: 1, Units: 1},
-		Cancelled: audit.Tally{Orders: 3, Units: 3}, Waiting: audit.Tally{Orders: 2, Units: 3},
-		Allotted: audit.Tally{Orders: 2, Units: 2},
-		Buyers:   5, Holders: 5, HeldUnits: 6, Failures: []audit.Failure{}}
-	r.Version = 0
-	if fmt.Sprint(r) != fmt.Sprint(want) {
-		t.Errorf("SKU(%d) =\n%+v; want\n%+v", id, r, want)
+	for _, id := range []int64{id, endless} {
+		r := auditSKU(id)
+		want := audit.Report{SKU: id, TotalStock: 3, Stock: 0, Sold: 3, PerUserLimit: 2, Waiters: 2, OnSale: true,
+			Pending: audit.Tally{Orders: 2, Units: 2}, Paid: audit.Tally{Orders: 1, Units: 1},
+			Cancelled: audit.Tally{Orders: 3, Units: 3}, Waiting: audit.Tally{Orders: 2, Units: 3},
+			Allotted: audit.Tally{Orders: 2, Units: 2},
+			Buyers:   5, Holders: 5, HeldUnits: 6, Failures: []audit.Failure{}}
+		r.Version = 0
+		if fmt.Sprint(r) != fmt.Sprint(want) {
+			t.Errorf("SKU(%d) =\n%+v; want\n%+v", id, r, want)
+		}
 	}
 
-	// The sweep after the end expires the unpaid orders (their units free:
-	// the sale is over for the store) and lapses the waiters.
+	// A sweep after the first sale's end expires the unpaid orders of
+	// both: the ended sale's units stay free and its waiters lapse; the
+	// endless sale's two units go to big, first in line.
 	ex, err := s.ExpireDue(ctx, service.ExpiryRun{Now: ends.Add(time.Second), Limit: 10})
-	if err != nil || ex.Lapsed != 2 || ex.Orders != 2 || len(ex.Allotted) != 0 {
-		t.Fatalf("sweep after the end = %+v, %v; want 2 expired, 2 lapsed, nothing given", ex, err)
+	if err != nil || ex.Lapsed != 2 || ex.Orders != 4 || len(ex.Allotted) != 1 || ex.Allotted[0].UserID != "big" {
+		t.Fatalf("sweep after the end = %+v, %v; want 4 expired, 2 lapsed, big's order given units", ex, err)
 	}
-	r = auditSKU(id)
+	r := auditSKU(id)
 	if !r.OK() || r.Lapsed != (audit.Tally{Orders: 2, Units: 3}) || r.Waiting != (audit.Tally{}) || r.Waiters != 0 || r.Stock != 2 {
 		t.Errorf("after the lapse SKU(%d) = %+v; want OK, 2 lapsed orders of 3 units, none waiting, 2 free", id, r)
+	}
+	r = auditSKU(endless)
+	if !r.OK() || r.Allotted != (audit.Tally{Orders: 3, Units: 4}) || r.Waiting != (audit.Tally{Orders: 1, Units: 1}) || r.Stock != 0 {
+		t.Errorf("after the expiry SKU(%d) = %+v; want OK, 3 orders given 4 units, w3 waiting, none free", endless, r)
 	}
 }
 
@@ -173,8 +182,9 @@ func TestAudit_TamperedWaitlist(t *testing.T) {
 	at := time.Now().UTC().Truncate(time.Millisecond)
 	for _, tc := range waitlistTampers {
 		t.Run(tc.Name, func(t *testing.T) {
-			id, orders := waitSale(t, s, at, at.Add(time.Hour))
-			bystander, _ := waitSale(t, s, at, at.Add(time.Hour))
+			ends := at.Add(time.Hour)
+			id, orders := waitSale(t, s, at, &ends)
+			bystander, _ := waitSale(t, s, at, &ends)
 			stmts := make([]string, len(tc.SQL))
 			for i, q := range tc.SQL {
 				stmts[i] = fmt.Sprintf(q, id, orders["w3"])
