@@ -140,38 +140,19 @@ var waitlistTampers = []struct {
 	SQL   []string
 	Fails []audit.Invariant
 }{
-	{"the waiters' count off", []string{"UPDATE skus SET waiters = waiters + 1 WHERE id = %[1]d"},
-		[]audit.Invariant{audit.WaitersCounted}},
-	{"a holding's waiting flag off", []string{"UPDATE user_purchases SET waiting = 0 WHERE sku_id = %[1]d AND user_id = 'w3'"},
-		[]audit.Invariant{audit.WaitersCounted}},
-	{"a holding waiting without a waiting order", []string{"UPDATE user_purchases SET waiting = 1 WHERE sku_id = %[1]d AND user_id = 'w0'"},
-		[]audit.Invariant{audit.WaitersCounted}},
-	{"a waiting order marked given units", []string{
-		"UPDATE orders o JOIN skus s ON s.id = o.sku_id SET o.allocated_at = NOW(6), o.allotted_version = s.version WHERE o.id = %[2]d"},
-		[]audit.Invariant{audit.WaitersHoldNothing}},
-	{"a unit sold to a waiting order", []string{"UPDATE skus SET sold = sold + 1, total_stock = total_stock + 1 WHERE id = %[1]d"},
-		[]audit.Invariant{audit.UnitsHaveOrders}},
-	{"an allotment past an earlier waiter still waiting", []string{"UPDATE orders SET arrival = 50 WHERE id = %[2]d"},
-		[]audit.Invariant{audit.AllottedInOrder}},
-	{"an allotment before an earlier waiter given units later", []string{"UPDATE orders SET arrival = 90 WHERE sku_id = %[1]d AND user_id = 'w1'"},
-		[]audit.Invariant{audit.AllottedInOrder}},
-	{"a waiter in line after the allotment is not skipped", []string{
-		"UPDATE orders o JOIN skus s ON s.id = o.sku_id SET o.arrival = 50, o.joined_version = s.version WHERE o.id = %[2]d"},
-		nil},
-	{"a unit free while a waiter fits it", []string{"UPDATE skus SET stock = stock + 1, total_stock = total_stock + 1 WHERE id = %[1]d"},
-		[]audit.Invariant{audit.NoUnitFreeForAWaiter}},
-	{"a unit free after the sale's end", []string{
-		"UPDATE skus SET stock = stock + 1, total_stock = total_stock + 1, ends_at = UTC_TIMESTAMP(6) - INTERVAL 1 SECOND WHERE id = %[1]d"},
-		nil},
-	{"a waiting order settled", []string{"UPDATE orders SET settled_at = created_at WHERE id = %[2]d"},
-		[]audit.Invariant{audit.SettledOnce}},
-	{"a buyer's waiting order beyond the limit", []string{
-		"UPDATE orders SET quantity = 2 WHERE id = %[2]d",
-		"UPDATE user_purchases SET quantity = 2, per_user_limit = 1 WHERE sku_id = %[1]d AND user_id = 'w3'",
-		"UPDATE skus SET per_user_limit = 1 WHERE id = %[1]d"},
-		[]audit.Invariant{audit.WithinLimit}},
-	{"a waiting order's units not held", []string{"UPDATE user_purchases SET quantity = 1 WHERE sku_id = %[1]d AND user_id = 'big'"},
-		[]audit.Invariant{audit.HoldingsMatchOrders}},
+	{"the waiters' count off", []string{"UPDATE skus SET waiters = waiters + 1 WHERE id = %[1]d"}, []audit.Invariant{audit.WaitersCounted}},
+	{"a holding's waiting flag off", []string{"UPDATE user_purchases SET waiting = 0 WHERE sku_id = %[1]d AND user_id = 'w3'"}, []audit.Invariant{audit.WaitersCounted}},
+	{"a holding waiting without a waiting order", []string{"UPDATE user_purchases SET waiting = 1 WHERE sku_id = %[1]d AND user_id = 'w0'"}, []audit.Invariant{audit.WaitersCounted}},
+	{"a waiting order marked given units", []string{"UPDATE orders o JOIN skus s ON s.id = o.sku_id SET o.allocated_at = NOW(6), o.allotted_version = s.version WHERE o.id = %[2]d"}, []audit.Invariant{audit.WaitersHoldNothing}},
+	{"a unit sold to a waiting order", []string{"UPDATE skus SET sold = sold + 1, total_stock = total_stock + 1 WHERE id = %[1]d"}, []audit.Invariant{audit.UnitsHaveOrders}},
+	{"an allotment past an earlier waiter still waiting", []string{"UPDATE orders SET arrival = 50 WHERE id = %[2]d"}, []audit.Invariant{audit.AllottedInOrder}},
+	{"an allotment before an earlier waiter given units later", []string{"UPDATE orders SET arrival = 90 WHERE sku_id = %[1]d AND user_id = 'w1'"}, []audit.Invariant{audit.AllottedInOrder}},
+	{"a waiter in line after the allotment is not skipped", []string{"UPDATE orders o JOIN skus s ON s.id = o.sku_id SET o.arrival = 50, o.joined_version = s.version WHERE o.id = %[2]d"}, nil},
+	{"a unit free while a waiter fits it", []string{"UPDATE skus SET stock = stock + 1, total_stock = total_stock + 1 WHERE id = %[1]d"}, []audit.Invariant{audit.NoUnitFreeForAWaiter}},
+	{"a unit free after the sale's end", []string{"UPDATE skus SET stock = stock + 1, total_stock = total_stock + 1, ends_at = UTC_TIMESTAMP(6) - INTERVAL 1 SECOND WHERE id = %[1]d"}, nil},
+	{"a waiting order settled", []string{"UPDATE orders SET settled_at = created_at WHERE id = %[2]d"}, []audit.Invariant{audit.SettledOnce}},
+	{"a buyer's waiting order beyond the limit", []string{"UPDATE orders SET quantity = 2 WHERE id = %[2]d", "UPDATE user_purchases SET quantity = 2, per_user_limit = 1 WHERE sku_id = %[1]d AND user_id = 'w3'", "UPDATE skus SET per_user_limit = 1 WHERE id = %[1]d"}, []audit.Invariant{audit.WithinLimit}},
+	{"a waiting order's units not held", []string{"UPDATE user_purchases SET quantity = 1 WHERE sku_id = %[1]d AND user_id = 'big'"}, []audit.Invariant{audit.HoldingsMatchOrders}},
 }
 
 // TestAudit_TamperedWaitlist: each broken waitlist fails exactly the
