@@ -94,7 +94,7 @@ func (w *writes) updateSKUs(ws []*member) {
 
 // insertOrders inserts the members' new orders in one multi-row INSERT.
 func (w *writes) insertOrders(ws []*member) {
-	w.q.WriteString("; INSERT INTO orders (sku_id, user_id, quantity, idempotency_key, created_at, status, expires_at, arrival) VALUES ")
+	w.q.WriteString("; INSERT INTO orders (sku_id, user_id, quantity, idempotency_key, created_at, status, expires_at, arrival, joined_version) VALUES ")
 	for _, m := range ws {
 		for _, i := range m.alloc.New {
 			o := m.alloc.Outcomes[i].Placed.Order
@@ -102,12 +102,12 @@ func (w *writes) insertOrders(ws []*member) {
 				w.q.WriteString(", ")
 			}
 			w.orders++
-			w.q.WriteString("(?, ?, ?, ?, ?, ?, ?, ?)")
+			w.q.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?)")
 			var key any
 			if o.IdempotencyKey != "" {
 				key = o.IdempotencyKey
 			}
-			w.args = append(w.args, o.SKUID, o.UserID, o.Quantity, key, o.CreatedAt, string(o.Status), o.ExpiresAt, arrivalOf(o))
+			w.args = append(w.args, o.SKUID, o.UserID, o.Quantity, key, o.CreatedAt, string(o.Status), o.ExpiresAt, arrivalOf(o), joinedVersion(o, m.sku))
 		}
 	}
 }

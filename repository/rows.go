@@ -49,6 +49,11 @@ type orderRow struct {
 	SettledAt      *time.Time
 	Arrival        *int64 // NULL before migration 00005
 	AllocatedAt    *time.Time
+	// JoinedVersion and AllottedVersion are the SKU row's versions the
+	// transactions that made the order wait and gave it units wrote: the
+	// audit's exact order of the waitlist's events.
+	JoinedVersion   *int64
+	AllottedVersion *int64
 }
 
 func (orderRow) TableName() string { return "orders" }
@@ -74,6 +79,18 @@ func arrivalOf(o service.Order) *int64 {
 	}
 	a := o.Arrival
 	return &a
+}
+
+// joinedVersion is the joined_version of o, a new order of a batch that
+// read sku: for a waiting one, the version the batch's UPDATE writes,
+// exact because the UPDATE is guarded by the version read; NULL for any
+// other.
+func joinedVersion(o service.Order, sku skuRow) *int64 {
+	if o.Status != service.OrderWaiting {
+		return nil
+	}
+	v := sku.Version + 1
+	return &v
 }
 
 type purchaseRow struct {

@@ -81,7 +81,7 @@ func (s *SQLite) commitOnce(ctx context.Context, b service.Batch) (service.Batch
 		if err := s.decrement(tx, b, m.sku, &m.alloc); err != nil {
 			return err
 		}
-		if err := s.insertOrders(tx, &m.alloc); err != nil {
+		if err := s.insertOrders(tx, m); err != nil {
 			return err
 		}
 		return s.addHoldings(tx, m)
@@ -118,12 +118,13 @@ func (s *SQLite) decrement(tx *gorm.DB, b service.Batch, sku skuRow, a *service.
 	return nil
 }
 
-func (s *SQLite) insertOrders(tx *gorm.DB, a *service.Allocation) error {
+func (s *SQLite) insertOrders(tx *gorm.DB, m *member) error {
+	a := &m.alloc
 	rows := make([]orderRow, len(a.New))
 	for k, i := range a.New {
 		o := a.Outcomes[i].Placed.Order
 		rows[k] = orderRow{SKUID: o.SKUID, UserID: o.UserID, Quantity: o.Quantity, CreatedAt: o.CreatedAt,
-			Status: string(o.Status), ExpiresAt: o.ExpiresAt, Arrival: arrivalOf(o)}
+			Status: string(o.Status), ExpiresAt: o.ExpiresAt, Arrival: arrivalOf(o), JoinedVersion: joinedVersion(o, m.sku)}
 		if o.IdempotencyKey != "" {
 			key := o.IdempotencyKey
 			rows[k].IdempotencyKey = &key

@@ -91,8 +91,9 @@ func (s *gormStore) allotSKU(tx *gorm.DB, sku *service.SKU, now time.Time) ([]se
 }
 
 // applyAllotment writes g, orders of sku just given its units: each moves
-// from waiting, its holding stops waiting, and the SKU's row sells the
-// units and counts the waiters out.
+// from waiting, recording the version the SKU's UPDATE writes
+// (allotted_version), its holding stops waiting, and the SKU's row, at
+// the version read, sells the units and counts the waiters out.
 func applyAllotment(tx *gorm.DB, sku *service.SKU, g []service.Order, now time.Time) error {
 	if len(g) == 0 {
 		return nil
@@ -105,7 +106,7 @@ func applyAllotment(tx *gorm.DB, sku *service.SKU, g []service.Order, now time.T
 		units += o.Quantity
 	}
 	r := tx.Model(&orderRow{}).Where("id IN ? AND status = ?", ids, service.OrderWaiting).Updates(map[string]any{
-		"status": g[0].Status, "expires_at": g[0].ExpiresAt, "allocated_at": now,
+		"status": g[0].Status, "expires_at": g[0].ExpiresAt, "allocated_at": now, "allotted_version": sku.Version + 1,
 	})
 	if err := affected(r, len(g), "waiting orders given units"); err != nil {
 		return err
@@ -114,7 +115,7 @@ func applyAllotment(tx *gorm.DB, sku *service.SKU, g []service.Order, now time.T
 	if err := affected(r, len(g), "waiting holdings"); err != nil {
 		return err
 	}
-	r = tx.Model(&skuRow{}).Where("id = ? AND stock >= ? AND waiters >= ?", sku.ID, units, len(g)).Updates(map[string]any{
+	r = tx.Model(&skuRow{}).Where("id = ? AND version = ? AND stock >= ? AND waiters >= ?", sku.ID, sku.Version, units, len(g)).Updates(map[string]any{
 		"stock":      gorm.Expr("stock - ?", units),
 		"sold":       gorm.Expr("sold + ?", units),
 		"waiters":    gorm.Expr("waiters - ?", len(g)),

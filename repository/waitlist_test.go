@@ -480,3 +480,63 @@ func TestWaitlist_ConcurrentReturnsAllotEachUnitOnceInArrivalOrder(t *testing.T)
 	}
 	statusCounts(t, db, sku.ID)
 }
+
+// versions reads the joined_version and allotted_version of each order
+// of skuID, by id; NULL reads as 0.
+func versions(t *testing.T, db *gorm.DB, skuID int64) map[int64][2]int64 {
+	t.Helper()
+	var rows []struct{ ID, Joined, Allotted int64 }
+	if err := db.Raw("SELECT id, COALESCE(joined_version, 0) AS joined, COALESCE(allotted_version, 0) AS allotted FROM orders WHERE sku_id = ?", skuID).
+		Scan(&rows).Error; err != nil {
+		t.Fatal(err)
+	}
+	out := make(map[int64][2]int64, len(rows))
+	for _, r := range rows {
+		out[r.ID] = [2]int64{r.Joined, r.Allotted}
+	}
+	return out
+}
+
+// TestWaitlist_VersionsOrderTheLine: a waiting order records the SKU
+// version its batch wrote, an allotted one the version its allotment
+// wrote, and an order that never waited neither: the exact order of
+// joining and allotting the audit checks (allotted_in_order).
+func TestWaitlist_VersionsOrderTheLine(t *testing.T) {
+	onEach(t, func(t *testing.T, db *gorm.DB, s store) {
+		ctx := context.Background()
+		sku := newSaleSKU(t, s, 1, 1, nil)
+		version := func() int64 {
+			t.Helper()
+			got, err := s.SKU(ctx, sku.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return got.Version
+		}
+		buyer := pendingOrders(t, s, sku.ID, time.Now().UTC().Truncate(time.Microsecond), "a")[0]
+		before := version()
+		first := waiting(t, line(t, s, sku.ID, 10, "w0", "w1"))
+		joined := version()
+		second := waiting(t, line(t, s, sku.ID, 5, "w2")) // arrived first, joined later
+		if joined != before+1 || version() != joined+1 {
+			t.Fatalf("sku versions %d, %d, %d around two batches of waiters; want each batch one apart", before, joined, version())
+		}
+		if _, err := s.CancelOrder(ctx, buyer.ID, "a", time.Now().UTC().Truncate(time.Microsecond)); err != nil {
+			t.Fatal(err)
+		}
+		allotted := version() // the cancel's return, then the allotment to w2
+		want := map[int64][2]int64{
+			buyer.ID:     {0, 0},
+			first[0].ID:  {joined, 0},
+			first[1].ID:  {joined, 0},
+			second[0].ID: {joined + 1, allotted},
+		}
+		if got := versions(t, db, sku.ID); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("(joined_version, allotted_version) by order = %v; want %v", got, want)
+		}
+		if allotted != joined+3 {
+			t.Errorf("sku version after the cancel = %d; want %d (the return, then the allotment)", allotted, joined+3)
+		}
+		statusCounts(t, db, sku.ID)
+	})
+}

@@ -21,9 +21,9 @@ import (
 const auditUsage = `Usage: seckill audit [-sku N] [-json] [-replica DSN] [-config file.yaml]
 
 Reconciles every SKU (or SKU N) in the database of mysql.dsn (SECKILL_MYSQL_DSN):
-the skus row, the orders by status, the buyers' holdings and the idempotency
-keys, each SKU in one read-only snapshot; it only reads, so a user granted
-SELECT suffices. Prints one row per SKU, or with -json one JSON document:
+the skus row, the orders by status, the buyers' holdings, the idempotency
+keys and the waitlist, each SKU in one read-only snapshot; it only reads, so
+a user granted SELECT suffices. Prints one row per SKU, or with -json one JSON document:
 STOCK, SOLD and the *_UNITS columns count units, the *_ORDERS columns
 orders by status, BUYERS the holdings, KEYED the idempotency keys.
 
@@ -168,7 +168,7 @@ func newAuditWriter(w io.Writer, asJSON bool) *auditWriter {
 // auditRow's columns: the skus row (units and its version), the orders
 // by status (counts of orders), the units those orders hold, the buyers
 // and their held units, the idempotency keys.
-const auditRow = "%-10v %10v %10v %10v %10v %14v %11v %16v %14v %10v %9v %10v %9v  %s\n"
+const auditRow = "%-10v %10v %10v %10v %10v %14v %11v %16v %14v %14v %13v %10v %9v %10v %9v  %s\n"
 
 func (a *auditWriter) begin() error {
 	if a.json {
@@ -176,7 +176,7 @@ func (a *auditWriter) begin() error {
 		return err
 	}
 	_, err := fmt.Fprintf(a.w, auditRow, "SKU", "TOTAL", "STOCK", "SOLD", "VERSION",
-		"PENDING_ORDERS", "PAID_ORDERS", "CANCELLED_ORDERS", "EXPIRED_ORDERS", "LIVE_UNITS", "BUYERS", "HELD_UNITS", "KEYED", "RESULT")
+		"PENDING_ORDERS", "PAID_ORDERS", "CANCELLED_ORDERS", "EXPIRED_ORDERS", "WAITING_ORDERS", "LAPSED_ORDERS", "LIVE_UNITS", "BUYERS", "HELD_UNITS", "KEYED", "RESULT")
 	return err
 }
 
@@ -205,7 +205,7 @@ func (a *auditWriter) add(r audit.Report) error {
 		result = "FAIL " + failedNames(r, ",")
 	}
 	if _, err := fmt.Fprintf(a.w, auditRow, r.SKU, r.TotalStock, r.Stock, r.Sold, r.Version,
-		r.Pending.Orders, r.Paid.Orders, r.Cancelled.Orders, r.Expired.Orders, r.LiveUnits(), r.Buyers, r.HeldUnits, r.Keyed, result); err != nil {
+		r.Pending.Orders, r.Paid.Orders, r.Cancelled.Orders, r.Expired.Orders, r.Waiting.Orders, r.Lapsed.Orders, r.LiveUnits(), r.Buyers, r.HeldUnits, r.Keyed, result); err != nil {
 		return err
 	}
 	for _, f := range r.Failures {

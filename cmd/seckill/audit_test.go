@@ -74,12 +74,12 @@ func TestAuditCommand(t *testing.T) {
 	}
 	// Each count says what it counts: orders (by status) or units.
 	header := strings.Fields(strings.SplitN(out, "\n", 2)[0])
-	for _, want := range []string{"PENDING_ORDERS", "PAID_ORDERS", "CANCELLED_ORDERS", "EXPIRED_ORDERS", "LIVE_UNITS", "HELD_UNITS"} {
+	for _, want := range []string{"PENDING_ORDERS", "PAID_ORDERS", "CANCELLED_ORDERS", "EXPIRED_ORDERS", "WAITING_ORDERS", "LAPSED_ORDERS", "LIVE_UNITS", "HELD_UNITS"} {
 		if !slices.Contains(header, want) {
 			t.Errorf("audit header %q: no %s", header, want)
 		}
 	}
-	for _, bare := range []string{"PENDING", "PAID", "CANCELLED", "EXPIRED"} {
+	for _, bare := range []string{"PENDING", "PAID", "CANCELLED", "EXPIRED", "WAITING", "LAPSED"} {
 		if slices.Contains(header, bare) {
 			t.Errorf("audit header %q: %s does not say whether it counts orders or units", header, bare)
 		}
@@ -108,6 +108,11 @@ func TestAuditCommand(t *testing.T) {
 	if code != 0 || len(doc.SKUs) != 1 || doc.SKUs[0].SKU != second || doc.SKUs[0].Sold != 3 || doc.SKUs[0].Pending.Orders != 3 ||
 		doc.Audited != 1 || doc.Failed != 0 || !doc.OK || doc.SKUs[0].Failures == nil {
 		t.Errorf("audit -json -sku %d = exit %d, %+v; want that SKU alone, 3 sold in 3 pending orders, OK", second, code, doc)
+	}
+	for _, key := range []string{`"pending":{`, `"waiting":{`, `"lapsed":{`, `"allotted":{`, `"waiters":0`, `"held_units":3`} {
+		if !strings.Contains(out, key) {
+			t.Errorf("audit -json has no %s:\n%s", key, out)
+		}
 	}
 
 	tampers := []struct {

@@ -97,7 +97,7 @@ func TestAudit_CleanSale(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := audit.Report{SKU: id, TotalStock: 10, Stock: 6, Sold: 4, PerUserLimit: 2,
+	want := audit.Report{SKU: id, TotalStock: 10, Stock: 6, Sold: 4, PerUserLimit: 2, OnSale: true,
 		Pending: audit.Tally{Orders: 2, Units: 2}, Paid: audit.Tally{Orders: 2, Units: 2},
 		Cancelled: audit.Tally{Orders: 1, Units: 1}, Expired: audit.Tally{Orders: 1, Units: 1},
 		Buyers: 3, Holders: 3, HeldUnits: 4, Keyed: 3, Failures: []audit.Failure{}}

@@ -1,10 +1,13 @@
 package testenv
 
 import (
+	"context"
 	"testing"
 	"time"
 
 	"gorm.io/gorm"
+
+	"github.com/seckill/seckill/internal/audit"
 )
 
 // CheckInvariants asserts docs/design.md's invariants 1–4, 10 and 20 for
@@ -15,7 +18,9 @@ import (
 // that the free stock fits waits while the sale is on) and returns the
 // units sold. Cancelled, expired and lapsed orders count nowhere; a
 // waiting order holds no unit but counts toward its buyer's limit.
-// A query that fails fails the test: read as zero, it would pass.
+// On MySQL/MariaDB it also runs the audit (internal/audit) and fails on
+// each invariant it finds broken. A query that fails fails the test: read
+// as zero, it would pass.
 func CheckInvariants(t testing.TB, db *gorm.DB, skuID int64) int64 {
 	t.Helper()
 	scan := func(what string, dest any, query string, args ...any) {
@@ -68,5 +73,25 @@ func CheckInvariants(t testing.TB, db *gorm.DB, skuID int64) int64 {
 	if active && waiting.Fitting > 0 {
 		t.Errorf("%d waiting orders fit the %d units left free: a returned unit was not given to its waiter", waiting.Fitting, sku.Stock)
 	}
+	if db.Dialector.Name() == "mysql" { // the audit reads MySQL/MariaDB
+		audited(t, db, skuID)
+	}
 	return sku.Sold
+}
+
+// audited asserts that `seckill audit` finds the SKU clean: its every
+// invariant (internal/audit), the waitlist's order among them.
+func audited(t testing.TB, db *gorm.DB, skuID int64) {
+	t.Helper()
+	sqlDB, err := db.DB()
+	if err != nil {
+		t.Fatalf("CheckInvariants(sku %d): %v", skuID, err)
+	}
+	r, err := audit.SKU(context.Background(), sqlDB, skuID)
+	if err != nil {
+		t.Fatalf("CheckInvariants(sku %d): audit: %v", skuID, err)
+	}
+	for _, f := range r.Failures {
+		t.Errorf("audit of sku %d: %s: %s", skuID, f.Invariant, f.Detail)
+	}
 }

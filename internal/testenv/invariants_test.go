@@ -3,6 +3,7 @@ package testenv_test
 import (
 	"fmt"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 
@@ -61,5 +62,36 @@ func TestCheckInvariants_FailsOnQueryError(t *testing.T) {
 	<-done
 	if len(r.failed) == 0 {
 		t.Fatal("CheckInvariants passed a sku whose orders table is gone; want a failure")
+	}
+}
+
+// CheckInvariants runs the audit on MariaDB: an order pending but settled,
+// which its own queries do not look at, fails the test naming the
+// audit's invariant.
+func TestCheckInvariants_RunsTheAudit(t *testing.T) {
+	t.Parallel()
+	db := testenv.DB(t, testenv.Database(t))
+	for _, q := range []string{
+		"INSERT INTO skus (id, name, total_stock, stock, sold, per_user_limit, created_at, updated_at) VALUES (1, 'x', 3, 2, 1, 1, NOW(6), NOW(6))",
+		"INSERT INTO orders (sku_id, user_id, quantity, created_at, status, expires_at) VALUES (1, 'a', 1, NOW(6), 'pending', NOW(6) + INTERVAL 1 HOUR)",
+		"INSERT INTO user_purchases (sku_id, user_id, quantity, per_user_limit) VALUES (1, 'a', 1, 1)",
+	} {
+		if err := db.Exec(q).Error; err != nil {
+			t.Fatal(err)
+		}
+	}
+	testenv.CheckInvariants(t, db, 1) // clean
+	if err := db.Exec("UPDATE orders SET settled_at = NOW(6)").Error; err != nil {
+		t.Fatal(err)
+	}
+	r := &failRecorder{TB: t}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		testenv.CheckInvariants(r, db, 1)
+	}()
+	<-done
+	if len(r.failed) != 1 || !strings.Contains(r.failed[0], "settled_once") {
+		t.Fatalf("CheckInvariants of a pending order settled failed %q; want the audit's settled_once alone", r.failed)
 	}
 }

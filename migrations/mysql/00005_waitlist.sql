@@ -13,6 +13,14 @@ ALTER TABLE orders
     ADD COLUMN arrival      BIGINT      NULL,
     -- allocated_at is when a waiting order was given its units.
     ADD COLUMN allocated_at DATETIME(6) NULL,
+    -- joined_version is the SKU row's version the batch that made the
+    -- order waiting wrote; allotted_version the one the transaction that
+    -- gave it units wrote. Each of those transactions locks the row and
+    -- bumps its version, so the versions order them exactly, as the
+    -- times cannot (the audit's allotted_in_order); NULL when it never
+    -- waited, or was never given units.
+    ADD COLUMN joined_version   BIGINT NULL,
+    ADD COLUMN allotted_version BIGINT NULL,
     ADD CONSTRAINT orders_status_known CHECK (status IN ('pending', 'paid', 'cancelled', 'expired', 'waiting', 'lapsed')),
     ADD CONSTRAINT orders_waiting_arrival CHECK (status <> 'waiting' OR arrival IS NOT NULL);
 
@@ -45,6 +53,8 @@ ALTER TABLE orders
     DROP CONSTRAINT orders_waiting_arrival,
     DROP CONSTRAINT orders_status_known;
 ALTER TABLE orders
+    DROP COLUMN allotted_version,
+    DROP COLUMN joined_version,
     DROP COLUMN allocated_at,
     DROP COLUMN arrival,
     ADD CONSTRAINT orders_status_known CHECK (status IN ('pending', 'paid', 'cancelled', 'expired'));

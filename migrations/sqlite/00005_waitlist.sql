@@ -18,6 +18,8 @@ CREATE TABLE orders_new (
     arrival         INTEGER  NULL
         CHECK (status <> 'waiting' OR arrival IS NOT NULL),
     allocated_at    DATETIME NULL,
+    joined_version  INTEGER  NULL,
+    allotted_version INTEGER NULL,
     UNIQUE (user_id, idempotency_key)
 );
 INSERT INTO orders_new (id, sku_id, user_id, quantity, idempotency_key, created_at, status, expires_at, settled_at)
