@@ -53,6 +53,9 @@ func (s *MySQL) commitKnown(ctx context.Context, ms []*member, wait lockWait) er
 		return errKnownChanged
 	}
 	ans.numberOrders(ms)
+	if err := placeWaiters(ms, tx.query(ctx)); err != nil {
+		return err
+	}
 	if err := s.commitWrites(ctx, tx, ms); err != nil {
 		return err
 	}
@@ -104,6 +107,9 @@ func (s *MySQL) commitRead(ctx context.Context, ms []*member, wait lockWait) err
 			return service.ErrConflict
 		}
 		ans.numberOrders(writers)
+		if err := placeWaiters(writers, tx.query(ctx)); err != nil {
+			return err
+		}
 	}
 	if err := s.commitWrites(ctx, tx, writers); err != nil {
 		return err

@@ -67,6 +67,11 @@ func (t *connTx) begin(ctx context.Context, query string, args ...any) (*sql.Row
 	return t.conn.QueryContext(ctx, query, args...)
 }
 
+// query returns a read on t's connection, inside its transaction.
+func (t *connTx) query(ctx context.Context) func(string, ...any) (*sql.Rows, error) {
+	return func(q string, args ...any) (*sql.Rows, error) { return t.conn.QueryContext(ctx, q, args...) }
+}
+
 // beginExec sends query, which must start with beginning(), as one
 // multi-statement of writes (see exec).
 func (t *connTx) beginExec(ctx context.Context, query string, args ...any) (mysql.Result, error) {

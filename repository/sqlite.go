@@ -2,6 +2,7 @@ package repository
 
 import (
 	"context"
+	"database/sql"
 
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
@@ -84,7 +85,10 @@ func (s *SQLite) commitOnce(ctx context.Context, b service.Batch) (service.Batch
 		if err := s.insertOrders(tx, m); err != nil {
 			return err
 		}
-		return s.addHoldings(tx, m)
+		if err := s.addHoldings(tx, m); err != nil {
+			return err
+		}
+		return placeWaiters([]*member{m}, func(q string, args ...any) (*sql.Rows, error) { return tx.Raw(q, args...).Rows() })
 	})
 	if err != nil {
 		return service.BatchResult{}, translateBatch(err, b)

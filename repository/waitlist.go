@@ -2,8 +2,11 @@ package repository
 
 import (
 	"cmp"
+	"database/sql"
 	"fmt"
+	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"gorm.io/gorm"
@@ -208,4 +211,54 @@ func releaseWaiting(tx *gorm.DB, o orderRow) error {
 	r = tx.Model(&purchaseRow{}).Where("sku_id = ? AND user_id = ? AND quantity > ? AND waiting = 1", o.SKUID, o.UserID, o.Quantity).
 		Updates(map[string]any{"quantity": gorm.Expr("quantity - ?", o.Quantity), "waiting": 0})
 	return affected(r, 1, "holdings of a waiting order")
+}
+
+// linePositions asks each of n orders' place in its SKU's line: the
+// waiting orders ahead of it by arrival (then id), as the transaction
+// that just wrote them sees the line. The SKU's row is locked, so no
+// waiter joins or leaves meanwhile. One scan of the SKU's waiters.
+func linePositions(n int) string {
+	return `SELECT id, pos FROM (SELECT id, ROW_NUMBER() OVER (ORDER BY arrival, id) - 1 AS pos
+	FROM orders WHERE sku_id = ? AND status = 'waiting') line WHERE id IN (?` + strings.Repeat(", ?", n-1) + ")"
+}
+
+// placeWaiters gives each new waiting order of ms its place in line by
+// arrival (linePositions), not by when its batch joined: an earlier
+// arrival whose batch commits later stands ahead of those already there.
+// query runs a read inside the members' transaction.
+func placeWaiters(ms []*member, query func(q string, args ...any) (*sql.Rows, error)) error {
+	for _, m := range ms {
+		if m.err != nil || m.alloc.Waiters == 0 {
+			continue
+		}
+		at := map[int64]int{} // order id → its request
+		for _, i := range m.alloc.New {
+			if o := m.alloc.Outcomes[i].Placed.Order; o.Status == service.OrderWaiting {
+				at[o.ID] = i
+			}
+		}
+		args := []any{m.sku.ID}
+		for _, id := range slices.Sorted(maps.Keys(at)) {
+			args = append(args, id)
+		}
+		rows, err := query(linePositions(len(at)), args...)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var id, pos int64
+			if err := rows.Scan(&id, &pos); err != nil {
+				rows.Close()
+				return err
+			}
+			m.alloc.Outcomes[at[id]].Placed.Position = pos
+		}
+		if err := rows.Close(); err != nil {
+			return err
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+	}
+	return nil
 }

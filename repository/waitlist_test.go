@@ -540,3 +540,31 @@ func TestWaitlist_VersionsOrderTheLine(t *testing.T) {
 		statusCounts(t, db, sku.ID)
 	})
 }
+
+// A waiter's position is its place in the line by arrival: an earlier
+// arrival whose batch commits later (another instance's queue) stands
+// ahead of those already waiting, and is told so.
+func TestWaitlist_PositionsFollowArrival(t *testing.T) {
+	onEach(t, func(t *testing.T, db *gorm.DB, s store) {
+		sku := newSaleSKU(t, s, 1, 1, nil)
+		pendingOrders(t, s, sku.ID, time.Now().UTC().Truncate(time.Microsecond), "a")
+		var got []int64
+		for _, b := range []struct {
+			arrival int64
+			users   []string
+		}{{100, []string{"w0", "w1"}}, {50, []string{"w2"}}, {200, []string{"w3"}}, {75, []string{"w4", "w5"}}} {
+			for _, o := range line(t, s, sku.ID, b.arrival, b.users...) {
+				if o.Err != nil || o.Placed.Order.Status != service.OrderWaiting {
+					t.Fatalf("arrival %d: %+v, %v; want a waiting order", b.arrival, o.Placed, o.Err)
+				}
+				got = append(got, o.Placed.Position)
+			}
+		}
+		// w0 (100) and w1 (101) join first; w2 (50) goes ahead of both;
+		// w3 (200) behind all three; w4 (75) and w5 (76) behind w2 only.
+		if want := []int64{0, 1, 0, 3, 1, 2}; fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("positions in commit order (w0..w5) = %v; want %v, the waiters ahead by arrival", got, want)
+		}
+		statusCounts(t, db, sku.ID)
+	})
+}

@@ -108,7 +108,7 @@ func Allocate(sku SKU, b Batch, existing map[BuyerKey]Order, held map[string]Hol
 				end := *sku.EndsAt
 				o.ExpiresAt = &end
 			}
-			a.Outcomes[i].Placed.Position = sku.Waiters + a.Waiters
+			a.Outcomes[i].Placed.Position = sku.Waiters + a.Waiters // by joining; the store counts by arrival
 			a.Waiters++
 		}
 	}

@@ -170,7 +170,8 @@ type Placed struct {
 	Order   Order
 	Created bool // false when an idempotent replay found the earlier order
 	// Position is, for an order created waiting, the waiters ahead of it
-	// when it joined the line.
+	// in the line, by arrival, when it joined (the store's count; an
+	// earlier arrival that joins later goes ahead of it).
 	Position int64
 }
 
