@@ -195,17 +195,10 @@ func (s *gormStore) ExpireDue(ctx context.Context, run service.ExpiryRun) (servi
 }
 
 // lapse ends the waiting orders of lapsing whose sale ended by now and
-// that still wait, under their SKUs' row locks.
+// that still wait; the caller (ExpireDue) has locked their SKUs' rows.
 func (s *gormStore) lapse(tx *gorm.DB, lapsing []orderRow, now time.Time, ex *service.Expiry) error {
 	if len(lapsing) == 0 {
 		return nil
-	}
-	ids := make([]int64, len(lapsing))
-	for i, o := range lapsing {
-		ids[i] = o.SKUID
-	}
-	if _, err := lockSKUs(tx, ids); err != nil {
-		return err
 	}
 	left, err := leave(tx, lapsing, service.OrderLapsed, now, &now)
 	if err != nil {
