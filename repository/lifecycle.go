@@ -104,7 +104,7 @@ func (s *gormStore) CancelOrder(ctx context.Context, id int64, buyer string, now
 // it leaves the line, no unit moves. One given its units since it was
 // read is service.ErrConflict: cancelled again, it is pending.
 func (s *gormStore) cancelWaiting(tx *gorm.DB, row orderRow, now time.Time, st *service.Settlement) error {
-	if _, err := lockSKUs(tx, []int64{row.SKUID}); err != nil {
+	if err := lockSKUs(tx, []int64{row.SKUID}); err != nil {
 		return err
 	}
 	left, err := leave(tx, []orderRow{row}, service.OrderCancelled, now, nil)
@@ -169,7 +169,7 @@ func (s *gormStore) ExpireDue(ctx context.Context, run service.ExpiryRun) (servi
 		if len(ids) == 0 {
 			return nil
 		}
-		if _, err := lockSKUs(tx, ids); err != nil {
+		if err := lockSKUs(tx, ids); err != nil {
 			return err
 		}
 		if len(expired) > 0 {
@@ -276,7 +276,7 @@ func (s *gormStore) returnUnits(tx *gorm.DB, orders []orderRow, now time.Time) (
 		return cmp.Or(cmp.Compare(a.sku, b.sku), cmp.Compare(a.user, b.user))
 	})
 	for _, h := range keys {
-		if err := releaseHolding(tx, h.sku, h.user, held[h]); err != nil {
+		if err := releaseHolding(tx, h.sku, h.user, held[h], false); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -284,14 +284,21 @@ func (s *gormStore) returnUnits(tx *gorm.DB, orders []orderRow, now time.Time) (
 }
 
 // releaseHolding takes n units off a user's holding of a SKU: the row
-// goes when nothing is left (the CHECK wants quantity >= 1).
-func releaseHolding(tx *gorm.DB, skuID int64, user string, n int64) error {
-	r := tx.Where("sku_id = ? AND user_id = ? AND quantity = ?", skuID, user, n).Delete(&purchaseRow{})
+// goes when nothing is left (the CHECK wants quantity >= 1). For a
+// waiting order's units (waiting), the holding must carry the waiting
+// mark, which goes with them.
+func releaseHolding(tx *gorm.DB, skuID int64, user string, n int64, waiting bool) error {
+	mark := ""
+	set := map[string]any{"quantity": gorm.Expr("quantity - ?", n)}
+	if waiting {
+		mark = " AND waiting = 1"
+		set["waiting"] = 0
+	}
+	r := tx.Where("sku_id = ? AND user_id = ? AND quantity = ?"+mark, skuID, user, n).Delete(&purchaseRow{})
 	if r.Error != nil || r.RowsAffected == 1 {
 		return r.Error
 	}
-	r = tx.Model(&purchaseRow{}).Where("sku_id = ? AND user_id = ? AND quantity > ?", skuID, user, n).
-		Update("quantity", gorm.Expr("quantity - ?", n))
+	r = tx.Model(&purchaseRow{}).Where("sku_id = ? AND user_id = ? AND quantity > ?"+mark, skuID, user, n).Updates(set)
 	if r.Error != nil {
 		return r.Error
 	}

@@ -150,14 +150,10 @@ func affected(r *gorm.DB, want int, what string) error {
 
 // lockSKUs locks the rows of the SKUs of ids, in id order (sorted here),
 // before their waiting orders.
-func lockSKUs(tx *gorm.DB, ids []int64) ([]int64, error) {
+func lockSKUs(tx *gorm.DB, ids []int64) error {
 	slices.Sort(ids)
-	ids = slices.Compact(ids)
 	var rows []skuRow
-	if err := tx.Clauses(forUpdate).Where("id IN ?", ids).Order("id").Find(&rows).Error; err != nil {
-		return nil, err
-	}
-	return ids, nil
+	return tx.Clauses(forUpdate).Where("id IN ?", slices.Compact(ids)).Order("id").Find(&rows).Error
 }
 
 // leave moves orders, waiting orders whose SKU rows tx has locked, to
@@ -184,7 +180,7 @@ func leave(tx *gorm.DB, orders []orderRow, status service.OrderStatus, now time.
 	bySKU := map[int64]int64{}
 	for _, o := range left {
 		bySKU[o.SKUID]++
-		if err := releaseWaiting(tx, o); err != nil {
+		if err := releaseHolding(tx, o.SKUID, o.UserID, o.Quantity, true); err != nil {
 			return nil, err
 		}
 	}
@@ -199,18 +195,6 @@ func leave(tx *gorm.DB, orders []orderRow, status service.OrderStatus, now time.
 		}
 	}
 	return left, nil
-}
-
-// releaseWaiting takes a waiting order off its buyer's holding: its
-// quantity, and the waiting mark; the row goes when nothing is left.
-func releaseWaiting(tx *gorm.DB, o orderRow) error {
-	r := tx.Where("sku_id = ? AND user_id = ? AND quantity = ? AND waiting = 1", o.SKUID, o.UserID, o.Quantity).Delete(&purchaseRow{})
-	if r.Error != nil || r.RowsAffected == 1 {
-		return r.Error
-	}
-	r = tx.Model(&purchaseRow{}).Where("sku_id = ? AND user_id = ? AND quantity > ? AND waiting = 1", o.SKUID, o.UserID, o.Quantity).
-		Updates(map[string]any{"quantity": gorm.Expr("quantity - ?", o.Quantity), "waiting": 0})
-	return affected(r, 1, "holdings of a waiting order")
 }
 
 // linePositions asks each of n orders' place in its SKU's line: the
