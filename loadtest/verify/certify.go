@@ -21,10 +21,12 @@ import (
 // (a lead when the search does not conclude either).
 func certify(h History, bound time.Duration) (ok bool, misfit string) {
 	for _, op := range h.Ops {
-		if op.Kind == Returned {
-			// Returned units raise the stock between restocks, which
-			// placeWrites does not model: the search decides.
-			return false, "returned units, left to the search"
+		switch op.Kind {
+		case Returned, Waited, Allotted, Left:
+			// Returned units raise the stock between restocks, and a
+			// waitlist moves units to its line, which placeWrites does not
+			// model: the search decides.
+			return false, "returned units or a waitlist, left to the search"
 		}
 	}
 	if !hasMaybe(h) {

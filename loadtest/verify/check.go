@@ -70,9 +70,12 @@ func tallyOrders(orders []Order) orderTally {
 	t := orderTally{perUser: map[string]int64{}, byKey: map[[2]string]int64{}, byID: make(map[int64]Order, len(orders))}
 	for _, o := range orders {
 		t.byID[o.ID] = o
-		if o.Live() {
+		switch {
+		case o.Live():
 			t.orders++
 			t.units += o.Quantity
+			t.perUser[o.UserID] += o.Quantity
+		case o.Status == "waiting": // holds no unit, counts toward the limit
 			t.perUser[o.UserID] += o.Quantity
 		}
 		if o.IdempotencyKey == "" {

@@ -27,12 +27,22 @@ const (
 	// sweeper's expiry) at some moment within the operation's interval;
 	// the buyer's holdings fall by as much.
 	Returned = "returned"
+	// Waited: 202, the buyer was given a waiting order, which holds no
+	// unit but counts toward the limit: no unit could serve it then.
+	Waited = "waited"
+	// Allotted: units that came back went to the buyer's waiting order,
+	// within the interval (the time its transaction recorded, and the
+	// slack of its commit).
+	Allotted = "allotted"
+	// Left: the buyer's waiting order left the line without units (it
+	// lapsed at the sale's end, or was cancelled) within the interval.
+	Left = "left"
 )
 
 // Op is one operation of a sale's history: a request's input, its answer
 // and when it was invoked and answered, on one clock.
 type Op struct {
-	Kind     string // Bought, SoldOutAnswer, LimitAnswer, Maybe, Restock or Returned
+	Kind     string // Bought, SoldOutAnswer, LimitAnswer, Maybe, Restock, Returned, Waited, Allotted or Left
 	User     string
 	Qty      int64
 	Key      string // Idempotency-Key, "" without one
@@ -53,8 +63,8 @@ func (o Op) String() string {
 	switch o.Kind {
 	case Restock:
 		fmt.Fprintf(&b, "restock to %d", o.Stock)
-	case Returned:
-		fmt.Fprintf(&b, "%s's order %d returned %d", o.User, o.OrderID, o.Qty)
+	case Returned, Allotted, Left:
+		fmt.Fprintf(&b, "%s's order %d %s %d", o.User, o.OrderID, o.Kind, o.Qty)
 	default:
 		fmt.Fprintf(&b, "%s bought %d → %s", o.User, o.Qty, o.Kind)
 		if o.OrderID != 0 {

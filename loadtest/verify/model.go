@@ -9,13 +9,15 @@ import (
 	"github.com/anishathalye/porcupine"
 )
 
-// stockState is the model's state: the remaining stock and the holdings
+// stockState is the model's state: the remaining stock, the holdings
 // of the users with more than one operation (a user's first purchase
-// starts from zero, so only repeat buyers need remembering). It is never
-// mutated: a step that changes it copies it.
+// starts from zero, so only repeat buyers need remembering) and the
+// waiting orders' quantities by buyer (one each). It is never mutated: a
+// step that changes it copies it.
 type stockState struct {
-	stock int64
-	held  map[string]int64
+	stock   int64
+	held    map[string]int64
+	waiting map[string]int64
 }
 
 // stockInput is an operation as the model sees it.
@@ -32,17 +34,22 @@ var hashSeed = maphash.MakeSeed()
 // may not have happened (Maybe) step either way.
 func stockModel(h History) porcupine.Model {
 	nm := porcupine.NondeterministicModel{
-		Init: func() []any { return []any{stockState{stock: h.InitialStock, held: map[string]int64{}}} },
+		Init: func() []any {
+			return []any{stockState{stock: h.InitialStock, held: map[string]int64{}, waiting: map[string]int64{}}}
+		},
 		Step: func(st, in, _ any) []any { return stockStep(h.PerUserLimit, st.(stockState), in.(stockInput)) },
 		Equal: func(a, b any) bool {
 			x, y := a.(stockState), b.(stockState)
-			return x.stock == y.stock && maps.Equal(x.held, y.held)
+			return x.stock == y.stock && maps.Equal(x.held, y.held) && maps.Equal(x.waiting, y.waiting)
 		},
 		Hash: func(st any) uint64 {
 			s := st.(stockState)
 			sum := uint64(s.stock)
 			for u, n := range s.held {
 				sum += maphash.String(hashSeed, u) * uint64(n)
+			}
+			for u, n := range s.waiting {
+				sum += maphash.String(hashSeed, u) * uint64(n) * 31
 			}
 			return sum
 		},
@@ -51,14 +58,14 @@ func stockModel(h History) porcupine.Model {
 			switch op.Kind {
 			case Restock:
 				return fmt.Sprintf("restock(%d)", op.Stock)
-			case Returned:
-				return fmt.Sprintf("%s returns %d", op.User, op.Qty)
+			case Returned, Allotted, Left:
+				return fmt.Sprintf("%s %s %d", op.User, op.Kind, op.Qty)
 			}
 			return fmt.Sprintf("%s buys %d → %s @%s", op.User, op.Qty, op.Kind, op.Instance)
 		},
 		DescribeState: func(st any) string {
 			s := st.(stockState)
-			return fmt.Sprintf("stock %d", s.stock)
+			return fmt.Sprintf("stock %d, %d waiting", s.stock, len(s.waiting))
 		},
 	}
 	return nm.ToModel()
@@ -69,10 +76,13 @@ func stockModel(h History) porcupine.Model {
 func stockStep(limit int64, s stockState, in stockInput) []any {
 	op := in.op
 	held := s.holding(in)
-	canTake := s.stock >= op.Qty && (limit <= 0 || held+op.Qty <= limit)
+	withinLimit := limit <= 0 || held+op.Qty <= limit
+	// A unit is never free while a waiter it fits waits (invariant 20):
+	// a buyer who does not wait takes it only when no waiter could.
+	canTake := s.stock >= op.Qty && withinLimit && !s.waiterFits()
 	switch op.Kind {
 	case Restock:
-		return []any{stockState{stock: op.Stock, held: s.held}}
+		return []any{stockState{stock: op.Stock, held: s.held, waiting: s.waiting}}
 	case Returned:
 		return []any{s.moved(in, op.Qty, -op.Qty)}
 	case Bought:
@@ -84,6 +94,18 @@ func stockStep(limit int64, s stockState, in stockInput) []any {
 			return []any{s, s.moved(in, -op.Qty, op.Qty)}
 		}
 		return []any{s}
+	case Waited:
+		if s.stock < op.Qty && withinLimit {
+			return []any{s.moved(in, 0, op.Qty).waits(op.User, op.Qty)}
+		}
+	case Allotted:
+		if s.waiting[op.User] == op.Qty && s.stock >= op.Qty {
+			return []any{s.moved(in, -op.Qty, 0).waits(op.User, 0)}
+		}
+	case Left:
+		if s.waiting[op.User] == op.Qty {
+			return []any{s.moved(in, 0, -op.Qty).waits(op.User, 0)}
+		}
 	case SoldOutAnswer:
 		if s.stock < op.Qty {
 			return []any{s}
@@ -94,6 +116,27 @@ func stockStep(limit int64, s stockState, in stockInput) []any {
 		}
 	}
 	return nil
+}
+
+// waiterFits reports whether a waiting order fits the stock in s.
+func (s stockState) waiterFits() bool {
+	for _, q := range s.waiting {
+		if q <= s.stock {
+			return true
+		}
+	}
+	return false
+}
+
+// waits is s with user's waiting order of qty (0: none): a copy.
+func (s stockState) waits(user string, qty int64) stockState {
+	s.waiting = maps.Clone(s.waiting)
+	if qty == 0 {
+		delete(s.waiting, user)
+	} else {
+		s.waiting[user] = qty
+	}
+	return s
 }
 
 // holding is what the operation's buyer holds in s: 0 for a buyer whose
@@ -108,7 +151,7 @@ func (s stockState) holding(in stockInput) int64 {
 // moved is s with the stock changed by units and, when tracked, the
 // buyer's holdings by held: a copy, s is never mutated.
 func (s stockState) moved(in stockInput, units, held int64) stockState {
-	n := stockState{stock: s.stock + units, held: s.held}
+	n := stockState{stock: s.stock + units, held: s.held, waiting: s.waiting}
 	if in.tracked {
 		n.held = maps.Clone(s.held)
 		n.held[in.op.User] = s.held[in.op.User] + held
@@ -136,7 +179,8 @@ func porcupineOps(h History, bound time.Duration) []porcupine.Operation {
 			call = call.Add(-bound)
 		}
 		client := op.Client
-		if op.Kind == Restock || op.Kind == Returned {
+		switch op.Kind {
+		case Restock, Returned, Allotted, Left:
 			client = maxClient + 1
 		}
 		ops = append(ops, porcupine.Operation{

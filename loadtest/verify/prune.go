@@ -24,7 +24,7 @@ func settledSoldOuts(h History, bound time.Duration) (History, int) {
 			end = op.Call
 		}
 		switch op.Kind {
-		case Bought, Maybe, Restock, Returned:
+		case Bought, Maybe, Restock, Returned, Allotted:
 			if end.After(lastChange) {
 				lastChange = end
 			}

@@ -187,8 +187,8 @@ func (b *historyBuilder) answered(as []Attempt) *Attempt {
 			continue
 		}
 		b.h.Ops = append(b.h.Ops, op)
-		if op.Kind == Bought {
-			firstUnknown = nil // the unknowns before a 201/200 did not buy
+		if op.Kind == Bought || op.Kind == Waited {
+			firstUnknown = nil // the unknowns before a 201/202/200 did not buy
 		}
 	}
 	return firstUnknown
@@ -202,10 +202,12 @@ func (b *historyBuilder) answerOp(a, firstUnknown *Attempt) (Op, bool) {
 	switch {
 	case a.Status == 201:
 		op.Kind = Bought
+	case a.Status == 202:
+		op.Kind = Waited
 	case a.Status == 200 && a.Kind == "order" && firstUnknown != nil:
 		// A retry answered with the order an earlier attempt placed: the
 		// purchase happened in one of them.
-		op.Kind, op.Call = Bought, firstUnknown.Call
+		op.Kind, op.Call = b.placed(a.User, a.Key), firstUnknown.Call
 		b.h.Resolution.Unknown++
 		b.h.Resolution.Happened++
 	case a.Status == 409 && a.Code == SoldOutAnswer:
@@ -216,6 +218,15 @@ func (b *historyBuilder) answerOp(a, firstUnknown *Attempt) (Op, bool) {
 		return op, false
 	}
 	return op, true
+}
+
+// placed is what the order of a buyer's key did when it was placed:
+// Waited if the database has it placed waiting, else Bought.
+func (b *historyBuilder) placed(user, key string) string {
+	if b.byKey[userKey{user, key}].Waited {
+		return Waited
+	}
+	return Bought
 }
 
 // unknown resolves a call left with an unknown outcome: by its key's
@@ -233,7 +244,7 @@ func (b *historyBuilder) unknown(a Attempt) {
 		b.h.Resolution.Dropped++
 		return
 	}
-	op.OrderID = o.ID
+	op.OrderID, op.Kind = o.ID, b.placed(a.User, a.Key)
 	b.h.Resolution.Happened++
 	b.h.Ops = append(b.h.Ops, op)
 }

@@ -47,7 +47,8 @@ func FromDB(ctx context.Context, db *sql.DB, skuID int64) (Snapshot, error) {
 	}
 
 	rows, err := tx.QueryContext(ctx,
-		`SELECT id, user_id, quantity, COALESCE(idempotency_key, ''), created_at, status, settled_at FROM orders WHERE sku_id = ? ORDER BY id`, skuID)
+		`SELECT id, user_id, quantity, COALESCE(idempotency_key, ''), created_at, status, settled_at, joined_version IS NOT NULL, allocated_at
+		 FROM orders WHERE sku_id = ? ORDER BY id`, skuID)
 	if err != nil {
 		return s, fmt.Errorf("verify: read orders: %w", err)
 	}
@@ -55,14 +56,17 @@ func FromDB(ctx context.Context, db *sql.DB, skuID int64) (Snapshot, error) {
 		var o Order
 		// A string scans whether or not the DSN sets parseTime.
 		var created string
-		var settled sql.NullString
-		if err := rows.Scan(&o.ID, &o.UserID, &o.Quantity, &o.IdempotencyKey, &created, &o.Status, &settled); err != nil {
+		var settled, allocated sql.NullString
+		if err := rows.Scan(&o.ID, &o.UserID, &o.Quantity, &o.IdempotencyKey, &created, &o.Status, &settled, &o.Waited, &allocated); err != nil {
 			rows.Close()
 			return s, fmt.Errorf("verify: read orders: %w", err)
 		}
 		o.CreatedAt = parseTime(created)
 		if t := parseTime(settled.String); settled.Valid && !t.IsZero() {
 			o.SettledAt = &t
+		}
+		if t := parseTime(allocated.String); allocated.Valid && !t.IsZero() {
+			o.AllocatedAt = &t
 		}
 		s.Orders = append(s.Orders, o)
 	}

@@ -73,11 +73,17 @@ type Order struct {
 	// cancelled, expired or later paid order was settled.
 	Status    string     `json:"status,omitempty"`
 	SettledAt *time.Time `json:"settled_at,omitempty"`
+	// Waited: the order was placed waiting ("wait": true, 202); AllocatedAt
+	// is when it was given its units, nil if never (the database only).
+	Waited      bool       `json:"waited,omitempty"`
+	AllocatedAt *time.Time `json:"allocated_at,omitempty"`
 }
 
 // Live reports whether the order holds its units: a cancelled or expired
-// order gave them back.
-func (o Order) Live() bool { return o.Status != "cancelled" && o.Status != "expired" }
+// order gave them back, a waiting or lapsed one never had them.
+func (o Order) Live() bool {
+	return o.Status != "cancelled" && o.Status != "expired" && o.Status != "waiting" && o.Status != "lapsed"
+}
 
 // Snapshot is everything the checks look at, read from one source.
 type Snapshot struct {
