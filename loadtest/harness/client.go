@@ -48,8 +48,10 @@ func (r *run) createSKU(ctx context.Context, name string, stock, perUserLimit in
 
 // orderAnswer is the part of an order's answer the runner reads.
 type orderAnswer struct {
-	OrderID string `json:"order_id"`
-	Error   struct {
+	OrderID  string `json:"order_id"`
+	Status   string `json:"status"`
+	Position int64  `json:"position"`
+	Error    struct {
 		Code string `json:"code"`
 	} `json:"error"`
 }

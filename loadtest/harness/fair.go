@@ -31,7 +31,17 @@ type fairBuyer struct {
 	code              string
 	tries             int
 	orderID           int64
-	unsure            bool // an attempt's outcome was unknown (503 or no answer)
+	ref               string // the order id as the buyer was told it
+	state             string // the order's status as the buyer was told it
+	position          int64  // a waiting order's place in line
+	unsure            bool   // an attempt's outcome was unknown (503 or no answer)
+	instance          int    // the instance that gave the final answer
+}
+
+// joined reports whether the buyer was told its order waits: 202, or 200
+// for a retry of one.
+func (b fairBuyer) joined() bool {
+	return b.status == http.StatusAccepted || (b.status == http.StatusOK && b.state == "waiting")
 }
 
 // maxFairTries bounds each buyer's attempts.
@@ -54,14 +64,17 @@ func RunFair(ctx context.Context, cfg Config, units int64, buyers int) (res Scen
 	if err != nil {
 		return res, err
 	}
-	fr := &fairRun{run: r, buyers: make([]fairBuyer, buyers)}
+	fr := &fairRun{run: r, name: "fair", buyers: make([]fairBuyer, buyers)}
 	fr.warm(ctx, min(buyers/len(r.instances)+1, fairConnsPerInstance))
+	clock, clockErr := startPackets(ctx, r.dir, r.ports())
+	defer clock.stop()
 	r.event("fair: %d buyers over %s", buyers, fairOver)
 	start := time.Now()
 	fr.send(ctx, fairOver)
 	if err := ctx.Err(); err != nil {
 		return res, err
 	}
+	res.line("  arrivals: %s", timeArrivals(ctx, clock, clockErr, fr))
 	env := "defaults"
 	if len(cfg.Env) > 0 {
 		env = strings.Join(cfg.Env, " ")
@@ -78,12 +91,12 @@ func RunFair(ctx context.Context, cfg Config, units int64, buyers int) (res Scen
 func (fr *fairRun) clients() verify.Clients {
 	var c verify.Clients
 	for k, b := range fr.buyers {
-		user := fmt.Sprintf("fair-%d", k)
+		user := fr.user(k)
 		switch {
-		case b.status == http.StatusCreated || b.status == http.StatusOK:
+		case b.status == http.StatusCreated || b.status == http.StatusOK || b.status == http.StatusAccepted:
 			c.Acknowledged = append(c.Acknowledged, verify.Ack{OrderID: b.orderID, UserID: user})
 		case b.unsure && b.status == http.StatusConflict:
-			c.Refused = append(c.Refused, verify.Refusal{Key: fairKey(k), UserID: user, Code: b.code})
+			c.Refused = append(c.Refused, verify.Refusal{Key: fr.key(k), UserID: user, Code: b.code})
 		case b.unsure:
 			c.Unsure = append(c.Unsure, user)
 		}
@@ -91,15 +104,19 @@ func (fr *fairRun) clients() verify.Clients {
 	return c
 }
 
-func fairKey(k int) string { return "fair-key-" + strconv.Itoa(k) }
-
-// fairRun is the state of one fair run.
+// fairRun is the state of one crowd of buyers: the fair run's, or the
+// waitlist run's holders or waiters.
 type fairRun struct {
 	*run
+	name     string // buyer k is <name>-k, its Idempotency-Key <name>-key-k
+	wait     bool   // the buyers ask with "wait": true
 	buyers   []fairBuyer
 	mu       sync.Mutex
 	attempts []verify.Attempt // every order request, for the history
 }
+
+func (fr *fairRun) user(k int) string { return fr.name + "-" + strconv.Itoa(k) }
+func (fr *fairRun) key(k int) string  { return fr.name + "-key-" + strconv.Itoa(k) }
 
 // fairConnsPerInstance bounds the connections the client keeps open to
 // each instance.
@@ -145,14 +162,16 @@ func (fr *fairRun) send(ctx context.Context, over time.Duration) {
 // later", waiting Retry-After between tries, each try at the next instance.
 func (fr *fairRun) buy(ctx context.Context, k int) {
 	b := &fr.buyers[k]
-	user, key := fmt.Sprintf("fair-%d", k), fairKey(k)
+	user, key := fr.user(k), fr.key(k)
+	body := fmt.Sprintf(`{"sku_id":%d,"user_id":%q,"quantity":1,"wait":%t}`, fr.skuID, user, fr.wait)
 	b.arrived = time.Now()
 	for try := 0; try < maxFairTries && ctx.Err() == nil; try++ {
 		i := (k + try) % len(fr.baseURLs)
 		call := time.Now()
-		p, err := fr.run.send(ctx, http.MethodPost, fr.baseURLs[i]+"/api/v1/orders", fmt.Sprintf(`{"sku_id":%d,"user_id":%q,"quantity":1}`, fr.skuID, user), "", key)
+		p, err := fr.run.send(ctx, http.MethodPost, fr.baseURLs[i]+"/api/v1/orders", body, "", key)
 		a := p.answer()
 		b.orderID, _ = fr.orderIDs.Decode(a.OrderID)
+		b.ref, b.state, b.position, b.instance = a.OrderID, a.Status, a.Position, i
 		b.tries++
 		b.status, b.code, b.answered = p.status, a.Error.Code, time.Now()
 		if err != nil {
