@@ -11,7 +11,7 @@ import (
 )
 
 // scenario is how a scenario other than the sale (invented-skus,
-// lifecycle, idle-restock, fair) starts.
+// lifecycle, idle-restock, fair, waitlist) starts.
 type scenario struct {
 	name         string
 	minInstances int      // the least it can run on
@@ -19,6 +19,7 @@ type scenario struct {
 	units        int64    // its SKU's stock, per-user limit 1 (0: no SKU)
 	soldOut      bool     // the SKU must end sold out
 	env          []string // for every instance
+	fault        string   // the fault it strikes itself (waitlist), "" for none
 }
 
 // start brings up the scenario on cfg's instances, database, binary, k6,
@@ -27,7 +28,8 @@ type scenario struct {
 // defers stop at once, whatever the error: what was started is stopped.
 func (sc scenario) start(ctx context.Context, cfg Config) (*run, error) {
 	cfg, err := normalize(Config{Instances: cfg.Instances, MySQLDSN: cfg.MySQLDSN, ServiceBin: cfg.ServiceBin, K6: cfg.K6,
-		Keep: cfg.Keep, Log: cfg.Log, SoldOutBound: cfg.SoldOutBound, Env: sc.env, ExpectSoldOut: sc.soldOut})
+		Keep: cfg.Keep, Log: cfg.Log, SoldOutBound: cfg.SoldOutBound, Env: sc.env, ExpectSoldOut: sc.soldOut,
+		Fault: sc.fault, FaultFor: cfg.FaultFor})
 	if err != nil {
 		return nil, err
 	}

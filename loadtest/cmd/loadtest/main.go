@@ -147,7 +147,7 @@ func parseWith(def harness.Config, args []string, stderr io.Writer) (options, er
 	fs.IntVar(&cfg.Restocks, "restocks", 0, "restock the SKU this many times during the sale, each time it sells out, to a quarter of -stock")
 	fs.IntVar(&cfg.HistoryMaxOps, "history-max-ops", 40000, "operations the history check's search takes at most; a longer history is not concluded")
 	fs.BoolVar(&o.quiet, "q", false, "print only the summary")
-	fs.StringVar(&o.scenario, "scenario", "sale", "sale: the k6 flash sale; invented-skus: orders for SKU ids that do not exist, measuring what stays (RSS, goroutines, Redis keys); lifecycle: buyers pay, cancel or abandon until every unit is paid, the sweeper's leader frozen and its successor killed; idle-restock: sell-outs, idle gaps, restocks through one instance and bursts at the others; fair: -buyers over 1s round-robin over the instances, retrying 429/503 with the same key, counting late winners and early losers")
+	fs.StringVar(&o.scenario, "scenario", "sale", "sale: the k6 flash sale; invented-skus: orders for SKU ids that do not exist, measuring what stays (RSS, goroutines, Redis keys); lifecycle: buyers pay, cancel or abandon until every unit is paid, the sweeper's leader frozen and its successor killed; idle-restock: sell-outs, idle gaps, restocks through one instance and bursts at the others; fair: -buyers over 1s round-robin over the instances, retrying 429/503 with the same key, counting late winners and early losers; waitlist: a sale's second act, returned units and a restock going to 1,000 waiters in arrival order (-fault none, instance, redis or mysql)")
 	fs.IntVar(&o.requests, "requests", 20000, "orders sent by -scenario invented-skus")
 	fs.Int64Var(&o.units, "units", 1000, "units sold by -scenario lifecycle")
 	fs.IntVar(&o.buyers, "buyers", 12000, "buyers of -scenario fair, one unit each, arriving evenly over 1s (its units: -stock, 3000 unless set)")
@@ -182,8 +182,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		res, err = harness.RunIdleRestock(ctx, cfg)
 	case "fair":
 		res, err = harness.RunFair(ctx, cfg, cfg.Stock, o.buyers)
+	case "waitlist":
+		res, err = harness.RunWaitlist(ctx, cfg)
 	default:
-		return fmt.Errorf("-scenario %q: want sale, invented-skus, lifecycle, idle-restock or fair", o.scenario)
+		return fmt.Errorf("-scenario %q: want sale, invented-skus, lifecycle, idle-restock, fair or waitlist", o.scenario)
 	}
 	if err != nil {
 		return err

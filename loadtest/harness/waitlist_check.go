@@ -1,0 +1,194 @@
+package harness
+
+import (
+	"context"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/seckill/seckill/loadtest/verify"
+)
+
+// check holds the run to the waitlist's own checks (every waiter
+// answered 202 with its position, units given by arrival, each once,
+// heard at once, none free while someone waits, the rest lapsed) and to
+// the sale's (the books, every answer and every return as a history, the
+// audit).
+func (w *waitRun) check(ctx context.Context, res *ScenarioResult) error {
+	snap, err := verify.FromDB(ctx, w.db, w.skuID)
+	if err != nil {
+		return err
+	}
+	orders := map[int64]verify.Order{}
+	for _, o := range snap.Orders {
+		orders[o.ID] = o
+	}
+	answers := map[int]int{}
+	for _, b := range w.holders.buyers {
+		if b.status != http.StatusCreated {
+			res.bad("a holder was answered %d %s, not 201: the first act sells its units to as many buyers", b.status, b.code)
+		}
+	}
+	joined := 0
+	for _, b := range w.waiters.buyers {
+		answers[b.status]++
+		joined += btoi(b.joined())
+	}
+	res.line("  waiters' answers: %v (status: count)", answers)
+	if joined != waitBuyers {
+		res.bad("%d of %d waiters were told they wait (202, or 200 for a retry)", joined, waitBuyers)
+	}
+	w.checkAllocations(res, orders)
+	w.checkPositions(res)
+	w.checkHeard(res, orders)
+	if w.freeWhileWaiting != "" {
+		res.bad("once the units had come back: %s", w.freeWhileWaiting)
+	}
+	w.addHistory(snap.Orders)
+	clients := w.holders.clients()
+	more := w.waiters.clients()
+	clients.Acknowledged = append(clients.Acknowledged, more.Acknowledged...)
+	clients.Refused = append(clients.Refused, more.Refused...)
+	clients.Unsure = append(clients.Unsure, more.Unsure...)
+	return w.checkAnswers(ctx, res, waitHolders, clients, append(w.holders.attempts, w.waiters.attempts...))
+}
+
+// checkAllocations holds who was given units to arrival: the K waiters
+// given units must be the K earliest, within fairTolerance; without a
+// fault K is exactly every unit that came back, each one paid, and every
+// other waiter lapsed.
+func (w *waitRun) checkAllocations(res *ScenarioResult, orders map[int64]verify.Order) {
+	byArrival := slices.Clone(w.waiters.buyers)
+	slices.SortFunc(byArrival, func(a, b fairBuyer) int { return a.arrived.Compare(b.arrived) })
+	given, lapsed, paid := 0, 0, 0
+	for _, b := range byArrival {
+		o := orders[b.orderID]
+		given += btoi(o.AllocatedAt != nil)
+		lapsed += btoi(o.Status == "lapsed")
+		paid += btoi(o.Status == "paid")
+	}
+	res.line("  waiters given units: %d (%d paid), lapsed: %d", given, paid, lapsed)
+	want := waitCancels + (waitHolders - waitCancels - waitPays) + waitRestock
+	if w.cfg.Fault == FaultNone && (given != want || paid != want || lapsed != waitBuyers-want) {
+		res.bad("%d units came back, to be given to as many waiters and paid: %d were given, %d paid, %d lapsed of %d", want, given, paid, lapsed, waitBuyers)
+	}
+	if given == 0 {
+		return
+	}
+	last := byArrival[given-1].arrived // the last who should have been given a unit
+	var late, early int
+	var firstPassed, lastGiven time.Time
+	for _, b := range byArrival {
+		if orders[b.orderID].AllocatedAt != nil {
+			late += btoi(b.arrived.After(last.Add(fairTolerance)))
+			lastGiven = b.arrived
+		} else {
+			early += btoi(b.arrived.Before(last.Add(-fairTolerance)))
+			if firstPassed.IsZero() {
+				firstPassed = b.arrived
+			}
+		}
+	}
+	var inversion time.Duration // how much later than one passed over the last given arrived
+	if !firstPassed.IsZero() {
+		inversion = max(lastGiven.Sub(firstPassed), 0)
+	}
+	res.line("  given out of arrival order: late %d, early %d at %s; largest inversion %.1fms", late, early, fairTolerance, float64(inversion.Microseconds())/1000)
+	if late+early > 0 {
+		res.bad("units went out of arrival order beyond %s: %d late, %d earlier waiters passed over", fairTolerance, late, early)
+	}
+}
+
+// checkPositions holds each waiter's position to the waiters that arrived
+// before it, within fairTolerance.
+func (w *waitRun) checkPositions(res *ScenarioResult) {
+	arrivals := make([]time.Time, 0, waitBuyers)
+	for _, b := range w.waiters.buyers {
+		arrivals = append(arrivals, b.arrived)
+	}
+	slices.SortFunc(arrivals, time.Time.Compare)
+	before := func(t time.Time) int64 {
+		i, _ := slices.BinarySearchFunc(arrivals, t, time.Time.Compare)
+		return int64(i)
+	}
+	off, worst := 0, int64(0)
+	for _, b := range w.waiters.buyers {
+		rank := before(b.arrived)
+		worst = max(worst, b.position-rank, rank-b.position)
+		if b.position < before(b.arrived.Add(-fairTolerance)) || b.position > before(b.arrived.Add(fairTolerance)) {
+			off++
+		}
+	}
+	res.line("  positions: %d beyond the waiters that arrived within %s of the waiter; largest |position - rank| %d", off, fairTolerance, worst)
+	if off > 0 {
+		res.bad("%d waiters were told a position other than the waiters that arrived before them (within %s)", off, fairTolerance)
+	}
+}
+
+// checkHeard measures how long after its allocation's commit (its
+// allocated_at, on the same machine's clock) each waiter heard of it on
+// its long-poll.
+func (w *waitRun) checkHeard(res *ScenarioResult, orders map[int64]verify.Order) {
+	var heard []time.Duration
+	missed := 0
+	for k, b := range w.waiters.buyers {
+		o, h := orders[b.orderID], w.heard[k]
+		switch {
+		case o.AllocatedAt == nil:
+		case h.allocated.IsZero():
+			missed++
+		default:
+			heard = append(heard, h.allocated.Sub(*o.AllocatedAt))
+		}
+		if h.final != "" && h.final != o.Status {
+			res.bad("waiter %d last read its order %s; the database has it %s", k, h.final, o.Status)
+		}
+	}
+	res.line("  a waiter's long-poll on instance(s) %v, no unit returned through them, heard of its allocation", w.pollOn)
+	share := 100 * w.heardWithin / max(w.heardAll, 1)
+	res.line("    after the returning COMMIT (the instances' seckill_long_poll_heard_seconds): %.1f%% of %.0f within %s (goal: p99, 99%%)",
+		share, w.heardAll, waitHeardGoal)
+	res.line("    after allocated_at, read by the buyer (+ the returning transaction's wait for the SKU's row): p50 %.1fms, p99 %.1fms, max %.1fms; %d never heard it pending",
+		msf(quantile(heard, 0.5)), msf(quantile(heard, 0.99)), msf(quantile(heard, 1)), missed)
+	if w.cfg.Fault == FaultNone && (share < 99 || w.heardAll < float64(len(heard)) || missed > 0) {
+		res.bad("waiters heard of their allocation %.1f%% within %s (goal 99%%), %.0f heard of %d given, %d never heard it", share, waitHeardGoal, w.heardAll, len(heard), missed)
+	}
+}
+
+// addHistory gives the history what the database did beside the answers:
+// the expiries, the allotments and the lapses, each within expirySlack
+// of the time its transaction recorded.
+func (w *waitRun) addHistory(orders []verify.Order) {
+	end := time.Now() // after every answer and every sweep
+	for i, op := range w.restocks.ops {
+		if op.Kind == verify.Returned && op.Status != http.StatusOK && op.Status != http.StatusConflict {
+			w.restocks.ops[i].Return = end // a cancel never answered: by the end
+		}
+	}
+	for _, o := range orders {
+		add := func(kind string, at *time.Time) {
+			if at != nil {
+				w.restocks.ops = append(w.restocks.ops, verify.Op{Kind: kind, User: o.UserID, Qty: o.Quantity, OrderID: o.ID,
+					Instance: "database", Call: *at, Return: at.Add(expirySlack)})
+			}
+		}
+		if o.Waited {
+			add(verify.Allotted, o.AllocatedAt)
+		}
+		switch {
+		case o.Status == "expired":
+			add(verify.Returned, o.SettledAt)
+		case o.Status == "lapsed" || (o.Status == "cancelled" && o.Waited && o.AllocatedAt == nil):
+			add(verify.Left, o.SettledAt)
+		}
+	}
+}
+
+func msf(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
