@@ -53,7 +53,9 @@ func window(limit int64, w time.Duration) int64 {
 // may take: the one place a batch asks whether its SKU is known sold out
 // and which lease it sells under (hold.go). A SKU known sold out sells
 // unlocked and unordered: its buyers are refused without waiting for
-// anyone's turn. Otherwise, under fair selling, the lock is held or
+// anyone's turn, unless one of them asks to wait: buyers join its line
+// in arrival order across the instances, as they buy, so that each is
+// told the waiters ahead of it. Otherwise, under fair selling, the lock is held or
 // obtained ranked by the queue's oldest buyer; the batch takes the turn's
 // first turnFloor buyers, and after them only those who arrived by the
 // oldest other contender heard of plus FairWindow; a holder with no more
@@ -64,7 +66,7 @@ func window(limit int64, w time.Duration) int64 {
 func (w *worker) turn() turnLimit {
 	h := &w.hold
 	w.soldOut = w.s.skus.SoldOut(w.q.id)
-	if w.soldOut {
+	if w.soldOut && !w.s.queues.waitersQueued(w.q) {
 		h.release() // for the others to learn the sell-out
 		return free
 	}

@@ -31,6 +31,7 @@ type skuQueue struct {
 	id       int64
 	waiting  []*pending // guarded by queues.mu; waiting[head:] is the queue, by arrival
 	head     int
+	waits    int           // of waiting[head:], those who ask to wait; guarded by queues.mu
 	wake     chan struct{} // capacity 1: "something was queued"
 	stop     chan struct{} // closed when evicted: its worker exits
 	arrivals arrivals      // guarded by queues.mu
@@ -48,6 +49,9 @@ func (q *skuQueue) len() int { return len(q.waiting) - q.head }
 // insert adds p to q in arrival order: at the back, unless p kept an
 // earlier arrival (fair.go). Called with queues.mu held.
 func (q *skuQueue) insert(p *pending) {
+	if p.req.Wait {
+		q.waits++
+	}
 	w := q.waiting[q.head:]
 	if len(w) == 0 || w[len(w)-1].arrived <= p.arrived {
 		q.waiting = append(q.waiting, p)
@@ -147,6 +151,9 @@ func bumpYoungest(q *skuQueue, p *pending) bool {
 	}
 	q.waiting[last] = nil
 	q.waiting = q.waiting[:last]
+	if y.req.Wait {
+		q.waits--
+	}
 	if y.state.CompareAndSwap(queued, abandoned) { // else its buyer left
 		y.done <- service.Outcome{Err: service.ErrBusy}
 	}
@@ -165,6 +172,13 @@ func (qs *queues) take(q *skuQueue, batch []*pending, lim turnLimit) []*pending 
 			break
 		}
 		n--
+	}
+	if q.waits > 0 {
+		for _, p := range q.waiting[q.head : q.head+n] {
+			if p.req.Wait {
+				q.waits--
+			}
+		}
 	}
 	batch = append(batch, q.waiting[q.head:q.head+n]...)
 	clear(q.waiting[q.head : q.head+n])
@@ -193,6 +207,13 @@ func (qs *queues) oldest(q *skuQueue) int64 {
 		return noLimit
 	}
 	return q.waiting[q.head].arrived
+}
+
+// waitersQueued reports whether a buyer queued for q asks to wait.
+func (qs *queues) waitersQueued(q *skuQueue) bool {
+	qs.mu.Lock()
+	defer qs.mu.Unlock()
+	return q.waits > 0
 }
 
 // expected is how many more buyers of q are expected within d (linger.go).

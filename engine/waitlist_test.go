@@ -3,8 +3,14 @@ package engine_test
 import (
 	"context"
 	"errors"
+	"maps"
+	"slices"
+	"strconv"
+	"sync"
 	"testing"
+	"time"
 
+	"github.com/seckill/seckill/engine"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/service"
 	"github.com/seckill/seckill/wiring/wiringtest"
@@ -68,4 +74,83 @@ func TestWaitlist_AUnitReturnedThroughOneInstanceGoesToTheEarliestWaiterOfAnothe
 	}
 	want[1] = service.OrderPending
 	check("a restock through A")
+}
+
+// TestWaitlist_ThreeInstancesLineUpInArrivalOrder: on a SKU every
+// instance knows sold out, buyers who ask to wait still take the lock's
+// turns (fair.go): while another holds the lock nobody joins the line,
+// and once it is free the three instances' buyers join in arrival order,
+// each told the waiters ahead of it: never one that arrived after it,
+// and every one that arrived more than the bound before it (the bound of
+// invariant 19, as TestPlace_ThreeInstancesSellInArrivalOrder computes it).
+func TestWaitlist_ThreeInstancesLineUpInArrivalOrder(t *testing.T) {
+	dsn := testenv.Database(t)
+	prefix := testenv.Name("test:waitline:") + ":"
+	rigs := make([]*rig, 3)
+	for i := range rigs {
+		rigs[i] = newRig(t, dsn, rigOptions{Prefix: prefix})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	sku := wiringtest.CreateSKU(t, rigs[0].Store, 1, 1)
+	if _, err := rigs[0].Orders.Place(ctx, service.OrderRequest{SKUID: sku.ID, UserID: "x", Quantity: 1}); err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range rigs {
+		if _, err := r.Orders.Place(ctx, service.OrderRequest{SKUID: sku.ID, UserID: "y" + strconv.Itoa(i), Quantity: 1}); !errors.Is(err, service.ErrSoldOut) || !r.SKUs.SoldOut(sku.ID) {
+			t.Fatalf("instance %d: Place = %v, known sold out %v; want ErrSoldOut, known", i, err, r.SKUs.SoldOut(sku.ID))
+		}
+	}
+	const waiters = 600
+	release := holdSKULock(t, rigs[0], sku.ID)
+	placed := make([]service.Placed, waiters)
+	errs := make([]error, waiters)
+	var wg sync.WaitGroup
+	for k := range waiters {
+		if k%6 == 0 {
+			time.Sleep(3 * time.Millisecond) // spreads the arrivals; nothing waits on it
+		}
+		wg.Go(func() {
+			placed[k], errs[k] = rigs[k%3].Orders.Place(ctx, service.OrderRequest{SKUID: sku.ID, UserID: "w" + strconv.Itoa(k), Quantity: 1, Wait: true})
+		})
+	}
+	arrived := map[string]int64{}
+	var floorSpan int64
+	for _, r := range rigs {
+		r.obs.waitDepth(t, waiters/3) // nobody joins while the lock is held elsewhere
+		var mine []int64
+		for u, a := range engine.QueuedArrivals(r.Seller, sku.ID) {
+			arrived[u] = a
+			mine = append(mine, a)
+		}
+		slices.Sort(mine)
+		for i := engine.TurnFloor - 1; i < len(mine); i++ {
+			floorSpan = max(floorSpan, mine[i]-mine[i-engine.TurnFloor+1])
+		}
+	}
+	release()
+	wg.Wait()
+	order := slices.Sorted(maps.Values(arrived))
+	before := func(a int64) int64 {
+		n, _ := slices.BinarySearch(order, a)
+		return int64(n)
+	}
+	bound := max(rigs[0].Settings.Order.FairWindow.Microseconds(), floorSpan)
+	bad := 0
+	for k := range waiters {
+		a, p := arrived["w"+strconv.Itoa(k)], placed[k]
+		if errs[k] != nil || p.Order.Status != service.OrderWaiting {
+			t.Fatalf("waiter %d: Place = %+v, %v; want a waiting order", k, p, errs[k])
+		}
+		// At most every other waiter that arrived by its microsecond (a
+		// tie goes by order id), at least those before it by the bound.
+		if p.Position > before(a+1)-1 || p.Position < before(a-bound) {
+			bad++
+			t.Logf("waiter %d (instance %d) arrived %d: position %d; %d others arrived by then, %d more than the bound before", k, k%3, a, p.Position, before(a+1)-1, before(a-bound))
+		}
+	}
+	if bad > 0 {
+		t.Errorf("%d of %d waiters told a position other than the waiters that arrived before them (bound %dµs)", bad, waiters, bound)
+	}
+	testenv.CheckInvariants(t, rigs[0].DB, sku.ID)
 }
