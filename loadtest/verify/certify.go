@@ -2,6 +2,7 @@ package verify
 
 import (
 	"math"
+	"slices"
 	"sort"
 	"time"
 )
@@ -20,14 +21,12 @@ import (
 // misfit names the first operation the certificate found no moment for
 // (a lead when the search does not conclude either).
 func certify(h History, bound time.Duration) (ok bool, misfit string) {
-	for _, op := range h.Ops {
-		if op.Kind == Returned {
-			// Returned units raise the stock between restocks, which
-			// placeWrites does not model: the search decides.
-			return false, "returned units, left to the search"
-		}
+	if hasKind(h, Returned) {
+		// Returned units raise the stock between restocks, which
+		// placeWrites does not model: the search decides.
+		return false, "returned units, left to the search"
 	}
-	if !hasMaybe(h) {
+	if !hasKind(h, Maybe) {
 		return certifyResolved(h, bound)
 	}
 	// An undecided outcome may be taken either way (the model steps it
@@ -44,13 +43,8 @@ func certify(h History, bound time.Duration) (ok bool, misfit string) {
 	return false, misfit + " (undecided outcomes taken neither way)"
 }
 
-func hasMaybe(h History) bool {
-	for _, op := range h.Ops {
-		if op.Kind == Maybe {
-			return true
-		}
-	}
-	return false
+func hasKind(h History, kind string) bool {
+	return slices.ContainsFunc(h.Ops, func(op Op) bool { return op.Kind == kind })
 }
 
 // decideMaybes is h with every undecided outcome a resolved sale (taken)
