@@ -161,7 +161,7 @@ func (r *run) verify(ctx context.Context, k6Start time.Time, k6res k6Result) (Su
 		s.FailoverWrites = &fw
 		s.Violations = append(s.Violations, fw.violations()...)
 	}
-	s.Violations = append(s.Violations, auditViolations(r.audit(ctx))...)
+	s.Violations = append(s.Violations, violationsOf(AuditFailed, r.audit(ctx)...)...)
 	if r.locks != nil {
 		r.finishLocks(ctx, r.locks)
 		s.Locks = r.locks
