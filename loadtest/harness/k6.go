@@ -197,9 +197,8 @@ func consoleMsg(line string) string {
 	}
 	rest := line[i+4:]
 	if s, err := strconv.QuotedPrefix(rest); err == nil {
-		if u, err := strconv.Unquote(s); err == nil {
-			return u
-		}
+		u, _ := strconv.Unquote(s) // a quoted prefix unquotes
+		return u
 	}
 	return strings.Trim(rest, `"`)
 }
