@@ -80,13 +80,10 @@ export const options = {
 const idempotencyBroken = new Counter('idempotency_broken');
 const retried = new Counter('retried');
 const gaveUp = new Counter('gave_up');
-const STATUSES = [0, 200, 201, 400, 404, 409, 413, 429, 500, 502, 503, 504];
-const byStatus = {};
-for (const s of STATUSES) byStatus[s] = new Counter(`status_${s}`);
+const counters = (prefix, names) => Object.fromEntries(names.map((n) => [n, new Counter(`${prefix}_${n}`)]));
+const byStatus = counters('status', [0, 200, 201, 400, 404, 409, 413, 429, 500, 502, 503, 504]);
 const statusOther = new Counter('status_other');
-const CODES = ['sold_out', 'limit_exceeded', 'idempotency_conflict', 'busy', 'unavailable', 'invalid_request', 'request_too_large'];
-const byCode = {};
-for (const c of CODES) byCode[c] = new Counter(`code_${c}`);
+const byCode = counters('code', ['sold_out', 'limit_exceeded', 'idempotency_conflict', 'busy', 'unavailable', 'invalid_request', 'request_too_large']);
 
 function count(res) {
   (byStatus[res.status] || statusOther).add(1);
