@@ -10,13 +10,11 @@
 // on the wall clock from one start (setup); a step that overruns its slot
 // fails the run rather than shorten the idle gap.
 //
-// The record is sale.js's ("hist", "ack", "unsure") plus one line per
-// restock: "restock <call ms> <return ms> <instance> <stock> <status> <total_stock>".
-import http from 'k6/http';
+// The record is sale.js's ("hist", "ack", "unsure") plus lib.js's restock lines.
 import exec from 'k6/execution';
 import { sleep } from 'k6';
 import { Counter } from 'k6/metrics';
-import { BASE_URLS, errorCode, history, nums, orderID, restock } from './lib.js';
+import { BASE_URLS, buyOnce, errorCode, flag, nums, orderID, restock } from './lib.js';
 
 const { SKU_ID, UNITS, ROUNDS, BURST, IDLE_MS, AFTER_MS } = nums({ SKU_ID: 0, UNITS: 30, ROUNDS: 3, BURST: 20, IDLE_MS: 2500, AFTER_MS: 2000 });
 const SELL_MS = 5000;
@@ -29,7 +27,6 @@ export const options = {
   thresholds: { unexpected_status: ['count==0'], burst_sold_out: ['count==0'], overran: ['count==0'] },
 };
 
-const unexpected = new Counter('unexpected_status');
 const burstSoldOut = new Counter('burst_sold_out'); // a buyer after a restock told sold_out
 const overran = new Counter('overran'); // a step past its slot
 
@@ -46,24 +43,10 @@ let bought = 0; // buyers this VU sent
 
 // buy sends one order of a new buyer to instance inst and records it.
 function buy(inst) {
-  const it = exec.vu.idInTest * 100000 + bought++;
-  const user = `idle-v${exec.vu.idInTest}-${bought}`;
-  const t0 = Date.now();
-  const res = http.post(`${BASE_URLS[inst]}/api/v1/orders`, JSON.stringify({ sku_id: SKU_ID, user_id: user, quantity: 1 }), {
-    headers: { 'Content-Type': 'application/json' },
-    timeout: '15s',
-  });
-  history({ it, call: 'order', attempt: 0, inst }, user, null, t0, Date.now(), res);
-  const code = errorCode(res);
-  if (res.status === 201) {
-    console.log(`ack ${orderID(res)} ${user}`);
-  } else if (res.status === 503 || res.status === 0) {
-    console.log(`unsure ${user}`);
-  } else if (!(res.status === 409 && code === 'sold_out')) {
-    unexpected.add(1);
-    console.log(`unexpected order ${res.status} ${code}: ${String(res.body).slice(0, 200)}`);
-  }
-  return code;
+  const user = `idle-v${exec.vu.idInTest}-${++bought}`;
+  const res = buyOnce(inst, SKU_ID, user, exec.vu.idInTest * 100000 + bought - 1, '15s');
+  if (res.status === 201) console.log(`ack ${orderID(res)} ${user}`);
+  return errorCode(res);
 }
 
 // sellOut buys at the selling instances in turn until each has answered sold_out.
@@ -85,7 +68,8 @@ export default function (data) {
       sellOut();
       if (Date.now() > start + SELL_MS) overran.add(1);
       sleepUntil(restockAt);
-      if (!restock(0, SKU_ID, UNITS)) unexpected.add(1);
+      const res = restock(0, SKU_ID, UNITS);
+      if (res.status !== 200) flag('restock', res, 'want 200');
       if (Date.now() > restockAt + RESTOCK_MS) overran.add(1);
     }
     sleepUntil(restockAt + RESTOCK_MS + AFTER_MS);

@@ -19,24 +19,15 @@
 import http from 'k6/http';
 import exec from 'k6/execution';
 import { sleep } from 'k6';
-import { Counter } from 'k6/metrics';
-import { BASE_URLS, env, errorCode, history, nums, orderID } from './lib.js';
+import { BASE_URLS, JSON_HEADERS, buyOnce, env, errorCode, flag, nums, orderID } from './lib.js';
 
 const { SKU_ID, QUIET_MS, VUS } = nums({ SKU_ID: 0, QUIET_MS: 15000, VUS: 32 });
-const PAY = { 'Content-Type': 'application/json', Authorization: `Bearer ${env('PAY_TOKEN', '')}` };
-const JSON_BODY = { 'Content-Type': 'application/json' };
+const PAY = { ...JSON_HEADERS, Authorization: `Bearer ${env('PAY_TOKEN', '')}` };
 
 export const options = {
   scenarios: { buyers: { executor: 'per-vu-iterations', vus: VUS, iterations: 1, maxDuration: env('MAX_DURATION', '5m') } },
   thresholds: { unexpected_status: ['count==0'] },
 };
-
-const unexpected = new Counter('unexpected_status');
-
-function flag(what, res) {
-  unexpected.add(1);
-  console.log(`unexpected ${what} ${res.status} ${errorCode(res)}: ${String(res.body || res.error).slice(0, 200)}`);
-}
 
 // pay confirms order id as the payment system does, sending it again at
 // the next instance after a 503 or no answer (it is idempotent).
@@ -49,18 +40,18 @@ function pay(id, k, late) {
     }
     if (res.status === 200 && !late) console.log(`said ${id} paid`);
     else if (res.status === 409 && errorCode(res) === 'order_expired') console.log(`said ${id} expired`);
-    else flag(`payment (late: ${late})`, res);
+    else flag('payment', res, `late: ${late}`);
     return;
   }
 }
 
 function cancel(id, user, inst) {
   const t0 = Date.now();
-  const res = http.post(`${BASE_URLS[inst]}/api/v1/orders/${id}/cancel`, '', { headers: JSON_BODY, timeout: '10s' });
+  const res = http.post(`${BASE_URLS[inst]}/api/v1/orders/${id}/cancel`, '', { headers: JSON_HEADERS, timeout: '10s' });
   console.log(`cancel ${t0} ${Date.now()} ${id} ${user} ${inst} ${res.status}`);
   if (res.status === 200) console.log(`said ${id} cancelled`);
   else if (res.status === 503 || res.status === 0) console.log(`said ${id} cancel-unanswered`);
-  else flag('cancel of a pending order', res);
+  else flag('cancel', res, 'of a pending order');
 }
 
 const downUntil = BASE_URLS.map(() => 0); // an instance that refused a connection is left alone a second
@@ -73,21 +64,17 @@ export default function () {
     const user = `buyer-${k}`;
     let inst = k % BASE_URLS.length;
     for (let i = 0; i < BASE_URLS.length && downUntil[inst] > Date.now(); i++) inst = (inst + 1) % BASE_URLS.length;
-    const t0 = Date.now();
-    const res = http.post(`${BASE_URLS[inst]}/api/v1/orders`, JSON.stringify({ sku_id: SKU_ID, user_id: user, quantity: 1 }), { headers: JSON_BODY, timeout: '10s' });
-    history({ it: k, call: 'order', attempt: 0, inst }, user, null, t0, Date.now(), res);
+    const res = buyOnce(inst, SKU_ID, user, k, '10s');
     if (res.status !== 201) {
       if (res.status === 0) downUntil[inst] = Date.now() + 1000;
-      if (res.status === 503 || res.status === 0) console.log(`unsure ${user}`);
-      else if (res.status !== 409 || errorCode(res) !== 'sold_out') flag('order', res);
-      else if (quietSince === 0) quietSince = Date.now();
+      if (res.status === 409 && errorCode(res) === 'sold_out' && quietSince === 0) quietSince = Date.now();
       sleep(0.05); // sold out until units come back, or an instance away
       continue;
     }
     quietSince = 0;
     const id = orderID(res);
     if (res.json('status') !== 'pending' || !id) {
-      flag('new order, want pending with expires_at,', res);
+      flag('order', res, 'new, want pending with expires_at');
       continue;
     }
     console.log(`ack ${id} ${user}`);

@@ -27,7 +27,7 @@ import http from 'k6/http';
 import exec from 'k6/execution';
 import { sleep } from 'k6';
 import { Counter } from 'k6/metrics';
-import { BASE_URLS, SIGNED, bearer, env, errorCode, history, nums, orderID, restock, stockLeft } from './lib.js';
+import { BASE_URLS, JSON_HEADERS, SIGNED, bearer, env, errorCode, flag, history, nums, orderID, restock, stockLeft } from './lib.js';
 
 const SKU_IDS = env('SKU_IDS', env('SKU_ID', '')).split(',').map((s) => Number(s.trim())).filter((n) => Number.isInteger(n) && n > 0);
 const SKU_ID = SKU_IDS.length > 0 ? SKU_IDS[0] : 0; // the malformed requests' SKU
@@ -48,6 +48,7 @@ if (!SKU_ID) throw new Error('SKU_ID or SKU_IDS is required');
 // shows as a connection failure (status 0). Outside a fault, neither is.
 const ALLOW_503 = FAULT !== 'none';
 const ALLOW_CONN_ERR = FAULT === 'instance';
+const faulted = (res) => (ALLOW_503 && res.status === 503) || (ALLOW_CONN_ERR && res.status === 0);
 
 export const options = {
   discardResponseBodies: false,
@@ -76,19 +77,13 @@ export const options = {
   summaryTrendStats: ['avg', 'min', 'med', 'max', 'p(90)', 'p(95)', 'p(99)'],
 };
 
-const unexpected = new Counter('unexpected_status');
 const idempotencyBroken = new Counter('idempotency_broken');
 const retried = new Counter('retried');
 const gaveUp = new Counter('gave_up');
-const STATUSES = [0, 200, 201, 400, 404, 409, 413, 429, 500, 502, 503, 504];
-const byStatus = {};
-for (const s of STATUSES) byStatus[s] = new Counter(`status_${s}`);
+const counters = (prefix, names) => Object.fromEntries(names.map((n) => [n, new Counter(`${prefix}_${n}`)]));
+const byStatus = counters('status', [0, 200, 201, 400, 404, 409, 413, 429, 500, 502, 503, 504]);
 const statusOther = new Counter('status_other');
-const CODES = ['sold_out', 'limit_exceeded', 'idempotency_conflict', 'busy', 'unavailable', 'invalid_request', 'request_too_large'];
-const byCode = {};
-for (const c of CODES) byCode[c] = new Counter(`code_${c}`);
-
-let logged = 0; // unexpected answers logged by this VU, bounded
+const byCode = counters('code', ['sold_out', 'limit_exceeded', 'idempotency_conflict', 'busy', 'unavailable', 'invalid_request', 'request_too_large']);
 
 function count(res) {
   (byStatus[res.status] || statusOther).add(1);
@@ -98,17 +93,8 @@ function count(res) {
   return code;
 }
 
-function flag(kind, res, code, why) {
-  unexpected.add(1, { kind, status: String(res.status) });
-  if (logged < 5) {
-    logged++;
-    const body = (res.body || res.error || '').toString().slice(0, 200);
-    console.log(`unexpected ${kind} ${res.status} ${code} ${why}: ${body}`);
-  }
-}
-
 function post(url, body, key, kind, user, rec) {
-  const headers = { 'Content-Type': 'application/json', ...bearer(user) };
+  const headers = { ...JSON_HEADERS, ...bearer(user) };
   if (key !== null) headers['Idempotency-Key'] = key;
   const t0 = Date.now();
   const res = http.post(url, body, { headers, tags: { kind }, timeout: REQ_TIMEOUT });
@@ -136,11 +122,9 @@ function order(body, key, first, replay, user, rec) {
     res = post(`${BASE_URLS[inst]}/api/v1/orders`, body, key, 'order', user, { ...rec, attempt, inst });
     code = count(res);
     const ok = { 200: key !== null && (replay || attempt > 0), 201: true, 409: ['sold_out', 'limit_exceeded'].includes(code), 429: true };
-    ok[503] = ALLOW_503;
-    ok[0] = ALLOW_CONN_ERR;
-    if (!ok[res.status]) flag('order', res, code, 'not an answer a valid order may get');
-    if (!retryable(res, key)) return { res, code, unsure: unsure || res.status === 503 || res.status === 0 };
+    if (!ok[res.status] && !faulted(res)) flag('order', res, 'not an answer a valid order may get');
     unsure = unsure || res.status === 503 || res.status === 0;
+    if (!retryable(res, key)) return { res, code, unsure };
     if (attempt + 1 === MAX_ATTEMPTS) break;
     retried.add(1);
     const after = Number(res.headers['Retry-After']);
@@ -168,11 +152,9 @@ function malformed(it) {
   const m = MALFORMED[it % MALFORMED.length];
   const base = BASE_URLS[it % BASE_URLS.length];
   const res = post(`${base}/api/v1/orders`, m.body(`${RUN}-bad${it}`), m.key === undefined ? null : m.key, 'malformed', `${RUN}-bad${it}`);
-  const code = count(res);
+  count(res);
   // Under a fault the service may refuse before it validates.
-  if (res.status !== m.want && !(ALLOW_503 && res.status === 503) && !(ALLOW_CONN_ERR && res.status === 0)) {
-    flag('malformed', res, code, `${m.name}: want ${m.want}`);
-  }
+  if (res.status !== m.want && !faulted(res)) flag('malformed', res, `${m.name}: want ${m.want}`);
 }
 
 // restocker restocks the sale's SKU RESTOCKS times, each time it has sold
@@ -182,7 +164,7 @@ function malformed(it) {
 export function restocker() {
   const end = Date.now() + RESTOCK_FOR_MS;
   for (let done = 0; done < RESTOCKS && Date.now() < end; sleep(0.05)) {
-    if (stockLeft(SKU_ID) === 0 && restock(done % BASE_URLS.length, SKU_ID, RESTOCK_UNITS)) done++;
+    if (stockLeft(SKU_ID) === 0 && restock(done % BASE_URLS.length, SKU_ID, RESTOCK_UNITS).status === 200) done++;
   }
 }
 
@@ -212,7 +194,7 @@ export default function () {
 
   const id = orderID(res);
   if (!id) {
-    flag('order', res, '', 'a 2xx without order_id');
+    flag('order', res, 'a 2xx without order_id');
     return;
   }
   console.log(`ack ${id} ${user}`);
@@ -225,11 +207,11 @@ export default function () {
       const id2 = orderID(again);
       if (again.status !== 200 || id2 !== id) {
         idempotencyBroken.add(1);
-        flag('replay', again, '', `replay of order ${id} answered ${again.status} with order ${id2}`);
+        flag('replay', again, `replay of order ${id} answered ${again.status} with order ${id2}`);
       }
     } else if (again.status !== 503 && again.status !== 0 && again.status !== 429) {
       idempotencyBroken.add(1);
-      flag('replay', again, errorCode(again), `replay of order ${id} was refused`);
+      flag('replay', again, `replay of order ${id} was refused`);
     }
   }
   if (Math.random() < CONFLICT_SHARE) {
@@ -242,9 +224,9 @@ export default function () {
     const code = count(res3);
     if (res3.status === 200 || res3.status === 201) {
       idempotencyBroken.add(1);
-      flag('conflict', res3, code, `key of order ${id} reused with another body was accepted`);
-    } else if (!(res3.status === 409 && (code === 'idempotency_conflict' || code === 'sold_out')) && !(ALLOW_503 && res3.status === 503) && !(ALLOW_CONN_ERR && res3.status === 0)) {
-      flag('conflict', res3, code, 'want 409 idempotency_conflict (or sold_out)');
+      flag('conflict', res3, `key of order ${id} reused with another body was accepted`);
+    } else if (!(res3.status === 409 && (code === 'idempotency_conflict' || code === 'sold_out')) && !faulted(res3)) {
+      flag('conflict', res3, 'want 409 idempotency_conflict (or sold_out)');
     }
   }
 }

@@ -40,10 +40,11 @@ func (r *run) audit(ctx context.Context) []string {
 	return out
 }
 
-func auditViolations(msgs []string) []verify.Violation {
+// violationsOf is one violation named name per message.
+func violationsOf(name string, msgs ...string) []verify.Violation {
 	out := make([]verify.Violation, len(msgs))
 	for i, m := range msgs {
-		out[i] = verify.Violation{Name: AuditFailed, Message: m}
+		out[i] = verify.Violation{Name: name, Message: m}
 	}
 	return out
 }

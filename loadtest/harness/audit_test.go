@@ -37,7 +37,7 @@ func TestRunAudit(t *testing.T) {
 	if len(got) != 1 || !strings.HasPrefix(got[0], "sku 7 holdings_match_orders: ") {
 		t.Errorf("audit after a lost holding = %q; want sku 7 holdings_match_orders", got)
 	}
-	if v := auditViolations(got); len(v) != 1 || v[0].Name != AuditFailed {
+	if v := violationsOf(AuditFailed, got...); len(v) != 1 || v[0].Name != AuditFailed {
 		t.Errorf("violations = %+v; want one named %s", v, AuditFailed)
 	}
 	if !slices.ContainsFunc(r.events, func(e event) bool { return strings.Contains(e.What, "sku 7 holdings_match_orders") }) {

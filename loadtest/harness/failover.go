@@ -61,18 +61,12 @@ func (r *run) failover(ctx context.Context) error {
 	if r.cluster != nil {
 		return r.clusterFailover(ctx)
 	}
-	m := &r.monitor
 	master := r.sentinels.Master
-	m.victims = "redis-server-0 (Sentinel master)"
-	m.faultStart = time.Now()
-	r.event("FAULT: SIGKILL the master %s (sold %d of %d)", master.Addr, m.faultSold, r.cfg.Stock)
-	master.Kill()
-	if _, err := r.sentinels.AwaitMaster(ctx, master.Addr, 90*time.Second); err != nil {
-		return err
-	}
-	m.faultBack = time.Now()
-	r.event("FAULT: a replica promoted %.1fs after the master died", m.faultBack.Sub(m.faultStart).Seconds())
-	return nil
+	return r.strike("redis-server-0 (Sentinel master)", "SIGKILL the master "+master.Addr, func() (string, error) {
+		master.Kill()
+		_, err := r.sentinels.AwaitMaster(ctx, master.Addr, 90*time.Second)
+		return "a replica promoted", err
+	})
 }
 
 // skuKey is the hash tag of a SKU's keys.
@@ -82,7 +76,6 @@ func skuKey(id int64) string { return "{sku:" + strconv.FormatInt(id, 10) + "}" 
 // until the cluster has promoted its replica and is ok again. The old
 // master stays down.
 func (r *run) clusterFailover(ctx context.Context) error {
-	m := &r.monitor
 	old, err := r.cluster.SlotMaster(ctx, skuKey(r.skuID))
 	if err != nil {
 		return err
@@ -101,15 +94,11 @@ func (r *run) clusterFailover(ctx context.Context) error {
 			on++
 		}
 	}
-	m.victims = fmt.Sprintf("redis-server-%d (the Cluster master of %d of the %d SKUs)", i, on, len(r.skuIDs))
-	m.faultStart = time.Now()
-	r.event("FAULT: SIGKILL the cluster master %s of sku %d and %d other(s) of %d (sold %d of %d)",
-		old, r.skuID, on-1, len(r.skuIDs), m.faultSold, r.cfg.Stock)
-	r.cluster.Nodes[i].Kill()
-	if _, err := r.cluster.AwaitSlotMaster(ctx, skuKey(r.skuID), old, 90*time.Second); err != nil {
-		return err
-	}
-	m.faultBack = time.Now()
-	r.event("FAULT: the cluster promoted a replica %.1fs after the master died", m.faultBack.Sub(m.faultStart).Seconds())
-	return nil
+	victims := fmt.Sprintf("redis-server-%d (the Cluster master of %d of the %d SKUs)", i, on, len(r.skuIDs))
+	what := fmt.Sprintf("SIGKILL the cluster master %s of sku %d and %d other(s) of %d", old, r.skuID, on-1, len(r.skuIDs))
+	return r.strike(victims, what, func() (string, error) {
+		r.cluster.Nodes[i].Kill()
+		_, err := r.cluster.AwaitSlotMaster(ctx, skuKey(r.skuID), old, 90*time.Second)
+		return "the cluster promoted a replica", err
+	})
 }

@@ -71,11 +71,7 @@ func (w FailoverWrites) violations() []verify.Violation {
 	if w.StockChanges.Acknowledged == 0 {
 		out = append(out, fmt.Sprintf("the stock change was never acknowledged (%d tries)", writeTries))
 	}
-	vs := make([]verify.Violation, len(out))
-	for i, m := range out {
-		vs[i] = verify.Violation{Name: AcknowledgedWriteMissing, Message: m}
-	}
-	return vs
+	return violationsOf(AcknowledgedWriteMissing, out...)
 }
 
 // failoverWrites is what the fault's clients were told.

@@ -55,31 +55,43 @@ func (r *run) victims() ([]victim, error) {
 	return vs, nil
 }
 
+// strike notes the fault's victims and when it struck, says what it
+// does, runs it (until the victims, or the survivors, serve again) and
+// notes when it was over; done says how.
+func (r *run) strike(victims, what string, fault func() (done string, err error)) error {
+	m := &r.monitor
+	m.victims, m.faultStart = victims, time.Now()
+	r.event("FAULT: %s (sold %d of %d)", what, m.faultSold, r.cfg.Stock)
+	done, err := fault()
+	if err != nil {
+		return err
+	}
+	m.faultBack = time.Now()
+	r.event("FAULT: %s %.1fs after the fault struck", done, m.faultBack.Sub(m.faultStart).Seconds())
+	return nil
+}
+
 // killAndRestart SIGKILLs the victims, keeps them down for FaultFor and
 // starts them again with the same command lines.
 func (r *run) killAndRestart(ctx context.Context, victims []victim) error {
-	m := &r.monitor
 	names := make([]string, len(victims))
 	for i, v := range victims {
 		names[i] = v.name
 	}
 	name := strings.Join(names, ", ")
-	m.victims = name
-	m.faultStart = time.Now()
-	r.event("FAULT: SIGKILL %s (sold %d of %d)", name, m.faultSold, r.cfg.Stock)
-	for _, v := range victims {
-		v.kill()
-	}
-	time.Sleep(r.cfg.FaultFor)
-	r.event("FAULT: restarting %s", name)
-	for _, v := range victims {
-		if err := v.restart(ctx); err != nil {
-			return err
+	return r.strike(name, "SIGKILL "+name, func() (string, error) {
+		for _, v := range victims {
+			v.kill()
 		}
-	}
-	m.faultBack = time.Now()
-	r.event("FAULT: %s back after %.1fs", name, m.faultBack.Sub(m.faultStart).Seconds())
-	return nil
+		time.Sleep(r.cfg.FaultFor)
+		r.event("FAULT: restarting %s", name)
+		for _, v := range victims {
+			if err := v.restart(ctx); err != nil {
+				return "", err
+			}
+		}
+		return name + " back", nil
+	})
 }
 
 // injectPause freezes the last instance with SIGSTOP for FaultFor (give it
@@ -89,24 +101,17 @@ func (r *run) killAndRestart(ctx context.Context, victims []victim) error {
 // refused and its stale hints (a sold-out mark) must not be believed
 // beyond the documented bound.
 func (r *run) injectPause(ctx context.Context) error {
-	m := &r.monitor
 	i := len(r.instances) - 1
 	victim, name := r.instances[i], instanceName(i)
-	m.victims = name
-	m.faultStart = time.Now()
-	r.event("FAULT: SIGSTOP %s (sold %d of %d)", name, m.faultSold, r.cfg.Stock)
-	if err := victim.Signal(syscall.SIGSTOP); err != nil {
-		return fmt.Errorf("%s: %w", name, err)
-	}
-	time.Sleep(r.cfg.FaultFor)
-	r.event("FAULT: SIGCONT %s", name)
-	if err := victim.Signal(syscall.SIGCONT); err != nil {
-		return fmt.Errorf("%s: %w", name, err)
-	}
-	if err := victim.Await(ctx, instanceReady); err != nil {
-		return err
-	}
-	m.faultBack = time.Now()
-	r.event("FAULT: %s resumed after %.1fs", name, m.faultBack.Sub(m.faultStart).Seconds())
-	return nil
+	return r.strike(name, "SIGSTOP "+name, func() (string, error) {
+		if err := victim.Signal(syscall.SIGSTOP); err != nil {
+			return "", fmt.Errorf("%s: %w", name, err)
+		}
+		time.Sleep(r.cfg.FaultFor)
+		r.event("FAULT: SIGCONT %s", name)
+		if err := victim.Signal(syscall.SIGCONT); err != nil {
+			return "", fmt.Errorf("%s: %w", name, err)
+		}
+		return name + " resumed", victim.Await(ctx, instanceReady)
+	})
 }

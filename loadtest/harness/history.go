@@ -101,7 +101,6 @@ func (l *restockLog) parse(msg string) error {
 // is kept in the results as history.jsonl and, violating, drawn as
 // history.html (history-<sku>.* of a sale of many SKUs).
 func (r *run) checkHistory(attempts []verify.Attempt, snap verify.Snapshot, initialStock int64) (verify.HistoryVerdict, error) {
-	failed := r.restocks.failed
 	h := verify.BuildHistory(initialStock, snap, attempts, r.restocks.ops)
 	name := "history"
 	if len(r.skuIDs) > 1 {
@@ -121,7 +120,7 @@ func (r *run) checkHistory(attempts []verify.Attempt, snap verify.Snapshot, init
 	if v.Visualization != "" {
 		v.Visualization = visualization
 	}
-	if failed > 0 && v.Result != verify.NotLinear {
+	if failed := r.restocks.failed; failed > 0 && v.Result != verify.NotLinear {
 		// A restock that may have been applied is missing from the history.
 		v.Result = verify.NotConcluded
 		v.Reason = fmt.Sprintf("%d restock(s) of unknown outcome are missing from the history", failed)

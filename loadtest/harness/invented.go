@@ -10,18 +10,15 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// instanceUsage is what one instance held before and after the burst.
-type instanceUsage struct {
-	rssBefore, rssAfter               int64 // bytes
-	goroutinesBefore, goroutinesAfter int64
-}
+// usage is what an instance holds: its RSS (bytes) and goroutines.
+type usage struct{ rss, goroutines int64 }
 
-// usage reads instance i's RSS and goroutines.
-func (r *run) usage(ctx context.Context, i int, rss, goroutines *int64) (err error) {
-	if *rss, err = r.gauge(ctx, i, "process_resident_memory_bytes"); err == nil {
-		*goroutines, err = r.gauge(ctx, i, "go_goroutines")
+// usage reads instance i's from its /metrics.
+func (r *run) usage(ctx context.Context, i int) (u usage, err error) {
+	if u.rss, err = r.gauge(ctx, i, "process_resident_memory_bytes"); err == nil {
+		u.goroutines, err = r.gauge(ctx, i, "go_goroutines")
 	}
-	return err
+	return u, err
 }
 
 func mb(b int64) float64 { return float64(b) / (1 << 20) }
@@ -50,9 +47,9 @@ func RunInvented(ctx context.Context, cfg Config, requests int) (res ScenarioRes
 	if _, err := r.invent(ctx, "warm-up", firstID, warmUp); err != nil {
 		return res, err
 	}
-	usage := make([]instanceUsage, len(r.instances))
-	for i := range usage {
-		if err := r.usage(ctx, i, &usage[i].rssBefore, &usage[i].goroutinesBefore); err != nil {
+	before := make([]usage, len(r.instances))
+	for i := range before {
+		if before[i], err = r.usage(ctx, i); err != nil {
 			return res, err
 		}
 	}
@@ -69,8 +66,8 @@ func RunInvented(ctx context.Context, cfg Config, requests int) (res ScenarioRes
 	if sent != requests || missed > 0 {
 		res.bad("%d of %d orders answered 404 sku_not_found (%d sent)", sent-missed, requests, sent)
 	}
-	for i := range usage {
-		if err := r.usageAfter(ctx, i, &usage[i], &res); err != nil {
+	for i := range before {
+		if err := r.usageAfter(ctx, i, before[i], &res); err != nil {
 			return res, err
 		}
 	}
@@ -103,27 +100,27 @@ const inventedConcurrency = 64
 
 // usageAfter reads instance i's RSS and goroutines after the burst and
 // checks their growth.
-func (r *run) usageAfter(ctx context.Context, i int, u *instanceUsage, res *ScenarioResult) (err error) {
+func (r *run) usageAfter(ctx context.Context, i int, before usage, res *ScenarioResult) error {
 	// Goroutines of closed connections end shortly: wait, bounded.
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		if err := r.usage(ctx, i, &u.rssAfter, &u.goroutinesAfter); err != nil {
+	var after usage
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		var err error
+		if after, err = r.usage(ctx, i); err != nil {
 			return err
 		}
 		r.client.CloseIdleConnections()
-		if u.goroutinesAfter <= u.goroutinesBefore+poolGoroutines || time.Now().After(deadline) {
+		if after.goroutines <= before.goroutines+poolGoroutines || time.Now().After(deadline) {
 			break
 		}
-		time.Sleep(100 * time.Millisecond) // polling a counter, bounded above
 	}
-	res.line("  instance-%d: RSS %.1f → %.1f MB (%+.1f), goroutines %d → %d", i,
-		mb(u.rssBefore), mb(u.rssAfter), mb(u.rssAfter-u.rssBefore), u.goroutinesBefore, u.goroutinesAfter)
-	if u.goroutinesAfter > u.goroutinesBefore+poolGoroutines {
+	grew := after.rss - before.rss
+	res.line("  instance-%d: RSS %.1f → %.1f MB (%+.1f), goroutines %d → %d", i, mb(before.rss), mb(after.rss), mb(grew), before.goroutines, after.goroutines)
+	if after.goroutines > before.goroutines+poolGoroutines {
 		res.bad("instance-%d: %d goroutines after the burst; %d before (+%d for the MySQL pool allowed)",
-			i, u.goroutinesAfter, u.goroutinesBefore, poolGoroutines)
+			i, after.goroutines, before.goroutines, poolGoroutines)
 	}
-	if u.rssAfter-u.rssBefore > maxRSSGrowth {
-		res.bad("instance-%d: RSS grew %.1f MB; want < 100 MB", i, mb(u.rssAfter-u.rssBefore))
+	if grew > maxRSSGrowth {
+		res.bad("instance-%d: RSS grew %.1f MB; want < 100 MB", i, mb(grew))
 	}
 	return nil
 }

@@ -121,21 +121,25 @@ type consoleLog struct {
 	Attempts    []verify.Attempt // every order request, for the history
 	Unavailable []time.Time      // 503s and dropped connections
 	Unexpected  []string         // samples of answers outside the contract
+
+	// lifecycle.js's: what each order (by the id its buyer was told) was
+	// last said to be, the answers by what they said, and the cancels
+	// (the order id in Key until decoded).
+	said    map[string]string
+	told    map[string]int
+	cancels []verify.Op
 }
 
 // readConsole parses k6's console output, whose lines look like
 // time="..." level=info msg="ack 123 user" source=console; its restocks
 // go to restocks.
 func readConsole(path string, ids *orderid.Codec, restocks *restockLog) (consoleLog, error) {
-	var c consoleLog
+	c := consoleLog{said: map[string]string{}, told: map[string]int{}}
 	err := scanConsole(path, func(msg string) error { return c.add(msg, ids, restocks) })
 	return c, err
 }
 
-// add takes one console message: an acknowledged order, a buyer left
-// unanswered, a refusal after an unknown outcome, the time of a 503 or
-// dropped connection, an answer outside the contract, an order request
-// ("hist") or a restock.
+// add takes one console message (see sale.js and lifecycle.js).
 func (c *consoleLog) add(msg string, ids *orderid.Codec, restocks *restockLog) error {
 	f := strings.Fields(msg)
 	if len(f) == 0 {
@@ -154,6 +158,20 @@ func (c *consoleLog) add(msg string, ids *orderid.Codec, restocks *restockLog) e
 			return fmt.Errorf("console: ack %q: not an order id of this service", msg)
 		}
 		c.Clients.Acknowledged = append(c.Clients.Acknowledged, verify.Ack{OrderID: id, UserID: f[2]})
+		c.said[f[1]] = "pending"
+		c.told["pending"]++
+	case f[0] == "said" && len(f) == 3:
+		c.said[f[1]] = f[2]
+		c.told[f[2]]++
+	case f[0] == "cancel":
+		var call, ret int64
+		var inst int
+		op := verify.Op{Kind: verify.Returned, Qty: 1}
+		if _, err := fmt.Sscanf(msg, "cancel %d %d %s %s %d %d", &call, &ret, &op.Key, &op.User, &inst, &op.Status); err != nil {
+			return fmt.Errorf("console: %q: %w", msg, err)
+		}
+		op.Instance, op.Call, op.Return = instanceName(inst), time.UnixMilli(call), time.UnixMilli(ret).Add(time.Millisecond)
+		c.cancels = append(c.cancels, op)
 	case f[0] == "unsure" && len(f) == 2:
 		c.Clients.Unsure = append(c.Clients.Unsure, f[1])
 	case f[0] == "refused" && len(f) == 4:
@@ -179,9 +197,8 @@ func consoleMsg(line string) string {
 	}
 	rest := line[i+4:]
 	if s, err := strconv.QuotedPrefix(rest); err == nil {
-		if u, err := strconv.Unquote(s); err == nil {
-			return u
-		}
+		u, _ := strconv.Unquote(s) // a quoted prefix unquotes
+		return u
 	}
 	return strings.Trim(rest, `"`)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/seckill/seckill/loadtest/verify"
@@ -19,41 +18,6 @@ const cancelUnknown = "cancel-unanswered"
 // sweeper's clock, read before its transaction) its units are taken to
 // be back: the sweep's transaction commits within it.
 const expirySlack = time.Second
-
-// lifecycleRecord is what lifecycle.js's buyers were told beyond the
-// sale's record: what became of each order, and the cancels.
-type lifecycleRecord struct {
-	said    map[string]string // order id → what its last answer said it is
-	counts  map[string]int    // answers by what they said
-	cancels []verify.Op       // OrderRef in Key until decoded
-}
-
-// readLifecycle reads lifecycle.js's "ack", "said" and "cancel" lines.
-func readLifecycle(path string) (lifecycleRecord, error) {
-	rec := lifecycleRecord{said: map[string]string{}, counts: map[string]int{}}
-	err := scanConsole(path, func(msg string) error {
-		f := strings.Fields(msg)
-		switch {
-		case len(f) == 3 && (f[0] == "said" || f[0] == "ack"):
-			said := f[2]
-			if f[0] == "ack" {
-				said = "pending"
-			}
-			rec.said[f[1]] = said
-			rec.counts[said]++
-		case len(f) == 7 && f[0] == "cancel":
-			var call, ret int64
-			var inst, status int
-			if _, err := fmt.Sscanf(strings.Join([]string{f[1], f[2], f[5], f[6]}, " "), "%d %d %d %d", &call, &ret, &inst, &status); err != nil {
-				return fmt.Errorf("console: %q: %w", msg, err)
-			}
-			rec.cancels = append(rec.cancels, verify.Op{Kind: verify.Returned, User: f[4], Qty: 1, Key: f[3], Instance: fmt.Sprintf("instance-%d", inst),
-				Call: time.UnixMilli(call), Return: time.UnixMilli(ret).Add(time.Millisecond), Status: status})
-		}
-		return nil
-	})
-	return rec, err
-}
 
 // checkLifecycle waits until no order is pending, then runs the sale's
 // checks (checkScript: the database, the API, every order told to its
@@ -70,7 +34,7 @@ func (r *run) checkLifecycle(ctx context.Context, res *ScenarioResult, k6res k6R
 	}); err != nil {
 		res.bad("%v", err)
 	}
-	rec, err := readLifecycle(k6res.Console)
+	rec, err := readConsole(k6res.Console, r.orderIDs, &restockLog{}) // its restocks: none
 	if err != nil {
 		return err
 	}
@@ -84,7 +48,7 @@ func (r *run) checkLifecycle(ctx context.Context, res *ScenarioResult, k6res k6R
 	}
 	r.addReturns(res, rec, orders)
 	res.line("  answers: %d orders created; payments %d paid, %d order_expired; %d cancelled, %d cancels unanswered; stale-fence sweeps refused: %d",
-		rec.counts["pending"], rec.counts["paid"], rec.counts["expired"], rec.counts["cancelled"], rec.counts[cancelUnknown], r.metricSum(ctx, `seckill_sweep_seconds_count{outcome="stale_fence"} `))
+		rec.told["pending"], rec.told["paid"], rec.told["expired"], rec.told["cancelled"], rec.told[cancelUnknown], r.metricSum(ctx, `seckill_sweep_seconds_count{outcome="stale_fence"} `))
 	r.checkSaid(res, rec, orders)
 	r.checkResold(res, snap.Orders, units)
 	return r.checkScript(ctx, res, k6res, units)
@@ -94,7 +58,7 @@ func (r *run) checkLifecycle(ctx context.Context, res *ScenarioResult, k6res k6R
 // returned its unit within its cancel's interval (by the history's end
 // when the cancel went unanswered), an expired one within expirySlack of
 // its settled_at.
-func (r *run) addReturns(res *ScenarioResult, rec lifecycleRecord, orders map[int64]verify.Order) {
+func (r *run) addReturns(res *ScenarioResult, rec consoleLog, orders map[int64]verify.Order) {
 	end := time.Now() // after every answer and every sweep
 	cancelled := map[int64]bool{}
 	for _, c := range rec.cancels {
@@ -118,7 +82,7 @@ func (r *run) addReturns(res *ScenarioResult, rec lifecycleRecord, orders map[in
 }
 
 // checkSaid holds every order to what its buyer was last told.
-func (r *run) checkSaid(res *ScenarioResult, rec lifecycleRecord, orders map[int64]verify.Order) {
+func (r *run) checkSaid(res *ScenarioResult, rec consoleLog, orders map[int64]verify.Order) {
 	for id, said := range rec.said {
 		internal, ok := r.orderIDs.Decode(id)
 		if !ok {

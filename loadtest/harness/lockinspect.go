@@ -2,13 +2,16 @@ package harness
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/seckill/seckill/loadtest/verify"
+	"github.com/seckill/seckill/lock/locktest"
 )
 
 // LockInspectionFailed: the lock inspection API (GET /admin/v1/skus/{id}/lock)
@@ -151,38 +154,11 @@ func (li *LockInspection) String() string {
 }
 
 func (li *LockInspection) violations() []verify.Violation {
-	var out []verify.Violation
-	for _, p := range li.Problems {
-		out = append(out, verify.Violation{Name: LockInspectionFailed, Message: p})
-	}
+	ps := li.Problems
 	if li.dropped > 0 {
-		out = append(out, verify.Violation{Name: LockInspectionFailed, Message: fmt.Sprintf("%d more problems", li.dropped)})
+		ps = append(slices.Clip(ps), fmt.Sprintf("%d more problems", li.dropped))
 	}
-	return out
-}
-
-// inspectedSKUs are the SKUs the sampler reads.
-func (r *run) inspectedSKUs() []int64 {
-	ids := r.skuIDs
-	if len(ids) == 0 {
-		ids = []int64{r.skuID}
-	}
-	return ids[:min(len(ids), lockMaxSKUs)]
-}
-
-func (r *run) readLock(ctx context.Context, base string, sku int64) (lockAnswer, error) {
-	var a lockAnswer
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	err := r.admin(ctx, http.MethodGet, fmt.Sprintf("%s/admin/v1/skus/%d/lock", base, sku), "", http.StatusOK, &a)
-	return a, err
-}
-
-func (r *run) lockView(base string, sku int64) string {
-	if r.cfg.Lock == LockZooKeeper {
-		return fmt.Sprintf("%s sku %d", base, sku)
-	}
-	return fmt.Sprintf("sku %d", sku)
+	return violationsOf(LockInspectionFailed, ps...)
 }
 
 // sampleLocks polls the inspection API of every instance every 100ms
@@ -201,12 +177,16 @@ func (r *run) sampleLocks(ctx context.Context, li *LockInspection) {
 	}
 }
 
-// lockRound reads every sampled SKU's lock at every instance once,
-// checking each answer, and describes those held or unread.
+// lockRound reads the lock of every sampled SKU (the first lockMaxSKUs)
+// at every instance once, checking each answer, and describes those held
+// or unread.
 func (r *run) lockRound(ctx context.Context, li *LockInspection) (held []string) {
 	for _, base := range r.baseURLs {
-		for _, sku := range r.inspectedSKUs() {
-			a, err := r.readLock(ctx, base, sku)
+		for _, sku := range r.skuIDs[:min(len(r.skuIDs), lockMaxSKUs)] {
+			var a lockAnswer
+			rctx, cancel := context.WithTimeout(ctx, time.Second)
+			err := r.admin(rctx, http.MethodGet, fmt.Sprintf("%s/admin/v1/skus/%d/lock", base, sku), "", http.StatusOK, &a)
+			cancel()
 			switch {
 			case ctx.Err() != nil:
 				return append(held, ctx.Err().Error())
@@ -215,7 +195,11 @@ func (r *run) lockRound(ctx context.Context, li *LockInspection) (held []string)
 				held = append(held, fmt.Sprintf("sku %d at %s: %v", sku, base, err))
 				continue
 			}
-			li.add(r.lockView(base, sku), sku, a)
+			view := fmt.Sprintf("sku %d", sku)
+			if r.cfg.Lock == LockZooKeeper {
+				view = base + " " + view
+			}
+			li.add(view, sku, a)
 			if a.Held {
 				held = append(held, fmt.Sprintf("sku %d held by %s/%s (fence %s, lease left %dms, renewed %t)",
 					sku, a.Owner, a.Token, a.Fence, a.LeaseLeftMS, a.Renewed))
@@ -228,24 +212,20 @@ func (r *run) lockRound(ctx context.Context, li *LockInspection) (held []string)
 // lockIdle waits, bounded, for every sampled SKU's lock to be free on every
 // instance once the sale is over, checking each answer as during the sale.
 func (r *run) lockIdle(ctx context.Context, li *LockInspection) {
-	deadline := time.Now().Add(lockIdleWait)
 	start := time.Now()
-	for {
-		held := r.lockRound(ctx, li)
-		if len(held) == 0 {
-			li.Idle = fmt.Sprintf("free (after %.1fs)", time.Since(start).Seconds())
-			return
+	var held []string
+	err := locktest.Poll(ctx, "every lock free", lockIdleWait, 250*time.Millisecond, func(context.Context) error {
+		if held = r.lockRound(ctx, li); len(held) > 0 {
+			return errors.New("held")
 		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			li.Idle = "still held"
-			li.problem("%s after the sale: %s", lockIdleWait, strings.Join(held, "; "))
-			return
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(250 * time.Millisecond):
-		}
+		return nil
+	})
+	if err != nil {
+		li.Idle = "still held"
+		li.problem("%s after the sale: %s", lockIdleWait, strings.Join(held, "; "))
+		return
 	}
+	li.Idle = fmt.Sprintf("free (after %.1fs)", time.Since(start).Seconds())
 }
 
 // finishLocks completes the inspection after the sale and logs its line.

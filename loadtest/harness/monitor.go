@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"sync"
 	"time"
 )
 
@@ -52,23 +53,19 @@ func (r *run) stockReading(ctx context.Context) (stock, sold int64, err error) {
 func (r *run) watch(ctx context.Context, start time.Time) {
 	m := &r.monitor
 	threshold := int64(float64(r.cfg.Stock) * r.cfg.FaultAt)
-	faultDone := make(chan struct{})
-	faulted := r.cfg.Fault == FaultNone
-	if faulted {
-		close(faultDone)
-	}
+	armed := r.cfg.Fault != FaultNone
+	var fault sync.WaitGroup
+	defer fault.Wait()
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
-	lastSample := time.Time{}
+	var lastSample time.Time
 	for {
 		select {
 		case <-ctx.Done():
-			if !faulted {
+			if armed {
 				m.faultErr = fmt.Errorf("the %s fault was never injected: the sale never reached %d units sold (%.0f%% of the stock)",
 					r.cfg.Fault, threshold, r.cfg.FaultAt*100)
-				close(faultDone)
 			}
-			<-faultDone
 			return
 		case now := <-tick.C:
 			pctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
@@ -90,19 +87,15 @@ func (r *run) watch(ctx context.Context, start time.Time) {
 				m.soldOut = now
 				r.event("sold out: %d units (%.1fs after k6 started)", sold, since)
 			}
-			if !faulted && sold >= threshold {
-				faulted = true
+			if armed && sold >= threshold {
+				armed = false
 				if stock == 0 {
 					m.faultErr = fmt.Errorf("the sale sold out before the %s fault could strike: raise -stock or lower -fault-at", r.cfg.Fault)
-					close(faultDone)
 					continue
 				}
 				m.faultSold = sold
 				// Restoring the victim must finish even when k6 is done.
-				go func() {
-					defer close(faultDone)
-					m.faultErr = r.inject(context.WithoutCancel(ctx))
-				}()
+				fault.Go(func() { m.faultErr = r.inject(context.WithoutCancel(ctx)) })
 			}
 		}
 	}

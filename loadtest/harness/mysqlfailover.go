@@ -76,51 +76,47 @@ func (r *run) mysqlFailoverEnv() []string {
 // injectMySQLFailover stalls the replicas, loses the primary and fails
 // over to the more advanced replica.
 func (r *run) injectMySQLFailover(ctx context.Context) error {
-	m := &r.monitor
 	set := r.myfail.set
-	m.victims = "mariadb primary (server 1)"
-	m.faultStart = time.Now()
-	r.event("FAULT: replicas' IO threads stopped for %v (sold %d of %d; mysql.min_replicas %d)", r.cfg.FaultFor, m.faultSold, r.cfg.Stock, r.cfg.MySQLMinReplicas)
-	for _, s := range set.Replicas {
-		if err := s.StopIO(ctx); err != nil {
-			return err
-		}
-	}
-	r.restockDuringStall(ctx)
-	time.Sleep(r.cfg.FaultFor)
-	set.Primary.Kill()
-	r.event("FAULT: SIGKILL the primary")
-	best, bestSeq := -1, int64(-1)
-	for i, s := range set.Replicas {
-		if err := s.WaitApplied(ctx, 30*time.Second); err != nil {
-			return err
-		}
-		pos, err := s.Applied(ctx)
-		if err != nil {
-			return err
-		}
-		var d, srv, seq int64
-		if _, err := fmt.Sscanf(pos, "%d-%d-%d", &d, &srv, &seq); err != nil {
-			return fmt.Errorf("replica %d: position %q: %w", s.ID, pos, err)
-		}
-		if seq > bestSeq {
-			best, bestSeq = i, seq
-		}
-	}
-	promoted := set.Replicas[best]
-	if err := promoted.Promote(ctx); err != nil {
-		return err
-	}
-	for i, s := range set.Replicas {
-		if i != best {
-			if err := s.Follow(ctx, promoted); err != nil {
-				return err
+	what := fmt.Sprintf("replicas' IO threads stopped for %v (mysql.min_replicas %d)", r.cfg.FaultFor, r.cfg.MySQLMinReplicas)
+	return r.strike("mariadb primary (server 1)", what, func() (string, error) {
+		for _, s := range set.Replicas {
+			if err := s.StopIO(ctx); err != nil {
+				return "", err
 			}
 		}
-	}
-	r.myfail.mover.Move(promoted.Addr, true)
-	m.faultBack = time.Now()
-	r.event("FAULT: server %d promoted (applied up to seq %d), the other replica follows it, the address moved (%.1fs after the stall began)",
-		promoted.ID, bestSeq, m.faultBack.Sub(m.faultStart).Seconds())
-	return nil
+		r.restockDuringStall(ctx)
+		time.Sleep(r.cfg.FaultFor)
+		set.Primary.Kill()
+		r.event("FAULT: SIGKILL the primary")
+		best, bestSeq := -1, int64(-1)
+		for i, s := range set.Replicas {
+			if err := s.WaitApplied(ctx, 30*time.Second); err != nil {
+				return "", err
+			}
+			pos, err := s.Applied(ctx)
+			var d, srv, seq int64
+			if err == nil {
+				_, err = fmt.Sscanf(pos, "%d-%d-%d", &d, &srv, &seq)
+			}
+			if err != nil {
+				return "", fmt.Errorf("replica %d: position %q: %w", s.ID, pos, err)
+			}
+			if seq > bestSeq {
+				best, bestSeq = i, seq
+			}
+		}
+		promoted := set.Replicas[best]
+		if err := promoted.Promote(ctx); err != nil {
+			return "", err
+		}
+		for i, s := range set.Replicas {
+			if i != best {
+				if err := s.Follow(ctx, promoted); err != nil {
+					return "", err
+				}
+			}
+		}
+		r.myfail.mover.Move(promoted.Addr, true)
+		return fmt.Sprintf("server %d promoted (applied up to seq %d), the other replica follows it, the address moved", promoted.ID, bestSeq), nil
+	})
 }

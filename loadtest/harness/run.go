@@ -147,7 +147,9 @@ func (r *run) bringUp(ctx context.Context) error {
 	}
 	mctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	if out, err := runCmd(mctx, env, bin, "migrate", "up"); err != nil {
+	migrate := exec.CommandContext(mctx, bin, "migrate", "up")
+	migrate.Env = env
+	if out, err := migrate.CombinedOutput(); err != nil {
 		return fmt.Errorf("seckill migrate up: %w\n%s", err, out)
 	}
 	r.event("database %s migrated", r.dbName)
@@ -279,12 +281,15 @@ func (r *run) instanceEnv(runDSN string, maxConns int) ([]string, error) {
 		"SECKILL_AUTH_ORDER_ID_KEY="+orderIDKey,
 		"SECKILL_MYSQL_DSN="+runDSN,
 		"SECKILL_REDIS_ADDRS="+strings.Join(r.redisAddrs, ","),
+		"SECKILL_REDIS_MODE="+r.redisMode(),
 		"SECKILL_ADMIN_TOKEN="+r.token,
 		"SECKILL_LOG_LEVEL=warn",
 		"SECKILL_LOCK_PREFIX=seckill:lt:"+r.id+":",
 		"SECKILL_MYSQL_MAX_OPEN_CONNS="+strconv.Itoa(perInstance),
 	)
-	env = append(env, r.redisEnv()...)
+	if r.sentinels != nil {
+		env = append(env, "SECKILL_REDIS_MASTER_NAME="+sentinelMaster)
+	}
 	if r.zk != nil {
 		env = append(env, r.zkEnv()...)
 	}
@@ -352,25 +357,18 @@ func (r *run) checkAlive() error {
 	return errors.New(strings.Join(dead, "; "))
 }
 
-func runCmd(ctx context.Context, env []string, path string, args ...string) ([]byte, error) {
-	cmd := exec.CommandContext(ctx, path, args...)
-	cmd.Env = env
-	return cmd.CombinedOutput()
-}
-
-// redisEnv is the Redis part of the instances' environment: one server,
-// Redlock over several, or the sentinels of the failover fault.
-func (r *run) redisEnv() []string {
+// redisMode is the instances' SECKILL_REDIS_MODE: one server, Redlock
+// over several, or the failover fault's sentinels or cluster.
+func (r *run) redisMode() string {
 	switch {
 	case r.sentinels != nil:
-		return []string{"SECKILL_REDIS_MODE=sentinel", "SECKILL_REDIS_MASTER_NAME=" + sentinelMaster}
+		return "sentinel"
 	case r.cluster != nil:
-		return []string{"SECKILL_REDIS_MODE=cluster"}
+		return "cluster"
 	case len(r.redisAddrs) > 1:
-		return []string{"SECKILL_REDIS_MODE=redlock"}
-	default:
-		return []string{"SECKILL_REDIS_MODE=standalone"}
+		return "redlock"
 	}
+	return "standalone"
 }
 
 // setOrderIDs keeps the codec of the service's order ids; a target

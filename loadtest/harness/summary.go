@@ -140,11 +140,8 @@ func (r *run) verify(ctx context.Context, k6Start time.Time, k6res k6Result) (Su
 	if err != nil {
 		return s, err
 	}
-	s.Acknowledged = len(cons.Clients.Acknowledged)
-	s.Unanswered = len(cons.Clients.Unsure)
-	s.RefusedAfterUnknown = len(cons.Clients.Refused)
-	s.Unavailable = len(cons.Unavailable)
-	s.UnexpSample = cons.Unexpected
+	s.Acknowledged, s.Unanswered, s.RefusedAfterUnknown = len(cons.Clients.Acknowledged), len(cons.Clients.Unsure), len(cons.Clients.Refused)
+	s.Unavailable, s.UnexpSample = len(cons.Unavailable), cons.Unexpected
 	s.addMonitor(r.monitor, k6Start, r.cfg.Stock)
 	if err := r.checkSKUs(ctx, &s, cons); err != nil {
 		return s, err
@@ -152,8 +149,7 @@ func (r *run) verify(ctx context.Context, k6Start time.Time, k6res k6Result) (Su
 	if r.myfail != nil {
 		// Each order of the sale is one unit (sale.js buys quantity 1).
 		s.FailoverLost, s.FailoverOversold = s.Database.Lost, max(0, int64(s.Acknowledged)-r.restocks.totalStock(r.cfg.Stock))
-		min := r.cfg.MySQLMinReplicas
-		s.MySQLMinReplicas = &min
+		s.MySQLMinReplicas = &r.cfg.MySQLMinReplicas
 		fw, err := r.checkFailoverWrites(ctx, r.monitor.faultBack)
 		if err != nil {
 			return s, err
@@ -161,7 +157,7 @@ func (r *run) verify(ctx context.Context, k6Start time.Time, k6res k6Result) (Su
 		s.FailoverWrites = &fw
 		s.Violations = append(s.Violations, fw.violations()...)
 	}
-	s.Violations = append(s.Violations, auditViolations(r.audit(ctx))...)
+	s.Violations = append(s.Violations, violationsOf(AuditFailed, r.audit(ctx)...)...)
 	if r.locks != nil {
 		r.finishLocks(ctx, r.locks)
 		s.Locks = r.locks
@@ -187,11 +183,11 @@ func (r *run) newSummary(k6res k6Result) Summary {
 		Stock: cfg.Stock, PerUserLimit: cfg.PerUserLimit, PeakRate: cfg.Rate,
 		Duration: (cfg.Ramp + cfg.Hold).String(), K6ExitCode: k6res.ExitCode,
 		BoundMS: Latency{P95: float64(cfg.P95.Milliseconds()), P99: float64(cfg.P99.Milliseconds())},
+		Machine: fmt.Sprintf("%d CPUs, load average %s before, %s after", runtime.NumCPU(), r.loadBefore, loadAverage()),
 	}
 	if cfg.Target {
 		s.Mode = "target"
 	}
-	s.Machine = fmt.Sprintf("%d CPUs, load average %s before, %s after", runtime.NumCPU(), r.loadBefore, loadAverage())
 	return s
 }
 

@@ -51,15 +51,10 @@ func (r *run) zkEnv() []string {
 // session timeout, and the zxid fence (a new epoch) orders every lock
 // granted after the election above every lock granted before it.
 func (r *run) zkLeaderFault(ctx context.Context) error {
-	m := &r.monitor
 	old := r.zk.Leader()
 	if old == nil {
 		return errors.New("no zookeeper server leads")
 	}
-	m.victims = fmt.Sprintf("zookeeper-%d (ZooKeeper leader)", old.ID)
-	m.faultStart = time.Now()
-	r.event("FAULT: SIGKILL the ZooKeeper leader %s (sold %d of %d)", old.Addr, m.faultSold, r.cfg.Stock)
-	old.Stop()
 	elected := func(context.Context) error {
 		l := r.zk.Leader()
 		if l == nil {
@@ -72,12 +67,10 @@ func (r *run) zkLeaderFault(ctx context.Context) error {
 		}
 		return nil
 	}
-	if err := locktest.Poll(ctx, "ZooKeeper election", 90*time.Second, 50*time.Millisecond, elected); err != nil {
-		return err
-	}
-	m.faultBack = time.Now()
-	r.event("FAULT: a survivor leads %.1fs after the leader died", m.faultBack.Sub(m.faultStart).Seconds())
-	return nil
+	return r.strike(fmt.Sprintf("zookeeper-%d (ZooKeeper leader)", old.ID), "SIGKILL the ZooKeeper leader "+old.Addr, func() (string, error) {
+		old.Stop()
+		return "a survivor leads", locktest.Poll(ctx, "ZooKeeper election", 90*time.Second, 50*time.Millisecond, elected)
+	})
 }
 
 // validateLock checks the lock backend against the fault and the Redis

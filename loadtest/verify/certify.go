@@ -2,6 +2,7 @@ package verify
 
 import (
 	"math"
+	"slices"
 	"sort"
 	"time"
 )
@@ -20,16 +21,13 @@ import (
 // misfit names the first operation the certificate found no moment for
 // (a lead when the search does not conclude either).
 func certify(h History, bound time.Duration) (ok bool, misfit string) {
-	for _, op := range h.Ops {
-		switch op.Kind {
-		case Returned, Waited, Allotted, Left:
-			// Returned units raise the stock between restocks, and a
-			// waitlist moves units to its line, which placeWrites does not
-			// model: the search decides.
-			return false, "returned units or a waitlist, left to the search"
-		}
+	if hasKind(h, Returned, Waited, Allotted, Left) {
+		// Returned units raise the stock between restocks, and a waitlist
+		// moves units to its line, which placeWrites does not model: the
+		// search decides.
+		return false, "returned units or a waitlist, left to the search"
 	}
-	if !hasMaybe(h) {
+	if !hasKind(h, Maybe) {
 		return certifyResolved(h, bound)
 	}
 	// An undecided outcome may be taken either way (the model steps it
@@ -46,13 +44,9 @@ func certify(h History, bound time.Duration) (ok bool, misfit string) {
 	return false, misfit + " (undecided outcomes taken neither way)"
 }
 
-func hasMaybe(h History) bool {
-	for _, op := range h.Ops {
-		if op.Kind == Maybe {
-			return true
-		}
-	}
-	return false
+// hasKind reports whether h has an operation of one of kinds.
+func hasKind(h History, kinds ...string) bool {
+	return slices.ContainsFunc(h.Ops, func(op Op) bool { return slices.Contains(kinds, op.Kind) })
 }
 
 // decideMaybes is h with every undecided outcome a resolved sale (taken)

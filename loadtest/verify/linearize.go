@@ -165,10 +165,8 @@ func CheckHistory(h History, opt HistoryOptions) HistoryVerdict {
 		v.Violations = append(v.Violations, Violation{Name: HistoryNotConcluded, Message: v.Reason})
 	}
 	v.Took = time.Since(start).Round(time.Millisecond).Seconds()
-	for _, x := range v.Violations {
-		if len(v.Witnesses) < maxWitnesses {
-			v.Witnesses = append(v.Witnesses, x.Message)
-		}
+	for _, x := range v.Violations[:min(len(v.Violations), maxWitnesses)] {
+		v.Witnesses = append(v.Witnesses, x.Message)
 	}
 	if opt.Visualization != "" && v.Visualization == "" {
 		_ = os.Remove(opt.Visualization) // a stale one from an earlier check would mislead
@@ -178,20 +176,11 @@ func CheckHistory(h History, opt HistoryOptions) HistoryVerdict {
 
 // count counts the operations by kind.
 func (v *HistoryVerdict) count(ops []Op) {
+	n := map[string]int{}
 	for _, op := range ops {
-		switch op.Kind {
-		case Bought:
-			v.Bought++
-		case SoldOutAnswer:
-			v.SoldOut++
-		case LimitAnswer:
-			v.LimitExceeded++
-		case Restock:
-			v.Restocks++
-		case Returned:
-			v.Returns++
-		}
+		n[op.Kind]++
 	}
+	v.Bought, v.SoldOut, v.LimitExceeded, v.Restocks, v.Returns = n[Bought], n[SoldOutAnswer], n[LimitAnswer], n[Restock], n[Returned]
 }
 
 // search runs Porcupine over the searched operations and records what it

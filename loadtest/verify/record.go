@@ -35,33 +35,21 @@ type Attempt struct {
 
 // ParseAttempt parses one history line (see Attempt).
 func ParseAttempt(line string) (Attempt, error) {
-	f := strings.Fields(line)
 	var a Attempt
-	if len(f) != 14 || f[0] != "hist" {
+	var call, ret int64
+	var id string
+	if f := strings.Fields(line); len(f) != 14 {
 		return a, fmt.Errorf("history: not a record: %q", line)
 	}
-	var nums [6]int64
-	for i, idx := range []int{1, 2, 3, 4, 6, 10} {
-		v, err := strconv.ParseInt(f[idx], 10, 64)
-		if err != nil {
-			return a, fmt.Errorf("history: field %d of %q: %w", idx, line, err)
-		}
-		nums[i] = v
+	if _, err := fmt.Sscanf(line, "hist %d %d %d %d %s %d %s %s %s %d %d %s %s", &call, &ret, &a.VU, &a.Iteration,
+		&a.Kind, &a.Attempt, &a.Instance, &a.User, &a.Key, &a.Qty, &a.Status, &a.Code, &id); err != nil {
+		return a, fmt.Errorf("history: %q: %w", line, err)
 	}
-	status, err := strconv.Atoi(f[11])
-	if err != nil {
-		return a, fmt.Errorf("history: status of %q: %w", line, err)
-	}
-	a.Call, a.Return = time.UnixMilli(nums[0]), time.UnixMilli(nums[1])
-	a.VU, a.Iteration, a.Kind, a.Attempt = int(nums[2]), nums[3], f[5], int(nums[4])
-	a.Instance, a.User, a.Key, a.Qty, a.Status = f[7], f[8], dash(f[9]), nums[5], status
-	a.Code = dash(f[12])
-	if id := dash(f[13]); id != "" {
-		if n, err := strconv.ParseInt(id, 10, 64); err == nil {
-			a.OrderID = n
-		} else {
-			a.OrderRef = id
-		}
+	a.Call, a.Return, a.Key, a.Code, id = time.UnixMilli(call), time.UnixMilli(ret), dash(a.Key), dash(a.Code), dash(id)
+	if n, err := strconv.ParseInt(id, 10, 64); err == nil {
+		a.OrderID = n
+	} else {
+		a.OrderRef = id
 	}
 	return a, nil
 }
