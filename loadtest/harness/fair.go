@@ -74,12 +74,14 @@ func RunFair(ctx context.Context, cfg Config, units int64, buyers int) (res Scen
 	if err := ctx.Err(); err != nil {
 		return res, err
 	}
-	res.line("  arrivals: %s", timeArrivals(ctx, clock, clockErr, fr))
+	took := time.Since(start)
+	arrivals := timeArrivals(ctx, clock, clockErr, fr)
 	env := "defaults"
 	if len(cfg.Env) > 0 {
 		env = strings.Join(cfg.Env, " ")
 	}
-	res.line("fair: %d units, %d buyers over %s, %d instance(s), %s (%.1fs)", units, buyers, fairOver, len(r.instances), env, time.Since(start).Seconds())
+	res.line("fair: %d units, %d buyers over %s, %d instance(s), %s (%.1fs)", units, buyers, fairOver, len(r.instances), env, took.Seconds())
+	res.line("  arrivals: %s", arrivals)
 	fr.count(&res, units)
 	res.line("  orders sold without the lock (degraded, in one instance's order): %d", fr.metricSum(ctx, "seckill_orders_unlocked_total "))
 	return res, r.checkAnswers(ctx, &res, units, fr.clients(), fr.attempts)

@@ -47,18 +47,17 @@ type waitRun struct {
 	holders, waiters *fairRun
 	pollOn           []int       // the instances the waiters long-poll
 	heard            []waitHeard // by waiter
-	returning        time.Time   // when the first unit could come back
 	freeWhileWaiting string      // what the SKU held while waiters waited, when it held units
-	// heard counts the polling instances' long-polls answered after a
-	// commit elsewhere while the units came back: within waitHeardGoal, and all.
+	// The polling instances' long-polls answered after a commit elsewhere
+	// while the units came back: within waitHeardGoal, and all.
 	heardWithin, heardAll float64
 }
 
-// waitHeard is what a waiter's long-poll heard.
+// waitHeard is what a waiter's long-poll heard: when it read its order
+// pending, and the order's last status it read.
 type waitHeard struct {
-	allocated time.Time // when it heard its order pending
-	final     string    // the order's last status it read
-	paid      bool
+	allocated time.Time
+	final     string
 }
 
 // RunWaitlist starts the database, a private Redis and cfg's instances
@@ -106,6 +105,7 @@ func (w *waitRun) acts(ctx context.Context) error {
 	w.each(waitCancels, waitCancels+waitPays, func(k int) { w.pay(ctx, k, w.holders.buyers[k].ref) })
 	r.event("waitlist: %d waiters over %s", waitBuyers, waitOver)
 	w.waiters.send(ctx, waitOver)
+	joined := time.Now()
 	leader, err := r.sweeperLeader(ctx, -1)
 	if err != nil {
 		return err
@@ -128,7 +128,6 @@ func (w *waitRun) acts(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
-	w.returning = time.Now()
 	within, all := w.heardSoFar(ctx)
 	if err := w.returns(ctx); err != nil {
 		return err
@@ -139,8 +138,9 @@ func (w *waitRun) acts(ctx context.Context) error {
 	}
 	w.heardWithin, w.heardAll = w.heardSoFar(ctx)
 	w.heardWithin, w.heardAll = w.heardWithin-within, w.heardAll-all
-	if err := w.settled(ctx); err != nil {
-		return err
+	var early int
+	if err := r.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM orders WHERE sku_id = ? AND allocated_at < ?", r.skuID, joined.UTC()).Scan(&early); err != nil || early > 0 {
+		return fmt.Errorf("units came back before every waiter had joined (%d given early, %v): the box is too slow for this run", early, err)
 	}
 	r.event("waitlist: the sale ends")
 	ends := time.Now().Add(100 * time.Millisecond).UTC().Format(time.RFC3339Nano)
@@ -164,7 +164,7 @@ func (w *waitRun) returns(ctx context.Context) error {
 	w.each(0, waitCancels, func(k int) {
 		b := w.holders.buyers[k]
 		call := time.Now()
-		p := w.retried(ctx, http.MethodPost, r.baseURLs[0]+"/api/v1/orders/"+b.ref+"/cancel", "")
+		p := w.retried(ctx, 0, "/api/v1/orders/"+b.ref+"/cancel", "")
 		op := verify.Op{Kind: verify.Returned, User: w.holders.user(k), Qty: 1, OrderID: b.orderID, Instance: "instance-0",
 			Call: call, Return: time.Now(), Status: p.status}
 		w.holders.mu.Lock()
@@ -243,21 +243,20 @@ func (w *waitRun) each(from, to int, f func(k int)) {
 	wg.Wait()
 }
 
-// pay confirms the order ref as the payment system does, on the next
-// instance each time it is told to come back; it reports whether the
-// order is paid.
+// pay confirms the order ref as the payment system does; it reports
+// whether the order is paid.
 func (w *waitRun) pay(ctx context.Context, k int, ref string) bool {
-	p := w.retried(ctx, http.MethodPost, w.baseURLs[k%len(w.baseURLs)]+"/internal/v1/orders/"+ref+"/paid", w.payToken)
-	return p.status == http.StatusOK
+	return w.retried(ctx, k, "/internal/v1/orders/"+ref+"/paid", w.payToken).status == http.StatusOK
 }
 
-// retried sends a request until it is answered other than 503 or not at
-// all, moving to the next instance each time, within waitMaxTries.
-func (w *waitRun) retried(ctx context.Context, method, url, token string) reply {
+// retried POSTs to path, from instance i on, until it is answered other
+// than 429 or 503, moving to the next instance each time it is not,
+// within waitMaxTries.
+func (w *waitRun) retried(ctx context.Context, i int, path, token string) reply {
 	var p reply
 	for try := 0; try < waitMaxTries && ctx.Err() == nil; try++ {
 		var err error
-		p, err = w.run.send(ctx, method, url, "", token, "")
+		p, err = w.run.send(ctx, http.MethodPost, w.baseURLs[(i+try)%len(w.baseURLs)]+path, "", token, "")
 		if err == nil && p.status != http.StatusServiceUnavailable && p.status != http.StatusTooManyRequests {
 			return p
 		}
@@ -292,7 +291,7 @@ func (w *waitRun) follow(ctx context.Context, k int) {
 			if h.allocated.IsZero() {
 				h.allocated = time.Now()
 			}
-			if h.paid = w.pay(ctx, k, b.ref); h.paid {
+			if w.pay(ctx, k, b.ref) {
 				h.final = "paid"
 				return
 			}
