@@ -14,12 +14,6 @@ import (
 	"github.com/seckill/seckill/lock/locktest"
 )
 
-// LockInspectionFailed: the lock inspection API (GET /admin/v1/skus/{id}/lock)
-// showed a holder without an owner or with more of its token than a prefix,
-// a fence lower than one it showed before for the SKU, or a lock still held
-// once the sale was over.
-const LockInspectionFailed = "lock_inspection"
-
 const (
 	lockSampleEvery = 100 * time.Millisecond
 	lockMaxSamples  = 5000 // answers kept in the count; polling stops past it
