@@ -188,15 +188,12 @@ func (r *run) newSummary(k6res k6Result) Summary {
 
 // addK6 takes k6's counts, latencies and failed thresholds.
 func (s *Summary) addK6(ks k6Summary) {
-	s.Requests = int64(ks.value("http_reqs", "count"))
-	s.ReqPerSec = ks.value("http_reqs", "rate")
-	s.Dropped = int64(ks.value("dropped_iterations", "count"))
-	s.Unexpected = int64(ks.value("unexpected_status", "count"))
-	s.Retried = int64(ks.value("retried", "count"))
-	s.GaveUp = int64(ks.value("gave_up", "count"))
+	count := func(name string) int64 { return int64(ks.Metrics[name].Count) }
+	s.Requests, s.ReqPerSec, s.Dropped = count("http_reqs"), ks.Metrics["http_reqs"].Rate, count("dropped_iterations")
+	s.Unexpected, s.Retried, s.GaveUp = count("unexpected_status"), count("retried"), count("gave_up")
 	s.ByStatus, s.ByCode = map[string]int64{}, map[string]int64{}
 	for name := range ks.Metrics {
-		if n := int64(ks.value(name, "count")); n > 0 {
+		if n := count(name); n > 0 {
 			if st, ok := strings.CutPrefix(name, "status_"); ok {
 				s.ByStatus[st] = n
 			} else if code, ok := strings.CutPrefix(name, "code_"); ok {
@@ -204,8 +201,8 @@ func (s *Summary) addK6(ks k6Summary) {
 			}
 		}
 	}
-	lat := "http_req_duration{kind:order}"
-	s.LatencyMS = Latency{P50: ks.value(lat, "med"), P95: ks.value(lat, "p(95)"), P99: ks.value(lat, "p(99)"), Max: ks.value(lat, "max")}
+	lat := ks.Metrics["http_req_duration{kind:order}"]
+	s.LatencyMS = Latency{P50: lat.Med, P95: lat.P95, P99: lat.P99, Max: lat.Max}
 	s.Thresholds = ks.failedThresholds()
 }
 
