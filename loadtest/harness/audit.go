@@ -9,10 +9,6 @@ import (
 	"github.com/seckill/seckill/loadtest/verify"
 )
 
-// AuditFailed: `seckill audit` (internal/audit) finds a SKU of the run's
-// database breaking an invariant, or could not read it.
-const AuditFailed = "audit"
-
 // audit runs the operator's audit over the run's database, after the
 // sale, and describes each SKU that fails it; nothing when it agrees, or
 // when the runner has no database of its own (target mode).

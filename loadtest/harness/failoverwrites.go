@@ -25,11 +25,6 @@ const (
 	writeSKU   = 1_000_000 // units: never sold out
 )
 
-// AcknowledgedWriteMissing: an order, payment, cancel or stock change of
-// the mysql-failover fault answered 200/201 is not on the survivor, or
-// none was acknowledged after the failover.
-const AcknowledgedWriteMissing = "acknowledged_write_missing"
-
 // FailoverWrites counts, by kind, the writes acknowledged and those the
 // survivor lacks: an order not there, a payment whose order is not paid,
 // a cancel whose order is not cancelled, a stock not as the answer left it.

@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
@@ -63,11 +64,14 @@ func TestReadConsole(t *testing.T) {
 }
 
 func TestFailedThresholds(t *testing.T) {
-	s := k6Summary{Metrics: map[string]map[string]any{
-		"unexpected_status":             {"count": 3.0, "thresholds": map[string]any{"count==0": true}},
-		"http_req_duration{kind:order}": {"p(95)": 10.0, "thresholds": map[string]any{"p(95)<1000": false, "p(99)<3000": true}},
-		"http_reqs":                     {"count": 100.0},
-	}}
+	var s k6Summary
+	raw := `{"metrics": {
+		"unexpected_status": {"count": 3, "thresholds": {"count==0": true}},
+		"http_req_duration{kind:order}": {"p(95)": 10, "thresholds": {"p(95)<1000": false, "p(99)<3000": true}},
+		"http_reqs": {"count": 100, "rate": 5}}}`
+	if err := json.Unmarshal([]byte(raw), &s); err != nil {
+		t.Fatal(err)
+	}
 	want := []string{"http_req_duration{kind:order}: p(99)<3000", "unexpected_status: count==0"}
 	if got := s.failedThresholds(); !slices.Equal(got, want) {
 		t.Errorf("failedThresholds() = %q; want %q", got, want)

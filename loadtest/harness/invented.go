@@ -61,7 +61,7 @@ func RunInvented(ctx context.Context, cfg Config, requests int) (res ScenarioRes
 	if err != nil {
 		return res, err
 	}
-	sent, missed := int(ks.value("http_reqs", "count")), int(ks.value("not_found_missed", "count"))
+	sent, missed := int(ks.Metrics["http_reqs"].Count), int(ks.Metrics["not_found_missed"].Count)
 	res.line("invented SKU ids: %d orders sent, %d answered other than 404 sku_not_found", sent, missed)
 	if sent != requests || missed > 0 {
 		res.bad("%d of %d orders answered 404 sku_not_found (%d sent)", sent-missed, requests, sent)

@@ -203,9 +203,17 @@ func consoleMsg(line string) string {
 	return strings.Trim(rest, `"`)
 }
 
-// k6Summary is the part of --summary-export the summary shows.
+// k6Summary is the part of --summary-export the runner reads: each
+// metric's figures and its thresholds, true when failed.
 type k6Summary struct {
-	Metrics map[string]map[string]any `json:"metrics"`
+	Metrics map[string]k6Metric `json:"metrics"`
+}
+
+type k6Metric struct {
+	Count, Rate, Med, Max float64
+	P95                   float64         `json:"p(95)"`
+	P99                   float64         `json:"p(99)"`
+	Thresholds            map[string]bool `json:"thresholds"`
 }
 
 func readK6Summary(path string) (k6Summary, error) {
@@ -220,19 +228,12 @@ func readK6Summary(path string) (k6Summary, error) {
 	return s, nil
 }
 
-func (s k6Summary) value(metric, field string) float64 {
-	v, _ := s.Metrics[metric][field].(float64)
-	return v
-}
-
-// failedThresholds lists the thresholds k6 marked failed. In the summary
-// export, a threshold's value is true when it failed.
+// failedThresholds lists the thresholds k6 marked failed.
 func (s k6Summary) failedThresholds() []string {
 	var failed []string
 	for name, m := range s.Metrics {
-		th, _ := m["thresholds"].(map[string]any)
-		for expr, v := range th {
-			if b, _ := v.(bool); b {
+		for expr, bad := range m.Thresholds {
+			if bad {
 				failed = append(failed, name+": "+expr)
 			}
 		}

@@ -2,7 +2,9 @@ package harness
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -48,60 +50,37 @@ func (r *run) skuList() string {
 	return strings.Join(ids, ",")
 }
 
-// skuOf returns the SKU a buyer's records belong to: the sale's only SKU,
-// or the one its id names, "<run>-s<sku>-...", as sale.js builds it.
-func (r *run) skuOf(user string) (int64, bool) {
-	if len(r.skuIDs) == 1 {
-		return r.skuIDs[0], true
-	}
-	_, rest, ok := strings.Cut(user, "-s")
-	num, _, _ := strings.Cut(rest, "-")
-	id, err := strconv.ParseInt(num, 10, 64)
-	return id, ok && err == nil
-}
-
-// splitClients splits the clients' record by SKU. A record whose buyer
-// names no SKU of the sale is an error: it could hide a lost order.
-func (r *run) splitClients(c verify.Clients) (map[int64]*verify.Clients, error) {
-	out := make(map[int64]*verify.Clients, len(r.skuIDs))
-	for _, id := range r.skuIDs {
-		out[id] = &verify.Clients{}
-	}
-	var err error
-	of := func(user string) *verify.Clients {
-		id, ok := r.skuOf(user)
-		if c := out[id]; ok && c != nil {
-			return c
+// bySKU splits records by the SKU their buyer (user) names,
+// "<run>-s<sku>-...", as sale.js builds it; with one SKU every record is
+// its. A buyer naming no SKU of the sale is an error: it could hide a
+// lost order.
+func bySKU[T any](r *run, records []T, user func(T) string) (map[int64][]T, error) {
+	out := make(map[int64][]T, len(r.skuIDs))
+	for _, x := range records {
+		id := r.skuIDs[0]
+		if len(r.skuIDs) > 1 {
+			_, rest, _ := strings.Cut(user(x), "-s")
+			num, _, _ := strings.Cut(rest, "-")
+			var err error
+			if id, err = strconv.ParseInt(num, 10, 64); err != nil || !slices.Contains(r.skuIDs, id) {
+				return nil, fmt.Errorf("the clients' record: buyer %q names no SKU of the sale", user(x))
+			}
 		}
-		err = fmt.Errorf("clients' record: buyer %q names no SKU of the sale", user)
-		return &verify.Clients{}
-	}
-	for _, a := range c.Acknowledged {
-		cs := of(a.UserID)
-		cs.Acknowledged = append(cs.Acknowledged, a)
-	}
-	for _, u := range c.Unsure {
-		cs := of(u)
-		cs.Unsure = append(cs.Unsure, u)
-	}
-	for _, f := range c.Refused {
-		cs := of(f.UserID)
-		cs.Refused = append(cs.Refused, f)
-	}
-	return out, err
-}
-
-// splitAttempts splits the recorded order requests by SKU.
-func (r *run) splitAttempts(attempts []verify.Attempt) (map[int64][]verify.Attempt, error) {
-	out := make(map[int64][]verify.Attempt, len(r.skuIDs))
-	for _, a := range attempts {
-		id, ok := r.skuOf(a.User)
-		if !ok {
-			return nil, fmt.Errorf("history: buyer %q names no SKU of the sale", a.User)
-		}
-		out[id] = append(out[id], a)
+		out[id] = append(out[id], x)
 	}
 	return out, nil
+}
+
+// splitClients splits the clients' record by SKU (see bySKU).
+func (r *run) splitClients(c verify.Clients) (map[int64]*verify.Clients, error) {
+	acks, err1 := bySKU(r, c.Acknowledged, func(a verify.Ack) string { return a.UserID })
+	unsure, err2 := bySKU(r, c.Unsure, func(u string) string { return u })
+	refused, err3 := bySKU(r, c.Refused, func(f verify.Refusal) string { return f.UserID })
+	out := make(map[int64]*verify.Clients, len(r.skuIDs))
+	for _, id := range r.skuIDs {
+		out[id] = &verify.Clients{Acknowledged: acks[id], Unsure: unsure[id], Refused: refused[id]}
+	}
+	return out, errors.Join(err1, err2, err3)
 }
 
 // skuCheck is what the verifier found for one SKU.
@@ -180,7 +159,7 @@ func (r *run) checkSKU(ctx context.Context, id, stock int64, clients *verify.Cli
 // SKU its reports as they are; for many, their sums, one verdict per SKU
 // and the violations of each.
 func (r *run) checkSKUs(ctx context.Context, s *Summary, cons consoleLog) error {
-	byAttempts, err := r.splitAttempts(cons.Attempts)
+	byAttempts, err := bySKU(r, cons.Attempts, func(a verify.Attempt) string { return a.User })
 	if err != nil {
 		return err
 	}

@@ -1,15 +1,12 @@
 package harness
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
 	"math"
 	"os"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"sort"
@@ -21,20 +18,18 @@ import (
 	"github.com/seckill/seckill/lock/locktest"
 )
 
-// Violation names the runner adds to the verifier's.
+// Violation names the runner adds to the verifier's (loadtest/README.md).
 const (
-	// UnavailableOutsideFault: a 503 or dropped connection outside the
-	// fault window (from the kill to UnavailableGrace after the restart).
-	UnavailableOutsideFault = "unavailable_outside_fault"
-	// InstanceExited: a service instance died on its own during the run.
-	InstanceExited = "instance_exited"
-	// K6Thresholds: k6 reported an answer outside the contract or latency
-	// past the bound.
-	K6Thresholds = "k6_thresholds"
+	UnavailableOutsideFault  = "unavailable_outside_fault"  // a 503 or dropped connection outside the fault window (the kill to UnavailableGrace after the restart)
+	InstanceExited           = "instance_exited"            // a service instance died on its own during the run
+	K6Thresholds             = "k6_thresholds"              // k6 reported an answer outside the contract or latency past the bound
+	AuditFailed              = "audit"                      // `seckill audit` finds a SKU of the run's database breaking an invariant, or could not read it
+	LockInspectionFailed     = "lock_inspection"            // GET /admin/v1/skus/{id}/lock showed a holder without owner or with more than a token prefix, a fence lower than before, or a lock held after the sale
+	AcknowledgedWriteMissing = "acknowledged_write_missing" // -fault mysql-failover: a write answered 200/201 is not on the survivor, or none was acknowledged after the failover
 )
 
 // Summary is what a run measured and concluded; it is written as
-// summary.json and printed as text.
+// summary.json and printed as text (and kept as summary.txt).
 type Summary struct {
 	Run          string   `json:"run"`
 	Mode         string   `json:"mode"` // local or target
@@ -193,15 +188,12 @@ func (r *run) newSummary(k6res k6Result) Summary {
 
 // addK6 takes k6's counts, latencies and failed thresholds.
 func (s *Summary) addK6(ks k6Summary) {
-	s.Requests = int64(ks.value("http_reqs", "count"))
-	s.ReqPerSec = ks.value("http_reqs", "rate")
-	s.Dropped = int64(ks.value("dropped_iterations", "count"))
-	s.Unexpected = int64(ks.value("unexpected_status", "count"))
-	s.Retried = int64(ks.value("retried", "count"))
-	s.GaveUp = int64(ks.value("gave_up", "count"))
+	count := func(name string) int64 { return int64(ks.Metrics[name].Count) }
+	s.Requests, s.ReqPerSec, s.Dropped = count("http_reqs"), ks.Metrics["http_reqs"].Rate, count("dropped_iterations")
+	s.Unexpected, s.Retried, s.GaveUp = count("unexpected_status"), count("retried"), count("gave_up")
 	s.ByStatus, s.ByCode = map[string]int64{}, map[string]int64{}
 	for name := range ks.Metrics {
-		if n := int64(ks.value(name, "count")); n > 0 {
+		if n := count(name); n > 0 {
 			if st, ok := strings.CutPrefix(name, "status_"); ok {
 				s.ByStatus[st] = n
 			} else if code, ok := strings.CutPrefix(name, "code_"); ok {
@@ -209,8 +201,8 @@ func (s *Summary) addK6(ks k6Summary) {
 			}
 		}
 	}
-	lat := "http_req_duration{kind:order}"
-	s.LatencyMS = Latency{P50: ks.value(lat, "med"), P95: ks.value(lat, "p(95)"), P99: ks.value(lat, "p(99)"), Max: ks.value(lat, "max")}
+	lat := ks.Metrics["http_req_duration{kind:order}"]
+	s.LatencyMS = Latency{P50: lat.Med, P95: lat.P95, P99: lat.P99, Max: lat.Max}
 	s.Thresholds = ks.failedThresholds()
 }
 
@@ -309,29 +301,6 @@ func round(v float64, digits int) float64 {
 	return math.Round(v*p) / p
 }
 
-// writeResults writes summary.json (the numbers) and summary.html (the
-// verdict, the chart and the text printed) beside k6's files and points
-// results/latest at the run.
-func (r *run) writeResults(s Summary) error {
-	raw, err := json.MarshalIndent(s, "", "  ")
-	if err == nil {
-		err = os.WriteFile(filepath.Join(r.dir, "summary.json"), append(raw, '\n'), 0o644)
-	}
-	var page bytes.Buffer
-	if err == nil {
-		err = s.writeHTML(&page)
-	}
-	if err == nil {
-		err = os.WriteFile(filepath.Join(r.dir, "summary.html"), page.Bytes(), 0o644)
-	}
-	if err != nil {
-		return err
-	}
-	latest := filepath.Join(filepath.Dir(r.dir), "latest")
-	_ = os.Remove(latest) // absent the first time
-	return os.Symlink(filepath.Base(r.dir), latest)
-}
-
 // WriteText prints the summary for people.
 func (s Summary) WriteText(w io.Writer, dir string) {
 	p := func(format string, args ...any) { fmt.Fprintf(w, format+"\n", args...) }
@@ -349,7 +318,7 @@ func (s Summary) WriteText(w io.Writer, dir string) {
 		}
 	}
 	if dir != "" {
-		p("  results       %s (summary.html, report.html, summary.json, logs)", dir)
+		p("  results       %s (summary.txt, summary.json, report.html, logs)", dir)
 	}
 }
 
@@ -413,6 +382,9 @@ func (s Summary) writeFindings(p func(string, ...any)) {
 	}
 	if h := s.History; h != nil {
 		p("  history       %s", h)
+		if h.Visualization != "" {
+			p("                its search drawn in %s", h.Visualization)
+		}
 	}
 	if s.Locks != nil {
 		p("  lock inspection: %s", s.Locks)

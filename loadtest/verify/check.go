@@ -122,13 +122,8 @@ func (r *Report) checkLimit(perUser map[string]int64) {
 
 // checkPurchases compares user_purchases with the orders, user by user.
 func (r *Report) checkPurchases(perUser, purchases map[string]int64) {
-	users := map[string]bool{}
-	for u := range perUser {
-		users[u] = true
-	}
-	for u := range purchases {
-		users[u] = true
-	}
+	users := maps.Clone(purchases)
+	maps.Copy(users, perUser)
 	var off []string
 	for _, u := range slices.Sorted(maps.Keys(users)) {
 		if perUser[u] != purchases[u] {

@@ -17,24 +17,13 @@ const (
 	NotConcluded = "not concluded"
 )
 
-// Violation names of the history check.
+// Violation names of the history check (loadtest/README.md).
 const (
-	// SaleAfterSoldOut: a 201 sale invoked after a sold_out answer had
-	// returned, with no restock that could fall between.
-	SaleAfterSoldOut = "sale_after_sold_out"
-	// SoldPastZero: more units sold between two restocks (or before the
-	// first, or after the last) than the stock the earlier one set, by
-	// sales that can only fall between them.
-	SoldPastZero = "sold_past_zero"
-	// SoldOutWhileStockRemained: a sold_out answer after the last restock
-	// (beyond the staleness bound) while the sale ended with units left.
-	SoldOutWhileStockRemained = "sold_out_while_stock_remained"
-	// HistoryNotLinearizable: Porcupine found no order of the operations,
-	// each within its interval, that one stock counter could have
-	// answered.
-	HistoryNotLinearizable = "history_not_linearizable"
-	// HistoryNotConcluded: the history check could not decide.
-	HistoryNotConcluded = "history_not_concluded"
+	SaleAfterSoldOut          = "sale_after_sold_out"           // a 201 invoked after a sold_out had returned, with no restock that could fall between
+	SoldPastZero              = "sold_past_zero"                // more units sold between two restocks than the earlier one set, by sales that can only fall between them
+	SoldOutWhileStockRemained = "sold_out_while_stock_remained" // a sold_out after the last restock (beyond the bound) while the sale ended with units left
+	HistoryNotLinearizable    = "history_not_linearizable"      // no order of the operations, each within its interval, is one stock counter's
+	HistoryNotConcluded       = "history_not_concluded"         // the history check could not decide
 )
 
 // HistoryOptions bound the history check.

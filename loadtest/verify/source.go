@@ -104,16 +104,13 @@ func FromAPI(ctx context.Context, c *http.Client, baseURL, token string, skuID i
 	s := Snapshot{Source: "api"}
 	base := strings.TrimRight(baseURL, "/")
 	var sku struct {
-		ID           int64  `json:"id"`
-		TotalStock   *int64 `json:"total_stock"`
-		Stock        int64  `json:"stock"`
-		Sold         int64  `json:"sold"`
-		PerUserLimit int64  `json:"per_user_limit"`
+		SKU
+		TotalStock *int64 `json:"total_stock"` // nil when not shown (see HasTotal)
 	}
 	if err := getJSON(ctx, c, fmt.Sprintf("%s/admin/v1/skus/%d", base, skuID), token, &sku); err != nil {
 		return s, err
 	}
-	s.SKU = SKU{ID: sku.ID, Stock: sku.Stock, Sold: sku.Sold, PerUserLimit: sku.PerUserLimit}
+	s.SKU = sku.SKU
 	if sku.TotalStock != nil {
 		s.SKU.TotalStock, s.HasTotal = *sku.TotalStock, true
 	}

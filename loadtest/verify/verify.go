@@ -15,41 +15,22 @@ import (
 )
 
 // Violation names. They are stable: scripts and tests match on them.
+// loadtest/README.md says what each means.
 const (
-	// NegativeStock: the SKU's stock is below zero.
-	NegativeStock = "negative_stock"
-	// StockDoesNotAddUp: stock + sold differs from total_stock.
-	StockDoesNotAddUp = "stock_does_not_add_up"
-	// TotalStockChanged: total_stock is not the stock the sale started with
-	// (a load run never restocks).
-	TotalStockChanged = "total_stock_changed"
-	// Oversold: more units sold than the sale started with.
-	Oversold = "oversold"
-	// NotSoldOut: the sale was expected to sell out but stock remains.
-	NotSoldOut = "not_sold_out"
-	// OrderWithoutDecrement: the orders hold more units than were sold.
-	OrderWithoutDecrement = "order_without_decrement"
-	// UnitSoldWithoutOrder: more units were sold than the orders hold.
-	UnitSoldWithoutOrder = "unit_sold_without_order"
-	// UserOverLimit: a user's orders add up to more than per_user_limit.
-	UserOverLimit = "user_over_limit"
-	// PurchasesDisagreeWithOrders: user_purchases does not match the sum of
-	// the user's orders.
-	PurchasesDisagreeWithOrders = "purchases_disagree_with_orders"
-	// DuplicateIdempotencyKey: one buyer's Idempotency-Key names two orders.
-	DuplicateIdempotencyKey = "duplicate_idempotency_key"
-	// AcknowledgedOrderMissing: a client was answered 201/200 with an order
-	// that is not there (or belongs to someone else).
-	AcknowledgedOrderMissing = "acknowledged_order_missing"
-	// PhantomOrder: an order no client was told about, whose user never
-	// had a request of unknown outcome that could have placed it.
-	PhantomOrder = "phantom_order"
-	// RefusedButOrdered: a client was refused (409) after an attempt of
-	// unknown outcome, yet its Idempotency-Key names an order.
-	RefusedButOrdered = "refused_but_ordered"
-	// APIDisagreesWithDatabase: the admin API shows other numbers or other
-	// orders than the database.
-	APIDisagreesWithDatabase = "api_disagrees_with_database"
+	NegativeStock               = "negative_stock"                 // the SKU's stock is below zero
+	StockDoesNotAddUp           = "stock_does_not_add_up"          // stock + sold differs from total_stock
+	TotalStockChanged           = "total_stock_changed"            // total_stock is not what the sale had to sell (the initial stock, or what the restocks left)
+	Oversold                    = "oversold"                       // more units sold than the sale started with
+	NotSoldOut                  = "not_sold_out"                   // the sale was expected to sell out but stock remains
+	OrderWithoutDecrement       = "order_without_decrement"        // the orders hold more units than were sold
+	UnitSoldWithoutOrder        = "unit_sold_without_order"        // more units were sold than the orders hold
+	UserOverLimit               = "user_over_limit"                // a user's orders add up to more than per_user_limit
+	PurchasesDisagreeWithOrders = "purchases_disagree_with_orders" // user_purchases does not match the sum of the user's orders
+	DuplicateIdempotencyKey     = "duplicate_idempotency_key"      // one buyer's Idempotency-Key names two orders
+	AcknowledgedOrderMissing    = "acknowledged_order_missing"     // a client was answered 201/200 with an order that is not there (or belongs to someone else)
+	PhantomOrder                = "phantom_order"                  // an order no client was told about, whose user never had a request of unknown outcome that could have placed it
+	RefusedButOrdered           = "refused_but_ordered"            // a client was refused (409) after an attempt of unknown outcome, yet its Idempotency-Key names an order
+	APIDisagreesWithDatabase    = "api_disagrees_with_database"    // the admin API shows other numbers or other orders than the database
 )
 
 // SKU is the stock row of one SKU.
