@@ -32,6 +32,14 @@ func (placedOrders) Place(_ context.Context, r service.OrderRequest) (service.Pl
 	}}, nil
 }
 
+// soldOutOrders refuses every order sold out, as Orders does at no I/O
+// for a SKU known sold out: what is left is the refusal's HTTP path.
+type soldOutOrders struct{ handler.Orders }
+
+func (soldOutOrders) Place(context.Context, service.OrderRequest) (service.Placed, error) {
+	return service.Placed{}, service.ErrSoldOut
+}
+
 // discardWriter is a ResponseWriter that keeps the status and drops the
 // body, reused across requests so that the benchmark counts the
 // handler's allocations, not a recorder's.
@@ -52,15 +60,16 @@ func (w *discardWriter) WriteHeader(status int)      { w.status = status }
 // HTTP path alone. Every request carries a new token, so the
 // verified-token cache only adds its cost ("cache off" runs without it).
 func BenchmarkPlaceOrderHTTP(b *testing.B) {
-	b.Run("defaults", func(b *testing.B) { benchmarkPlaceOrderHTTP(b, config.Default()) })
+	b.Run("defaults", func(b *testing.B) { benchmarkPlaceOrderHTTP(b, config.Default(), placedOrders{}, http.StatusCreated) })
 	b.Run("cache off", func(b *testing.B) {
 		cfg := config.Default()
 		cfg.Auth.JWT.CacheEntries = 0
-		benchmarkPlaceOrderHTTP(b, cfg)
+		benchmarkPlaceOrderHTTP(b, cfg, placedOrders{}, http.StatusCreated)
 	})
+	b.Run("sold out", func(b *testing.B) { benchmarkPlaceOrderHTTP(b, config.Default(), soldOutOrders{}, http.StatusConflict) })
 }
 
-func benchmarkPlaceOrderHTTP(b *testing.B, cfg config.Config) {
+func benchmarkPlaceOrderHTTP(b *testing.B, cfg config.Config, orders handler.Orders, want int) {
 	cfg.Auth.JWT.Secret = testSecret
 	log := logging.New(io.Discard, cfg.Log.Level, "json")
 	v, err := auth.New(context.Background(), app.VerifierConfig(cfg.Auth.JWT), log)
@@ -69,7 +78,7 @@ func benchmarkPlaceOrderHTTP(b *testing.B, cfg config.Config) {
 	}
 	mx := metrics.New()
 	api, err := handler.New(handler.Config{
-		Orders:       placedOrders{},
+		Orders:       orders,
 		MaxBodyBytes: cfg.HTTP.MaxBodyBytes,
 		Log:          log,
 		Observer:     mx,
@@ -126,8 +135,8 @@ func benchmarkPlaceOrderHTTP(b *testing.B, cfg config.Config) {
 		clear(w.header)
 		w.status = 0
 		api.ServeHTTP(w, &req)
-		if w.status != http.StatusCreated {
-			b.Fatalf("POST /api/v1/orders = %d; want 201", w.status)
+		if w.status != want {
+			b.Fatalf("POST /api/v1/orders = %d; want %d", w.status, want)
 		}
 		i++
 	}
