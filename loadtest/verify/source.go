@@ -46,9 +46,16 @@ func FromDB(ctx context.Context, db *sql.DB, skuID int64) (Snapshot, error) {
 		return s, fmt.Errorf("verify: read sku %d: %w", skuID, err)
 	}
 
-	rows, err := tx.QueryContext(ctx,
-		`SELECT id, user_id, quantity, COALESCE(idempotency_key, ''), created_at, status, settled_at, joined_version IS NOT NULL, allocated_at
-		 FROM orders WHERE sku_id = ? ORDER BY id`, skuID)
+	// A database of a build before the waitlist (make bench -ab-ref) has
+	// no waiters: its orders read as never having waited.
+	waitlist := "joined_version IS NOT NULL, allocated_at"
+	var cols int
+	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.columns
+		WHERE table_schema = DATABASE() AND table_name = 'orders' AND column_name = 'joined_version'`).Scan(&cols); err != nil || cols == 0 {
+		waitlist = "FALSE, NULL"
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT id, user_id, quantity, COALESCE(idempotency_key, ''), created_at, status, settled_at, `+
+		waitlist+` FROM orders WHERE sku_id = ? ORDER BY id`, skuID)
 	if err != nil {
 		return s, fmt.Errorf("verify: read orders: %w", err)
 	}
