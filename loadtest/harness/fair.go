@@ -195,13 +195,10 @@ func (fr *fairRun) buy(ctx context.Context, k int) {
 // served out of arrival order by more than the tolerance, and how long
 // each waited.
 func (fr *fairRun) count(res *ScenarioResult, units int64) {
-	order := make([]int, len(fr.buyers))
-	for k := range order {
-		order[k] = k
-	}
-	slices.SortFunc(order, func(a, b int) int { return fr.buyers[a].arrived.Compare(fr.buyers[b].arrived) })
-	last := fr.buyers[order[min(int(units), len(order))-1]].arrived // the last who should win
-	var winners, losers, others, retried, retries, late, early int
+	won := func(b fairBuyer) bool { return b.status == http.StatusCreated }
+	lost := func(b fairBuyer) bool { return b.status == http.StatusConflict && b.code == verify.SoldOutAnswer }
+	late, early := outOfOrder(fr.buyers, int(units), won, lost)
+	var winners, losers, others, retried, retries int
 	var loserWaits, winnerWaits []time.Duration
 	for _, b := range fr.buyers {
 		if b.tries > 1 {
@@ -210,18 +207,12 @@ func (fr *fairRun) count(res *ScenarioResult, units int64) {
 		}
 		wait := b.answered.Sub(b.arrived)
 		switch {
-		case b.status == http.StatusCreated:
+		case won(b):
 			winners++
 			winnerWaits = append(winnerWaits, wait)
-			if b.arrived.After(last.Add(fairTolerance)) {
-				late++
-			}
-		case b.status == http.StatusConflict && b.code == verify.SoldOutAnswer:
+		case lost(b):
 			losers++
 			loserWaits = append(loserWaits, wait)
-			if b.arrived.Before(last.Add(-fairTolerance)) {
-				early++
-			}
 		default:
 			others++
 		}
@@ -230,6 +221,23 @@ func (fr *fairRun) count(res *ScenarioResult, units int64) {
 	res.line("  late winners + early losers at %s: %d + %d = %d", fairTolerance, late, early, late+early)
 	res.line("  a loser waits for its answer: p50 %.2fs, p99 %.2fs (a winner: p50 %.2fs, p99 %.2fs)",
 		quantile(loserWaits, 0.50).Seconds(), quantile(loserWaits, 0.99).Seconds(), quantile(winnerWaits, 0.50).Seconds(), quantile(winnerWaits, 0.99).Seconds())
+}
+
+// outOfOrder counts the buyers served (won) who arrived more than
+// fairTolerance after the n-th earliest arrival, the last who should have
+// been, and those refused (lost) who arrived more than it before.
+func outOfOrder(buyers []fairBuyer, n int, won, lost func(fairBuyer) bool) (late, early int) {
+	arrivals := make([]time.Time, len(buyers))
+	for i, b := range buyers {
+		arrivals[i] = b.arrived
+	}
+	slices.SortFunc(arrivals, time.Time.Compare)
+	last := arrivals[min(n, len(arrivals))-1]
+	for _, b := range buyers {
+		late += btoi(won(b) && b.arrived.After(last.Add(fairTolerance)))
+		early += btoi(lost(b) && b.arrived.Before(last.Add(-fairTolerance)))
+	}
+	return late, early
 }
 
 // quantile returns the q-quantile of ds (nearest rank), 0 when empty.

@@ -2,7 +2,6 @@ package harness
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/hex"
 	"errors"
@@ -12,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,6 +29,7 @@ import (
 // of milliseconds; the packet's is not.
 type packetClock struct {
 	cmd  *exec.Cmd
+	port int           // where probes go
 	done chan struct{} // closed once tshark's output is read to its end
 	mu   sync.Mutex
 	seen map[string]time.Time // the first packet of each key
@@ -53,8 +54,8 @@ func startPackets(ctx context.Context, dir string, ports []int) (*packetClock, e
 	if err != nil {
 		return nil, err
 	}
-	c := &packetClock{done: make(chan struct{}), seen: map[string]time.Time{},
-		cmd: exec.Command(bin, "-i", "lo", "-f", filter, "-s", "600", "-l", "-n", "-T", "fields", "-e", "frame.time_epoch", "-e", "tcp.payload")}
+	c := &packetClock{done: make(chan struct{}), seen: map[string]time.Time{}, port: ports[0],
+		cmd: exec.Command(bin, "-i", "lo", "-f", filter, "-s", "600", "-B", "64", "-l", "-n", "-T", "fields", "-e", "frame.time_epoch", "-e", "tcp.payload")}
 	c.cmd.Stderr = log
 	out, err := c.cmd.StdoutPipe()
 	if err == nil {
@@ -65,28 +66,33 @@ func startPackets(ctx context.Context, dir string, ports []int) (*packetClock, e
 		return nil, err
 	}
 	go c.read(out, log)
-	probe := 0
-	err = locktest.Poll(ctx, "tshark capturing", 10*time.Second, 20*time.Millisecond, func(ctx context.Context) error {
-		probe++
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, fmt.Sprintf("http://127.0.0.1:%d/healthz", ports[0]), nil)
-		req.Header.Set("Idempotency-Key", "probe-"+strconv.Itoa(probe))
+	if err := c.probe(ctx, "start"); err != nil {
+		c.stop()
+		return nil, err
+	}
+	return c, nil
+}
+
+// probe sends POSTs keyed probe-<name>-<n> to the first port until tshark
+// has printed one: then it captures, and has printed every packet before.
+func (c *packetClock) probe(ctx context.Context, name string) error {
+	sent := 0
+	return locktest.Poll(ctx, "tshark's probe "+name, 30*time.Second, 20*time.Millisecond, func(ctx context.Context) error {
+		sent++
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, fmt.Sprintf("http://127.0.0.1:%d/healthz", c.port), nil)
+		req.Header.Set("Idempotency-Key", fmt.Sprintf("probe-%s-%d", name, sent))
 		if resp, err := http.DefaultClient.Do(req); err == nil {
 			resp.Body.Close()
 		}
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		for k := range probe {
-			if _, ok := c.seen["probe-"+strconv.Itoa(k+1)]; ok {
+		for k := range sent {
+			if _, ok := c.seen[fmt.Sprintf("probe-%s-%d", name, k+1)]; ok {
 				return nil
 			}
 		}
-		return errors.New("no probe seen yet")
+		return errors.New("not printed yet")
 	})
-	if err != nil {
-		c.stop()
-		return nil, err
-	}
-	return c, nil
 }
 
 // read takes tshark's lines until it exits.
@@ -97,26 +103,30 @@ func (c *packetClock) read(out io.Reader, log io.Closer) {
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
 		at, payload, _ := strings.Cut(sc.Text(), "\t")
-		sec, frac, _ := strings.Cut(at, ".")
-		s, err1 := strconv.ParseInt(sec, 10, 64)
-		ns, err2 := strconv.ParseInt((frac + "000000000")[:9], 10, 64)
-		key := idempotencyKey(payload)
-		if err1 != nil || err2 != nil || key == "" {
+		secs, err := strconv.ParseFloat(at, 64) // to half a microsecond
+		b, _ := hex.DecodeString(payload)
+		key := keyHeader.FindSubmatch(b)
+		if err != nil || key == nil {
 			continue
 		}
 		c.mu.Lock()
-		if _, ok := c.seen[key]; !ok {
-			c.seen[key] = time.Unix(s, ns)
+		if _, ok := c.seen[string(key[1])]; !ok {
+			c.seen[string(key[1])] = time.Unix(0, int64(secs*1e9))
 		}
 		c.mu.Unlock()
 	}
 }
 
-// arrivals stops the capture and returns the first packet's time of each
-// Idempotency-Key it saw: a request sent again with its key keeps the
-// first arrival, as the service does.
+// arrivals stops the capture once tshark has printed every packet (it
+// prints them in order, and a stop does not wait for those behind) and
+// returns the first packet's time of each Idempotency-Key it saw: a
+// request sent again with its key keeps the first arrival, as the
+// service does.
 func (c *packetClock) arrivals(ctx context.Context) (map[string]time.Time, error) {
-	_ = c.cmd.Process.Signal(syscall.SIGINT) // tshark prints what it has and exits
+	if err := c.probe(ctx, "end"); err != nil {
+		return nil, err
+	}
+	_ = c.cmd.Process.Signal(syscall.SIGINT)
 	select {
 	case <-c.done:
 	case <-time.After(10 * time.Second):
@@ -130,23 +140,8 @@ func (c *packetClock) arrivals(ctx context.Context) (map[string]time.Time, error
 	return c.seen, nil
 }
 
-// idempotencyKey is the Idempotency-Key header of a request's first
-// segment, in hex as tshark prints it; "" without one.
-func idempotencyKey(payloadHex string) string {
-	b, err := hex.DecodeString(payloadHex)
-	if err != nil {
-		return ""
-	}
-	_, rest, ok := bytes.Cut(b, []byte("\r\nIdempotency-Key: "))
-	if !ok {
-		return ""
-	}
-	key, _, ok := bytes.Cut(rest, []byte("\r\n"))
-	if !ok {
-		return ""
-	}
-	return string(key)
-}
+// keyHeader finds a request's Idempotency-Key in its first segment.
+var keyHeader = regexp.MustCompile("\r\nIdempotency-Key: ([^\r]*)\r\n")
 
 // stop ends a capture arrivals did not.
 func (c *packetClock) stop() {

@@ -58,14 +58,18 @@ func (w *waitRun) check(ctx context.Context, res *ScenarioResult) error {
 // fault K is exactly every unit that came back, each one paid, and every
 // other waiter lapsed.
 func (w *waitRun) checkAllocations(res *ScenarioResult, orders map[int64]verify.Order) {
-	byArrival := slices.Clone(w.waiters.buyers)
-	slices.SortFunc(byArrival, func(a, b fairBuyer) int { return a.arrived.Compare(b.arrived) })
 	given, lapsed, paid := 0, 0, 0
-	for _, b := range byArrival {
+	var firstPassed, lastGiven time.Time // arrivals: the earliest waiter passed over, the latest given units
+	for _, b := range w.waiters.buyers {
 		o := orders[b.orderID]
 		given += btoi(o.AllocatedAt != nil)
 		lapsed += btoi(o.Status == "lapsed")
 		paid += btoi(o.Status == "paid")
+		if o.AllocatedAt != nil && b.arrived.After(lastGiven) {
+			lastGiven = b.arrived
+		} else if o.AllocatedAt == nil && (firstPassed.IsZero() || b.arrived.Before(firstPassed)) {
+			firstPassed = b.arrived
+		}
 	}
 	res.line("  waiters given units: %d (%d paid), lapsed: %d", given, paid, lapsed)
 	want := waitCancels + (waitHolders - waitCancels - waitPays) + waitRestock
@@ -75,20 +79,8 @@ func (w *waitRun) checkAllocations(res *ScenarioResult, orders map[int64]verify.
 	if given == 0 {
 		return
 	}
-	last := byArrival[given-1].arrived // the last who should have been given a unit
-	var late, early int
-	var firstPassed, lastGiven time.Time
-	for _, b := range byArrival {
-		if orders[b.orderID].AllocatedAt != nil {
-			late += btoi(b.arrived.After(last.Add(fairTolerance)))
-			lastGiven = b.arrived
-		} else {
-			early += btoi(b.arrived.Before(last.Add(-fairTolerance)))
-			if firstPassed.IsZero() {
-				firstPassed = b.arrived
-			}
-		}
-	}
+	allotted := func(b fairBuyer) bool { return orders[b.orderID].AllocatedAt != nil }
+	late, early := outOfOrder(w.waiters.buyers, given, allotted, func(b fairBuyer) bool { return !allotted(b) })
 	var inversion time.Duration // how much later than one passed over the last given arrived
 	if !firstPassed.IsZero() {
 		inversion = max(lastGiven.Sub(firstPassed), 0)
