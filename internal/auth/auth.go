@@ -11,7 +11,6 @@ import (
 	"crypto/ed25519"
 	"crypto/elliptic"
 	"crypto/rsa"
-	"crypto/sha256"
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
@@ -159,22 +158,27 @@ func (v *Verifier) Verify(ctx context.Context, token string) (string, error) {
 		return "", fmt.Errorf("%w: longer than %d bytes", ErrInvalidToken, v.max)
 	}
 	var c claims
+	var now time.Time
+	if v.cache != nil {
+		now = time.Now()
+		if sub, ok := v.cache.get(ctx, token, now); ok {
+			return sub, nil
+		}
+	}
 	if v.hs != nil {
-		// As cheap as a cache lookup (hashing the token): never cached.
 		if handled, err := v.hs.verify(token, &c); handled {
 			if err != nil {
 				return "", err
 			}
-			return subject(&c)
+			sub, err := subject(&c)
+			if err == nil && v.cache != nil {
+				v.cache.put(token, &c, now, verified{})
+			}
+			return sub, err
 		}
 	}
 	if v.cache == nil {
 		return v.verify(token, &c, v.keyfunc(ctx))
-	}
-	now := time.Now()
-	key := sha256.Sum256([]byte(token))
-	if sub, ok := v.cache.get(ctx, key, now); ok {
-		return sub, nil
 	}
 	var used verified
 	kf := v.keyfunc(ctx)
@@ -194,7 +198,7 @@ func (v *Verifier) Verify(ctx context.Context, token string) (string, error) {
 	if v.cache.jwks != nil && !v.cache.keyOf(ctx, &used) {
 		return sub, nil // no kid (the whole set was tried): not cached
 	}
-	v.cache.put(key, &c, now, used)
+	v.cache.put(token, &c, now, used)
 	return sub, nil
 }
 

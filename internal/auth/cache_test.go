@@ -17,8 +17,7 @@ import (
 const cacheSecret = "cache-test-secret-0123456789abcdef"
 
 // hsVerifier is an HS384 Verifier with the production defaults of
-// auth.jwt (the cache on), changed by opt. (HS256 tokens of the usual
-// shape are verified as cheaply as a cache lookup, and never cached.)
+// auth.jwt (the cache on), changed by opt.
 func hsVerifier(t *testing.T, opt func(*auth.Config)) *auth.Verifier {
 	t.Helper()
 	cfg := defaults()

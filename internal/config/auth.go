@@ -48,7 +48,7 @@ type JWT struct {
 	// their key; refusals are never cached. An entry is ~250-320 bytes
 	// whatever the token's length (keyed by its SHA-256; the subject is at
 	// most 64 bytes), ~3 MB at the default.
-	CacheEntries int           `yaml:"cache_entries" default:"10000" valid:"0..1000000" help:"verified tokens answered again without verifying them, ~300 bytes each; 0 off"`
+	CacheEntries int           `yaml:"cache_entries" default:"10000" valid:"0..1000000" help:"verified tokens answered again without verifying them, ~250 bytes plus the token each; 0 off"`
 	CacheTTL     time.Duration `yaml:"cache_ttl" default:"1m" valid:"0s..10m" help:"how long a verified token is answered from the cache at most; 0 off"`
 }
 
