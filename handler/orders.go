@@ -75,7 +75,7 @@ func (h *orders) create(c *gin.Context) {
 		return
 	}
 	var body orderRequest
-	if !decode(c, h.max, &body) || !required(c, "sku_id", body.SKUID != nil) || !required(c, "quantity", body.Quantity != nil) {
+	if !decodeOrder(c, h.max, &body) || !required(c, "sku_id", body.SKUID != nil) || !required(c, "quantity", body.Quantity != nil) {
 		return
 	}
 	user, ok := h.auth.buyer(c, verified, body.UserID)
