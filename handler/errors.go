@@ -77,8 +77,24 @@ func fail(c *gin.Context, log *slog.Logger, err error) {
 // access log.
 const errorCodeKey = "seckill.error_code"
 
+// abort answers with an errorBody, written byte for byte as
+// encoding/json writes it (FuzzAppendError) without its reflection: a
+// sold-out refusal is most of a sale's answers.
 func abort(c *gin.Context, status int, code, message string) {
 	c.Set(errorCodeKey, code)
-	c.AbortWithStatusJSON(status, errorBody{errorDetail{Code: code, Message: message,
-		RequestID: logging.RequestID(c.Request.Context())}})
+	c.Abort()
+	writeJSON(c, status, appendError(make([]byte, 0, 160), code, message, logging.RequestID(c.Request.Context())))
+}
+
+// appendError appends errorBody{errorDetail{code, message, requestID}}'s JSON.
+func appendError(b []byte, code, message, requestID string) []byte {
+	b = append(b, `{"error":{"code":`...)
+	b = appendString(b, code)
+	b = append(b, `,"message":`...)
+	b = appendString(b, message)
+	if requestID != "" {
+		b = append(b, `,"request_id":`...)
+		b = appendString(b, requestID)
+	}
+	return append(b, "}}"...)
 }
