@@ -67,9 +67,17 @@ func BenchmarkPlaceOrderHTTP(b *testing.B) {
 		benchmarkPlaceOrderHTTP(b, cfg, placedOrders{}, http.StatusCreated)
 	})
 	b.Run("sold out", func(b *testing.B) { benchmarkPlaceOrderHTTP(b, config.Default(), soldOutOrders{}, http.StatusConflict) })
+	// The ceiling: POST /bench/constant through the same engine, reading
+	// the same body and answering a constant order (make bench's ceiling).
+	b.Run("ceiling", func(b *testing.B) { benchmarkPlaceOrderHTTP(b, config.Default(), nil, http.StatusCreated) })
+	// A buyer's retries: the same 1,000 tokens again and again, each
+	// verified once (make bench's VUs keep theirs).
+	b.Run("sold out, known tokens", func(b *testing.B) {
+		benchmarkPlaceOrderHTTP(b, config.Default(), soldOutOrders{}, http.StatusConflict, 1000)
+	})
 }
 
-func benchmarkPlaceOrderHTTP(b *testing.B, cfg config.Config, orders handler.Orders, want int) {
+func benchmarkPlaceOrderHTTP(b *testing.B, cfg config.Config, orders handler.Orders, want int, tokens ...int) {
 	cfg.Auth.JWT.Secret = testSecret
 	log := logging.New(io.Discard, cfg.Log.Level, "json")
 	v, err := auth.New(context.Background(), app.VerifierConfig(cfg.Auth.JWT), log)
@@ -77,7 +85,12 @@ func benchmarkPlaceOrderHTTP(b *testing.B, cfg config.Config, orders handler.Ord
 		b.Fatal(err)
 	}
 	mx := metrics.New()
+	path := "/api/v1/orders"
+	if orders == nil {
+		orders, path = placedOrders{}, "/bench/constant"
+	}
 	api, err := handler.New(handler.Config{
+		Bench:        true,
 		Orders:       orders,
 		MaxBodyBytes: cfg.HTTP.MaxBodyBytes,
 		Log:          log,
@@ -112,7 +125,7 @@ func benchmarkPlaceOrderHTTP(b *testing.B, cfg config.Config, orders handler.Ord
 		}
 	}
 	mint()
-	tmpl := httptest.NewRequest(http.MethodPost, "/api/v1/orders", nil)
+	tmpl := httptest.NewRequest(http.MethodPost, path, nil)
 	tmpl.RemoteAddr = "127.0.0.1:40000"
 	tmpl.Header.Set("Content-Type", "application/json")
 	tmpl.Header.Set("User-Agent", "k6/1.0 (https://k6.io/)")
@@ -120,7 +133,13 @@ func benchmarkPlaceOrderHTTP(b *testing.B, cfg config.Config, orders handler.Ord
 	var body bytes.Reader
 	i := 0
 	b.ReportAllocs()
+	if len(tokens) > 0 { // the buyers of the first chunk, again and again
+		buyers = buyers[:tokens[0]]
+	}
 	for b.Loop() {
+		if i == len(buyers) && len(tokens) > 0 {
+			i = 0
+		}
 		if i == chunk {
 			b.StopTimer()
 			mint()
