@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/seckill/seckill/internal/backoff"
@@ -47,8 +48,8 @@ func (w *worker) commitUnder(ctx context.Context, b service.Batch, lease Lease) 
 		}
 	}
 	w.s.obs.Batch(len(b.Requests), time.Since(start), retries, err)
-	if lease == nil && !w.soldOut {
-		w.s.obs.SoldUnlocked(len(b.Requests))
+	if lease == nil && (!w.soldOut || slices.ContainsFunc(b.Requests, func(r service.OrderRequest) bool { return r.Wait })) {
+		w.s.obs.SoldUnlocked(len(b.Requests)) // out of turn: a sale, or waiters joining the line
 	}
 	if err == nil && b.Known != nil {
 		w.s.obs.KnownRow(res.ReadsSkipped)

@@ -66,10 +66,10 @@ type Observer interface {
 	// replicas in time: their buyers were answered outcome_unknown.
 	Unconfirmed(orders int)
 	// SoldUnlocked counts order requests decided in a batch sold without
-	// the SKU's lock while it had stock (the obtain timed out or failed,
-	// or the lock store is unreachable): the database's guard holds for
-	// them, first come, first served across instances does not
-	// (docs/design.md, invariant 19).
+	// the SKU's lock while it had stock or buyers asked to wait (the
+	// obtain timed out or failed, or the lock store is unreachable): the
+	// database's guard holds for them, first come, first served across
+	// instances does not (docs/design.md, invariants 19 and 20).
 	SoldUnlocked(orders int)
 	// Waiters records a SKU's waiting orders as a batch that has or made
 	// some left its row.

@@ -82,7 +82,10 @@ func TestWaitlist_AUnitReturnedThroughOneInstanceGoesToTheEarliestWaiterOfAnothe
 // and once it is free the three instances' buyers join in arrival order,
 // each told the waiters ahead of it: never one that arrived after it,
 // and every one that arrived more than the bound before it (the bound of
-// invariant 19, as TestPlace_ThreeInstancesSellInArrivalOrder computes it).
+// invariant 19, as TestPlace_ThreeInstancesSellInArrivalOrder computes
+// it). A line-up in which a batch joined without the lock (a ranked
+// obtain timed out on a starved CPU) is degraded, where the order is not
+// promised: it is tried again, on a new SKU, a bounded number of times.
 func TestWaitlist_ThreeInstancesLineUpInArrivalOrder(t *testing.T) {
 	dsn := testenv.Database(t)
 	prefix := testenv.Name("test:waitline:") + ":"
@@ -90,6 +93,25 @@ func TestWaitlist_ThreeInstancesLineUpInArrivalOrder(t *testing.T) {
 	for i := range rigs {
 		rigs[i] = newRig(t, dsn, rigOptions{Prefix: prefix})
 	}
+	for range 3 {
+		bad, bound, unlocked := lineUp(t, rigs)
+		if unlocked > 0 {
+			t.Logf("%d waiters joined without the lock (degraded: no order promised); again", unlocked)
+			continue
+		}
+		if bad > 0 {
+			t.Errorf("%d waiters told a position other than the waiters that arrived before them (bound %dµs)", bad, bound)
+		}
+		return
+	}
+	t.Errorf("each of 3 line-ups joined waiters without the lock: the ordered line was never shown")
+}
+
+// lineUp queues 600 waiters of a new sold-out SKU over ~0.3s on rigs
+// while the lock is held, then lets them join, and counts those told a
+// position beyond the bound; unlocked counts those joined without the lock.
+func lineUp(t *testing.T, rigs []*rig) (bad int, bound, unlocked int64) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	sku := wiringtest.CreateSKU(t, rigs[0].Store, 1, 1)
@@ -100,6 +122,7 @@ func TestWaitlist_ThreeInstancesLineUpInArrivalOrder(t *testing.T) {
 		if _, err := r.Orders.Place(ctx, service.OrderRequest{SKUID: sku.ID, UserID: "y" + strconv.Itoa(i), Quantity: 1}); !errors.Is(err, service.ErrSoldOut) || !r.SKUs.SoldOut(sku.ID) {
 			t.Fatalf("instance %d: Place = %v, known sold out %v; want ErrSoldOut, known", i, err, r.SKUs.SoldOut(sku.ID))
 		}
+		unlocked -= r.obs.unlocked.Load()
 	}
 	const waiters = 600
 	release := holdSKULock(t, rigs[0], sku.ID)
@@ -130,13 +153,15 @@ func TestWaitlist_ThreeInstancesLineUpInArrivalOrder(t *testing.T) {
 	}
 	release()
 	wg.Wait()
+	for _, r := range rigs {
+		unlocked += r.obs.unlocked.Load()
+	}
 	order := slices.Sorted(maps.Values(arrived))
 	before := func(a int64) int64 {
 		n, _ := slices.BinarySearch(order, a)
 		return int64(n)
 	}
-	bound := max(rigs[0].Settings.Order.FairWindow.Microseconds(), floorSpan)
-	bad := 0
+	bound = max(rigs[0].Settings.Order.FairWindow.Microseconds(), floorSpan)
 	for k := range waiters {
 		a, p := arrived["w"+strconv.Itoa(k)], placed[k]
 		if errs[k] != nil || p.Order.Status != service.OrderWaiting {
@@ -149,8 +174,6 @@ func TestWaitlist_ThreeInstancesLineUpInArrivalOrder(t *testing.T) {
 			t.Logf("waiter %d (instance %d) arrived %d: position %d; %d others arrived by then, %d more than the bound before", k, k%3, a, p.Position, before(a+1)-1, before(a-bound))
 		}
 	}
-	if bad > 0 {
-		t.Errorf("%d of %d waiters told a position other than the waiters that arrived before them (bound %dµs)", bad, waiters, bound)
-	}
 	testenv.CheckInvariants(t, rigs[0].DB, sku.ID)
+	return bad, bound, unlocked
 }
