@@ -18,10 +18,11 @@ import (
 // Not confirmed in time, it is service.ErrOutcomeUnknown; each of these
 // writes is idempotent, so the retry answers truly.
 //
-// The sweeper's expiries are not confirmed: nobody is answered, and a
-// unit one returns is sold again only by a batch that read the returned
-// row, whose own position covers the expiry's commit, so no buyer is
-// acknowledged on it before a replica has the expiry too.
+// The sweeper's sweeps are confirmed too: nobody asked for them, but the
+// waiting orders a sweep gives units hear of it at once (their
+// long-polls), and a waiter told it holds a unit must not lose it to a
+// failover. A sweep not confirmed in time has committed what it did; it
+// tells nobody, and the long-polls' recheck reads it.
 
 // confirmed runs write on one connection of the pool and, with replicas,
 // reads that connection's position after it and returns write's answer
@@ -94,6 +95,16 @@ func (s *MySQL) CancelOrder(ctx context.Context, id int64, buyer string, now tim
 		return err
 	})
 	return st, err
+}
+
+// ExpireDue is gormStore.ExpireDue, confirmed.
+func (s *MySQL) ExpireDue(ctx context.Context, run service.ExpiryRun) (service.Expiry, error) {
+	var ex service.Expiry
+	err := s.confirmed(ctx, func(g gormStore) (err error) {
+		ex, err = g.ExpireDue(ctx, run)
+		return err
+	})
+	return ex, err
 }
 
 // CreateSKU is gormStore.CreateSKU, confirmed.

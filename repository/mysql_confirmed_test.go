@@ -13,8 +13,8 @@ import (
 )
 
 // TestMySQL_EveryAcknowledgedWriteWaitsForTheReplicas (issue 46, 1): with
-// the only replica stalled, a payment, a cancel, a restock, a SKU created
-// and one edited each commit on the primary but are answered
+// the only replica stalled, a payment, a cancel, a restock, a sweep, a SKU
+// created and one edited each commit on the primary but are answered
 // ErrOutcomeUnknown, never success; once the replica resumes, the same
 // call again answers what the first did (paid, cancelled, the stock),
 // idempotently.
@@ -43,14 +43,14 @@ func TestMySQL_EveryAcknowledgedWriteWaitsForTheReplicas(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := service.Batch{SKUID: sku.ID, Now: now, PaymentTimeout: time.Hour}
-	for _, u := range []string{"payer", "canceller"} {
+	for _, u := range []string{"payer", "canceller", "expirer"} {
 		b.Requests = append(b.Requests, service.OrderRequest{SKUID: sku.ID, UserID: u, Quantity: 1})
 	}
 	res, err := s.CommitBatch(ctx, b)
 	if err != nil {
 		t.Fatal(err)
 	}
-	paying, cancelling := res.Outcomes[0].Placed.Order.ID, res.Outcomes[1].Placed.Order.ID
+	paying, cancelling, expiring := res.Outcomes[0].Placed.Order.ID, res.Outcomes[1].Placed.Order.ID, res.Outcomes[2].Placed.Order.ID
 	if err := r.Confirm(ctx, res.Commit); err != nil {
 		t.Fatalf("the orders' commit, replica following: %v", err)
 	}
@@ -66,6 +66,10 @@ func TestMySQL_EveryAcknowledgedWriteWaitsForTheReplicas(t *testing.T) {
 		{"pay", func() error { _, err := s.PayOrder(ctx, paying, time.Now().UTC()); return err }},
 		{"cancel", func() error { _, err := s.CancelOrder(ctx, cancelling, "canceller", time.Now().UTC()); return err }},
 		{"restock", func() error { _, _, err := s.SetStock(ctx, sku.ID, 50); return err }},
+		{"expire", func() error { // the sweeper's: the waiters it gives units hear of it
+			_, err := s.ExpireDue(ctx, service.ExpiryRun{Fence: 1, Now: now.Add(2 * time.Hour), Limit: 10})
+			return err
+		}},
 		{"edit", func() error {
 			_, err := s.UpdateSKU(ctx, sku.ID, service.SKUChange{PerUserLimit: &limit}, time.Now().UTC())
 			return err
@@ -84,7 +88,7 @@ func TestMySQL_EveryAcknowledgedWriteWaitsForTheReplicas(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The same calls again, answered once the replica has caught up.
-	for _, w := range writes[:4] {
+	for _, w := range writes[:5] {
 		var err error
 		for range 40 {
 			if err = w.write(); !errors.Is(err, service.ErrOutcomeUnknown) {
@@ -100,6 +104,9 @@ func TestMySQL_EveryAcknowledgedWriteWaitsForTheReplicas(t *testing.T) {
 	}
 	if o, err := s.Order(ctx, cancelling); err != nil || o.Status != service.OrderCancelled {
 		t.Errorf("cancelled order = %+v, %v", o, err)
+	}
+	if o, err := s.Order(ctx, expiring); err != nil || o.Status != service.OrderExpired {
+		t.Errorf("expired order = %+v, %v", o, err)
 	}
 	if got, err := s.SKU(ctx, sku.ID); err != nil || got.Stock != 50 || got.PerUserLimit != 2 {
 		t.Errorf("sku after restock and edit = %+v, %v; want stock 50, limit 2", got, err)
