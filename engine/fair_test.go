@@ -57,6 +57,27 @@ func sendSpread(ctx context.Context, rigs []*rig, sku int64, buyers int, keyed b
 	return answers, wg.Wait
 }
 
+// queuedArrivals waits until each of rigs has queued n buyers of sku and
+// returns their arrivals by user, and the longest span of a turn's floor
+// of one instance's arrivals.
+func queuedArrivals(t *testing.T, rigs []*rig, sku int64, n int) (arrived map[string]int64, floorSpan int64) {
+	t.Helper()
+	arrived = map[string]int64{}
+	for _, r := range rigs {
+		r.obs.waitDepth(t, n)
+		var mine []int64
+		for u, a := range engine.QueuedArrivals(r.Seller, sku) {
+			arrived[u] = a
+			mine = append(mine, a)
+		}
+		slices.Sort(mine)
+		for i := engine.TurnFloor - 1; i < len(mine); i++ {
+			floorSpan = max(floorSpan, mine[i]-mine[i-engine.TurnFloor+1])
+		}
+	}
+	return arrived, floorSpan
+}
+
 // Invariant 19: on three instances, production defaults, the units go to
 // the earliest arrivals across every instance: no buyer wins who arrived
 // more than the bound after the last buyer who should have won, and none
@@ -112,20 +133,7 @@ func sellSpread(t *testing.T, rigs []*rig) spreadSale {
 	// Arrivals over ~0.6s, far more than the bound, so that selling out
 	// of order shows; nobody is sold meanwhile, since the lock is held.
 	answers, wait := sendSpread(ctx, rigs, sku.ID, buyers, false)
-	arrived := map[string]int64{}
-	var floorSpan int64 // the longest span of a turn's floor of one instance's arrivals
-	for _, r := range rigs {
-		r.obs.waitDepth(t, buyers/3)
-		var mine []int64
-		for u, a := range engine.QueuedArrivals(r.Seller, sku.ID) {
-			arrived[u] = a
-			mine = append(mine, a)
-		}
-		slices.Sort(mine)
-		for i := engine.TurnFloor - 1; i < len(mine); i++ {
-			floorSpan = max(floorSpan, mine[i]-mine[i-engine.TurnFloor+1])
-		}
-	}
+	arrived, floorSpan := queuedArrivals(t, rigs, sku.ID, buyers/3)
 	release() // every buyer is queued: the instances now sell
 	wait()
 	for _, r := range rigs {

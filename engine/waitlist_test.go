@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill/seckill/engine"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/service"
 	"github.com/seckill/seckill/wiring/wiringtest"
@@ -137,20 +136,7 @@ func lineUp(t *testing.T, rigs []*rig) (bad int, bound, unlocked int64) {
 			placed[k], errs[k] = rigs[k%3].Orders.Place(ctx, service.OrderRequest{SKUID: sku.ID, UserID: "w" + strconv.Itoa(k), Quantity: 1, Wait: true})
 		})
 	}
-	arrived := map[string]int64{}
-	var floorSpan int64
-	for _, r := range rigs {
-		r.obs.waitDepth(t, waiters/3) // nobody joins while the lock is held elsewhere
-		var mine []int64
-		for u, a := range engine.QueuedArrivals(r.Seller, sku.ID) {
-			arrived[u] = a
-			mine = append(mine, a)
-		}
-		slices.Sort(mine)
-		for i := engine.TurnFloor - 1; i < len(mine); i++ {
-			floorSpan = max(floorSpan, mine[i]-mine[i-engine.TurnFloor+1])
-		}
-	}
+	arrived, floorSpan := queuedArrivals(t, rigs, sku.ID, waiters/3) // nobody joins while the lock is held elsewhere
 	release()
 	wg.Wait()
 	for _, r := range rigs {
