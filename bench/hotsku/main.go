@@ -7,7 +7,7 @@
 // several engines (instances) sharing the database and the lock. Every
 // sale ends audited: the orders exact in the database, or it fails.
 //
-//	go run ./bench/hotsku -buyers 1000 -duration 10s -engines 1,3
+//	go run ./bench/hotsku -buyers 3000 -duration 10s -engines 1,3
 //	go run ./bench/hotsku -set 'batch 64:SECKILL_ORDER_BATCH_MAX=64;no linger:SECKILL_ORDER_LINGER=0'
 //
 // Figures are only comparable within one run: read the ratios.
@@ -70,7 +70,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs := flag.NewFlagSet("hotsku", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	o := options{}
-	fs.IntVar(&o.buyers, "buyers", 1000, "concurrent buyers of the one SKU, spread over the engines")
+	fs.IntVar(&o.buyers, "buyers", 3000, "concurrent buyers of the one SKU, spread over the engines: more than 2 × order.batch_max per engine keeps its batches full")
 	fs.DurationVar(&o.duration, "duration", 10*time.Second, "length of each measured row")
 	fs.DurationVar(&o.warmup, "warmup", 2*time.Second, "unmeasured selling before each row")
 	engines := fs.String("engines", "1,3", "engine counts to run, comma-separated; the first is also the raw loop's reference")
@@ -235,19 +235,27 @@ func runVariant(ctx context.Context, o options, srv servers, v variant, round in
 	return nil
 }
 
-// row is what one measured row counted between its two samples.
+// counts are what a row counts, read before and after it.
+type counts struct {
+	orders          int64
+	self, db, redis time.Duration // this process (buyers, engines, the raw loop), mariadbd, redis-server
+	tx              int64         // COMMITs on the server
+	reads           int64         // SELECTs on the server: a transaction that reads the row sends two
+	fsyncs          int64         // binary log group commits: one fsync each
+	holds           int64         // lock obtains
+}
+
+func (c counts) minus(a counts) counts {
+	return counts{orders: c.orders - a.orders, self: c.self - a.self, db: c.db - a.db, redis: c.redis - a.redis,
+		tx: c.tx - a.tx, reads: c.reads - a.reads, fsyncs: c.fsyncs - a.fsyncs, holds: c.holds - a.holds}
+}
+
+// row is what one measured row counted.
 type row struct {
-	name   string
-	orders int64
-	d      time.Duration
-	self   time.Duration // this process: buyers, engines, the raw loop
-	db     time.Duration // mariadbd
-	redis  time.Duration // redis-server
-	tx     int64         // COMMITs on the server
-	reads  int64         // SELECTs on the server: a transaction that reads the row sends two
-	fsyncs int64         // binary log group commits: one fsync each
-	holds  int64         // lock obtains
-	other  map[string]int
+	name string
+	d    time.Duration
+	counts
+	other map[string]int // answers other than created
 }
 
 func (r row) rate() float64        { return float64(r.orders) / r.d.Seconds() }
@@ -267,18 +275,10 @@ func (r row) print(w io.Writer, round int, label string) {
 		float64(r.holds)/r.d.Seconds(), float64(r.reads)/2/tx, float64(r.fsyncs)/tx, r.cpuPerOrder(), per(r.self), per(r.db), per(r.redis), other)
 }
 
-// sample is the counters of one moment.
-type sample struct {
-	at                       time.Time
-	orders                   int64
-	self, db, redis          time.Duration
-	tx, reads, fsyncs, holds int64
-}
-
 // counters reads the processes' CPU and the server's COMMIT and binary
 // log group commit counts (the server is ours alone).
-func counters(ctx context.Context, srv servers) (sample, error) {
-	s := sample{at: time.Now()}
+func counters(ctx context.Context, srv servers) (counts, error) {
+	var s counts
 	var err error
 	if s.self, err = procstat.CPU(procstat.Self); err != nil {
 		return s, err
@@ -316,10 +316,4 @@ func settle(ctx context.Context, srv servers) error {
 		}
 	}
 	return errors.New("InnoDB's purge did not catch up within a minute")
-}
-
-// between is the row counted from a to b.
-func between(name string, a, b sample) row {
-	return row{name: name, orders: b.orders - a.orders, d: b.at.Sub(a.at), self: b.self - a.self, db: b.db - a.db,
-		redis: b.redis - a.redis, tx: b.tx - a.tx, reads: b.reads - a.reads, fsyncs: b.fsyncs - a.fsyncs, holds: b.holds - a.holds}
 }

@@ -156,17 +156,17 @@ func sell(ctx context.Context, o options, srv servers, cfg config.Config, n int)
 
 // measure waits o.warmup, then counts o.duration.
 func measure(ctx context.Context, o options, srv servers, name string, orders func() int64, holds *atomic.Int64) (row, error) {
-	sampleNow := func() (sample, error) {
-		s, err := counters(ctx, srv)
-		s.orders, s.holds = orders(), holds.Load()
-		return s, err
+	sampleNow := func() (counts, time.Time, error) {
+		c, err := counters(ctx, srv)
+		c.orders, c.holds = orders(), holds.Load()
+		return c, time.Now(), err
 	}
 	select {
 	case <-time.After(o.warmup):
 	case <-ctx.Done():
 		return row{}, ctx.Err()
 	}
-	a, err := sampleNow()
+	a, at, err := sampleNow()
 	if err != nil {
 		return row{}, err
 	}
@@ -175,8 +175,8 @@ func measure(ctx context.Context, o options, srv servers, name string, orders fu
 	case <-ctx.Done():
 		return row{}, ctx.Err()
 	}
-	b, err := sampleNow()
-	return between(name, a, b), err
+	b, bt, err := sampleNow()
+	return row{name: name, d: bt.Sub(at), counts: b.minus(a)}, err
 }
 
 // createSKU creates the row's SKU, of stock units, one per buyer, once
