@@ -2,8 +2,6 @@ package handler
 
 import (
 	"net/http"
-	"slices"
-	"strconv"
 	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
@@ -23,8 +21,21 @@ func decodeOrder(c *gin.Context, max int64, dst *orderRequest) bool {
 	return true
 }
 
-// orderKeys are the members fastOrder takes, as written.
-var orderKeys = [...]string{"sku_id", "user_id", "quantity", "wait"}
+// orderKey is the index of the member named key among those fastOrder
+// takes, as written: sku_id, user_id, quantity, wait; -1 for another.
+func orderKey(key []byte) int {
+	switch string(key) { // no string is made
+	case "sku_id":
+		return 0
+	case "user_id":
+		return 1
+	case "quantity":
+		return 2
+	case "wait":
+		return 3
+	}
+	return -1
+}
 
 // orderFields hold what fastOrder read; dst points into them.
 type orderFields struct {
@@ -45,7 +56,7 @@ type orderFields struct {
 // walk, on the request most of a sale meets.
 func fastOrder(body []byte, dst *orderRequest) bool {
 	var f orderFields
-	var seen [len(orderKeys)]bool
+	var seen [4]bool
 	p := skipSpace(body, 0)
 	if p >= len(body) || body[p] != '{' {
 		return false
@@ -56,7 +67,7 @@ func fastOrder(body []byte, dst *orderRequest) bool {
 		if q = skipSpace(body, q); !ok || q >= len(body) || body[q] != ':' {
 			return false
 		}
-		i := slices.IndexFunc(orderKeys[:], func(k string) bool { return k == string(key) })
+		i := orderKey(key)
 		if i < 0 || seen[i] {
 			return false
 		}
@@ -130,22 +141,26 @@ func plainString(b []byte, p int) ([]byte, int, bool) {
 }
 
 // integer reads the integer at p: an optional minus, then 0 or a digit
-// string without a leading zero; what follows is the caller's to check
-// (a fraction or an exponent is not a delimiter).
+// string without a leading zero, that fits an int64; what follows is the
+// caller's to check (a fraction or an exponent is not a delimiter).
 func integer(b []byte, p int) (int64, int, bool) {
 	q := p
-	if q < len(b) && b[q] == '-' {
+	neg := q < len(b) && b[q] == '-'
+	if neg {
 		q++
 	}
 	digits := q
-	for q < len(b) && b[q] >= '0' && b[q] <= '9' {
-		q++
+	var n uint64
+	for ; q < len(b) && b[q] >= '0' && b[q] <= '9'; q++ {
+		n = n*10 + uint64(b[q]-'0')
 	}
-	if q == digits || (b[digits] == '0' && q-digits > 1) {
-		return 0, q, false
+	switch {
+	case q == digits || q-digits > 18 || (b[digits] == '0' && q-digits > 1):
+		return 0, q, false // none, longer than surely fits (the general path decides), or a leading zero
+	case neg:
+		return -int64(n), q, true
 	}
-	n, err := strconv.ParseInt(string(b[p:q]), 10, 64)
-	return n, q, err == nil
+	return int64(n), q, true
 }
 
 // boolean reads true or false at p.

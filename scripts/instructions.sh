@@ -1,8 +1,8 @@
 #!/bin/sh
 # instructions.sh: the instructions one iteration of a Go benchmark costs,
-# counted by valgrind's callgrind (Debian's valgrind): the same count run
-# after run, whatever else the machine does, where a throughput run on a
-# noisy 2-core box moves by a fifth. Use it to steer; prove with ratios.
+# counted by valgrind's callgrind (Debian's valgrind): nearly the same
+# count run after run, whatever else the machine does. Use it to steer;
+# prove with ratios.
 #
 #   scripts/instructions.sh TESTBINARY BENCH [N]
 #
@@ -10,7 +10,8 @@
 # one benchmark. It runs the benchmark N (default 2000) and 2N iterations
 # under callgrind and prints (I(2N) - I(N)) / N: the per-iteration count,
 # set-up cancelled. One processor and no GC (GOMAXPROCS=1, GOGC=off) make
-# the count repeatable to ~0.1%; the GC's own work, proportional to the
+# the count repeatable to 1-2% (random ids and seeds remain), where a
+# throughput run moves by 15%; the GC's own work, proportional to the
 # bytes allocated (-benchmem), is left out. Go's async preemption signals
 # crash callgrind, hence asyncpreemptoff.
 set -eu
