@@ -64,7 +64,10 @@ func (b *bench) runCase(ctx context.Context, c benchCase, v variant, i int) (row
 			fmt.Fprintln(os.Stderr, "bench: metrics:", err)
 		}
 	}
-	if err := readSummary(m.summary, &r); err != nil {
+	if c.held > 0 {
+		r.Held = c.held
+		m.held.fill(&r)
+	} else if err := readSummary(m.summary, &r); err != nil {
 		return r, err
 	}
 	m.fill(&r, c)
@@ -253,7 +256,8 @@ type measurement struct {
 	before, after  counters
 	cpu0, cpu1     cpuSample
 	wall, k6CPU    time.Duration
-	standaloneOnly bool // the Redis counter counts this case's commands (no topology)
+	standaloneOnly bool       // the Redis counter counts this case's commands (no topology)
+	held           heldResult // a held-connections case's answers, in place of k6's summary
 }
 
 // measure runs k6 against base (the ceiling's path for a ceiling case),
@@ -264,6 +268,9 @@ func (b *bench) measure(ctx context.Context, c benchCase, i int, base string, id
 	var err error
 	if m.before, err = b.counters(ctx, d); err != nil {
 		return m, err
+	}
+	if c.held > 0 {
+		return b.measureHeld(ctx, c, i, base, ids, svcPID, debugBase, d, m)
 	}
 	k := b.k6Command(ctx, c, i, base, ids, m.summary)
 	var k6out bytes.Buffer

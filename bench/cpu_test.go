@@ -54,18 +54,19 @@ func TestPlanRows(t *testing.T) {
 	want := []string{
 		"ceiling (constant answer) @1000 VUs", "locked @1000 VUs", "ceiling (constant answer) @1000 VUs",
 		"ceiling (constant answer) @2000/s", "locked @2000/s", "ceiling (constant answer) @2000/s",
+		"ceiling (constant answer) @10000 conns", "locked @10000 conns", "ceiling (constant answer) @10000 conns",
 		"ceiling (constant answer) @50 VUs", "locked @50 VUs",
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("plan(-rows '^locked @') =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	o, err = parseFlags([]string{"-rate", "0"}, io.Discard)
+	o, err = parseFlags([]string{"-rate", "0", "-held", "0"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range plan(o) {
-		if c.rate != 0 {
-			t.Errorf("plan(-rate 0) has open-load case %s", c.label())
+		if c.rate != 0 || c.held != 0 {
+			t.Errorf("plan(-rate 0 -held 0) has open-load or held case %s", c.label())
 		}
 	}
 }

@@ -20,6 +20,7 @@ type options struct {
 	accessLog   bool // also run locked at log level info with the access log off and on
 	rate        int  // open arrival rate of the open-load rows (orders/s); 0: none
 	openVUs     int  // most buyers at once of an open-load row
+	held        int  // connections of the held-connections rows (held.go); 0: none
 	rows        *regexp.Regexp
 	abRefs      []string  // git refs whose services run every selected row too
 	abEnv       []variant // configurations that run every selected row too
@@ -63,6 +64,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.replica, "mysql-replica", true, "also run locked on a throwaway MariaDB primary with a local replica, mysql.min_replicas 0 and 1 interleaved: what waiting for the replica costs")
 	fs.IntVar(&o.rate, "rate", 2000, "arrivals per second of the open-load rows (0: no open-load rows)")
 	fs.IntVar(&o.openVUs, "open-vus", 1000, "most buyers at once of an open-load row")
+	fs.IntVar(&o.held, "held", 10000, "connections of the held-connections rows (a Go client, each connection a closed-loop buyer; 0: no such rows)")
 	rows := fs.String("rows", "", "run only the cases whose \"name @load\" matches this regexp (the ceilings always run: every ratio needs them)")
 	abRefs := fs.String("ab-ref", "", "also run every selected case with the service built from each of these comma-separated git refs, next to the worktree's (A/B in one run)")
 	fs.BoolVar(&o.profile, "profile", false, "write the service's CPU and allocation profiles of every order row (pprof) into the results directory")

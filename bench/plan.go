@@ -28,10 +28,16 @@ type benchCase struct {
 	// (replica.go), with mysql.min_replicas mysqlMinReplicas.
 	replicated       bool
 	mysqlMinReplicas int
+	// held > 0 runs the Go client of held.go instead of k6: this many
+	// connections held, each a closed-loop buyer.
+	held int
 }
 
 // load names the case's load: closed-loop buyers or an open arrival rate.
 func (c benchCase) load() string {
+	if c.held > 0 {
+		return fmt.Sprintf("%d conns", c.held)
+	}
 	if c.rate > 0 {
 		return fmt.Sprintf("%d/s", c.rate)
 	}
@@ -87,6 +93,15 @@ func plan(o options) []benchCase {
 			open(benchCase{name: fmt.Sprintf("locked, %d SKUs", o.skus), strategy: "locked", skus: o.skus}),
 			open(benchCase{name: caseProduction, strategy: "locked", skus: 1, access: "on"}),
 			open(benchCase{name: caseCeiling, ceiling: true}),
+		)
+	}
+	if o.held > 0 {
+		held := func(c benchCase) benchCase { c.held = o.held; return c }
+		cases = append(cases,
+			held(benchCase{name: caseCeiling, ceiling: true}),
+			held(benchCase{name: "locked, sold out", strategy: "locked", skus: 1, soldOut: true}),
+			held(benchCase{name: "locked", strategy: "locked", skus: 1}),
+			held(benchCase{name: caseCeiling, ceiling: true}),
 		)
 	}
 	cases = append(cases, topologyCases(o.vus)...)

@@ -32,6 +32,8 @@ type row struct {
 	RedisPerReq   float64 `json:"redis_commands_per_request"`
 	Batches       int64   `json:"batches"`
 	RSSMB         float64 `json:"rss_peak_mb"`
+	Held          int     `json:"held_connections,omitempty"` // -held rows: the connections held
+	IdleKBPerConn float64 `json:"idle_kb_per_connection,omitempty"`
 	Verified      string  `json:"verified"`
 	CPU           cpuCost `json:"cpu"`
 	LoadAvg       string  `json:"loadavg_before"`
@@ -106,7 +108,7 @@ func meanRuns(rows []row) finder {
 		var mean row
 		n := 0
 		for _, r := range rows {
-			if r.Case == name && r.VUs == vus && r.Rate == 0 && r.Variant == "" {
+			if r.Case == name && r.VUs == vus && r.Rate == 0 && r.Held == 0 && r.Variant == "" {
 				n++
 				mean.OrdersPerSec += r.OrdersPerSec
 				mean.RejectsPerSec += r.RejectsPerSec
@@ -168,6 +170,7 @@ func writeRatios(t io.Writer, rows []row, o options) {
 		fmt.Fprintf(t, "access log on / off, orders/s @%d (log level info)\t%s\t\n", hi, ratio(on, off, orders))
 		fmt.Fprintf(t, "access log on / off, p99 @%d (log level info)\t%s\t\n", hi, ratio(on, off, p99))
 	}
+	writeHeldRatios(t, rows)
 	writeTopologyRatios(t, find, hi)
 	writeReplicationRatio(t, find, hi)
 	writeZooKeeperRatios(t, find(caseZooKeeper, hi), locked, hi)
