@@ -150,7 +150,7 @@ func benchmarkPlaceOrderHTTP(b *testing.B, cfg config.Config, orders handler.Ord
 		req.Header = http.Header{"Content-Type": tmpl.Header["Content-Type"], "User-Agent": tmpl.Header["User-Agent"],
 			"Authorization": {buyers[i].auth}}
 		body.Reset([]byte(buyers[i].body))
-		req.Body = io.NopCloser(&body)
+		req.Body, req.ContentLength = io.NopCloser(&body), int64(len(buyers[i].body)) // as net/http's server sets it
 		clear(w.header)
 		w.status = 0
 		api.ServeHTTP(w, &req)

@@ -50,7 +50,17 @@ func readBody(c *gin.Context, max int64) ([]byte, bool) {
 		abort(c, http.StatusUnsupportedMediaType, codeUnsupportedMedia, "send the body as JSON with Content-Type: application/json")
 		return nil, false
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, max))
+	var body []byte
+	var err error
+	if n := c.Request.ContentLength; n >= 0 && n <= max {
+		// The usual order: its length is known and net/http's reader stops
+		// there, so the body is read into a slice of exactly its size (not
+		// io.ReadAll's 512 bytes and a MaxBytesReader, per request).
+		body = make([]byte, n)
+		_, err = io.ReadFull(c.Request.Body, body)
+	} else {
+		body, err = io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, max))
+	}
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {

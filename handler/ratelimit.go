@@ -1,12 +1,11 @@
 package handler
 
 import (
-	"container/list"
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/gin-gonic/gin"
-	"golang.org/x/time/rate"
 )
 
 // Limits configures the per-key token buckets; a zero rate turns a limit off.
@@ -23,26 +22,43 @@ type Limits struct {
 // flood of new keys forgets idle buckets (most of them full again, so
 // nothing is lost) but never the bucket of a key still in use, as
 // clearing the whole table would.
+//
+// A bucket is one number, its theoretical arrival time (GCRA): the
+// moment it is full again. A request is allowed while that moment is at
+// most (burst-1) intervals away, and moves it one interval on; this is
+// the token bucket of golang.org/x/time/rate, without its own mutex and
+// its two allocations per key, which a sale's stream of new buyers paid
+// on every order (docs/performance.md).
 type limiter struct {
 	mu      sync.Mutex
-	buckets map[string]*list.Element // of *bucket
-	byUse   *list.List               // front: the most recently used
-	rate    rate.Limit
-	burst   int
-	max     int
+	buckets map[string]*bucket
+	used    bucket // the use list's sentinel: used.next is the most recently used
+	epoch   time.Time
+	// interval is 1/rate in seconds, at most maxInterval; tolerance is
+	// (burst-1) intervals: how far ahead a bucket's time may be.
+	interval, tolerance float64
+	max                 int
 }
 
+// maxInterval bounds 1/rate (about 31,700 years), so that no rate a
+// setting accepts makes the arithmetic infinite.
+const maxInterval = 1e12
+
 type bucket struct {
-	key    string
-	tokens *rate.Limiter
+	key        string
+	tat        float64 // seconds since epoch at which the bucket is full again
+	prev, next *bucket
 }
 
 func newLimiter(perSecond float64, burst, max int) *limiter {
 	if perSecond <= 0 {
 		return nil
 	}
-	return &limiter{buckets: map[string]*list.Element{}, byUse: list.New(),
-		rate: rate.Limit(perSecond), burst: max1(burst), max: max1(max)}
+	interval := min(1/perSecond, maxInterval)
+	l := &limiter{buckets: map[string]*bucket{}, epoch: time.Now(),
+		interval: interval, tolerance: float64(max1(burst)-1) * interval, max: max1(max)}
+	l.used.prev, l.used.next = &l.used, &l.used
+	return l
 }
 
 func max1(n int) int { return max(n, 1) }
@@ -52,21 +68,36 @@ func (l *limiter) allow(key string) bool {
 	if l == nil {
 		return true
 	}
-	l.mu.Lock()
-	e, ok := l.buckets[key]
-	if ok {
-		l.byUse.MoveToFront(e)
-	} else {
-		if len(l.buckets) >= l.max {
-			delete(l.buckets, l.byUse.Remove(l.byUse.Back()).(*bucket).key)
-		}
-		e = l.byUse.PushFront(&bucket{key: key, tokens: rate.NewLimiter(l.rate, l.burst)})
-		l.buckets[key] = e
-	}
-	b := e.Value.(*bucket)
-	l.mu.Unlock()
-	return b.tokens.Allow()
+	return l.allowAt(key, time.Since(l.epoch).Seconds())
 }
+
+// allowAt is allow at now seconds since the limiter's epoch.
+func (l *limiter) allowAt(key string, now float64) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b := l.buckets[key]
+	if b == nil {
+		if len(l.buckets) >= l.max {
+			lru := l.used.prev
+			lru.unlink()
+			delete(l.buckets, lru.key)
+		}
+		b = &bucket{key: key, tat: now}
+		l.buckets[key] = b
+	} else {
+		b.unlink()
+	}
+	b.prev, b.next = &l.used, l.used.next // to the front
+	b.next.prev, l.used.next = b, b
+	tat := max(b.tat, now)
+	if tat-now > l.tolerance {
+		return false
+	}
+	b.tat = tat + l.interval
+	return true
+}
+
+func (b *bucket) unlink() { b.prev.next, b.next.prev = b.next, b.prev }
 
 // perIP refuses a client IP over its rate with 429 rate_limited.
 func perIP(l *limiter) gin.HandlerFunc {

@@ -2,7 +2,12 @@ package handler
 
 import (
 	"fmt"
+	"math"
+	"math/rand/v2"
 	"testing"
+	"time"
+
+	"golang.org/x/time/rate"
 )
 
 func TestLimiter_NewKeysPastTheCapDoNotResetABusyKey(t *testing.T) {
@@ -54,13 +59,63 @@ func TestLimiter_EvictsTheLeastRecentlyUsed(t *testing.T) {
 func (l *limiter) listed() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.byUse.Len() != len(l.buckets) {
-		return -1
-	}
-	for e := l.byUse.Front(); e != nil; e = e.Next() {
-		if l.buckets[e.Value.(*bucket).key] != e {
+	n := 0
+	for b := l.used.next; b != &l.used; b = b.next {
+		if l.buckets[b.key] != b || b.next.prev != b {
 			return -1
 		}
+		n++
 	}
-	return l.byUse.Len()
+	return n
+}
+
+// The limiter answers as golang.org/x/time/rate's token bucket of the same
+// rate and burst, request by request, at nanosecond times (the clock both
+// read); the rates past what a nanosecond clock resolves are the next test's.
+func TestLimiter_AnswersAsTheTokenBucket(t *testing.T) {
+	t.Parallel()
+	epoch := time.Unix(1_700_000_000, 0)
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, tt := range []struct {
+		rate  float64
+		burst int
+	}{{20, 40}, {1, 1}, {0.001, 3}, {1000, 1}, {1e6, 7}, {0.01, 2}, {5, math.MaxInt32}} {
+		l := newLimiter(tt.rate, tt.burst, 10)
+		ref := map[string]*rate.Limiter{}
+		now := 0.0
+		for i := range 5000 {
+			now += rng.ExpFloat64() / (2 * tt.rate) // arrivals about twice the rate
+			now = math.Round(min(now, 1e9)*1e9) / 1e9
+			key := fmt.Sprintf("k%d", rng.IntN(3))
+			r := ref[key]
+			if r == nil {
+				r = rate.NewLimiter(rate.Limit(tt.rate), tt.burst)
+				r.AllowN(epoch, 0) // start the bucket full at the epoch, as the limiter does
+				ref[key] = r
+			}
+			at := epoch.Add(time.Duration(now * 1e9))
+			if got, want := l.allowAt(key, now), r.AllowN(at, 1); got != want {
+				t.Fatalf("rate %g burst %d, request %d of %s at %.6fs: allow = %v; the token bucket says %v", tt.rate, tt.burst, i, key, now, got, want)
+			}
+		}
+	}
+}
+
+// The ends of the accepted range stay finite: a rate of 1e300/s allows a
+// request every nanosecond, one of 1e-300/s only its burst for 31,700
+// years (maxInterval).
+func TestLimiter_ExtremeRates(t *testing.T) {
+	t.Parallel()
+	fast := newLimiter(1e300, 1, 10)
+	for i := range 1000 {
+		if !fast.allowAt("k", float64(i)*1e-9) {
+			t.Fatalf("rate 1e300: request %d, a nanosecond after the last, refused", i)
+		}
+	}
+	slow := newLimiter(1e-300, 2, 10)
+	for i, now := range []float64{0, 1, 1e9, 1e11} {
+		if got, want := slow.allowAt("k", now), i < 2; got != want {
+			t.Fatalf("rate 1e-300 burst 2: request %d at %gs: allow = %v; want %v", i, now, got, want)
+		}
+	}
 }
