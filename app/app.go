@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/seckill/seckill/engine"
 	"github.com/seckill/seckill/handler"
@@ -35,8 +36,19 @@ import (
 // it runs embedded: in-process Redis and SQLite, and a demo SKU. ready,
 // if not nil, gets the listening address.
 func Serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.Writer, ready func(addr string)) error {
+	return serve(ctx, cfg, log, stdout, ready, nil)
+}
+
+// serve is Serve, tracing through tp when it is not nil (a test's
+// in-memory exporter) instead of what cfg.Tracing says.
+func serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.Writer, ready func(addr string), tp *sdktrace.TracerProvider) error {
 	var cl closers
 	defer cl.close(log)
+
+	tr, err := openTracing(ctx, cfg.Tracing, tp, log, &cl) // closed last: flushes what the drain traced
+	if err != nil {
+		return err
+	}
 
 	generatedToken := cfg.Admin.Token == ""
 	if generatedToken {
@@ -86,7 +98,7 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 	}
 	skus := service.NewDirectory(store, marks, wiring.DirectoryConfig(cfg), log, mx)
 	watch := startWatch(cfg, store, rs, skus, mx, log, &cl)
-	seller := newEngine(cfg, store, lk, skus, board, confirm, mx, log)
+	seller := newEngine(cfg, store, lk, skus, board, confirm, tr.orders(), mx, log)
 	orders := service.NewOrders(store, skus, seller, mx)
 	catalog := service.NewCatalog(store, store, skus, log)
 	lifecycle, err := startLifecycle(ctx, cfg, store, sweeperLock(cfg, rs, lk), skus, mx, log, &cl)
@@ -94,7 +106,7 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 		return err
 	}
 	var draining atomic.Bool
-	api, operator, err := newAPI(cfg, orders, catalog, readyz, mx, &draining, shoppers, lifecycle, lk, watch, log)
+	api, operator, err := newAPI(cfg, orders, catalog, readyz, mx, &draining, shoppers, lifecycle, lk, watch, tr.requests(), log)
 	if err != nil {
 		return err
 	}
@@ -171,19 +183,20 @@ func startWatch(cfg config.Config, store service.OrderStates, rs *redisSetup, sk
 }
 
 // newEngine builds the order engine on a lock, the SKUs, the board of
-// places, the replicas that confirm commits (nil: none) and the queue
-// settings.
+// places, the replicas that confirm commits (nil: none), the tracer of
+// orders (nil: none) and the queue settings.
 func newEngine(cfg config.Config, store engine.Committer, lk engine.Locker, skus engine.SKUs, board engine.PlaceBoard,
-	confirm engine.Replicas, mx *metrics.Metrics, log *slog.Logger) *engine.Seller {
+	confirm engine.Replicas, tracer engine.Tracer, mx *metrics.Metrics, log *slog.Logger) *engine.Seller {
 	ecfg := wiring.EngineConfig(cfg)
 	ecfg.Replicas = confirm
+	ecfg.Tracer = tracer
 	return engine.New(store, lk, skus, board, ecfg, log, mx)
 }
 
 // newAPI builds the HTTP handler with its limits and metrics; with
 // http.admin_addr, also the operator's (nil without), and the API's
 // answers none of the operator's routes.
-func newAPI(cfg config.Config, orders handler.Orders, catalog *service.Catalog, ready handler.Readiness, mx *metrics.Metrics, draining *atomic.Bool, shoppers handler.ShopperAuth, lifecycle handler.Lifecycle, locks service.LockInspector, watch *service.Watch, log *slog.Logger) (api, operator http.Handler, err error) {
+func newAPI(cfg config.Config, orders handler.Orders, catalog *service.Catalog, ready handler.Readiness, mx *metrics.Metrics, draining *atomic.Bool, shoppers handler.ShopperAuth, lifecycle handler.Lifecycle, locks service.LockInspector, watch *service.Watch, tracer handler.Tracer, log *slog.Logger) (api, operator http.Handler, err error) {
 	hc := handler.Config{
 		Orders:       orders,
 		Catalog:      catalog,
@@ -207,6 +220,7 @@ func newAPI(cfg config.Config, orders handler.Orders, catalog *service.Catalog, 
 		PaymentTokens:  cfg.Auth.PaymentTokens,
 		Locks:          locks,
 		Watch:          watch,
+		Tracer:         tracer,
 	}
 	if cfg.HTTP.AdminAddr != "" {
 		return handler.NewSplit(hc)

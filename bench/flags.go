@@ -28,6 +28,9 @@ type options struct {
 	zookeeper   bool      // also run locked on the ZooKeeper lock backend
 	replica     bool      // also run locked on a MariaDB primary with a local replica, min_replicas 0 and 1
 	zkAddrs     []string
+	// traceRatio, when above 0, adds a side tracing at that sampling
+	// ratio into an OTLP sink of this process (otlpsink.go).
+	traceRatio float64
 }
 
 // variant is one side of an A/B comparison: a service binary and the
@@ -68,7 +71,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	rows := fs.String("rows", "", "run only the cases whose \"name @load\" matches this regexp (the ceilings always run: every ratio needs them)")
 	abRefs := fs.String("ab-ref", "", "also run every selected case with the service built from each of these comma-separated git refs, next to the worktree's (A/B in one run)")
 	fs.BoolVar(&o.profile, "profile", false, "write the service's CPU and allocation profiles of every order row (pprof) into the results directory")
-	abEnv := fs.String("ab-env", "", "also run every selected case with these settings (SECKILL_* or the Go runtime's GOGC, GOMEMLIMIT, GODEBUG, GOMAXPROCS): 'label:KEY=V,KEY=V;label2:KEY=V'")
+	abEnv := fs.String("ab-env", "", "also run every selected case with these settings (SECKILL_*, OTEL_* or the Go runtime's GOGC, GOMEMLIMIT, GODEBUG, GOMAXPROCS): 'label:KEY=V,KEY=V;label2:KEY=V'")
+	fs.Float64Var(&o.traceRatio, "trace-ratio", 0, "also run every selected case with tracing on at this sampling ratio (OTEL_TRACES_SAMPLER parentbased_traceidratio), the spans posted over OTLP/HTTP to a sink in this process that reads and discards them; 0: no traced side")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -93,6 +97,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, err
 	}
 	o.abEnv = vs
+	if o.traceRatio < 0 || o.traceRatio > 1 {
+		return o, fmt.Errorf("-trace-ratio %g: want a ratio from 0 to 1", o.traceRatio)
+	}
 	return o, nil
 }
 
@@ -116,8 +123,8 @@ func parseVariants(s string) ([]variant, error) {
 		for _, kv := range strings.Split(settings, ",") {
 			kv = strings.TrimSpace(kv)
 			k, _, ok := strings.Cut(kv, "=")
-			if !ok || !(strings.HasPrefix(k, "SECKILL_") || runtimeEnv[k]) {
-				return nil, fmt.Errorf("-ab-env %q: %q is neither SECKILL_KEY=VALUE nor one of the Go runtime's GOGC, GOMEMLIMIT, GODEBUG, GOMAXPROCS", part, kv)
+			if !ok || !(strings.HasPrefix(k, "SECKILL_") || strings.HasPrefix(k, "OTEL_") || runtimeEnv[k]) {
+				return nil, fmt.Errorf("-ab-env %q: %q is neither SECKILL_KEY=VALUE, OTEL_KEY=VALUE nor one of the Go runtime's GOGC, GOMEMLIMIT, GODEBUG, GOMAXPROCS", part, kv)
 			}
 			v.env = append(v.env, kv)
 			v.runtime = v.runtime || runtimeEnv[k]

@@ -9,6 +9,7 @@
 //	go run ./bench                 (make bench)
 //	go run ./bench -duration 20s -vus 1000 -low-vus 50
 //	go run ./bench -duration 5s -rows 'locked$' -ab-env 'no linger:SECKILL_ORDER_LINGER=0'
+//	go run ./bench -duration 8s -rows '^locked @1000 VUs$' -trace-ratio 0.01   (tracing's cost)
 //
 // Every row also reports the CPU time per answered request of the service,
 // of MariaDB and of the benchmark's Redis, from their /proc counters, and
@@ -88,6 +89,15 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	variants, err := buildVariants(ctx, o, root)
 	if err != nil {
 		return err
+	}
+	if o.traceRatio > 0 {
+		sink, err := startOTLPSink()
+		if err != nil {
+			return err
+		}
+		defer func() { sink.stop(); fmt.Fprintln(stdout, "bench:", sink) }()
+		// The worktree's build; no design row (they do not trace).
+		variants = append(variants, variant{label: fmt.Sprintf("traced %g", o.traceRatio), bin: variants[0].bin, env: sink.env(o.traceRatio)})
 	}
 	cases := plan(o)
 	b, err := start(ctx, o, root, k6, cases)

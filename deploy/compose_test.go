@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	neturl "net/url"
 	"os"
 	"os/exec"
 	"path"
@@ -102,10 +103,14 @@ func readFile(t *testing.T, path string) string {
 }
 
 // knownEnv returns the SECKILL_* variables the service reads: one per
-// setting (internal/config), and SECKILL_CONFIG.
+// setting (internal/config), and SECKILL_CONFIG; and the OTEL_* ones
+// (config.TracingVariables).
 func knownEnv(t *testing.T) map[string]bool {
 	t.Helper()
 	known := map[string]bool{"SECKILL_CONFIG": true}
+	for _, v := range config.TracingVariables {
+		known[v] = true
+	}
 	for _, s := range config.Settings() {
 		known[s.Env] = true
 	}
@@ -120,7 +125,7 @@ var profileCases = []struct {
 }{
 	{
 		name:   "default",
-		want:   []string{"mariadb", "redis", "migrate", "seckill-1", "seckill-2", "seckill-3", "lb", "prometheus", "grafana"},
+		want:   []string{"mariadb", "redis", "migrate", "seckill-1", "seckill-2", "seckill-3", "lb", "prometheus", "grafana", "jaeger"},
 		absent: []string{"k6", "redis-1", "redis-5", "seckill-redlock-1", "lb-redlock"},
 	},
 	{
@@ -338,6 +343,7 @@ func TestComposePorts(t *testing.T) {
 		{nil, "lb", "8404", 8404},
 		{nil, "prometheus", "9090", 9090},
 		{nil, "grafana", "3000", 3000},
+		{nil, "jaeger", "16686", 16686},
 		{nil, "mariadb", "3307", 3306},
 		{[]string{"redlock"}, "lb-redlock", "8081", 8080},
 	}
@@ -374,7 +380,7 @@ func TestComposeSeckillEnv(t *testing.T) {
 			for name, s := range services {
 				e := env(s)
 				for k := range e {
-					if strings.HasPrefix(k, "SECKILL_") && !known[k] {
+					if (strings.HasPrefix(k, "SECKILL_") || strings.HasPrefix(k, "OTEL_")) && !known[k] {
 						t.Errorf("%s: sets %s, which internal/config does not read", name, k)
 					}
 				}
@@ -398,6 +404,11 @@ func TestComposeSeckillEnv(t *testing.T) {
 					t.Errorf("%s: SECKILL_MYSQL_DSN %q: %v", name, cfg.MySQL.DSN, err)
 				} else if h, _, _ := net.SplitHostPort(dsn.Addr); p.Services[h].Image == "" {
 					t.Errorf("%s: SECKILL_MYSQL_DSN points at %q, not a service of this project", name, dsn.Addr)
+				}
+				if !cfg.Tracing.On() {
+					t.Errorf("%s: traces nothing; want spans sent to the stack's trace backend", name)
+				} else if u, err := neturl.Parse(cfg.Tracing.Endpoint); err != nil || p.Services[u.Hostname()].Image == "" {
+					t.Errorf("%s: sends spans to %q, not a service of this project", name, cfg.Tracing.Endpoint)
 				}
 				for _, a := range cfg.Redis.Addrs {
 					if h, _, _ := net.SplitHostPort(a); p.Services[h].Image == "" {

@@ -18,8 +18,9 @@ import (
 
 // commitUnder runs b's transaction with lease's fence (none without a
 // lease), retrying version conflicts a bounded number of times. Losing
-// the lease meanwhile cancels the transaction.
-func (w *worker) commitUnder(ctx context.Context, b service.Batch, lease Lease) (service.BatchResult, error) {
+// the lease meanwhile cancels the transaction. bt, when not nil, traces
+// the batch.
+func (w *worker) commitUnder(ctx context.Context, b service.Batch, lease Lease, bt *batchTrace) (service.BatchResult, error) {
 	b.Fence = 0
 	if lease != nil {
 		b.Fence = lease.Fence()
@@ -37,7 +38,7 @@ func (w *worker) commitUnder(ctx context.Context, b service.Batch, lease Lease) 
 	)
 	for {
 		b.Now = time.Now().UTC().Truncate(time.Microsecond) // what the database keeps
-		res, err = w.s.rounds.commit(ctx, b, lease != nil)
+		res, err = w.s.rounds.commit(ctx, b, lease != nil, bt)
 		if !errors.Is(err, service.ErrConflict) || retries >= w.s.cfg.MaxRetries || ctx.Err() != nil {
 			break
 		}

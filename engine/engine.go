@@ -45,6 +45,9 @@ type Config struct {
 	// Replicas, when set, confirms every batch's commit before its buyers
 	// are answered (mysql.min_replicas); nil: answered at COMMIT.
 	Replicas Replicas
+	// Tracer, when set, records the steps of traced orders (trace.go);
+	// nil: nothing is measured for tracing.
+	Tracer Tracer
 }
 
 // Observer receives what the engine does, for metrics. Methods must be
@@ -116,7 +119,7 @@ func New(store Committer, locker Locker, skus SKUs, board PlaceBoard, cfg Config
 		cfg: cfg, log: log, obs: obs, store: store, skus: skus,
 		queues: newQueues(cfg, obs),
 		locks:  &locks{locker: locker, cfg: cfg, log: log, obs: obs},
-		rounds: newGroupCommit(store, cfg.Linger),
+		rounds: newGroupCommit(store, cfg.Linger, cfg.Tracer),
 		places: newPlaces(cfg.PlacesMax, comeBackAfter+cfg.PlaceGrace, board, log),
 	}
 }
@@ -125,6 +128,9 @@ func New(store Committer, locker Locker, skus SKUs, board PlaceBoard, cfg Config
 // answer, as service.Seller says.
 func (s *Seller) Sell(ctx context.Context, r service.OrderRequest) (service.Placed, error) {
 	p := &pending{req: r, arrived: s.places.arrival(r), done: make(chan service.Outcome, 1)}
+	if s.cfg.Tracer != nil {
+		p.trace = s.traceOrder(s.cfg.Tracer.Order(ctx))
+	}
 	// No timer per request: the worker refuses, uncharged, whoever it
 	// reaches after their deadline; ctx still ends the wait of a buyer who left.
 	p.expires = time.Now().Add(s.cfg.RequestTimeout).UnixNano()

@@ -12,12 +12,12 @@ type GroupCommit = groupCommit
 
 // NewGroupCommit returns the group commit the order path runs over store.
 func NewGroupCommit(store Committer, linger time.Duration) *GroupCommit {
-	return newGroupCommit(store, linger)
+	return newGroupCommit(store, linger, nil)
 }
 
 // Commit is what a worker holding its SKU's lock calls for a batch.
 func (g *groupCommit) Commit(ctx context.Context, b service.Batch) (service.BatchResult, error) {
-	return g.commit(ctx, b, true)
+	return g.commit(ctx, b, true, nil)
 }
 
 // RunRound runs one round of bs, batch i under ctxs[i], and returns each

@@ -65,6 +65,9 @@ func window(limit int64, w time.Duration) int64 {
 // as does a batch sold unlocked.
 func (w *worker) turn() turnLimit {
 	h := &w.hold
+	if w.s.cfg.Tracer != nil {
+		w.lockStep = Step{} // none readied yet: sold unlocked unless readyLease says otherwise
+	}
 	w.soldOut = w.s.skus.SoldOut(w.q.id)
 	if w.soldOut && !w.s.queues.waitersQueued(w.q) {
 		h.release() // for the others to learn the sell-out
@@ -83,7 +86,8 @@ func (w *worker) turn() turnLimit {
 	if ranked && h.lease != nil && h.taken >= turnFloor && head > min(w.limit(), lim.line) {
 		h.release() // an older buyer waits elsewhere: its turn
 	}
-	h.take(head, ranked)
+	w.readyLease(head, ranked) // h.take, timed when traced
+
 	if !ranked || h.lease == nil { // in this instance's order
 		return turnLimit{until: lim.line, line: lim.line}
 	}

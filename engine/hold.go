@@ -145,7 +145,7 @@ const maxStaleFences = 3
 // serves again: a stale fence means another holder took the lock since
 // ours was obtained, so a new one is obtained after a jittered pause, a
 // bounded number of times.
-func (w *worker) commitHeld(ctx context.Context, b service.Batch) (service.BatchResult, error) {
+func (w *worker) commitHeld(ctx context.Context, b service.Batch, bt *batchTrace) (service.BatchResult, error) {
 	h := &w.hold
 	for stale := 0; ; stale++ {
 		if h.lease != nil {
@@ -158,14 +158,14 @@ func (w *worker) commitHeld(ctx context.Context, b service.Batch) (service.Batch
 		}
 		lease := h.lease
 		b.Known, b.KnownOn = h.known, h.knownOn
-		res, err := w.commitUnder(ctx, b, lease)
+		res, err := w.commitUnder(ctx, b, lease, bt)
 		if lease != nil && errors.Is(err, service.ErrStaleFence) {
 			switch adopted, aerr := w.s.adoptForeignFence(ctx, lease, err); {
 			case aerr != nil:
 				w.s.log.Warn("stale fence not checked against the lock backend; the batch fails", "sku", b.SKUID, "err", aerr)
 				err = aerr // not ErrStaleFence: nothing says the lock moved
 			case adopted:
-				res, err = w.commitUnder(ctx, b, lease)
+				res, err = w.commitUnder(ctx, b, lease, bt)
 			}
 		}
 		if err != nil {

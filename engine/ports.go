@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"time"
 
 	"github.com/seckill/seckill/service"
 )
@@ -99,3 +100,71 @@ type Handoff interface {
 type Horizoner interface {
 	Horizon(ctx context.Context) (int64, error)
 }
+
+// Tracer records where a traced order's time went (app/tracing.go fills
+// it with OpenTelemetry). With none (Config.Tracer nil) the engine
+// measures nothing for tracing: no clock read, no allocation.
+type Tracer interface {
+	// Order returns the trace of the order whose request ctx carries,
+	// nil when it is not recorded (not sampled): then nothing is
+	// measured for it either.
+	Order(ctx context.Context) OrderTrace
+	// Round begins the span of one transaction (a round of the group
+	// commit, or a batch committed alone) carrying traced's orders among
+	// orders in batches of as many SKUs; each traced order's commit step
+	// links to it.
+	Round(traced []OrderTrace, batches, orders int, shared bool) Round
+}
+
+// OrderTrace is one traced order: its steps are recorded once they are
+// over, before its buyer is answered.
+type OrderTrace interface {
+	Record(s Step)
+}
+
+// Round is a transaction's span, begun by Tracer.Round.
+type Round interface {
+	// End ends the span with the transaction's error, nil when it
+	// committed.
+	End(err error)
+}
+
+// Step is one part of a traced order's time.
+type Step struct {
+	Kind     StepKind
+	From, To time.Time
+	// Lease says under what the batch sold (StepLock): LeaseKept,
+	// LeaseObtained or LeaseNone.
+	Lease string
+	// Batch is the size of the order's batch; Rounds the transactions
+	// it rode in (StepCommit), the last the one that answered it.
+	Batch  int
+	Rounds []Round
+	Err    error // the step's failure, nil when it succeeded
+}
+
+// StepKind names a step of the order path.
+type StepKind int
+
+const (
+	// StepQueue is from the order's arrival in its SKU's queue to its
+	// batch being taken for commit (or its refusal without one).
+	StepQueue StepKind = iota
+	// StepLock is its batch's turn readying the SKU's lock: kept from
+	// the previous batch, obtained (waiting for other holders), or none
+	// (the lock store down or the holder stuck: the database's guard).
+	StepLock
+	// StepCommit is from its batch's first attempt to its result: the
+	// transactions it rode in, with their retries.
+	StepCommit
+	// StepReplicas is the wait for the replicas to confirm the commit
+	// (mysql.min_replicas).
+	StepReplicas
+)
+
+// The leases of StepLock.
+const (
+	LeaseKept     = "kept"
+	LeaseObtained = "obtained"
+	LeaseNone     = "none"
+)

@@ -17,6 +17,7 @@ type pending struct {
 	expires int64                // unix nanos; 0: no deadline of the queue's
 	state   atomic.Int32         // queued → taken by the worker, or queued → abandoned
 	done    chan service.Outcome // buffered: the worker never blocks on it
+	trace   *traced              // nil: not traced (trace.go)
 }
 
 const (

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/seckill/seckill/service"
 )
@@ -33,14 +34,27 @@ func (w *worker) answer(live []*pending, res service.BatchResult, begun int64) {
 // Unconfirmed in time, every buyer of the batch gets ErrOutcomeUnknown.
 // A later confirmation covers the earlier commits of the same primary
 // (its GTIDs apply in order), so waits overlap instead of queueing.
-func (w *worker) confirmThenAnswer(live []*pending, res service.BatchResult, begun int64) {
+//
+// bt, when not nil, traces the batch: its steps end with the wait.
+func (w *worker) confirmThenAnswer(live []*pending, res service.BatchResult, begun int64, bt *batchTrace) {
 	q := w.q
+	var committed time.Time
+	if bt != nil {
+		committed = time.Now()
+	}
 	q.unconfirmed <- struct{}{} // at most maxUnconfirmed waiting
 	w.s.queues.workers.Add(1)
 	go func() {
 		defer w.s.queues.workers.Done()
 		defer func() { <-q.unconfirmed }()
+		var from time.Time
+		if bt != nil {
+			from = time.Now()
+		}
 		err := w.s.cfg.Replicas.Confirm(context.Background(), res.Commit)
+		if bt != nil {
+			bt.finish(live, res, committed, nil, &Step{Kind: StepReplicas, From: from, To: time.Now(), Err: err})
+		}
 		if err == nil {
 			w.answer(live, res, begun)
 			return

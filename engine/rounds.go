@@ -38,6 +38,7 @@ const (
 type groupCommit struct {
 	store  Committer
 	linger time.Duration // lingerBefore's longest wait; 0: a round commits at once
+	tracer Tracer        // nil: untraced
 
 	mu      sync.Mutex
 	pending []*groupCall
@@ -59,14 +60,15 @@ type arrival struct{ sku, at int64 }
 type groupCall struct {
 	ctx  context.Context
 	b    service.Batch
+	bt   *batchTrace // nil: no traced order in b
 	res  service.BatchResult
 	err  error
 	done chan struct{} // closed when res and err are final
 	lead chan struct{} // closed when this call must lead the next round
 }
 
-func newGroupCommit(store Committer, linger time.Duration) *groupCommit {
-	return &groupCommit{store: store, linger: max(linger, 0)}
+func newGroupCommit(store Committer, linger time.Duration, tracer Tracer) *groupCommit {
+	return &groupCommit{store: store, linger: max(linger, 0), tracer: tracer}
 }
 
 // commit commits b: under its SKU's lock (locked), possibly in one
@@ -74,11 +76,12 @@ func newGroupCommit(store Committer, linger time.Duration) *groupCommit {
 // its own, for such a batch is the one likely to meet another instance's
 // holder on its row (a row-lock wait, a version conflict), which in a
 // shared round would hold up or fail the other SKUs' batches with it.
-func (g *groupCommit) commit(ctx context.Context, b service.Batch, locked bool) (service.BatchResult, error) {
+// bt, when not nil, traces the batch's orders.
+func (g *groupCommit) commit(ctx context.Context, b service.Batch, locked bool, bt *batchTrace) (service.BatchResult, error) {
 	if !locked {
-		return g.store.CommitBatch(ctx, b)
+		return g.commitBatch(&groupCall{ctx: ctx, b: b, bt: bt})
 	}
-	c := &groupCall{ctx: ctx, b: b, done: make(chan struct{}), lead: make(chan struct{})}
+	c := &groupCall{ctx: ctx, b: b, bt: bt, done: make(chan struct{}), lead: make(chan struct{})}
 	g.mu.Lock()
 	if g.linger > 0 {
 		g.arrived(b.SKUID, time.Now().UnixNano())
@@ -296,7 +299,9 @@ func (g *groupCommit) run(round []*groupCall) {
 		return
 	}
 	ctx, cancel := roundContext(live)
+	span := g.round(live, true)
 	answers, err := g.store.CommitRound(ctx, bs)
+	ended(span, live, err)
 	cancel()
 	switch {
 	case err == nil:
@@ -312,17 +317,30 @@ func (g *groupCommit) run(round []*groupCall) {
 	}
 	var wg sync.WaitGroup
 	for _, c := range live {
-		wg.Go(func() { c.res, c.err = g.alone(c.ctx, c.b) })
+		wg.Go(func() { c.res, c.err = g.alone(c) })
 	}
 	wg.Wait()
 }
 
-// alone commits b in a transaction of its own, bounded by ctx.
-func (g *groupCommit) alone(ctx context.Context, b service.Batch) (service.BatchResult, error) {
-	if ctx.Err() != nil {
-		return service.BatchResult{}, callerGone(ctx)
+// alone commits c's batch in a transaction of its own, bounded by its
+// context.
+func (g *groupCommit) alone(c *groupCall) (service.BatchResult, error) {
+	if c.ctx.Err() != nil {
+		return service.BatchResult{}, callerGone(c.ctx)
 	}
-	return g.store.CommitBatch(ctx, b)
+	return g.commitBatch(c)
+}
+
+// commitBatch runs Committer.CommitBatch for c, traced when c is.
+func (g *groupCommit) commitBatch(c *groupCall) (service.BatchResult, error) {
+	if c.bt == nil {
+		return g.store.CommitBatch(c.ctx, c.b)
+	}
+	calls := []*groupCall{c}
+	span := g.round(calls, false)
+	res, err := g.store.CommitBatch(c.ctx, c.b)
+	ended(span, calls, err)
+	return res, err
 }
 
 // callerGone answers a batch whose caller's context ended before anything

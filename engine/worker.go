@@ -21,6 +21,9 @@ type worker struct {
 	// wait is the worker's own timer, stopped between its waits (a
 	// linger, a held lease, a buyer sent back).
 	wait *time.Timer
+	// lockStep is how the turn readied the lease, for traced orders
+	// (readyLease); kept only with a Tracer.
+	lockStep Step
 }
 
 // work runs q's worker. It exits when its queue stayed empty for
@@ -76,6 +79,10 @@ func (w *worker) commit(batch []*pending) (sold bool) {
 	if len(live) == 0 || w.refuseAll(live) {
 		return false
 	}
+	var bt *batchTrace
+	if w.s.cfg.Tracer != nil {
+		bt = w.traceBatch(live) // nil when none of them is traced
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), w.s.cfg.TxTimeout)
 	defer cancel()
 	begun := time.Now().UnixNano()
@@ -85,8 +92,11 @@ func (w *worker) commit(batch []*pending) (sold bool) {
 		b.Requests[i] = p.req
 		b.Requests[i].Arrival = p.arrived
 	}
-	res, err := w.commitHeld(ctx, b)
+	res, err := w.commitHeld(ctx, b, bt)
 	if err != nil {
+		if bt != nil {
+			bt.finish(live, res, time.Now(), err, nil)
+		}
 		w.fail(live, err)
 		return false
 	}
@@ -94,8 +104,11 @@ func (w *worker) commit(batch []*pending) (sold bool) {
 		sold = sold || out.Placed.Created
 	}
 	if w.s.cfg.Replicas != nil {
-		w.confirmThenAnswer(live, res, begun)
+		w.confirmThenAnswer(live, res, begun, bt)
 	} else {
+		if bt != nil {
+			bt.finish(live, res, time.Now(), nil, nil)
+		}
 		w.answer(live, res, begun)
 	}
 	return sold
@@ -111,8 +124,13 @@ func admit(batch []*pending) []*pending {
 			continue // its buyer left
 		}
 		if p.expires != 0 && now > p.expires {
-			p.done <- service.Outcome{Err: fmt.Errorf("%w: waited past order.request_timeout", service.ErrUnavailable)}
+			err := fmt.Errorf("%w: waited past order.request_timeout", service.ErrUnavailable)
+			p.refused(err)
+			p.done <- service.Outcome{Err: err}
 			continue
+		}
+		if p.trace != nil {
+			p.trace.taken = time.Unix(0, now)
 		}
 		live = append(live, p)
 	}
@@ -138,6 +156,7 @@ func (w *worker) refuseAll(live []*pending) bool {
 		if err == service.ErrSoldOut {
 			w.s.obs.SoldOutFastPath()
 		}
+		p.refused(err)
 		p.done <- service.Outcome{Err: err}
 	}
 	return true

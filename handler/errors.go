@@ -11,7 +11,7 @@ import (
 )
 
 // errorBody is every error answer:
-// {"error":{"code":"...","message":"...","request_id":"..."}}.
+// {"error":{"code":"...","message":"...","request_id":"...","trace_id":"..."}}.
 type errorBody struct {
 	Error errorDetail `json:"error"`
 }
@@ -21,6 +21,9 @@ type errorDetail struct {
 	Message string `json:"message"`
 	// RequestID is the request's X-Request-ID, the key to its log lines.
 	RequestID string `json:"request_id,omitempty"`
+	// TraceID is the request's trace (32 hex digits), present only when
+	// the trace was recorded (OTEL_*; docs/operations.md).
+	TraceID string `json:"trace_id,omitempty"`
 }
 
 // Stable error codes of the handler's own answers; the domain's are in
@@ -83,11 +86,12 @@ const errorCodeKey = "seckill.error_code"
 func abort(c *gin.Context, status int, code, message string) {
 	c.Set(errorCodeKey, code)
 	c.Abort()
-	writeJSON(c, status, appendError(make([]byte, 0, 160), code, message, logging.RequestID(c.Request.Context())))
+	requestID, traceID := logging.IDs(c.Request.Context())
+	writeJSON(c, status, appendError(make([]byte, 0, 160), code, message, requestID, traceID))
 }
 
-// appendError appends errorBody{errorDetail{code, message, requestID}}'s JSON.
-func appendError(b []byte, code, message, requestID string) []byte {
+// appendError appends errorBody{errorDetail{code, message, requestID, traceID}}'s JSON.
+func appendError(b []byte, code, message, requestID, traceID string) []byte {
 	b = append(b, `{"error":{"code":`...)
 	b = appendString(b, code)
 	b = append(b, `,"message":`...)
@@ -95,6 +99,10 @@ func appendError(b []byte, code, message, requestID string) []byte {
 	if requestID != "" {
 		b = append(b, `,"request_id":`...)
 		b = appendString(b, requestID)
+	}
+	if traceID != "" {
+		b = append(b, `,"trace_id":`...)
+		b = appendString(b, traceID)
 	}
 	return append(b, "}}"...)
 }

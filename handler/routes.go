@@ -81,6 +81,8 @@ type Config struct {
 	// Watch holds GET /api/v1/orders/{id} with Prefer: wait until the
 	// order changes (nil: a wait is never applied).
 	Watch Watcher
+	// Tracer traces every request (nil: none is, at no cost).
+	Tracer Tracer
 }
 
 // ShopperAuth is how shoppers are identified and how order ids look.
@@ -145,6 +147,9 @@ func newEngine(cfg Config) (*gin.Engine, error) {
 	r.RedirectTrailingSlash = false
 	r.RedirectFixedPath = false
 	r.Use(requestID())
+	if cfg.Tracer != nil {
+		r.Use(traced(cfg.Tracer)) // before the access log, whose line carries the trace ID
+	}
 	if cfg.AccessLog {
 		r.Use(accessLog(cfg.Log))
 	}

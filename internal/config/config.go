@@ -35,6 +35,10 @@ type Config struct {
 
 	ZooKeeper ZooKeeper `yaml:"zookeeper"`
 	Auth      Auth      `yaml:"auth"`
+
+	// Tracing is read from the standard OTEL_* variables, not the file
+	// (tracing.go).
+	Tracing Tracing `yaml:"-"`
 }
 
 // Limits are the rate limits; a zero rate turns one off. The defaults
@@ -237,6 +241,11 @@ func Load(path string, getenv func(string) string) (Config, error) {
 	if err := cfg.applyEnv(getenv); err != nil {
 		return Config{}, err
 	}
+	tracing, err := tracingFromEnv(getenv)
+	if err != nil {
+		return Config{}, err
+	}
+	cfg.Tracing = tracing
 	return cfg, cfg.Validate()
 }
 

@@ -1,7 +1,8 @@
 // Package logging builds the service's log/slog logger: JSON or text, with
-// the request ID of the context on every line logged with a context,
-// durations written as strings such as "12.345ms", and no attribute that
-// repeats a key of the record itself (time, level, msg, source).
+// the request ID (and a traced request's trace ID) of the context on every
+// line logged with a context, durations written as strings such as
+// "12.345ms", and no attribute that repeats a key of the record itself
+// (time, level, msg, source).
 package logging
 
 import (
@@ -11,17 +12,38 @@ import (
 	"time"
 )
 
-type requestIDKey struct{}
+type idsKey struct{}
+
+// ids are the keys to a request's lines: its request ID and, when its
+// trace is recorded, the trace's ID. One context value holds both, so
+// that an untraced request looks up one value, as before tracing.
+type ids struct{ request, trace string }
 
 // WithRequestID returns ctx carrying id, which every line logged with ctx shows.
 func WithRequestID(ctx context.Context, id string) context.Context {
-	return context.WithValue(ctx, requestIDKey{}, id)
+	return context.WithValue(ctx, idsKey{}, &ids{request: id})
+}
+
+// WithTraceID returns ctx carrying the ID of the request's recorded
+// trace (32 hex digits) beside its request ID: every line logged with
+// ctx shows it as trace_id.
+func WithTraceID(ctx context.Context, trace string) context.Context {
+	return context.WithValue(ctx, idsKey{}, &ids{request: RequestID(ctx), trace: trace})
 }
 
 // RequestID returns the request ID carried by ctx, or "".
 func RequestID(ctx context.Context) string {
-	id, _ := ctx.Value(requestIDKey{}).(string)
-	return id
+	request, _ := IDs(ctx)
+	return request
+}
+
+// IDs returns the request ID and the trace ID carried by ctx, each ""
+// when ctx carries none.
+func IDs(ctx context.Context) (request, trace string) {
+	if v, ok := ctx.Value(idsKey{}).(*ids); ok {
+		return v.request, v.trace
+	}
+	return "", ""
 }
 
 // New returns a logger writing to w at level ("debug", "info", "warn",
@@ -80,8 +102,12 @@ func (h contextHandler) Handle(ctx context.Context, r slog.Record) error {
 		})
 		r = out
 	}
-	if id := RequestID(ctx); id != "" {
-		r.AddAttrs(slog.String("request_id", id))
+	request, trace := IDs(ctx)
+	if request != "" {
+		r.AddAttrs(slog.String("request_id", request))
+	}
+	if trace != "" {
+		r.AddAttrs(slog.String("trace_id", trace))
 	}
 	return h.Handler.Handle(ctx, r)
 }

@@ -31,6 +31,9 @@ func TestLines(t *testing.T) {
 		{"request id from the context", func(l *slog.Logger) {
 			l.InfoContext(ctx, "m", "d", time.Duration(0))
 		}, map[string]any{"request_id": "req-7", "d": "0s"}},
+		{"trace id beside the request id", func(l *slog.Logger) {
+			l.InfoContext(logging.WithTraceID(ctx, "4bf92f3577b34da6a3ce929d0e0e4736"), "m")
+		}, map[string]any{"request_id": "req-7", "trace_id": "4bf92f3577b34da6a3ce929d0e0e4736"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
