@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path"
 	"path/filepath"
 	"regexp"
@@ -736,5 +737,21 @@ func TestKubernetesMigrationJob(t *testing.T) {
 	sort.Strings(names)
 	if len(names) == 2 && names[0] != names[1] {
 		t.Errorf("the kustomizations' namespaces differ: %q", names)
+	}
+}
+
+// TestKubernetesKustomizeBuilds: with kubectl installed, its kustomize
+// renders each kustomization (no cluster needed), as `kubectl apply -k`
+// would before sending it.
+func TestKubernetesKustomizeBuilds(t *testing.T) {
+	kubectl, err := exec.LookPath("kubectl")
+	if err != nil {
+		t.Skip("kubectl not installed; the manifests are still decoded by the other tests")
+	}
+	for _, dir := range kubeDirs {
+		out, err := exec.CommandContext(t.Context(), kubectl, "kustomize", filepath.Join(root, "deploy", dir)).CombinedOutput()
+		if err != nil {
+			t.Errorf("kubectl kustomize deploy/%s: %v\n%s", dir, err, out)
+		}
 	}
 }
