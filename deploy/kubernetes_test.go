@@ -660,14 +660,14 @@ func TestKubernetesScaleFitsTheDatabase(t *testing.T) {
 			hpa.Spec.MaxReplicas, surge, cfg.MySQL.MaxOpenConns, room, conns+room, mariaDBMaxConnections)
 	}
 
-	pods2 := d.Spec.Template.Labels
-	if pdb.Spec.Selector == nil || !selects(pdb.Spec.Selector.MatchLabels, pods2) {
+	podLabels := d.Spec.Template.Labels
+	if pdb.Spec.Selector == nil || !selects(pdb.Spec.Selector.MatchLabels, podLabels) {
 		t.Errorf("PodDisruptionBudget %s: does not select the Deployment's pods", pdb.Name)
 	}
 	if mu := pdb.Spec.MaxUnavailable; mu == nil || mu.Type != intstr.Int || int32(mu.IntValue()) >= minReplicas {
 		t.Errorf("PodDisruptionBudget %s: maxUnavailable %v; want a count below minReplicas %d", pdb.Name, mu, minReplicas)
 	}
-	if !selects(d.Spec.Selector.MatchLabels, pods2) {
+	if !selects(d.Spec.Selector.MatchLabels, podLabels) {
 		t.Errorf("Deployment %s: its selector does not match its pods", d.Name)
 	}
 	for _, j := range k.jobs {
