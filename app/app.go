@@ -55,6 +55,9 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 		cfg.Admin.Token = randomToken()
 	}
 	generatedSecret := cfg.Embedded() && cfg.Auth.Shopper == config.ShopperJWT && !cfg.Auth.JWT.KeySet()
+	if cfg.Embedded() && cfg.Auth.PaymentTokens == "" {
+		cfg.Auth.PaymentTokens = randomToken() // printed, so that the quick start can pay
+	}
 	shoppers, err := shopperAuth(ctx, &cfg, log)
 	if err != nil {
 		return err

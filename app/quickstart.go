@@ -14,8 +14,8 @@ import (
 )
 
 // announce says where the service runs; in embedded mode it seeds the
-// demo SKU and prints the quick start. A generated admin token or HS256
-// secret goes to stdout, never to the log.
+// demo SKU and prints the quick start. A generated admin token, payment
+// token or HS256 secret goes to stdout, never to the log.
 func announce(ctx context.Context, cfg config.Config, catalog *service.Catalog, redisSetup string, url string, generatedToken, generatedSecret bool, stdout io.Writer, log *slog.Logger) error {
 	mode := "mysql+redis:" + redisSetup
 	if cfg.Lock.Backend == config.BackendZooKeeper {
@@ -39,6 +39,9 @@ func announce(ctx context.Context, cfg config.Config, catalog *service.Catalog, 
 			}
 		}
 		qs := quickStart{url: url, adminToken: cfg.Admin.Tokens()[0], shoppers: shoppers, demo: demo}
+		if tokens := strings.Split(cfg.Auth.PaymentTokens, ","); tokens[0] != "" {
+			qs.paymentToken = strings.TrimSpace(tokens[0])
+		}
 		if generatedSecret {
 			qs.mint = mintCommand(cfg.Auth.JWT)
 		}
@@ -61,6 +64,7 @@ type demoShopper struct{ sub, token string }
 // quickStart is what the embedded mode prints.
 type quickStart struct {
 	url, adminToken string
+	paymentToken    string        // the payment system's; "" with none
 	shoppers        []demoShopper // none with auth.shopper none
 	mint            string        // the command minting more tokens; "" unless the secret was generated
 	demo            service.SKU
@@ -90,6 +94,9 @@ func printQuickStart(w io.Writer, q quickStart) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\nseckill is running at %s (embedded mode: in-process Redis and SQLite, discarded at exit)\n", q.url)
 	fmt.Fprintf(&b, "  admin token: %s\n", q.adminToken)
+	if q.paymentToken != "" {
+		fmt.Fprintf(&b, "  payment token (the payment system's): %s\n", q.paymentToken)
+	}
 	fmt.Fprintf(&b, "  demo SKU:    id %d, %q, %d units, %d per user\n\n", q.demo.ID, q.demo.Name, q.demo.Stock, q.demo.PerUserLimit)
 	buy := func(user, auth string) {
 		fmt.Fprintf(&b, "  curl -s -X POST %s/api/v1/orders%s -H 'Content-Type: application/json' -d '{\"sku_id\":%d,\"user_id\":\"%s\",\"quantity\":1}'\n", q.url, auth, q.demo.ID, user)
@@ -105,6 +112,10 @@ func printQuickStart(w io.Writer, q quickStart) {
 	if q.mint != "" {
 		b.WriteString("\nMint a token for another shopper (this instance's throwaway HS256 secret, gone at exit):\n")
 		fmt.Fprintf(&b, "  %s\n", q.mint)
+	}
+	if q.paymentToken != "" {
+		b.WriteString("\nConfirm an order's payment as the payment system would (ORDER_ID: a buy's order_id):\n")
+		fmt.Fprintf(&b, "  curl -s -X POST %s/internal/v1/orders/$ORDER_ID/paid -H 'Authorization: Bearer %s'\n", q.url, q.paymentToken)
 	}
 	fmt.Fprintf(&b, "\nSee the stock as an admin:\n  curl -s %s/admin/v1/skus/%d -H 'Authorization: Bearer %s'\n\n", q.url, q.demo.ID, q.adminToken)
 	fmt.Fprint(w, b.String())

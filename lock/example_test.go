@@ -17,7 +17,8 @@ import (
 func ExampleClient_Obtain() {
 	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
 	defer rdb.Close()
-	locks := lock.New(rdb, lock.WithPrefix("example:"), lock.WithTTL(10*time.Second))
+	// The watchdog renews the lease while held, as README.md's example has it.
+	locks := lock.New(rdb, lock.WithPrefix("example:"), lock.WithTTL(10*time.Second), lock.WithWatchdog(true))
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

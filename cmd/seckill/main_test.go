@@ -349,21 +349,24 @@ func TestQuickStart(t *testing.T) {
 	}
 
 	var buyLines []string
-	var adminLine, mintLine string
+	var adminLine, mintLine, payLine string
 	for _, l := range strings.Split(out, "\n") {
 		l = strings.TrimSpace(l)
 		switch {
 		case strings.HasPrefix(l, "curl ") && strings.Contains(l, "/api/v1/orders"):
 			buyLines = append(buyLines, l)
+		case strings.HasPrefix(l, "curl ") && strings.Contains(l, "/internal/v1/orders/$ORDER_ID/paid"):
+			payLine = l
 		case strings.HasPrefix(l, "curl ") && strings.Contains(l, "/admin/v1/skus/"):
 			adminLine = l
 		case strings.HasPrefix(l, "SECKILL_AUTH_JWT_SECRET="):
 			mintLine = l
 		}
 	}
-	// A buy line for each of three demo shoppers, and how to mint more.
-	if len(buyLines) != 3 || adminLine == "" || mintLine == "" {
-		t.Fatalf("quick start lacks the three buy lines, the admin curl line or the mint command:\n%s", out)
+	// A buy line for each of three demo shoppers, how to mint more, and
+	// how the payment system confirms a payment.
+	if len(buyLines) != 3 || adminLine == "" || mintLine == "" || payLine == "" {
+		t.Fatalf("quick start lacks the three buy lines, the admin curl line, the mint command or the payment line:\n%s", out)
 	}
 	buyLine := buyLines[0]
 
@@ -410,6 +413,14 @@ func TestQuickStart(t *testing.T) {
 	// The same line again is that user's second unit: over the demo's limit of 1.
 	if status, body := buy.do(t); status != http.StatusConflict || !strings.Contains(string(body), `"limit_exceeded"`) {
 		t.Errorf("the printed buy again = %d %s; want 409 limit_exceeded", status, body)
+	}
+	// The printed payment line, with the order's id, pays it.
+	pay, err := parseCurl(strings.Replace(payLine, "$ORDER_ID", ord.OrderID, 1))
+	if err != nil {
+		t.Fatalf("parse %q: %v", payLine, err)
+	}
+	if status, body := pay.do(t); status != http.StatusOK || !strings.Contains(string(body), `"status":"paid"`) {
+		t.Errorf("the printed payment line for order %s = %d %s; want 200, paid", ord.OrderID, status, body)
 	}
 
 	// The other demo shoppers each buy their unit.
@@ -462,12 +473,13 @@ func TestQuickStart(t *testing.T) {
 		ID    int64 `json:"id"`
 		Stock int64 `json:"stock"`
 		Sold  int64 `json:"sold"`
+		Paid  int64 `json:"paid"`
 	}
 	if err := json.Unmarshal(body, &sku); err != nil {
 		t.Fatalf("sku %s: %v", body, err)
 	}
-	if sku.ID != req.SKUID || sku.Sold != 4 || sku.Stock != 96 {
-		t.Errorf("admin view = %+v; want sku %d with sold 4, stock 96 (demo of 100, four shoppers)", sku, req.SKUID)
+	if sku.ID != req.SKUID || sku.Sold != 4 || sku.Stock != 96 || sku.Paid != 1 {
+		t.Errorf("admin view = %+v; want sku %d with sold 4, stock 96, paid 1 (demo of 100, four shoppers, one paid)", sku, req.SKUID)
 	}
 	// Without the token the admin call is refused.
 	admin.header.Del("Authorization")

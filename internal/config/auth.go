@@ -22,17 +22,17 @@ type Auth struct {
 	Shopper string `yaml:"shopper" default:"jwt" valid:"jwt|none" help:"jwt (Authorization: Bearer <JWT>, the user is its sub) or none (the body's user_id is trusted: trusted networks and load tests only)"`
 	// OrderIDKey: every instance needs the same; changing it makes earlier
 	// ids unreadable.
-	OrderIDKey string `yaml:"order_id_key" help:"AES key (32, 48 or 64 hex digits) encrypting the order ids clients see; required with a DSN, generated in the quick start"`
+	OrderIDKey string `yaml:"order_id_key" secret:"true" help:"AES key (32, 48 or 64 hex digits) encrypting the order ids clients see; required with a DSN, generated in the quick start"`
 	JWT        JWT    `yaml:"jwt"`
 	// PaymentTokens: the payment system confirms payments on /internal/v1.
-	PaymentTokens string `yaml:"payment_tokens" help:"the payment system's bearer tokens, comma-separated, at least 16 characters each, never logged; none refuses every confirmation"`
+	PaymentTokens string `yaml:"payment_tokens" secret:"true" help:"the payment system's bearer tokens, comma-separated, at least 16 characters each, never logged; none refuses every confirmation"`
 }
 
 // JWT configures the verification of shopper tokens: exactly one of
 // Secret, PublicKeyFile and JWKS (the quick start generates a secret).
 type JWT struct {
 	Algorithms    []string      `yaml:"algorithms" help:"algorithms a token may use, never taken from the token; none: HS256 with a secret, the PEM key's own, RS256, ES256 and EdDSA with a JWKS"`
-	Secret        string        `yaml:"secret" help:"HS256 secret, at least 32 bytes"`
+	Secret        string        `yaml:"secret" secret:"true" help:"HS256 secret, at least 32 bytes"`
 	PublicKeyFile string        `yaml:"public_key_file" help:"PEM public key or certificate (RSA, ECDSA, Ed25519)"`
 	JWKS          string        `yaml:"jwks" help:"JWK Set URL (http, https) or file, fetched at start (start fails if it cannot be)"`
 	JWKSRefresh   time.Duration `yaml:"jwks_refresh" default:"5m" valid:">0" help:"how often the JWK Set is fetched again: a key removed there is refused here after at most this"`

@@ -78,7 +78,7 @@ type HTTP struct {
 // MySQL configures the source of truth. An empty DSN selects the embedded
 // SQLite store of the quick start.
 type MySQL struct {
-	DSN          string        `yaml:"dsn" help:"go-sql-driver DSN, e.g. user:pass@tcp(127.0.0.1:3306)/seckill; none: the embedded SQLite (quick start only)"`
+	DSN          string        `yaml:"dsn" secret:"true" help:"go-sql-driver DSN, e.g. user:pass@tcp(127.0.0.1:3306)/seckill; none: the embedded SQLite (quick start only)"`
 	MaxOpenConns int           `yaml:"max_open_conns" default:"24" valid:">0" help:"connections per instance; instances × this ≤ the server's max_connections (151 by default)"`
 	MaxIdleConns int           `yaml:"max_idle_conns" default:"24" valid:">=0" help:"idle connections kept per instance"`
 	ConnMaxLife  time.Duration `yaml:"conn_max_life" default:"5m" help:"a connection is closed after this long"`
@@ -90,7 +90,7 @@ type MySQL struct {
 	// MinReplicas > 0: an order is acknowledged only once that many of
 	// Replicas have its commit (docs/locking.md, the MariaDB failover).
 	MinReplicas    int           `yaml:"min_replicas" default:"0" valid:">=0" help:"acknowledge orders only once this many of mysql.replicas have their commit (MASTER_GTID_WAIT); fewer in time: 503 outcome_unknown; 0: at COMMIT"`
-	Replicas       []string      `yaml:"replicas" help:"DSNs of the primary's replicas (GTID replication, log_slave_updates), comma-separated; never logged"`
+	Replicas       []string      `yaml:"replicas" secret:"true" help:"DSNs of the primary's replicas (GTID replication, log_slave_updates), comma-separated; never logged"`
 	ReplicaTimeout time.Duration `yaml:"replica_timeout" default:"1s" valid:"1ms..1m" help:"longest wait for mysql.min_replicas replicas to confirm a commit; also bounds a replica that is down"`
 }
 
@@ -101,7 +101,7 @@ type Redis struct {
 	Mode        string        `yaml:"mode" valid:"|standalone|sentinel|cluster|redlock" help:"what redis.addrs are; none: standalone, for one address only"`
 	Addrs       []string      `yaml:"addrs" valid:"addr" help:"host:port list; more than one needs SECKILL_REDIS_MODE (sentinel: the sentinels, cluster: seed nodes, redlock: independent masters); none: the embedded Redis"`
 	Username    string        `yaml:"username" help:"ACL user of the Redis nodes, every mode"`
-	Password    string        `yaml:"password" help:"password of the Redis nodes, every mode; never logged"`
+	Password    string        `yaml:"password" secret:"true" help:"password of the Redis nodes, every mode; never logged"`
 	DB          int           `yaml:"db" default:"0" help:"database number; 0 with cluster"`
 	DialTimeout time.Duration `yaml:"dial_timeout" default:"200ms" valid:">0" help:"connect timeout"`
 	IOTimeout   time.Duration `yaml:"io_timeout" default:"200ms" valid:">0" help:"read and write timeout of one command"`
@@ -109,7 +109,7 @@ type Redis struct {
 	// The sentinels name the master.
 	MasterName       string   `yaml:"master_name" help:"the master's name, sentinel mode only (required there)"`
 	SentinelUsername string   `yaml:"sentinel_username" help:"ACL user of the sentinels, sentinel mode only"`
-	SentinelPassword string   `yaml:"sentinel_password" help:"password of the sentinels, sentinel mode only; never logged"`
+	SentinelPassword string   `yaml:"sentinel_password" secret:"true" help:"password of the sentinels, sentinel mode only; never logged"`
 	TLS              RedisTLS `yaml:"tls"`
 }
 
@@ -123,7 +123,7 @@ type RedisTLS struct {
 // Admin configures the admin API. An empty token is generated at start
 // (quick start only: with a MySQL DSN the token is required).
 type Admin struct {
-	Token string `yaml:"token" help:"admin bearer token(s), at least 16 characters each; a comma-separated list rotates; required with a DSN"`
+	Token string `yaml:"token" secret:"true" help:"admin bearer token(s), at least 16 characters each; a comma-separated list rotates; required with a DSN"`
 }
 
 // Order configures the order path.

@@ -21,6 +21,8 @@ import (
 //	env      its variable, when not SECKILL_ + the path in capitals with _
 //	valid    ">0", ">=X", "A..B" (inclusive), "addr" (host:port, when set)
 //	         or "a|b|c" (one of; an empty alternative allows unset)
+//	secret   "true" for a credential: deployments take it from a secret
+//	         store, never from a ConfigMap (deploy/kubernetes_test.go)
 //
 // Lists are comma-separated in the environment; an empty variable is unset.
 // Rules that tie settings together are code, in Validate.
@@ -31,6 +33,7 @@ type Setting struct {
 	Env     string // e.g. SECKILL_MYSQL_MAX_OPEN_CONNS
 	Default string // as written in the environment; "" when none
 	Help    string
+	Secret  bool // its secret tag: a credential
 	valid   string
 	index   []int
 }
@@ -60,7 +63,7 @@ func collect(t reflect.Type, prefix string, index []int) []Setting {
 			env = "SECKILL_" + strings.ToUpper(strings.ReplaceAll(key, ".", "_"))
 		}
 		out = append(out, Setting{Key: key, Env: env, Default: f.Tag.Get("default"),
-			Help: f.Tag.Get("help"), valid: f.Tag.Get("valid"), index: idx})
+			Help: f.Tag.Get("help"), Secret: f.Tag.Get("secret") == "true", valid: f.Tag.Get("valid"), index: idx})
 	}
 	return out
 }

@@ -234,3 +234,21 @@ func TestSettings_BoundsAreWhatValidationAccepts(t *testing.T) {
 		t.Errorf("%d settings report bounds; want every numeric one with a valid tag", n)
 	}
 }
+
+// TestSettings_SecretsAreMarked: a setting whose help promises it is never
+// logged is a credential, and says so with its secret tag, which the
+// Kubernetes manifests' test reads to keep it out of the ConfigMap.
+func TestSettings_SecretsAreMarked(t *testing.T) {
+	n := 0
+	for _, s := range Settings() {
+		if strings.Contains(s.Help, "never logged") && !s.Secret {
+			t.Errorf("%s: help says never logged but it has no secret:\"true\" tag", s.Key)
+		}
+		if s.Secret {
+			n++
+		}
+	}
+	if n == 0 {
+		t.Error("no setting is marked secret; want the DSN, passwords and tokens")
+	}
+}
