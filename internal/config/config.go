@@ -35,6 +35,7 @@ type Config struct {
 
 	ZooKeeper ZooKeeper `yaml:"zookeeper"`
 	Auth      Auth      `yaml:"auth"`
+	Events    Events    `yaml:"events"`
 }
 
 // Limits are the rate limits; a zero rate turns one off. The defaults
@@ -302,6 +303,9 @@ func (c Config) Validate() error {
 		return err
 	}
 	if err := c.validateLifecycle(); err != nil {
+		return err
+	}
+	if err := c.validateEvents(); err != nil {
 		return err
 	}
 	if err := c.validateReplicas(); err != nil {
