@@ -1,0 +1,215 @@
+package events_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/seckill/seckill/events"
+	"github.com/seckill/seckill/internal/orderid"
+	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/repository"
+	"github.com/seckill/seckill/service"
+)
+
+const (
+	subject = "test.orders"
+	stream  = "TEST_ORDERS"
+)
+
+// watch records what the relay tells its observer.
+type watch struct {
+	mu        sync.Mutex
+	backlog   int64
+	oldest    time.Duration
+	maxLog    int64
+	maxOldest time.Duration
+	failed    int
+	published atomic.Int64
+}
+
+func (w *watch) Published(n int) { w.published.Add(int64(n)) }
+func (w *watch) PublishFailed()  { w.mu.Lock(); w.failed++; w.mu.Unlock() }
+func (w *watch) RelayLeader(bool) {}
+func (w *watch) Backlog(n int64, oldest time.Duration) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.backlog, w.oldest = n, oldest
+	w.maxLog, w.maxOldest = max(w.maxLog, n), max(w.maxOldest, oldest)
+}
+
+func (w *watch) now() (backlog int64, failed int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.backlog, w.failed
+}
+
+// TestRelay_BrokerDownThenBack: orders sell, are paid and cancelled while
+// the broker is killed; the backlog and its age grow and show; once the
+// broker is back everything is published, and the stream replayed from
+// its start, deduplicated by event id, holds exactly the outbox's events,
+// each order's in the order they happened.
+func TestRelay_BrokerDownThenBack(t *testing.T) {
+	t.Parallel()
+	db := testenv.DB(t, testenv.Database(t))
+	store := repository.NewMySQL(db, repository.WithPaymentTimeout(time.Minute), repository.WithEvents())
+	ns := testenv.StartNATS(t)
+	key, _ := orderid.ParseKey(orderid.RandomKey())
+	ids, err := orderid.New(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := events.NewJetStream(ns.URL, events.StreamConfig{Name: stream, Subject: subject, Duplicate: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pub.Close)
+	obs := &watch{}
+	relay := events.NewRelay(store, pub, nil, ids, events.Config{Subject: subject, Batch: 50, Interval: 10 * time.Millisecond,
+		MaxBackoff: 200 * time.Millisecond, PublishTimeout: 500 * time.Millisecond, Retention: time.Hour}, testenv.Logger(), obs)
+	ctx := context.Background()
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); relay.Run(rctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	now := time.Now().UTC()
+	sku, err := store.CreateSKU(ctx, service.SKU{Name: "t", TotalStock: 1e6, Stock: 1e6, PerUserLimit: 1, CreatedAt: now, UpdatedAt: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	round := 0
+	sell := func() { // 10 orders, one paid, one cancelled
+		t.Helper()
+		b := service.Batch{SKUID: sku.ID, Now: time.Now().UTC(), PaymentTimeout: time.Minute}
+		for i := range 10 {
+			b.Requests = append(b.Requests, service.OrderRequest{SKUID: sku.ID, UserID: fmt.Sprintf("u%d-%d", round, i), Quantity: 1})
+		}
+		round++
+		res, err := store.CommitBatch(ctx, b)
+		if err != nil {
+			t.Fatalf("batch %d: %v", round, err)
+		}
+		for _, o := range res.Outcomes {
+			if o.Err != nil {
+				t.Fatalf("batch %d: %v", round, o.Err)
+			}
+		}
+		o0, o1 := res.Outcomes[0].Placed.Order, res.Outcomes[1].Placed.Order
+		if _, err := store.PayOrder(ctx, o0.ID, time.Now().UTC()); err != nil {
+			t.Fatalf("pay %+v: %v", o0, err)
+		}
+		if _, err := store.CancelOrder(ctx, o1.ID, o1.UserID, time.Now().UTC()); err != nil {
+			t.Fatalf("cancel %+v: %v", o1, err)
+		}
+	}
+	until := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(30 * time.Second); !cond(); {
+			if time.Now().After(deadline) {
+				t.Fatalf("30s and still not %s", what)
+			}
+			sell() // the sale goes on meanwhile
+		}
+	}
+	until("anything published", func() bool { return obs.published.Load() > 0 })
+
+	ns.Stop()
+	until("a failed round and a backlog", func() bool { n, f := obs.now(); return f > 0 && n > 0 })
+	for range 5 {
+		sell()
+	}
+	until("a backlog of at least 100 seen", func() bool { obs.mu.Lock(); defer obs.mu.Unlock(); return obs.maxLog >= 100 && obs.maxOldest > 0 })
+	ns.Start()
+	until("published again", func() bool { n, _ := obs.now(); return n == 0 && obs.published.Load() > 0 })
+	cancel()
+	<-done
+	for range 3 { // not relayed: the outbox keeps them for the next relay
+		sell()
+	}
+
+	outbox := testenv.CheckEvents(t, db)
+	var unpublished int
+	if err := db.Raw("SELECT COUNT(*) FROM order_events WHERE published_at IS NULL").Scan(&unpublished).Error; err != nil {
+		t.Fatal(err)
+	}
+	got := replay(t, ns.URL)
+	published := outbox[:len(outbox)-unpublished] // unpublished ones are the last: the relay publishes in id order
+	inStream := map[string]bool{}
+	for _, p := range got {
+		inStream[p.EventID] = true
+	}
+	for _, e := range published {
+		if !inStream[strconv.FormatInt(e.ID, 10)] {
+			t.Errorf("event %d (order %d %s) is not in the stream", e.ID, e.OrderID, e.Type)
+		}
+	}
+	if len(got) != len(published) {
+		t.Errorf("stream holds %d distinct events; the outbox published %d (of %d): one that never committed, or twice under two ids", len(got), len(published), len(outbox))
+	}
+	// Each order's events in the stream in the order of its changes.
+	lastOf := map[string]int64{}
+	for _, p := range got {
+		id, _ := strconv.ParseInt(p.EventID, 10, 64)
+		if prev, ok := lastOf[p.OrderID]; ok && prev > id {
+			t.Errorf("order %s: event %d after event %d in the stream", p.OrderID, id, prev)
+		}
+		lastOf[p.OrderID] = id
+		if _, ok := ids.Decode(p.OrderID); !ok {
+			t.Errorf("event %s carries order id %q, not one shoppers see", p.EventID, p.OrderID)
+		}
+	}
+	t.Logf("%d events, %d republished, max backlog %d, oldest %v", len(published), obs.published.Load()-int64(len(published)), obs.maxLog, obs.maxOldest)
+}
+
+// replay reads the stream from its first message, deduplicated by event
+// id, in stream order.
+func replay(t *testing.T, url string) []events.Payload {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	s, err := js.Stream(ctx, stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	var out []events.Payload
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq; seq++ {
+		m, err := s.GetMsg(ctx, seq)
+		if err != nil {
+			t.Fatalf("message %d: %v", seq, err)
+		}
+		var p events.Payload
+		if err := json.Unmarshal(m.Data, &p); err != nil {
+			t.Fatal(err)
+		}
+		if m.Header.Get("Nats-Msg-Id") != p.EventID || m.Subject != subject+"."+string(p.Type) {
+			t.Errorf("message %d: id %q subject %s; want the event id %s, subject of its type", seq, m.Header.Get("Nats-Msg-Id"), m.Subject, p.EventID)
+		}
+		if !seen[p.EventID] {
+			seen[p.EventID] = true
+			out = append(out, p)
+		}
+	}
+	return out
+}
