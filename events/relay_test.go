@@ -36,8 +36,8 @@ type watch struct {
 	published atomic.Int64
 }
 
-func (w *watch) Published(n int) { w.published.Add(int64(n)) }
-func (w *watch) PublishFailed()  { w.mu.Lock(); w.failed++; w.mu.Unlock() }
+func (w *watch) Published(n int)  { w.published.Add(int64(n)) }
+func (w *watch) PublishFailed()   { w.mu.Lock(); w.failed++; w.mu.Unlock() }
 func (w *watch) RelayLeader(bool) {}
 func (w *watch) Backlog(n int64, oldest time.Duration) {
 	w.mu.Lock()
