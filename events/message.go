@@ -2,7 +2,6 @@ package events
 
 import (
 	"encoding/json"
-	"strconv"
 	"time"
 
 	"github.com/seckill/seckill/service"
@@ -18,7 +17,8 @@ type Message struct {
 // Payload is an event's JSON body (docs/api.md, "Order events").
 type Payload struct {
 	// EventID is stable: every publication of the event carries it, so a
-	// consumer drops what it has seen by it.
+	// consumer drops what it has seen by it. It is random (32 hex
+	// digits): a database restored from a backup never reissues one.
 	EventID  string              `json:"event_id"`
 	Type     service.EventType   `json:"type"`
 	OrderID  string              `json:"order_id"` // as shoppers see it (internal/orderid)
@@ -31,11 +31,10 @@ type Payload struct {
 
 // NewMessage returns e's message under the subject prefix subject.
 func NewMessage(subject string, e service.OrderEvent, ids IDs) Message {
-	id := strconv.FormatInt(e.ID, 10)
-	data, err := json.Marshal(Payload{EventID: id, Type: e.Type, OrderID: ids.Encode(e.OrderID), SKUID: e.SKUID,
+	data, err := json.Marshal(Payload{EventID: e.EventID, Type: e.Type, OrderID: ids.Encode(e.OrderID), SKUID: e.SKUID,
 		UserID: e.UserID, Quantity: e.Quantity, Status: e.Status, At: e.At.UTC()})
 	if err != nil {
 		panic("events: a payload of strings, integers and a time did not marshal: " + err.Error())
 	}
-	return Message{ID: id, Subject: subject + "." + string(e.Type), Data: data}
+	return Message{ID: e.EventID, Subject: subject + "." + string(e.Type), Data: data}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -87,30 +86,7 @@ func TestRelay_BrokerDownThenBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	round := 0
-	sell := func() { // 10 orders, one paid, one cancelled
-		t.Helper()
-		b := service.Batch{SKUID: sku.ID, Now: time.Now().UTC(), PaymentTimeout: time.Minute}
-		for i := range 10 {
-			b.Requests = append(b.Requests, service.OrderRequest{SKUID: sku.ID, UserID: fmt.Sprintf("u%d-%d", round, i), Quantity: 1})
-		}
-		round++
-		res, err := store.CommitBatch(ctx, b)
-		if err != nil {
-			t.Fatalf("batch %d: %v", round, err)
-		}
-		for _, o := range res.Outcomes {
-			if o.Err != nil {
-				t.Fatalf("batch %d: %v", round, o.Err)
-			}
-		}
-		o0, o1 := res.Outcomes[0].Placed.Order, res.Outcomes[1].Placed.Order
-		if _, err := store.PayOrder(ctx, o0.ID, time.Now().UTC()); err != nil {
-			t.Fatalf("pay %+v: %v", o0, err)
-		}
-		if _, err := store.CancelOrder(ctx, o1.ID, o1.UserID, time.Now().UTC()); err != nil {
-			t.Fatalf("cancel %+v: %v", o1, err)
-		}
-	}
+	sell := func() { round++; sell(t, store, sku.ID, round) }
 	until := func(what string, cond func() bool) {
 		t.Helper()
 		for deadline := time.Now().Add(30 * time.Second); !cond(); {
@@ -147,8 +123,12 @@ func TestRelay_BrokerDownThenBack(t *testing.T) {
 	for _, p := range got {
 		inStream[p.EventID] = true
 	}
+	seq := map[string]int64{} // each event's place in the outbox
+	for _, e := range outbox {
+		seq[e.EventID] = e.ID
+	}
 	for _, e := range published {
-		if !inStream[strconv.FormatInt(e.ID, 10)] {
+		if !inStream[e.EventID] {
 			t.Errorf("event %d (order %d %s) is not in the stream", e.ID, e.OrderID, e.Type)
 		}
 	}
@@ -158,7 +138,7 @@ func TestRelay_BrokerDownThenBack(t *testing.T) {
 	// Each order's events in the stream in the order of its changes.
 	lastOf := map[string]int64{}
 	for _, p := range got {
-		id, _ := strconv.ParseInt(p.EventID, 10, 64)
+		id := seq[p.EventID]
 		if prev, ok := lastOf[p.OrderID]; ok && prev > id {
 			t.Errorf("order %s: event %d after event %d in the stream", p.OrderID, id, prev)
 		}
@@ -168,6 +148,91 @@ func TestRelay_BrokerDownThenBack(t *testing.T) {
 		}
 	}
 	t.Logf("%d events, %d republished, max backlog %d, oldest %v", len(published), obs.published.Load()-int64(len(published)), obs.maxLog, obs.maxOldest)
+}
+
+// sell sells 10 orders of sku in one batch, pays one and cancels one.
+func sell(t *testing.T, store *repository.MySQL, sku int64, round int) {
+	t.Helper()
+	ctx := context.Background()
+	b := service.Batch{SKUID: sku, Now: time.Now().UTC(), PaymentTimeout: time.Minute}
+	for i := range 10 {
+		b.Requests = append(b.Requests, service.OrderRequest{SKUID: sku, UserID: fmt.Sprintf("u%d-%d", round, i), Quantity: 1})
+	}
+	res, err := store.CommitBatch(ctx, b)
+	if err != nil {
+		t.Fatalf("batch %d: %v", round, err)
+	}
+	for _, o := range res.Outcomes {
+		if o.Err != nil {
+			t.Fatalf("batch %d: %v", round, o.Err)
+		}
+	}
+	o0, o1 := res.Outcomes[0].Placed.Order, res.Outcomes[1].Placed.Order
+	if _, err := store.PayOrder(ctx, o0.ID, time.Now().UTC()); err != nil {
+		t.Fatalf("pay %+v: %v", o0, err)
+	}
+	if _, err := store.CancelOrder(ctx, o1.ID, o1.UserID, time.Now().UTC()); err != nil {
+		t.Fatalf("cancel %+v: %v", o1, err)
+	}
+}
+
+// TestRelay_ARecreatedDatabaseLosesNoEvent: a database recreated, or
+// restored from a backup, numbers its outbox rows from 1 again; the
+// events of a sale on it, published to the same stream within its
+// duplicate window, are all stored, none dropped as a copy of an event
+// of the database before (the event id is random, not the row's number).
+func TestRelay_ARecreatedDatabaseLosesNoEvent(t *testing.T) {
+	t.Parallel()
+	ns := testenv.StartNATS(t)
+	key, _ := orderid.ParseKey(orderid.RandomKey())
+	ids, err := orderid.New(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := events.NewJetStream(ns.URL, events.StreamConfig{Name: stream, Subject: subject, Duplicate: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pub.Close)
+	ctx := context.Background()
+	var outbox []testenv.Event
+	for life := range 2 { // the database, then the same recreated empty
+		db := testenv.DB(t, testenv.Database(t))
+		store := repository.NewMySQL(db, repository.WithPaymentTimeout(time.Minute), repository.WithEvents())
+		now := time.Now().UTC()
+		sku, err := store.CreateSKU(ctx, service.SKU{Name: "t", TotalStock: 100, Stock: 100, PerUserLimit: 1, CreatedAt: now, UpdatedAt: now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for round := range 3 {
+			sell(t, store, sku.ID, round)
+		}
+		relay := events.NewRelay(store, pub, nil, ids, events.Config{Subject: subject, Batch: 50, Interval: time.Millisecond,
+			MaxBackoff: time.Millisecond, PublishTimeout: 5 * time.Second, Retention: time.Hour}, testenv.Logger(), nil)
+		for more := true; more; {
+			if more, err = relay.Round(ctx, 0); err != nil {
+				t.Fatalf("database %d: relay round: %v", life, err)
+			}
+		}
+		if n, _, err := store.Backlog(ctx); err != nil || n != 0 {
+			t.Fatalf("database %d: backlog %d, %v after relaying it all; want 0", life, n, err)
+		}
+		outbox = append(outbox, testenv.CheckEvents(t, db)...)
+	}
+	got := replay(t, ns.URL)
+	inStream := map[string]bool{}
+	for _, p := range got {
+		inStream[p.EventID] = true
+	}
+	lost := 0
+	for _, e := range outbox {
+		if !inStream[e.EventID] {
+			lost++
+		}
+	}
+	if lost > 0 || len(got) != len(outbox) {
+		t.Errorf("the stream holds %d events of the two databases' %d; %d never stored (dropped as duplicates of the first database's?)", len(got), len(outbox), lost)
+	}
 }
 
 // replay reads the stream from its first message, deduplicated by event

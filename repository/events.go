@@ -2,6 +2,7 @@ package repository
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"time"
 
@@ -32,8 +33,9 @@ func (s *gormStore) recordEvents(tx *gorm.DB, typ service.EventType, ids []int64
 	if !s.events || len(ids) == 0 {
 		return nil
 	}
-	r := tx.Exec("INSERT INTO order_events (order_id, type, status, at) SELECT id, ?, status, ? FROM orders WHERE id IN ? ORDER BY id",
-		string(typ), at, ids)
+	eventID, args := newEventIDs(tx.Dialector.Name())
+	r := tx.Exec("INSERT INTO order_events (event_id, order_id, type, status, at) SELECT "+eventID+", id, ?, status, ? FROM orders WHERE id IN ? ORDER BY id",
+		append(args, string(typ), at, ids)...)
 	return affected(r, len(ids), "order events")
 }
 
@@ -41,13 +43,31 @@ func (s *gormStore) recordEvents(tx *gorm.DB, typ service.EventType, ids []int64
 // the orders' INSERT just before it numbered them from LAST_INSERT_ID(),
 // auto_increment_increment apart (numberOrders), n of them.
 func createdEvents(n int) (string, []any) {
-	return "; INSERT INTO order_events (order_id, type, status, at) SELECT id, 'created', status, created_at FROM orders" +
-		" WHERE id BETWEEN LAST_INSERT_ID() AND LAST_INSERT_ID() + ? * @@auto_increment_increment ORDER BY id", []any{n - 1}
+	eventID, args := newEventIDs("mysql")
+	return "; INSERT INTO order_events (event_id, order_id, type, status, at) SELECT " + eventID + ", id, 'created', status, created_at FROM orders" +
+		" WHERE id BETWEEN LAST_INSERT_ID() AND LAST_INSERT_ID() + ? * @@auto_increment_increment ORDER BY id", append(args, n-1)
+}
+
+// newEventIDs returns the expression of each new event's id in an INSERT
+// ... SELECT of orders, and its arguments: 128 random bits in hex, never
+// the row's number, which a database restored from a backup or recreated
+// issues again (and the broker's duplicate window and every consumer
+// would drop the new event as the old one's copy). On MySQL it is the MD5
+// of 128 random bits drawn per statement and the order's id: a per-row
+// UUID() or RAND() would differ on the replicas under
+// binlog_format=STATEMENT, and the id must survive a failover. SQLite
+// draws it per row.
+func newEventIDs(dialect string) (string, []any) {
+	if dialect == "sqlite" {
+		return "lower(hex(randomblob(16)))", nil
+	}
+	return "MD5(CONCAT(?, id))", []any{rand.Text()}
 }
 
 // eventRow is a row of order_events joined with its order.
 type eventRow struct {
 	ID       int64
+	EventID  string
 	OrderID  int64
 	Type     string
 	Status   string
@@ -63,14 +83,14 @@ type eventRow struct {
 // event has the greater id and is not visible without it.
 func (s *gormStore) Unpublished(ctx context.Context, limit int) ([]service.OrderEvent, error) {
 	var rows []eventRow
-	err := s.db.WithContext(ctx).Raw("SELECT e.id, e.order_id, e.type, e.status, e.at, o.sku_id, o.user_id, o.quantity"+
+	err := s.db.WithContext(ctx).Raw("SELECT e.id, e.event_id, e.order_id, e.type, e.status, e.at, o.sku_id, o.user_id, o.quantity"+
 		" FROM order_events e JOIN orders o ON o.id = e.order_id WHERE e.published_at IS NULL ORDER BY e.id LIMIT ?", limit).Scan(&rows).Error
 	if err != nil {
 		return nil, translate(err, service.ErrNotFound)
 	}
 	out := make([]service.OrderEvent, len(rows))
 	for i, r := range rows {
-		out[i] = service.OrderEvent{ID: r.ID, Type: service.EventType(r.Type), OrderID: r.OrderID, SKUID: r.SKUID,
+		out[i] = service.OrderEvent{ID: r.ID, EventID: r.EventID, Type: service.EventType(r.Type), OrderID: r.OrderID, SKUID: r.SKUID,
 			UserID: r.UserID, Quantity: r.Quantity, Status: service.OrderStatus(r.Status), At: r.At}
 	}
 	return out, nil

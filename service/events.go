@@ -17,10 +17,10 @@ const (
 	EventLapsed    EventType = "lapsed"    // a waiting order whose sale ended
 )
 
-// OrderEvent is one committed change of an order as the outbox holds it:
-// ID is stable, the same in every publication of it.
+// OrderEvent is one committed change of an order as the outbox holds it.
 type OrderEvent struct {
-	ID       int64
+	ID       int64  // the outbox row's number: its order, in this database only
+	EventID  string // random, the same in every publication of it: the broker's and consumers' id
 	Type     EventType
 	OrderID  int64
 	SKUID    int64

@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"gorm.io/gorm"
@@ -12,7 +13,8 @@ import (
 // Event is one outbox row as the tests read it, or one message of the
 // stream.
 type Event struct {
-	ID      int64
+	ID      int64  // the outbox row's number: its order
+	EventID string // the broker's and consumers' id
 	OrderID int64
 	Type    service.EventType
 	Status  service.OrderStatus
@@ -37,7 +39,7 @@ var legal = map[service.EventType][]service.OrderStatus{
 func CheckEvents(t testing.TB, db *gorm.DB) []Event {
 	t.Helper()
 	var evs []Event
-	if err := db.Raw("SELECT id, order_id, type, status FROM order_events ORDER BY id").Scan(&evs).Error; err != nil {
+	if err := db.Raw("SELECT id, event_id, order_id, type, status FROM order_events ORDER BY id").Scan(&evs).Error; err != nil {
 		t.Fatalf("CheckEvents: %v", err)
 	}
 	var orders []struct {
@@ -53,6 +55,16 @@ func CheckEvents(t testing.TB, db *gorm.DB) []Event {
 	}
 	for _, err := range Chain(evs, last) {
 		t.Error(err)
+	}
+	seen := map[string]int64{}
+	for _, e := range evs {
+		if len(e.EventID) != 32 || strings.Trim(e.EventID, "0123456789abcdef") != "" {
+			t.Errorf("event %d: id %q; want 32 hex digits", e.ID, e.EventID)
+		}
+		if prev, dup := seen[e.EventID]; dup {
+			t.Errorf("events %d and %d share the id %s", prev, e.ID, e.EventID)
+		}
+		seen[e.EventID] = e.ID
 	}
 	for _, o := range orders {
 		if last[o.ID] != o.Status {

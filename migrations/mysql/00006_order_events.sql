@@ -5,10 +5,15 @@
 -- order and marks them; published rows are deleted after
 -- events.retention. An order's later change locks its row, which its
 -- earlier change held until COMMIT: its events' ids follow its changes.
+-- id orders the rows only; event_id names the event to the broker and
+-- its consumers: random, so that a database restored from a backup or
+-- recreated, which numbers its rows again, never reissues one.
 
 -- +goose Up
 CREATE TABLE order_events (
     id           BIGINT      NOT NULL AUTO_INCREMENT,
+    -- event_id: 128 random bits in hex, the broker's message id.
+    event_id     CHAR(32)    NOT NULL,
     order_id     BIGINT      NOT NULL,
     -- type is the change: created, paid, cancelled, expired, allocated, lapsed.
     type         VARCHAR(16) NOT NULL,

@@ -3,6 +3,7 @@
 -- +goose Up
 CREATE TABLE order_events (
     id           INTEGER  NOT NULL PRIMARY KEY AUTOINCREMENT,
+    event_id     TEXT     NOT NULL,
     order_id     INTEGER  NOT NULL,
     type         TEXT     NOT NULL
         CHECK (type IN ('created', 'paid', 'cancelled', 'expired', 'allocated', 'lapsed')),
