@@ -30,6 +30,10 @@ CREATE TABLE order_events (
 -- prune's, published rows oldest first.
 CREATE INDEX order_events_unpublished ON order_events (published_at, id);
 
+-- An order's events in order: the audit's walk of each order's chain
+-- (seckill audit, events.enabled).
+CREATE INDEX order_events_order ON order_events (order_id, id);
+
 -- The relay's leader fence, as the expiry sweeper's (00003).
 INSERT INTO leader_fences (name) VALUES ('order-events');
 
