@@ -123,22 +123,8 @@ func (r *Relay) elected(ctx context.Context) (service.Leadership, error) {
 func (r *Relay) lead(ctx context.Context, lease service.Leadership) {
 	r.obs.RelayLeader(true)
 	defer r.obs.RelayLeader(false)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go func() {
-		select {
-		case <-lease.Lost():
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	defer func() {
-		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-		defer rcancel()
-		if err := lease.Release(rctx); err != nil {
-			r.log.Debug("event relay lease release", "err", err)
-		}
-	}()
+	ctx, end := service.Leading(ctx, lease, r.log, "event relay")
+	defer end()
 	wait := r.cfg.Interval
 	for {
 		more, err := r.Round(ctx, lease.Fence())

@@ -60,17 +60,7 @@ func TestRelay_BrokerDownThenBack(t *testing.T) {
 	t.Parallel()
 	db := testenv.DB(t, testenv.Database(t))
 	store := repository.NewMySQL(db, repository.WithPaymentTimeout(time.Minute), repository.WithEvents())
-	ns := testenv.StartNATS(t)
-	key, _ := orderid.ParseKey(orderid.RandomKey())
-	ids, err := orderid.New(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pub, err := events.NewJetStream(ns.URL, events.StreamConfig{Name: stream, Subject: subject, Duplicate: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pub.Close)
+	ns, ids, pub := broker(t, time.Minute)
 	obs := &watch{}
 	relay := events.NewRelay(store, pub, nil, ids, events.Config{Subject: subject, Batch: 50, Interval: 10 * time.Millisecond,
 		MaxBackoff: 200 * time.Millisecond, PublishTimeout: 500 * time.Millisecond, Retention: time.Hour}, testenv.Logger(), obs)
@@ -150,6 +140,24 @@ func TestRelay_BrokerDownThenBack(t *testing.T) {
 	t.Logf("%d events, %d republished, max backlog %d, oldest %v", len(published), obs.published.Load()-int64(len(published)), obs.maxLog, obs.maxOldest)
 }
 
+// broker starts a private nats-server and returns it, an order id codec
+// and a publisher to the test stream with duplicate window dup.
+func broker(t *testing.T, dup time.Duration) (*testenv.NATSServer, *orderid.Codec, *events.JetStream) {
+	t.Helper()
+	ns := testenv.StartNATS(t)
+	key, _ := orderid.ParseKey(orderid.RandomKey())
+	ids, err := orderid.New(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := events.NewJetStream(ns.URL, events.StreamConfig{Name: stream, Subject: subject, Duplicate: dup})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pub.Close)
+	return ns, ids, pub
+}
+
 // sell sells 10 orders of sku in one batch, pays one and cancels one.
 func sell(t *testing.T, store *repository.MySQL, sku int64, round int) {
 	t.Helper()
@@ -183,17 +191,7 @@ func sell(t *testing.T, store *repository.MySQL, sku int64, round int) {
 // of the database before (the event id is random, not the row's number).
 func TestRelay_ARecreatedDatabaseLosesNoEvent(t *testing.T) {
 	t.Parallel()
-	ns := testenv.StartNATS(t)
-	key, _ := orderid.ParseKey(orderid.RandomKey())
-	ids, err := orderid.New(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pub, err := events.NewJetStream(ns.URL, events.StreamConfig{Name: stream, Subject: subject, Duplicate: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pub.Close)
+	ns, ids, pub := broker(t, time.Hour)
 	ctx := context.Background()
 	var outbox []testenv.Event
 	for life := range 2 { // the database, then the same recreated empty
