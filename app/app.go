@@ -104,8 +104,12 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 	seller := newEngine(cfg, store, lk, skus, board, confirm, tr.orders(), mx, log)
 	orders := service.NewOrders(store, skus, seller, mx)
 	catalog := service.NewCatalog(store, store, skus, log)
-	lifecycle, err := startLifecycle(ctx, cfg, store, sweeperLock(cfg, rs, lk), skus, mx, log, &cl)
+	leases := sweeperLock(cfg, rs, lk)
+	lifecycle, err := startLifecycle(ctx, cfg, store, leases, skus, mx, log, &cl)
 	if err != nil {
+		return err
+	}
+	if err := startEvents(ctx, cfg, store, leases, shoppers.OrderIDs, mx, log, &cl); err != nil {
 		return err
 	}
 	var draining atomic.Bool

@@ -6,6 +6,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/seckill/seckill/engine"
+	"github.com/seckill/seckill/events"
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/repository"
 	"github.com/seckill/seckill/service"
@@ -31,6 +32,7 @@ type dataStore interface {
 	service.SKUOrders
 	service.LifecycleStore
 	service.OrderStates
+	events.Outbox
 	pinger
 }
 
@@ -44,6 +46,9 @@ type pinger interface {
 // when set.
 func newStore(cfg config.Config, db *gorm.DB, confirm repository.Confirmer) dataStore {
 	opts := []repository.Option{repository.WithPaymentTimeout(cfg.Order.PaymentTimeout)}
+	if cfg.Events.Enabled {
+		opts = append(opts, repository.WithEvents())
+	}
 	if cfg.Embedded() {
 		return repository.NewSQLite(db, opts...)
 	}

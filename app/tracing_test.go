@@ -74,7 +74,7 @@ func TestTracing_AnOrdersTraceShowsWhereItsTimeWent(t *testing.T) {
 		})
 	}
 	order(0)
-	waitFor(t, "order 1's transaction waiting for the held row", func() bool {
+	waitFor(t, 10*time.Second, "order 1's transaction waiting for the held row", func() bool {
 		var n int
 		err := set.Primary.Query(ctx, "SELECT COUNT(*) FROM information_schema.processlist WHERE info LIKE 'UPDATE skus %'", &n)
 		return err == nil && n > 0
@@ -83,7 +83,7 @@ func TestTracing_AnOrdersTraceShowsWhereItsTimeWent(t *testing.T) {
 	for i := 1; i < len(parents); i++ {
 		order(i)
 	}
-	waitFor(t, "orders 2-4 queued behind order 1", func() bool {
+	waitFor(t, 10*time.Second, "orders 2-4 queued behind order 1", func() bool {
 		return strings.Contains(get(t, url+"/metrics"), fmt.Sprintf(`seckill_queue_depth{sku="%d"} 3`, skuID))
 	})
 	released := time.Now()
@@ -297,18 +297,6 @@ func accessLines(t *testing.T, logs string) map[string]map[string]any {
 		}
 	}
 	return out
-}
-
-// waitFor polls cond for up to 10 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited 10s for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond) // polling observable state, bounded above
-	}
 }
 
 // lockedBuffer is a bytes.Buffer safe for the server's goroutines.

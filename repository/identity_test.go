@@ -221,6 +221,9 @@ func TestMigration00004_DownAndUp(t *testing.T) {
 					t.Fatalf("%s buys with key %s: %v", o[0], o[1], err)
 				}
 			}
+			if err := database.Migrate(ctx, db, "down", io.Discard); err != nil { // 00006, order events
+				t.Fatalf("down 00006: %v", err)
+			}
 			if err := database.Migrate(ctx, db, "down", io.Discard); err != nil { // 00005, the waitlist: nobody waits
 				t.Fatalf("down 00005: %v", err)
 			}

@@ -25,21 +25,40 @@ const expiryFence = "order-expiry"
 
 // PayOrder marks a pending order paid if not yet due, in one conditional
 // UPDATE: a concurrent expiry or cancellation either precedes it (no row
-// matches) or finds it paid.
+// matches) or finds it paid. With events, the UPDATE and its event are
+// one transaction.
 func (s *gormStore) PayOrder(ctx context.Context, id int64, now time.Time) (service.Settlement, error) {
+	pay := func(tx *gorm.DB) (int64, error) {
+		r := tx.Model(&orderRow{}).
+			Where("id = ? AND status = ? AND expires_at > ?", id, service.OrderPending, now).
+			Updates(map[string]any{"status": service.OrderPaid, "settled_at": now})
+		if r.Error != nil || r.RowsAffected != 1 {
+			return r.RowsAffected, r.Error
+		}
+		return 1, s.recordEvents(tx, service.EventPaid, []int64{id}, now)
+	}
+	var (
+		paid int64
+		err  error
+	)
 	db := s.db.WithContext(ctx)
-	r := db.Model(&orderRow{}).
-		Where("id = ? AND status = ? AND expires_at > ?", id, service.OrderPending, now).
-		Updates(map[string]any{"status": service.OrderPaid, "settled_at": now})
-	if r.Error != nil {
-		return service.Settlement{}, translate(r.Error, service.ErrNotFound)
+	if s.events {
+		err = db.Transaction(func(tx *gorm.DB) (err error) {
+			paid, err = pay(tx)
+			return err
+		})
+	} else {
+		paid, err = pay(db)
+	}
+	if err != nil {
+		return service.Settlement{}, translate(err, service.ErrNotFound)
 	}
 	o, err := s.Order(ctx, id)
 	if err != nil {
 		return service.Settlement{}, err
 	}
 	switch {
-	case r.RowsAffected == 1:
+	case paid == 1:
 		return service.Settlement{Order: o, Changed: true}, nil
 	case o.Status == service.OrderPaid:
 		return service.Settlement{Order: o}, nil
@@ -85,6 +104,9 @@ func (s *gormStore) CancelOrder(ctx context.Context, id int64, buyer string, now
 		if r.RowsAffected != 1 {
 			return service.ErrConflict // paid, expired or cancelled since the read
 		}
+		if err := s.recordEvents(tx, service.EventCancelled, []int64{id}, now); err != nil {
+			return err
+		}
 		row.Status, row.SettledAt = string(service.OrderCancelled), &now
 		st.Order = row.domain()
 		skus, given, err := s.returnUnits(tx, []orderRow{row}, now)
@@ -113,6 +135,9 @@ func (s *gormStore) cancelWaiting(tx *gorm.DB, row orderRow, now time.Time, st *
 	}
 	if len(left) != 1 {
 		return service.ErrConflict
+	}
+	if err := s.recordEvents(tx, service.EventCancelled, []int64{row.ID}, now); err != nil {
+		return err
 	}
 	st.Order, st.Changed = left[0].domain(), true
 	return nil
@@ -160,6 +185,9 @@ func (s *gormStore) ExpireDue(ctx context.Context, run service.ExpiryRun) (servi
 				expired = append(expired, o)
 			}
 		}
+		if err := s.recordEvents(tx, service.EventExpired, rowIDs(expired), run.Now); err != nil {
+			return err
+		}
 		// Every SKU row this sweep writes, locked in id order before any
 		// of them: returning units and lapsing may touch SKUs in any order.
 		ids := make([]int64, 0, len(expired)+len(lapsing))
@@ -204,6 +232,9 @@ func (s *gormStore) lapse(tx *gorm.DB, lapsing []orderRow, now time.Time, ex *se
 	if err != nil {
 		return err
 	}
+	if err := s.recordEvents(tx, service.EventLapsed, rowIDs(left), now); err != nil {
+		return err
+	}
 	ex.Lapsed = len(left)
 	for _, o := range left {
 		ex.Changed = append(ex.Changed, o.ID)
@@ -212,6 +243,15 @@ func (s *gormStore) lapse(tx *gorm.DB, lapsing []orderRow, now time.Time, ex *se
 		ex.Oldest = *left[0].ExpiresAt
 	}
 	return nil
+}
+
+// rowIDs returns the ids of rows.
+func rowIDs(rows []orderRow) []int64 {
+	ids := make([]int64, len(rows))
+	for i, r := range rows {
+		ids[i] = r.ID
+	}
+	return ids
 }
 
 // advanceFence records fence as the newest that wrote under name, or

@@ -47,6 +47,7 @@ type Option func(*options)
 type options struct {
 	replicas Confirmer
 	hold     time.Duration
+	events   bool
 }
 
 // WithReplicas makes a MySQL store track where each transaction
@@ -80,7 +81,7 @@ func NewMySQL(db *gorm.DB, opts ...Option) *MySQL {
 		panic(fmt.Sprintf("repository: NewMySQL needs a pool: %v", err))
 	}
 	o := optionsOf(opts)
-	s := &MySQL{gormStore: gormStore{db: db, hold: o.hold}, sql: sqlDB, replicas: o.replicas}
+	s := &MySQL{gormStore: gormStore{db: db, hold: o.hold, events: o.events}, sql: sqlDB, replicas: o.replicas}
 	s.sessions.db = sqlDB
 	return s
 }

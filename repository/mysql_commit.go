@@ -40,7 +40,7 @@ func (s *MySQL) commitKnown(ctx context.Context, ms []*member, wait lockWait) er
 		return err
 	}
 	defer tx.end() // rolls back unless committed, then returns the connection
-	w := writes{onServer: s.replicas != nil}
+	w := writes{onServer: s.replicas != nil, events: s.events}
 	w.q.WriteString(tx.beginning())
 	w.add(ms)
 	ans, err := w.send(ctx, tx, tx.beginExec)
@@ -97,7 +97,7 @@ func (s *MySQL) commitRead(ctx context.Context, ms []*member, wait lockWait) err
 		}
 	}
 	if len(writers) > 0 {
-		var w writes
+		w := writes{events: s.events}
 		w.add(writers)
 		ans, err := w.send(ctx, tx, tx.exec)
 		if err != nil {

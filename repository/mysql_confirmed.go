@@ -37,7 +37,9 @@ func (s *MySQL) confirmed(ctx context.Context, write func(g gormStore) error) er
 		werr, perr error
 	)
 	err := s.db.WithContext(ctx).Connection(func(conn *gorm.DB) error {
-		werr = write(gormStore{db: conn, hold: s.hold})
+		g := s.gormStore
+		g.db = conn
+		werr = write(g)
 		perr = conn.Raw(positionQuery).Row().Scan(&at.Server, &at.GTIDs)
 		return nil
 	})
@@ -63,8 +65,17 @@ const payQuery = "UPDATE orders SET status = ?, settled_at = ? WHERE id = ? AND 
 	"SELECT ROW_COUNT(), id, sku_id, user_id, quantity, idempotency_key, created_at, status, expires_at, settled_at, arrival, allocated_at, @@server_id, @@gtid_binlog_pos FROM orders WHERE id = ?"
 
 // PayOrder is gormStore.PayOrder in one round trip (payQuery), its
-// answer confirmed with replicas.
+// answer confirmed with replicas; with events, gormStore.PayOrder's
+// transaction, confirmed.
 func (s *MySQL) PayOrder(ctx context.Context, id int64, now time.Time) (service.Settlement, error) {
+	if s.events { // its event in its transaction: gormStore's, confirmed
+		var st service.Settlement
+		err := s.confirmed(ctx, func(g gormStore) (err error) {
+			st, err = g.PayOrder(ctx, id, now)
+			return err
+		})
+		return st, err
+	}
 	var (
 		r       orderRow
 		changed int64

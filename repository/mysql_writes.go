@@ -13,7 +13,10 @@ import (
 )
 
 // writes is one multi-statement of a round's writes: a conditional UPDATE
-// of every SKU, the orders' INSERT and the holdings' upsert.
+// of every SKU, the orders' INSERT and the holdings' upsert, then, with
+// events, the orders' events. The holdings' upsert leaves
+// LAST_INSERT_ID() as the orders' INSERT set it: user_purchases has no
+// AUTO_INCREMENT column.
 type writes struct {
 	q       strings.Builder
 	args    []any
@@ -23,6 +26,8 @@ type writes struct {
 	// committed it (Batch.KnownOn): after a failover the promoted
 	// server's row may have the same version and other contents.
 	onServer bool
+	// events appends the new orders' events (createdEvents, WithEvents).
+	events bool
 }
 
 // add appends the writes of the decided members ws.
@@ -30,6 +35,11 @@ func (w *writes) add(ws []*member) {
 	w.updateSKUs(ws)
 	w.insertOrders(ws)
 	w.upsertHoldings(ws)
+	if w.events {
+		q, args := createdEvents(w.orders)
+		w.q.WriteString(q)
+		w.args = append(w.args, args...)
+	}
 }
 
 // updateSKUs decrements every SKU (and counts its new waiters) in one
@@ -168,12 +178,23 @@ func (w *writes) send(ctx context.Context, tx *connTx, exec func(context.Context
 	if err != nil {
 		return ans, err
 	}
-	// The last three answers are the UPDATE's, the orders' and the holdings'.
+	// The last three answers are the UPDATE's, the orders' and the
+	// holdings', then the events'.
 	affected, ids := res.AllRowsAffected(), res.AllLastInsertIds()
-	if len(affected) < 3 || len(ids) != len(affected) {
+	tail := 3
+	if w.events {
+		tail++
+	}
+	if len(affected) < tail || len(ids) != len(affected) {
 		return ans, fmt.Errorf("repository: %d answers to the writes (does the DSN allow multiStatements?)", len(affected))
 	}
 	last := len(affected) - 1
+	if w.events {
+		if err := eventsAnswer(affected[last], w.orders); err != nil {
+			return ans, err
+		}
+		last--
+	}
 	ans.updated, ans.firstID, ans.holdings = affected[last-2], ids[last-1], affected[last]
 	return ans, nil
 }

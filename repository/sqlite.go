@@ -34,7 +34,7 @@ func NewSQLite(db *gorm.DB, opts ...Option) *SQLite {
 	if o.replicas != nil {
 		panic("repository: SQLite has no replicas to confirm with")
 	}
-	return &SQLite{gormStore{db: db, hold: o.hold}}
+	return &SQLite{gormStore{db: db, hold: o.hold, events: o.events}}
 }
 
 // CommitBatch commits b in one transaction: reads, service.Allocate, then
@@ -137,10 +137,12 @@ func (s *SQLite) insertOrders(tx *gorm.DB, m *member) error {
 	if err := tx.Create(&rows).Error; err != nil {
 		return err
 	}
+	ids := make([]int64, len(a.New))
 	for k, i := range a.New {
 		a.Outcomes[i].Placed.Order.ID = rows[k].ID
+		ids[k] = rows[k].ID
 	}
-	return nil
+	return s.recordEvents(tx, service.EventCreated, ids, m.b.Now)
 }
 
 // addHoldings adds each buyer's new units to user_purchases as deltas,

@@ -33,6 +33,8 @@ type gormStore struct {
 	// hold is the payment window of an order allotted to a waiter
 	// (WithPaymentTimeout); 0: paid at once.
 	hold time.Duration
+	// events: every change of an order writes its event (WithEvents).
+	events bool
 }
 
 // Order returns one order, or service.ErrNotFound.

@@ -81,7 +81,7 @@ func (s *gormStore) allotSKU(tx *gorm.DB, sku *service.SKU, now time.Time) ([]se
 			line[i] = r.domain()
 		}
 		g := service.Allot(*sku, line, now, s.hold)
-		if err := applyAllotment(tx, sku, g, now); err != nil {
+		if err := s.applyAllotment(tx, sku, g, now); err != nil {
 			return nil, err
 		}
 		given = append(given, g...)
@@ -95,9 +95,10 @@ func (s *gormStore) allotSKU(tx *gorm.DB, sku *service.SKU, now time.Time) ([]se
 
 // applyAllotment writes g, orders of sku just given its units: each moves
 // from waiting, recording the version the SKU's UPDATE writes
-// (allotted_version), its holding stops waiting, and the SKU's row, at
-// the version read, sells the units and counts the waiters out.
-func applyAllotment(tx *gorm.DB, sku *service.SKU, g []service.Order, now time.Time) error {
+// (allotted_version) with its event, its holding stops waiting, and the
+// SKU's row, at the version read, sells the units and counts the waiters
+// out.
+func (s *gormStore) applyAllotment(tx *gorm.DB, sku *service.SKU, g []service.Order, now time.Time) error {
 	if len(g) == 0 {
 		return nil
 	}
@@ -112,6 +113,9 @@ func applyAllotment(tx *gorm.DB, sku *service.SKU, g []service.Order, now time.T
 		"status": g[0].Status, "expires_at": g[0].ExpiresAt, "allocated_at": now, "allotted_version": sku.Version + 1,
 	})
 	if err := affected(r, len(g), "waiting orders given units"); err != nil {
+		return err
+	}
+	if err := s.recordEvents(tx, service.EventAllocated, ids, now); err != nil {
 		return err
 	}
 	r = tx.Model(&purchaseRow{}).Where("sku_id = ? AND user_id IN ? AND waiting = 1", sku.ID, users).Update("waiting", 0)

@@ -2,6 +2,7 @@
 # Installs what the tests and benchmarks run, when it is missing, and says
 # what and why before it does: MariaDB's server and client binaries and
 # Redis (make test runs private servers of them, scripts/with-test-servers.sh),
+# nats-server (the order events' tests start their own, internal/testenv),
 # ZooKeeper's jars and a JRE (the tests start their own ensembles) with
 # apt-get, and k6 with go install. It never starts, stops, logs in to or
 # configures a server. Idempotent.
@@ -56,6 +57,7 @@ have mariadbd && have mariadb-install-db ||
 have mariadb || need mariadb-client-core "the mariadb client, to tell when that MariaDB is up"
 have redis-server || need redis-server "redis-server, which the tests start privately"
 have redis-cli || need redis-tools "redis-cli, to tell when a private Redis is up"
+have nats-server || need nats-server "nats-server with JetStream, which the order events' tests start privately"
 { [ -f /usr/share/java/zookeeper.jar ] && have java; } ||
   need zookeeper "ZooKeeper's jars and a JRE, for the tests' private ensembles"
 
@@ -77,4 +79,4 @@ fi
 if [ -n "$k6" ]; then
   go install "go.k6.io/k6@$K6_VERSION"
 fi
-say "MariaDB, Redis, ZooKeeper and k6 are installed"
+say "MariaDB, Redis, NATS, ZooKeeper and k6 are installed"

@@ -36,6 +36,29 @@ type Leadership interface {
 	Release(ctx context.Context) error
 }
 
+// Leading returns ctx, cancelled when lease is found lost, for a
+// leader's work, and end, which cancels it and releases the lease
+// (within a second; a failed release, logged at debug as what's, leaves
+// it to expire).
+func Leading(ctx context.Context, lease Leadership, log *slog.Logger, what string) (_ context.Context, end func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	go func() {
+		select {
+		case <-lease.Lost():
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() {
+		cancel()
+		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer rcancel()
+		if err := lease.Release(rctx); err != nil {
+			log.Debug(what+" lease release", "err", err)
+		}
+	}
+}
+
 // electWait bounds a follower's wait for the lease, tried once per Interval.
 const electWait = 100 * time.Millisecond
 
@@ -97,22 +120,8 @@ func (s *Sweeper) elected(ctx context.Context) (Leadership, error) {
 func (s *Sweeper) lead(ctx context.Context, lease Leadership) {
 	s.obs.SweeperLeader(true)
 	defer s.obs.SweeperLeader(false)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go func() {
-		select {
-		case <-lease.Lost():
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	defer func() {
-		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-		defer rcancel()
-		if err := lease.Release(rctx); err != nil {
-			s.log.Debug("sweeper lease release", "err", err)
-		}
-	}()
+	ctx, end := Leading(ctx, lease, s.log, "sweeper")
+	defer end()
 	for {
 		more, err := s.sweepDue(ctx, lease.Fence())
 		if errors.Is(err, ErrStaleFence) {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/engine"
+	"github.com/seckill/seckill/events"
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/lock"
 	"github.com/seckill/seckill/service"
@@ -88,4 +89,17 @@ func InstanceName() string {
 		host = "unknown"
 	}
 	return host + "/" + strconv.Itoa(os.Getpid())
+}
+
+// RelayConfig is the event relay's configuration as cfg sets it.
+func RelayConfig(cfg config.Config) events.Config {
+	e := cfg.Events
+	return events.Config{Subject: e.Subject, Batch: e.Batch, Interval: e.Interval, MaxBackoff: e.MaxBackoff,
+		PublishTimeout: e.PublishTimeout, Retention: e.Retention}
+}
+
+// StreamConfig is the JetStream stream of the events as cfg sets it.
+func StreamConfig(cfg config.Config) events.StreamConfig {
+	e := cfg.Events
+	return events.StreamConfig{Name: e.Stream, Subject: e.Subject, MaxAge: e.StreamMaxAge, Duplicate: e.DuplicateWindow}
 }

@@ -26,6 +26,9 @@ keys and the waitlist, each SKU in one read-only snapshot; it only reads, so
 a user granted SELECT suffices. Prints one row per SKU, or with -json one JSON document:
 STOCK, SOLD and the *_UNITS columns count units, the *_ORDERS columns
 orders by status, BUYERS the holdings, KEYED the idempotency keys.
+With events.enabled it also checks that every order created in the last
+events.retention has one event per committed change of it, in order, and
+none else (events_tell_changes).
 
 With -replica DSN it compares instead that replica's books with the primary's
 (every SKU's stock, sold, version, order count, units, last order id and a
@@ -99,9 +102,13 @@ func runAudit(ctx context.Context, cfg config.Config, f auditFlags, stdout io.Wr
 	if err := auditable(ctx, sqlDB, f.sku); err != nil {
 		return usageError(err)
 	}
+	var opts []audit.Option
+	if cfg.Events.Enabled {
+		opts = append(opts, audit.WithEvents(cfg.Events.Retention))
+	}
 	out := newAuditWriter(stdout, f.json)
 	if f.sku != 0 {
-		r, err := audit.SKU(ctx, sqlDB, f.sku)
+		r, err := audit.SKU(ctx, sqlDB, f.sku, opts...)
 		if err != nil { // before any output: no such SKU prints the error alone
 			return usageError(err)
 		}
@@ -115,7 +122,7 @@ func runAudit(ctx context.Context, cfg config.Config, f auditFlags, stdout io.Wr
 		if err := out.begin(); err != nil {
 			return usageError(err)
 		}
-		if err := audit.All(ctx, sqlDB, 0, out.add); err != nil {
+		if err := audit.All(ctx, sqlDB, 0, out.add, opts...); err != nil {
 			return usageError(err)
 		}
 	}

@@ -78,12 +78,18 @@ const (
 	// clock), no waiting order asks for no more than the free stock: the
 	// transaction that returns a unit gives it to the line.
 	NoUnitFreeForAWaiter Invariant = "no_unit_free_for_a_waiter"
+	// EventsTellChanges (WithEvents): each order's events in the outbox,
+	// in id order, are one created, then one per change of its status,
+	// each from a status it can leave, the last with its status now: a
+	// committed change without its event, or an event of a change that
+	// did not commit, breaks the chain (events.go).
+	EventsTellChanges Invariant = "events_tell_changes"
 )
 
 // Invariants lists every invariant, in report order.
 var Invariants = []Invariant{StockNonNegative, StockAddsUp, OrdersHaveUnits, UnitsHaveOrders,
 	HoldingsMatchOrders, NoOrphanHolding, WithinLimit, SettledOnce, IdempotencyUnique,
-	WaitersCounted, WaitersHoldNothing, AllottedInOrder, NoUnitFreeForAWaiter}
+	WaitersCounted, WaitersHoldNothing, AllottedInOrder, NoUnitFreeForAWaiter, EventsTellChanges}
 
 // ErrNotFound is returned by SKU for an id with no skus row.
 var ErrNotFound = errors.New("audit: sku not found")
@@ -123,6 +129,9 @@ type Report struct {
 	Holders   int64 `json:"holders"`    // user_purchases rows
 	HeldUnits int64 `json:"held_units"` // their sum
 	Keyed     int64 `json:"keyed"`      // orders with an idempotency key
+	// EventOrders counts the orders whose events were checked
+	// (WithEvents): those of the last events.retention.
+	EventOrders int64 `json:"event_orders,omitempty"`
 
 	Failures []Failure `json:"failures"`
 }
@@ -156,13 +165,16 @@ const liveOrWaiting = "('pending', 'paid', 'waiting')"
 // SKU audits one SKU in its own read-only snapshot. It returns ErrNotFound
 // when the SKU does not exist, and the database's error when a query fails
 // (a failed invariant is not an error: it is in the Report).
-func SKU(ctx context.Context, db *sql.DB, id int64) (Report, error) {
+func SKU(ctx context.Context, db *sql.DB, id int64, opts ...Option) (Report, error) {
 	tx, err := begin(ctx, db)
 	if err != nil {
 		return Report{}, err
 	}
 	defer tx.Rollback() // read only: nothing to keep
 	r, err := audit(ctx, tx, id)
+	if err == nil {
+		err = optionsOf(opts).checkEvents(ctx, tx, &r)
+	}
 	if err != nil {
 		return Report{}, err
 	}
@@ -172,7 +184,7 @@ func SKU(ctx context.Context, db *sql.DB, id int64) (Report, error) {
 // All audits every SKU by id, pageSize ids at a time (0: 500), each in its
 // own snapshot, and calls each with its report; an error from each stops
 // the walk and is returned. A SKU that disappears mid-walk is skipped.
-func All(ctx context.Context, db *sql.DB, pageSize int, each func(Report) error) error {
+func All(ctx context.Context, db *sql.DB, pageSize int, each func(Report) error, opts ...Option) error {
 	if pageSize <= 0 {
 		pageSize = 500
 	}
@@ -199,7 +211,7 @@ func All(ctx context.Context, db *sql.DB, pageSize int, each func(Report) error)
 			return fmt.Errorf("audit: list skus: %w", err)
 		}
 		for _, id := range ids {
-			r, err := SKU(ctx, db, id)
+			r, err := SKU(ctx, db, id, opts...)
 			if errors.Is(err, ErrNotFound) {
 				continue
 			}

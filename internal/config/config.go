@@ -35,6 +35,7 @@ type Config struct {
 
 	ZooKeeper ZooKeeper `yaml:"zookeeper"`
 	Auth      Auth      `yaml:"auth"`
+	Events    Events    `yaml:"events"`
 
 	// Tracing is read from the standard OTEL_* variables, not the file
 	// (tracing.go).
@@ -311,6 +312,9 @@ func (c Config) Validate() error {
 		return err
 	}
 	if err := c.validateLifecycle(); err != nil {
+		return err
+	}
+	if err := c.validateEvents(); err != nil {
 		return err
 	}
 	if err := c.validateReplicas(); err != nil {

@@ -30,7 +30,7 @@ func TestLoad_ShippedConfigsAreValid(t *testing.T) {
 func equalConfig(a, b Config) bool {
 	return strings.Join(a.Redis.Addrs, ",") == strings.Join(b.Redis.Addrs, ",") &&
 		a.HTTP == b.HTTP && sameMySQL(a.MySQL, b.MySQL) && a.Order == b.Order && a.Lock == b.Lock &&
-		a.SoldOut == b.SoldOut && a.Log == b.Log && a.Admin == b.Admin &&
+		a.SoldOut == b.SoldOut && a.Log == b.Log && a.Admin == b.Admin && a.Events == b.Events &&
 		a.Limits.PerUserRate == b.Limits.PerUserRate && a.Limits.PerUserBurst == b.Limits.PerUserBurst &&
 		a.Limits.PerIPRate == b.Limits.PerIPRate && a.Limits.PerIPBurst == b.Limits.PerIPBurst &&
 		a.Limits.MaxKeys == b.Limits.MaxKeys && len(a.Limits.TrustedProxies) == len(b.Limits.TrustedProxies) &&

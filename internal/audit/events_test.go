@@ -1,0 +1,82 @@
+package audit_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/seckill/seckill/internal/audit"
+	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/repository"
+)
+
+// TestAudit_Events: with WithEvents, a sale in every lifecycle state
+// written with events passes, each of its orders checked; an event row
+// deleted (a committed change without its event) or one added (an event
+// of a change that never committed) fails EventsTellChanges, naming the
+// order, and only with WithEvents. Orders older than the retention are
+// not checked: their events may be pruned.
+func TestAudit_Events(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name   string
+		breach string // SQL run on the sale; ? is the order's id
+		order  string // the user whose order is named
+	}{
+		{"clean", "", ""},
+		{"a paid event deleted", "DELETE FROM order_events WHERE type = 'paid'", "d"},
+		{"a created event deleted", "DELETE FROM order_events WHERE type = 'created' AND order_id = ?", "c"},
+		{"an expired event deleted", "DELETE FROM order_events WHERE type = 'expired'", "e"},
+		{"a cancelled order's last event deleted", "DELETE FROM order_events WHERE type = 'cancelled'", "c"},
+		{"an event of a change that never committed", "INSERT INTO order_events (event_id, order_id, type, status, at) SELECT MD5(RAND()), id, 'paid', 'paid', created_at FROM orders WHERE id = ?", "c"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			db := testenv.DB(t, testenv.Database(t))
+			sqlDB, err := db.DB()
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := repository.NewMySQL(db, repository.WithEvents())
+			sku, ids := sale(t, s, time.Now().UTC())
+			if tc.breach != "" {
+				var args []any
+				if tc.order != "" && strings.Contains(tc.breach, "?") {
+					args = append(args, ids[tc.order][0])
+				}
+				if err := db.Exec(tc.breach, args...).Error; err != nil {
+					t.Fatal(err)
+				}
+			}
+			ctx := context.Background()
+			r, err := audit.SKU(ctx, sqlDB, sku, audit.WithEvents(time.Hour))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.EventOrders != 6 {
+				t.Errorf("%d orders' events checked; want the sale's 6", r.EventOrders)
+			}
+			want := []audit.Invariant{}
+			if tc.breach != "" {
+				want = []audit.Invariant{audit.EventsTellChanges}
+			}
+			if got := r.Failed(); !slices.Equal(got, want) {
+				t.Fatalf("audit with events = %v %+v; want %v", got, r.Failures, want)
+			}
+			if tc.breach != "" && !strings.Contains(r.Failures[0].Detail, fmt.Sprintf("order %d first", ids[tc.order][0])) {
+				t.Errorf("the failure %q does not name order %d (%s's)", r.Failures[0].Detail, ids[tc.order][0], tc.order)
+			}
+			if off, err := audit.SKU(ctx, sqlDB, sku); err != nil || !off.OK() || off.EventOrders != 0 {
+				t.Errorf("audit without events = %+v, %v; want no failure, no order's events checked", off, err)
+			}
+			// e was created two minutes before: out of a 90 s retention's reach.
+			if short, err := audit.SKU(ctx, sqlDB, sku, audit.WithEvents(90*time.Second)); err != nil || short.EventOrders != 5 {
+				t.Errorf("audit with a retention of 90s checked %d orders' events (%v); want 5 (all but e)", short.EventOrders, err)
+			}
+		})
+	}
+}

@@ -1,0 +1,125 @@
+package repository_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/repository"
+	"github.com/seckill/seckill/service"
+)
+
+// The outbox (docs/design.md, invariant 21): with events on, every
+// committed change of an order has exactly one event, written in its
+// transaction; nothing else has one. Off, nothing is written.
+
+var eventBackends = []backend{
+	{"mariadb", func(t *testing.T) (*gorm.DB, store) {
+		db, _ := openMariaDB(t)
+		return db, repository.NewMySQL(db, repository.WithPaymentTimeout(window), repository.WithEvents())
+	}},
+	{"sqlite", func(t *testing.T) (*gorm.DB, store) {
+		db, _ := openSQLite(t)
+		return db, repository.NewSQLite(db, repository.WithPaymentTimeout(window), repository.WithEvents())
+	}},
+}
+
+func TestEvents_OnePerCommittedChange(t *testing.T) {
+	t.Parallel()
+	for _, be := range eventBackends {
+		t.Run(be.name, func(t *testing.T) {
+			t.Parallel()
+			db, s := be.open(t)
+			ctx := context.Background()
+			ends := time.Now().UTC().Add(window / 2).Truncate(time.Microsecond)
+			sku := newSaleSKU(t, s, 4, 1, &ends)
+			created := time.Now().UTC().Truncate(time.Microsecond)
+			buyers := pendingOrders(t, s, sku.ID, created, "a", "b", "c")
+			first, err := s.CommitBatch(ctx, batch(sku.ID, 0, "d"))
+			if err != nil || first.Outcomes[0].Err != nil {
+				t.Fatalf("d's order: %+v, %v", first, err)
+			}
+			ws := waiting(t, line(t, s, sku.ID, 100, "w0", "w1", "w2"))
+
+			// A batch decided on a stale known row writes (with its
+			// events, on MySQL) and is rolled back, then decided again.
+			if _, _, err := s.SetStock(ctx, sku.ID, 0); err != nil {
+				t.Fatal(err)
+			}
+			stale := first.SKU
+			b := batch(sku.ID, 0, "e")
+			b.Known = &stale
+			if res, err := s.CommitBatch(ctx, b); err != nil || !errors.Is(res.Outcomes[0].Err, service.ErrSoldOut) {
+				t.Fatalf("e's order on a stale row = %+v, %v; want sold out", res, err)
+			}
+
+			// Each change at most once, whoever asks how often.
+			var wg sync.WaitGroup
+			start := make(chan struct{})
+			for range 4 {
+				wg.Add(3)
+				go func() { defer wg.Done(); <-start; _, _ = s.PayOrder(ctx, buyers[0].ID, created) }()
+				go func() { defer wg.Done(); <-start; _, _ = s.CancelOrder(ctx, buyers[1].ID, "b", created) }() // w0 gets the unit
+				go func() { defer wg.Done(); <-start; _, _ = s.CancelOrder(ctx, ws[1].ID, "w1", created) }()
+			}
+			close(start)
+			wg.Wait()
+			if _, err := s.PayOrder(ctx, buyers[2].ID, created.Add(2*window)); !errors.Is(err, service.ErrOrderExpired) {
+				t.Fatalf("paying a due order = %v; want ErrOrderExpired", err)
+			}
+			// The sweep: c and w0 (pending since allotted) expire, w2 lapses.
+			ex, err := s.ExpireDue(ctx, service.ExpiryRun{Now: time.Now().UTC().Add(2 * window), Limit: 10})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ex.Orders != 2 || ex.Lapsed != 1 {
+				t.Fatalf("sweep = %d expired, %d lapsed; want 2 (c, w0; d was paid at creation) and 1 (w2)", ex.Orders, ex.Lapsed)
+			}
+			evs := testenv.CheckEvents(t, db)
+			count := map[service.EventType]int{}
+			for _, e := range evs {
+				count[e.Type]++
+			}
+			want := map[service.EventType]int{service.EventCreated: 7, service.EventPaid: 1, service.EventCancelled: 2,
+				service.EventAllocated: 1, service.EventExpired: 2, service.EventLapsed: 1}
+			for typ, n := range want {
+				if count[typ] != n {
+					t.Errorf("%d %s events; want %d (all: %v)", count[typ], typ, n, count)
+				}
+			}
+		})
+	}
+}
+
+func TestEvents_OffWritesNothing(t *testing.T) {
+	t.Parallel()
+	for _, be := range waitlistBackends {
+		t.Run(be.name, func(t *testing.T) {
+			t.Parallel()
+			db, s := be.open(t)
+			ctx := context.Background()
+			sku := newSaleSKU(t, s, 2, 1, nil)
+			created := time.Now().UTC().Truncate(time.Microsecond)
+			placed := pendingOrders(t, s, sku.ID, created, "a", "b")
+			waiting(t, line(t, s, sku.ID, 100, "w0"))
+			if _, err := s.PayOrder(ctx, placed[0].ID, created); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.CancelOrder(ctx, placed[1].ID, "b", created); err != nil {
+				t.Fatal(err)
+			}
+			var n int64
+			if err := db.Raw("SELECT COUNT(*) FROM order_events").Scan(&n).Error; err != nil {
+				t.Fatal(err)
+			}
+			if n != 0 {
+				t.Errorf("%d events with events off; want none", n)
+			}
+		})
+	}
+}
