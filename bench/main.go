@@ -99,6 +99,15 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		// The worktree's build; no design row (they do not trace).
 		variants = append(variants, variant{label: fmt.Sprintf("traced %g", o.traceRatio), bin: variants[0].bin, env: sink.env(o.traceRatio)})
 	}
+	if o.events {
+		ns, err := startNATS(ctx, o.out)
+		if err != nil {
+			return err
+		}
+		defer ns.stop()
+		// The worktree's build; no design row (they write no events).
+		variants = append(variants, variant{label: "events on", bin: variants[0].bin, env: ns.env()})
+	}
 	cases := plan(o)
 	b, err := start(ctx, o, root, k6, cases)
 	defer b.stop()

@@ -101,3 +101,20 @@ func (j *JetStream) ensureStream(ctx context.Context) error {
 	j.ready.Store(true)
 	return nil
 }
+
+// Ping reports whether JetStream answers at url: nil once it does.
+func Ping(ctx context.Context, url string) error {
+	nc, err := nats.Connect(url, nats.Timeout(time.Second))
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	if _, err := js.AccountInfo(ctx); err != nil {
+		return fmt.Errorf("jetstream: %w", err)
+	}
+	return nil
+}

@@ -2,16 +2,13 @@ package testenv
 
 import (
 	"context"
-	"fmt"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
+	"github.com/seckill/seckill/events"
 	"github.com/seckill/seckill/lock/locktest"
 )
 
@@ -58,18 +55,4 @@ func (s *NATSServer) Start() {
 func (s *NATSServer) Stop() { s.p.Kill() }
 
 // ready reports whether JetStream answers.
-func (s *NATSServer) ready(ctx context.Context) error {
-	nc, err := nats.Connect(s.URL, nats.Timeout(time.Second))
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
-	if _, err := js.AccountInfo(ctx); err != nil {
-		return fmt.Errorf("jetstream: %w", err)
-	}
-	return nil
-}
+func (s *NATSServer) ready(ctx context.Context) error { return events.Ping(ctx, s.URL) }
