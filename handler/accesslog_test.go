@@ -47,7 +47,8 @@ func (s *syncBuffer) lines(t *testing.T) []map[string]any {
 }
 
 // TestAccessLog requires one JSON line per request, with what an operator
-// searches by, and none when log.access is off.
+// searches by, and none when log.access is off; a logger carrying
+// attributes (written through slog, not by hand) adds them.
 func TestAccessLog(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -61,9 +62,14 @@ func TestAccessLog(t *testing.T) {
 		{http.MethodGet, "/nope/", "lost-1", "unmatched", 404, "refused", "not_found"},
 		{http.MethodDelete, "/healthz", "wrong-1", "unmatched", 405, "refused", "method_not_allowed"},
 	}
-	for _, on := range []bool{true, false} {
+	for _, run := range []struct{ on, with bool }{{true, false}, {false, false}, {true, true}} {
+		on := run.on
 		var buf syncBuffer
-		h, err := handler.New(handler.Config{Log: logging.New(&buf, "info", "json"), AccessLog: on})
+		log := logging.New(&buf, "info", "json")
+		if run.with {
+			log = log.With("instance", "a")
+		}
+		h, err := handler.New(handler.Config{Log: log, AccessLog: on})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -96,6 +102,9 @@ func TestAccessLog(t *testing.T) {
 			if l["msg"] != "request" || l["method"] != tc.method || l["route"] != tc.route || l["path"] != tc.path ||
 				l["status"] != float64(tc.status) || l["request_id"] != tc.requestID {
 				t.Errorf("%s %s logged %v; want msg request, route %s, status %d, request_id %s", tc.method, tc.path, l, tc.route, tc.status, tc.requestID)
+			}
+			if inst, has := l["instance"]; run.with != has || (has && inst != "a") {
+				t.Errorf("logger With(instance, a) %v: %s %s logged instance %v", run.with, tc.method, tc.path, inst)
 			}
 			if code, has := l["code"]; l["outcome"] != tc.outcome || (tc.code == "" && has) || (tc.code != "" && code != tc.code) {
 				t.Errorf("%s %s logged outcome %v, code %v; want %s, %q", tc.method, tc.path, l["outcome"], l["code"], tc.outcome, tc.code)

@@ -54,11 +54,11 @@ func New(w io.Writer, level, format string) *slog.Logger {
 		lv = slog.LevelInfo
 	}
 	opts := &slog.HandlerOptions{Level: lv, ReplaceAttr: readable}
-	var h slog.Handler = slog.NewJSONHandler(w, opts)
 	if format == "text" {
-		h = slog.NewTextHandler(w, opts)
+		return slog.New(contextHandler{Handler: slog.NewTextHandler(w, opts)})
 	}
-	return slog.New(contextHandler{h})
+	out := &lockedWriter{w: w}
+	return slog.New(contextHandler{Handler: slog.NewJSONHandler(out, opts), out: out})
 }
 
 // readable writes durations as Go duration strings rounded to the
@@ -83,7 +83,13 @@ var reserved = map[string]string{
 	slog.SourceKey:  "attr_source",
 }
 
-type contextHandler struct{ slog.Handler }
+// contextHandler adds a context's IDs to each line. out is the writer
+// of the JSON handler New made, nil once attributes or a group are
+// added: LogAccess writes by hand only what that handler would write.
+type contextHandler struct {
+	slog.Handler
+	out *lockedWriter
+}
 
 func (h contextHandler) Handle(ctx context.Context, r slog.Record) error {
 	clash := false
@@ -120,9 +126,9 @@ func (h contextHandler) WithAttrs(as []slog.Attr) slog.Handler {
 		}
 		out[i] = a
 	}
-	return contextHandler{h.Handler.WithAttrs(out)}
+	return contextHandler{Handler: h.Handler.WithAttrs(out)}
 }
 
 func (h contextHandler) WithGroup(name string) slog.Handler {
-	return contextHandler{h.Handler.WithGroup(name)}
+	return contextHandler{Handler: h.Handler.WithGroup(name)}
 }
