@@ -95,7 +95,20 @@ func TestRelay_BrokerDownThenBack(t *testing.T) {
 	}
 	until("a backlog of at least 100 seen", func() bool { obs.mu.Lock(); defer obs.mu.Unlock(); return obs.maxLog >= 100 && obs.maxOldest > 0 })
 	ns.Start()
-	until("published again", func() bool { n, _ := obs.now(); return n == 0 && obs.published.Load() > 0 })
+	for range 5 { // the sale goes on after the broker's return
+		sell()
+	}
+	// Then the relay catches up: polled without selling, or a busy box's
+	// relay could trail a sale that never pauses.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if n, _ := obs.now(); n == 0 && obs.published.Load() > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			n, f := obs.now()
+			t.Fatalf("30s after the broker's return the backlog is %d (%d failed rounds)", n, f)
+		}
+	}
 	cancel()
 	<-done
 	for range 3 { // not relayed: the outbox keeps them for the next relay
