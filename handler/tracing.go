@@ -42,10 +42,9 @@ func traced(t Tracer) gin.HandlerFunc {
 			route = "unmatched"
 		}
 		ctx, span := t.Start(c.Request.Context(), c.Request.Method, route, c.Request.Header)
-		if id := span.TraceID(); id != "" {
-			ctx = logging.WithTraceID(ctx, id)
+		if id := span.TraceID(); id != "" { // recorded: else ctx is the request's own, and no copy of it is made
+			c.Request = c.Request.WithContext(logging.WithTraceID(ctx, id))
 		}
-		c.Request = c.Request.WithContext(ctx)
 		c.Next()
 		span.End(c.Writer.Status(), c.GetString(errorCodeKey))
 	}
