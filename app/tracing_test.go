@@ -124,7 +124,7 @@ func TestTracing_AnOrdersTraceShowsWhereItsTimeWent(t *testing.T) {
 				i+1, req.Parent.SpanID(), req.Parent.IsRemote(), req.SpanKind, parent.SpanID())
 		}
 		if v := attr(req, "http.response.status_code"); v.AsInt64() != http.StatusCreated {
-			t.Errorf("order %d: request span's status %v; want 201", i+1, v.Emit())
+			t.Errorf("order %d: request span's status %v; want 201", i+1, v.String())
 		}
 		steps := map[string]tracetest.SpanStub{}
 		for _, name := range []string{"queue wait", "lock wait", "commit", "replica confirmation"} {

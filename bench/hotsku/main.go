@@ -93,7 +93,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		}
 		label, list, ok := strings.Cut(v, ":")
 		if !ok {
-			return o, fmt.Errorf("-set %q: want label:SECKILL_X=V,...", v)
+			return o, fmt.Errorf("-set %q: want label:SECKILL_X=V[,SECKILL_Y=W]", v)
 		}
 		env := map[string]string{}
 		for _, kv := range strings.Split(list, ",") {

@@ -155,10 +155,6 @@ func (r *Report) fail(inv Invariant, format string, args ...any) {
 	r.Failures = append(r.Failures, Failure{Invariant: inv, Detail: fmt.Sprintf(format, args...)})
 }
 
-// live is the SQL list of the statuses that hold units; the statuses are
-// those migrations/mysql/00005_waitlist.sql allows.
-const live = "('pending', 'paid')"
-
 // liveOrWaiting is the SQL list of the statuses a buyer's holding counts.
 const liveOrWaiting = "('pending', 'paid', 'waiting')"
 
