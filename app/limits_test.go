@@ -24,16 +24,24 @@ import (
 // its host:port; it is shut down, and must stop cleanly, when the test ends.
 func serveConfig(t *testing.T, cfg config.Config) string {
 	t.Helper()
+	return serveWith(t, cfg, func(ctx context.Context, ready func(string)) error {
+		var out bytes.Buffer
+		return app.Serve(ctx, cfg, testenv.Logger(), &out, ready)
+	})
+}
+
+// serveWith validates cfg, runs serve (app.Serve or a variant of it) until
+// the test ends, and returns the address serve announced; the service must
+// stop cleanly.
+func serveWith(t *testing.T, cfg config.Config, serve func(ctx context.Context, ready func(string)) error) string {
+	t.Helper()
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	addr := make(chan string, 1)
 	done := make(chan error, 1)
-	go func() {
-		var out bytes.Buffer
-		done <- app.Serve(ctx, cfg, testenv.Logger(), &out, func(a string) { addr <- a })
-	}()
+	go func() { done <- serve(ctx, func(a string) { addr <- a }) }()
 	select {
 	case a := <-addr:
 		t.Cleanup(func() {

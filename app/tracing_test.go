@@ -212,29 +212,9 @@ func TestTracing_TheOrderPathDoesNotImportTheSDK(t *testing.T) {
 // serveTraced serves cfg, tracing through tp, logging as JSON to logs.
 func serveTraced(t *testing.T, cfg config.Config, logs io.Writer, tp *sdktrace.TracerProvider) string {
 	t.Helper()
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	addr := make(chan string, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- app.ServeTraced(ctx, cfg, logging.New(logs, "info", "json"), io.Discard, func(a string) { addr <- a }, tp)
-	}()
-	select {
-	case a := <-addr:
-		t.Cleanup(func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("shutdown: %v", err)
-			}
-		})
-		return "http://" + a
-	case err := <-done:
-		cancel()
-		t.Fatalf("serve: %v", err)
-		return ""
-	}
+	return "http://" + serveWith(t, cfg, func(ctx context.Context, ready func(string)) error {
+		return app.ServeTraced(ctx, cfg, logging.New(logs, "info", "json"), io.Discard, ready, tp)
+	})
 }
 
 // balancerSpan is a sampled span of a balancer's, made up: trace and
