@@ -2,7 +2,6 @@ package app_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -54,7 +53,7 @@ func TestTracing_AnOrdersTraceShowsWhereItsTimeWent(t *testing.T) {
 	cfg.MySQL.MinReplicas = 1
 	exp := tracetest.NewInMemoryExporter()
 	tp := app.NewTracerProvider(config.Tracing{Sampler: config.SamplerParentRatio, Ratio: 0}, exp)
-	var logs lockedBuffer
+	var logs testenv.SyncBuffer
 	url := serveTraced(t, cfg, &logs, tp)
 	skuID := createSKU(t, url)
 
@@ -279,20 +278,3 @@ func accessLines(t *testing.T, logs string) map[string]map[string]any {
 	return out
 }
 
-// lockedBuffer is a bytes.Buffer safe for the server's goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}

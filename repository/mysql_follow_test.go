@@ -1,14 +1,12 @@
 package repository
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -126,7 +124,7 @@ func TestReplicas_FollowTheFailover(t *testing.T) {
 	rig := newReplicaRig(t, 1)
 	ctx := context.Background()
 	replica := rig.set.Replicas[0]
-	logs := &syncBuffer{}
+	logs := &testenv.SyncBuffer{}
 	opened := func(addr string) (*sql.DB, error) { return openReplicaAt(t, addr).DB, nil }
 	r := NewReplicas(ReplicasConfig{Nodes: []ReplicaConfig{openReplicaAt(t, replica.Addr)}, Min: 1,
 		Timeout: 300 * time.Millisecond, Primary: rig.primary, Open: opened,
@@ -200,23 +198,6 @@ func eventually(ok func() bool) bool {
 		time.Sleep(100 * time.Millisecond) // the watch's next round
 	}
 	return false
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // TestReplicas_TheShortestTimeoutIsNoBusyLoop (issue 46 e): at the
