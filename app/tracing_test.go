@@ -277,4 +277,3 @@ func accessLines(t *testing.T, logs string) map[string]map[string]any {
 	}
 	return out
 }
-
