@@ -329,19 +329,35 @@ func (l *Lock) Horizon(ctx context.Context) (int64, error) {
 }
 
 // Lost returns a channel closed when the lock's node is found gone while
-// held. A client cut off from the ensemble learns of its session's expiry
-// only on reconnecting: until then only the fence protects the resource.
+// held: by its watch, or by a check every lostRecheck, since a watch can be
+// lost silently when the connection moves to another server (go-zookeeper
+// resets its watches on reconnect without reporting a failure). A client
+// cut off from the ensemble learns of its session's expiry only on
+// reconnecting: until then only the fence protects the resource.
 func (l *Lock) Lost() <-chan struct{} { return l.lost }
 
+// lostRecheck is how often a held lock's node is checked beside its
+// watch: one Exists per held lock per period.
+const lostRecheck = 2 * time.Second
+
 // watch closes lost when the node's watch reports it deleted or the watch
-// itself ended (session expired, connection closed).
+// itself ended (session expired, connection closed), or a recheck finds
+// the node gone.
 func (l *Lock) watch(ch <-chan zk.Event) {
+	tick := time.NewTicker(lostRecheck)
+	defer tick.Stop()
 	for {
 		var ev zk.Event
 		select {
 		case <-l.done:
 			return
 		case ev = <-ch:
+		case <-tick.C:
+			ok, err := call(context.Background(), l.z, func() (bool, error) { ok, _, err := l.z.conn.Exists(l.node); return ok, err })
+			if err != nil || ok { // unanswered: the watch or the session's end will say
+				continue
+			}
+			ev.Type = zk.EventNodeDeleted
 		}
 		if ev.Type == zk.EventNodeDataChanged { // someone wrote to it: still ours, watch again
 			var ok bool
