@@ -1,5 +1,5 @@
-// Package events publishes the order events of the outbox (migration
-// 00006, docs/design.md invariant 21) to a broker: one relay at a time,
+// Package events publishes the order events of the outbox (migrations
+// 00006 and 00007, docs/design.md invariant 21) to a broker: one relay at a time,
 // elected with a leader lease as the expiry sweeper is, reads the events
 // not yet published in id order, publishes them through a Publisher
 // (JetStream's is NewJetStream) with each event's id as the broker's
@@ -10,6 +10,7 @@
 package events
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -24,9 +25,10 @@ const RelayLeaseKey = "events:relay"
 // Outbox is what the relay reads and writes of the database;
 // repository's stores implement it.
 type Outbox interface {
-	// Unpublished returns up to limit events not yet published, in id order.
+	// Unpublished returns the events of whole rows not yet published, in
+	// id order (a row's events share its ID), about limit of them.
 	Unpublished(ctx context.Context, limit int) ([]service.OrderEvent, error)
-	// MarkPublished marks events published; service.ErrStaleFence when a
+	// MarkPublished marks rows published; service.ErrStaleFence when a
 	// newer relay's fence wrote.
 	MarkPublished(ctx context.Context, ids []int64, fence int64, now time.Time) error
 	// PrunePublished deletes up to limit events published before before.
@@ -161,10 +163,16 @@ func (r *Relay) Round(ctx context.Context, fence int64) (more bool, err error) {
 	if err != nil {
 		return false, err
 	}
+	// A row (a run of a batch's new orders) is marked once all its
+	// events are acknowledged, which may take several windows.
+	left := make(map[int64]int, len(evs))
+	for _, e := range evs {
+		left[e.ID]++
+	}
 	for rest := evs; len(rest) > 0; {
 		var w []service.OrderEvent
 		w, rest = window(rest)
-		if err := r.publish(ctx, w, fence); err != nil {
+		if err := r.publish(ctx, w, fence, left); err != nil {
 			return false, err
 		}
 	}
@@ -188,9 +196,10 @@ func window(evs []service.OrderEvent) (w, rest []service.OrderEvent) {
 	return evs, nil
 }
 
-// publish publishes w and marks what the broker acknowledged; any event
-// it did not is an error, and the round ends there.
-func (r *Relay) publish(ctx context.Context, w []service.OrderEvent, fence int64) error {
+// publish publishes w and marks the rows whose events the broker has now
+// all acknowledged (left counts each row's events not yet acknowledged);
+// any event it did not acknowledge is an error, and the round ends there.
+func (r *Relay) publish(ctx context.Context, w []service.OrderEvent, fence int64, left map[int64]int) error {
 	msgs := make([]Message, len(w))
 	for i, e := range w {
 		msgs[i] = NewMessage(r.cfg.Subject, e, r.ids)
@@ -201,19 +210,23 @@ func (r *Relay) publish(ctx context.Context, w []service.OrderEvent, fence int64
 	if err != nil {
 		return err
 	}
-	acked := make([]int64, 0, len(w))
+	var rows []int64
+	acked := 0
 	var failed error
 	for i, e := range w {
-		if errs[i] == nil {
-			acked = append(acked, e.ID)
-		} else if failed == nil {
-			failed = errs[i]
+		if errs[i] != nil {
+			failed = cmp.Or(failed, errs[i])
+			continue
+		}
+		acked++
+		if left[e.ID]--; left[e.ID] == 0 {
+			rows = append(rows, e.ID)
 		}
 	}
-	if err := r.outbox.MarkPublished(ctx, acked, fence, now()); err != nil {
+	if err := r.outbox.MarkPublished(ctx, rows, fence, now()); err != nil {
 		return err
 	}
-	r.obs.Published(len(acked))
+	r.obs.Published(acked)
 	return failed
 }
 

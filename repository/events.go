@@ -3,7 +3,9 @@ package repository
 import (
 	"context"
 	"crypto/rand"
+	"encoding/hex"
 	"fmt"
+	"strings"
 	"time"
 
 	"gorm.io/gorm"
@@ -11,11 +13,12 @@ import (
 	"github.com/seckill/seckill/service"
 )
 
-// The outbox (migrations 00006, docs/design.md invariant 21): with
-// WithEvents, every transaction that changes orders inserts their events
-// in one INSERT ... SELECT of the rows it has just written, so an event
-// exists if and only if its change committed. Without it nothing is
-// written and no statement is added.
+// The outbox (migrations 00006 and 00007, docs/design.md invariant 21):
+// with WithEvents, every transaction that changes orders writes their
+// events in one statement, so an event exists if and only if its change
+// committed: the batch commit one row per run of its new orders created
+// alike (createdRuns), every other change one row per order it changed
+// (recordEvents). Without it nothing is written and no statement is added.
 
 // eventsFence names the relay's row in leader_fences (migration 00006).
 const eventsFence = "order-events"
@@ -34,18 +37,9 @@ func (s *gormStore) recordEvents(tx *gorm.DB, typ service.EventType, ids []int64
 		return nil
 	}
 	eventID, args := newEventIDs(tx.Dialector.Name())
-	r := tx.Exec("INSERT INTO order_events (event_id, order_id, type, status, at) SELECT "+eventID+", id, ?, status, ? FROM orders WHERE id IN ? ORDER BY id",
+	r := tx.Exec("INSERT INTO order_events (event_id, order_id, last_order_id, type, status, at) SELECT "+eventID+", id, id, ?, status, ? FROM orders WHERE id IN ? ORDER BY id",
 		append(args, string(typ), at, ids)...)
 	return affected(r, len(ids), "order events")
-}
-
-// createdEvents is the batch commit's INSERT of its new orders' events:
-// the orders' INSERT just before it numbered them from LAST_INSERT_ID(),
-// auto_increment_increment apart (numberOrders), n of them.
-func createdEvents(n int) (string, []any) {
-	eventID, args := newEventIDs("mysql")
-	return "; INSERT INTO order_events (event_id, order_id, type, status, at) SELECT " + eventID + ", id, 'created', status, created_at FROM orders" +
-		" WHERE id BETWEEN LAST_INSERT_ID() AND LAST_INSERT_ID() + ? * @@auto_increment_increment ORDER BY id", append(args, n-1)
 }
 
 // newEventIDs returns the expression of each new event's id in an INSERT
@@ -64,36 +58,157 @@ func newEventIDs(dialect string) (string, []any) {
 	return "MD5(CONCAT(?, id))", []any{rand.Text()}
 }
 
-// eventRow is a row of order_events joined with its order.
-type eventRow struct {
-	ID       int64
-	EventID  string
-	OrderID  int64
-	Type     string
-	Status   string
-	At       time.Time
-	SKUID    int64 `gorm:"column:sku_id"`
-	UserID   string
-	Quantity int64
+// newEventID is a run's event id, drawn by the writer: 128 random bits in
+// hex, a literal in the statement, so every replica stores the same.
+func newEventID() string {
+	var b [16]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
-// Unpublished returns up to limit events not yet published, in id order.
-// An order's events are there in the order of its changes: a later
-// change's transaction waited for the earlier one's row lock, so its
-// event has the greater id and is not visible without it.
+// createdRun is a run of a batch's new orders, consecutive in the orders'
+// INSERT, created with one status at one time: one event row.
+type createdRun struct {
+	first  int // the run's first order's place in the INSERT
+	n      int
+	status service.OrderStatus
+	at     time.Time
+}
+
+// addCreated extends runs with the next order of the INSERT.
+func addCreated(runs []createdRun, status service.OrderStatus, at time.Time, place int) []createdRun {
+	if k := len(runs) - 1; k >= 0 && runs[k].status == status && runs[k].at.Equal(at) && runs[k].first+runs[k].n == place {
+		runs[k].n++
+		return runs
+	}
+	return append(runs, createdRun{first: place, n: 1, status: status, at: at})
+}
+
+// createdEvents is the batch commit's INSERT of its new orders' events,
+// a row per run: the orders' INSERT just before it numbered them from
+// LAST_INSERT_ID(), step apart (numberOrders). A run longer than
+// service.MaxRunSpan ids is cut. It returns the statement, its arguments and the
+// rows it inserts.
+func createdEvents(runs []createdRun, step int64) (string, []any, int) {
+	var q strings.Builder
+	var args []any
+	rows := 0
+	q.WriteString("; INSERT INTO order_events (event_id, order_id, last_order_id, step, type, status, at) VALUES ")
+	per := int(service.MaxRunSpan/step) + 1 // orders a row may tell
+	for _, r := range runs {
+		for from := r.first; from < r.first+r.n; from += per {
+			to := min(from+per, r.first+r.n) - 1
+			if rows > 0 {
+				q.WriteString(", ")
+			}
+			rows++
+			q.WriteString("(?, LAST_INSERT_ID() + ?, LAST_INSERT_ID() + ?, ?, 'created', ?, ?)")
+			args = append(args, newEventID(), int64(from)*step, int64(to)*step, step, string(r.status), r.at)
+		}
+	}
+	return q.String(), args, rows
+}
+
+// eventRun is a row of order_events.
+type eventRun struct {
+	ID          int64
+	EventID     string
+	OrderID     int64
+	LastOrderID int64
+	Step        int64
+	Type        string
+	Status      string
+	At          time.Time
+}
+
+func (r eventRun) domain() service.EventRun {
+	return service.EventRun{ID: r.ID, EventID: r.EventID, First: r.OrderID, Last: r.LastOrderID, Step: r.Step,
+		Type: service.EventType(r.Type), Status: service.OrderStatus(r.Status), At: r.At}
+}
+
+// Unpublished returns the events not yet published, in id order, a run's
+// in its orders' order: whole rows, at most limit of them, and none past
+// the one that brings the events to limit. An order's events are there
+// in the order of its changes: a later change's transaction waited for
+// the earlier one's row lock, so its row has the greater id and is not
+// visible without it.
 func (s *gormStore) Unpublished(ctx context.Context, limit int) ([]service.OrderEvent, error) {
-	var rows []eventRow
-	err := s.db.WithContext(ctx).Raw("SELECT e.id, e.event_id, e.order_id, e.type, e.status, e.at, o.sku_id, o.user_id, o.quantity"+
-		" FROM order_events e JOIN orders o ON o.id = e.order_id WHERE e.published_at IS NULL ORDER BY e.id LIMIT ?", limit).Scan(&rows).Error
+	rows, err := s.db.WithContext(ctx).Raw("SELECT id, event_id, order_id, last_order_id, step, type, status, at"+
+		" FROM order_events WHERE published_at IS NULL ORDER BY id LIMIT ?", limit).Rows()
 	if err != nil {
 		return nil, translate(err, service.ErrNotFound)
 	}
-	out := make([]service.OrderEvent, len(rows))
-	for i, r := range rows {
-		out[i] = service.OrderEvent{ID: r.ID, EventID: r.EventID, Type: service.EventType(r.Type), OrderID: r.OrderID, SKUID: r.SKUID,
-			UserID: r.UserID, Quantity: r.Quantity, Status: service.OrderStatus(r.Status), At: r.At}
+	var out []service.OrderEvent
+	for rows.Next() && len(out) < limit {
+		var r eventRun
+		if err := rows.Scan(&r.ID, &r.EventID, &r.OrderID, &r.LastOrderID, &r.Step, &r.Type, &r.Status, &r.At); err != nil {
+			rows.Close()
+			return nil, translate(err, service.ErrNotFound)
+		}
+		run := r.domain()
+		n := run.Len()
+		if n == 0 {
+			rows.Close()
+			return nil, fmt.Errorf("repository: order event row %d is not a run (orders %d to %d by %d)", r.ID, r.OrderID, r.LastOrderID, r.Step)
+		}
+		for k := range n {
+			out = append(out, run.Event(k))
+		}
 	}
-	return out, nil
+	if err := rows.Close(); err != nil {
+		return nil, translate(err, service.ErrNotFound)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, translate(err, service.ErrNotFound)
+	}
+	return out, s.eventOrders(ctx, out)
+}
+
+// eventOrders fills in each event's SKU, buyer and quantity from its
+// order, in one read on the primary key. An event whose order does not
+// exist is an error: orders are never deleted.
+func (s *gormStore) eventOrders(ctx context.Context, evs []service.OrderEvent) error {
+	if len(evs) == 0 {
+		return nil
+	}
+	ids := make([]int64, 0, len(evs))
+	seen := make(map[int64]int, len(evs))
+	for _, e := range evs {
+		if _, ok := seen[e.OrderID]; !ok {
+			seen[e.OrderID] = -1
+			ids = append(ids, e.OrderID)
+		}
+	}
+	rows, err := s.db.WithContext(ctx).Raw("SELECT id, sku_id, user_id, quantity FROM orders WHERE id IN ?", ids).Rows()
+	if err != nil {
+		return translate(err, service.ErrNotFound)
+	}
+	defer rows.Close()
+	type order struct {
+		sku, qty int64
+		user     string
+	}
+	found := make([]order, 0, len(ids))
+	for rows.Next() {
+		var id int64
+		var o order
+		if err := rows.Scan(&id, &o.sku, &o.user, &o.qty); err != nil {
+			return translate(err, service.ErrNotFound)
+		}
+		seen[id] = len(found)
+		found = append(found, o)
+	}
+	if err := rows.Err(); err != nil {
+		return translate(err, service.ErrNotFound)
+	}
+	for i := range evs {
+		k := seen[evs[i].OrderID]
+		if k < 0 {
+			return fmt.Errorf("repository: order event row %d tells order %d, which does not exist", evs[i].ID, evs[i].OrderID)
+		}
+		evs[i].SKUID, evs[i].UserID, evs[i].Quantity = found[k].sku, found[k].user, found[k].qty
+	}
+	return nil
 }
 
 // MarkPublished records the events of ids as published at now, in one
@@ -138,14 +253,18 @@ func (s *gormStore) PrunePublished(ctx context.Context, before time.Time, limit 
 // oldest of them happened (zero without any).
 func (s *gormStore) Backlog(ctx context.Context) (n int64, oldest time.Time, err error) {
 	db := s.db.WithContext(ctx)
-	if err := db.Raw("SELECT COUNT(*) FROM order_events WHERE published_at IS NULL").Scan(&n).Error; err != nil {
+	div := "DIV" // integer division: each run's orders
+	if db.Dialector.Name() == "sqlite" {
+		div = "/"
+	}
+	if err := db.Raw("SELECT COALESCE(SUM((last_order_id - order_id) " + div + " step + 1), 0) FROM order_events WHERE published_at IS NULL").Scan(&n).Error; err != nil {
 		return 0, time.Time{}, translate(err, service.ErrNotFound)
 	}
 	if n == 0 {
 		return 0, time.Time{}, nil
 	}
 	// The first unpublished by id: its at is the oldest but for a clock step.
-	var first []eventRow
+	var first []eventRun
 	if err := db.Raw("SELECT id, at FROM order_events WHERE published_at IS NULL ORDER BY id LIMIT 1").Scan(&first).Error; err != nil {
 		return 0, time.Time{}, translate(err, service.ErrNotFound)
 	}
@@ -155,10 +274,10 @@ func (s *gormStore) Backlog(ctx context.Context) (n int64, oldest time.Time, err
 	return n, oldest, nil
 }
 
-// eventsAnswer checks the batch commit's created events: one per order.
-func eventsAnswer(got int64, orders int) error {
-	if got != int64(orders) {
-		return fmt.Errorf("repository: %d order events for %d new orders", got, orders)
+// eventsAnswer checks the batch commit's created events: a row per run.
+func eventsAnswer(got int64, rows int) error {
+	if got != int64(rows) {
+		return fmt.Errorf("repository: %d order event rows for %d runs of new orders", got, rows)
 	}
 	return nil
 }

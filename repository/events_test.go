@@ -3,10 +3,12 @@ package repository_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"gorm.io/gorm"
 
 	"github.com/seckill/seckill/internal/testenv"
@@ -119,6 +121,60 @@ func TestEvents_OffWritesNothing(t *testing.T) {
 			}
 			if n != 0 {
 				t.Errorf("%d events with events off; want none", n)
+			}
+		})
+	}
+}
+
+// TestEvents_ABatchIsARowPerRun: a batch's new orders are told by one
+// outbox row per run of them created alike, its orders step apart, cut
+// so that no row spans more than service.MaxRunSpan ids; expanded, the
+// rows are exactly the orders' created events (testenv.CheckEvents), and
+// the relay's read fills each in from its order.
+func TestEvents_ABatchIsARowPerRun(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		step, rows int64
+	}{
+		{1, 2},     // the pending run and the waiting run
+		{3, 2},     // a Galera node's step
+		{40000, 4}, // two orders a row: pending 2+1, waiting 1+2
+	} {
+		t.Run(fmt.Sprintf("step %d", tc.step), func(t *testing.T) {
+			t.Parallel()
+			mc, err := mysql.ParseDSN(testenv.Database(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			mc.Params = map[string]string{"auto_increment_increment": fmt.Sprint(tc.step)} // this session's only
+			db := testenv.DB(t, mc.FormatDSN())
+			s := repository.NewMySQL(db, repository.WithPaymentTimeout(window), repository.WithEvents())
+			sku := newSaleSKU(t, s, 3, 1, nil)
+			placed := line(t, s, sku.ID, 1, "a", "b", "c", "w0", "w1", "w2")
+			var rows int64
+			if err := db.Raw("SELECT COUNT(*) FROM order_events").Scan(&rows).Error; err != nil {
+				t.Fatal(err)
+			}
+			if rows != tc.rows {
+				t.Errorf("%d event rows for a batch of 3 pending and 3 waiting orders at step %d; want %d", rows, tc.step, tc.rows)
+			}
+			evs := testenv.CheckEvents(t, db)
+			if len(evs) != len(placed) {
+				t.Fatalf("%d events for %d orders", len(evs), len(placed))
+			}
+			got, err := s.Unpublished(context.Background(), 100)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, o := range placed {
+				want := service.OrderEvent{ID: got[i].ID, EventID: evs[i].EventID, Type: service.EventCreated, OrderID: o.Placed.Order.ID, SKUID: sku.ID,
+					UserID: o.Placed.Order.UserID, Quantity: 1, Status: o.Placed.Order.Status, At: got[i].At}
+				if got[i] != want {
+					t.Errorf("event %d = %+v; want %+v", i, got[i], want)
+				}
+				if i > 0 && o.Placed.Order.ID-placed[i-1].Placed.Order.ID != tc.step {
+					t.Errorf("orders %d and %d of one batch at step %d", placed[i-1].Placed.Order.ID, o.Placed.Order.ID, tc.step)
+				}
 			}
 		})
 	}

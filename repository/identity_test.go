@@ -221,8 +221,10 @@ func TestMigration00004_DownAndUp(t *testing.T) {
 					t.Fatalf("%s buys with key %s: %v", o[0], o[1], err)
 				}
 			}
-			if err := database.Migrate(ctx, db, "down", io.Discard); err != nil { // 00006, order events
-				t.Fatalf("down 00006: %v", err)
+			for _, m := range []string{"00007", "00006"} { // order events
+				if err := database.Migrate(ctx, db, "down", io.Discard); err != nil {
+					t.Fatalf("down %s: %v", m, err)
+				}
 			}
 			if err := database.Migrate(ctx, db, "down", io.Discard); err != nil { // 00005, the waitlist: nobody waits
 				t.Fatalf("down 00005: %v", err)

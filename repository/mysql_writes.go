@@ -14,7 +14,7 @@ import (
 
 // writes is one multi-statement of a round's writes: a conditional UPDATE
 // of every SKU, the orders' INSERT and the holdings' upsert, then, with
-// events, the orders' events. The holdings' upsert leaves
+// events, the orders' events: a row per run of them created alike. The holdings' upsert leaves
 // LAST_INSERT_ID() as the orders' INSERT set it: user_purchases has no
 // AUTO_INCREMENT column.
 type writes struct {
@@ -26,8 +26,10 @@ type writes struct {
 	// committed it (Batch.KnownOn): after a failover the promoted
 	// server's row may have the same version and other contents.
 	onServer bool
-	// events appends the new orders' events (createdEvents, WithEvents).
+	// events appends the new orders' events (createdEvents, WithEvents),
+	// a row per run of runs.
 	events bool
+	runs   []createdRun
 }
 
 // add appends the writes of the decided members ws.
@@ -35,11 +37,6 @@ func (w *writes) add(ws []*member) {
 	w.updateSKUs(ws)
 	w.insertOrders(ws)
 	w.upsertHoldings(ws)
-	if w.events {
-		q, args := createdEvents(w.orders)
-		w.q.WriteString(q)
-		w.args = append(w.args, args...)
-	}
 }
 
 // updateSKUs decrements every SKU (and counts its new waiters) in one
@@ -113,6 +110,9 @@ func (w *writes) insertOrders(ws []*member) {
 			}
 			w.orders++
 			w.q.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?)")
+			if w.events {
+				w.runs = addCreated(w.runs, o.Status, o.CreatedAt, w.orders-1)
+			}
 			var key any
 			if o.IdempotencyKey != "" {
 				key = o.IdempotencyKey
@@ -174,6 +174,12 @@ func (w *writes) send(ctx context.Context, tx *connTx, exec func(context.Context
 			return ans, err
 		}
 	}
+	eventRows := 0
+	if w.events {
+		q, args, n := createdEvents(w.runs, ans.step)
+		w.q.WriteString(q)
+		w.args, eventRows = append(w.args, args...), n
+	}
 	res, err := exec(ctx, w.q.String(), w.args...)
 	if err != nil {
 		return ans, err
@@ -190,7 +196,7 @@ func (w *writes) send(ctx context.Context, tx *connTx, exec func(context.Context
 	}
 	last := len(affected) - 1
 	if w.events {
-		if err := eventsAnswer(affected[last], w.orders); err != nil {
+		if err := eventsAnswer(affected[last], eventRows); err != nil {
 			return ans, err
 		}
 		last--

@@ -4,7 +4,12 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"maps"
+	"math"
+	"slices"
 	"time"
+
+	"github.com/seckill/seckill/service"
 )
 
 // Option adds a check to SKU and All.
@@ -32,38 +37,89 @@ func WithEvents(retention time.Duration) Option {
 	return func(o *options) { o.events, o.retention = true, retention }
 }
 
-// eventChains counts a SKU's orders created since a point and those whose
-// chain of events is broken, and names the first: testenv.CheckEvents in
-// SQL. The inner query numbers each order's events (order_events'
-// order_id index) and pairs each with the status before it; an order
-// without any is one row of NULLs, broken.
-const eventChains = `SELECT COUNT(DISTINCT id), COUNT(DISTINCT CASE WHEN bad THEN id END), COALESCE(MIN(CASE WHEN bad THEN id END), 0)
-	FROM (SELECT id, eid IS NULL OR newest = 1 AND status <> current OR NOT (
-			type = 'created' AND prev = '' AND status IN ('pending', 'paid', 'waiting')
-			OR type = 'paid' AND prev = 'pending' AND status = 'paid'
-			OR type = 'cancelled' AND prev IN ('pending', 'waiting') AND status = 'cancelled'
-			OR type = 'expired' AND prev = 'pending' AND status = 'expired'
-			OR type = 'allocated' AND prev = 'waiting' AND status IN ('pending', 'paid')
-			OR type = 'lapsed' AND prev = 'waiting' AND status = 'lapsed') AS bad
-		FROM (SELECT o.id, o.status AS current, e.id AS eid, e.type, e.status,
-				COALESCE(LAG(e.status) OVER (PARTITION BY o.id ORDER BY e.id), '') AS prev,
-				ROW_NUMBER() OVER (PARTITION BY o.id ORDER BY e.id DESC) AS newest
-			FROM orders o LEFT JOIN order_events e ON e.order_id = o.id
-			WHERE o.sku_id = ? AND o.created_at >= UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND) w) c`
-
-// checkEvents checks r's SKU's events in tx, when asked to.
+// checkEvents checks r's SKU's events in tx, when asked to: the orders
+// created in the window, and every outbox row that may tell one of them
+// (a run's first order is at most service.MaxRunSpan ids below each it
+// tells), expanded and walked in id order by service.CheckChain, as
+// testenv.CheckEvents walks the whole database. Each order's events must
+// be one created, then one per change, each from a status it can leave,
+// the last its status now; an order without any is broken.
 func (o options) checkEvents(ctx context.Context, tx *sql.Tx, r *Report) error {
 	window := o.retention - time.Minute
 	if !o.events || window <= 0 {
 		return nil
 	}
-	var broken, first int64
-	if err := tx.QueryRowContext(ctx, eventChains, r.SKU, window.Microseconds()).Scan(&r.EventOrders, &broken, &first); err != nil {
-		return fmt.Errorf("audit: sku %d: order events: %w", r.SKU, err)
+	last := map[int64]service.OrderStatus{}
+	current := map[int64]service.OrderStatus{}
+	lo, hi := int64(math.MaxInt64), int64(0)
+	err := each(ctx, tx, func(rows *sql.Rows) error {
+		var id int64
+		var status service.OrderStatus
+		if err := rows.Scan(&id, &status); err != nil {
+			return err
+		}
+		last[id], current[id] = "", status
+		lo, hi = min(lo, id), max(hi, id)
+		return nil
+	}, "SELECT id, status FROM orders WHERE sku_id = ? AND created_at >= UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND", r.SKU, window.Microseconds())
+	if err != nil || len(current) == 0 {
+		return wrapEvents(r, err)
 	}
-	if broken > 0 {
+	var chain []service.OrderEvent
+	err = each(ctx, tx, func(rows *sql.Rows) error {
+		var run service.EventRun
+		if err := rows.Scan(&run.ID, &run.EventID, &run.First, &run.Last, &run.Step, &run.Type, &run.Status); err != nil {
+			return err
+		}
+		for k := range run.Len() {
+			if e := run.Event(k); e.OrderID >= lo && e.OrderID <= hi {
+				if _, ours := current[e.OrderID]; ours {
+					chain = append(chain, e)
+				}
+			}
+		}
+		return nil
+	}, "SELECT id, event_id, order_id, last_order_id, step, type, status FROM order_events WHERE order_id BETWEEN ? AND ? ORDER BY id",
+		lo-service.MaxRunSpan, hi)
+	if err != nil {
+		return wrapEvents(r, err)
+	}
+	bad := map[int64]bool{}
+	for _, b := range service.CheckChain(chain, last) {
+		bad[b.Event.OrderID] = true
+	}
+	for id, status := range current {
+		if last[id] != status {
+			bad[id] = true
+		}
+	}
+	r.EventOrders = int64(len(current))
+	if len(bad) > 0 {
+		first := slices.Min(slices.Collect(maps.Keys(bad)))
 		r.fail(EventsTellChanges, "%d of %d orders of the last %v lack an event of a change, or have one of a change that did not happen, order %d first",
-			broken, r.EventOrders, window, first)
+			len(bad), r.EventOrders, window, first)
+	}
+	return nil
+}
+
+// each runs query in tx and calls scan on each row.
+func each(ctx context.Context, tx *sql.Tx, scan func(*sql.Rows) error, query string, args ...any) error {
+	rows, err := tx.QueryContext(ctx, query, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := scan(rows); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
+func wrapEvents(r *Report, err error) error {
+	if err != nil {
+		return fmt.Errorf("audit: sku %d: order events: %w", r.SKU, err)
 	}
 	return nil
 }

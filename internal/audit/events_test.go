@@ -11,6 +11,7 @@ import (
 	"github.com/seckill/seckill/internal/audit"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/repository"
+	"github.com/seckill/seckill/service"
 )
 
 // TestAudit_Events: with WithEvents, a sale in every lifecycle state
@@ -31,7 +32,9 @@ func TestAudit_Events(t *testing.T) {
 		{"a created event deleted", "DELETE FROM order_events WHERE type = 'created' AND order_id = ?", "c"},
 		{"an expired event deleted", "DELETE FROM order_events WHERE type = 'expired'", "e"},
 		{"a cancelled order's last event deleted", "DELETE FROM order_events WHERE type = 'cancelled'", "c"},
-		{"an event of a change that never committed", "INSERT INTO order_events (event_id, order_id, type, status, at) SELECT MD5(RAND()), id, 'paid', 'paid', created_at FROM orders WHERE id = ?", "c"},
+		{"a run cut short", "UPDATE order_events SET last_order_id = last_order_id - step WHERE last_order_id > order_id", "h"},
+		{"a run's order paid without its event", "UPDATE orders SET status = 'paid', settled_at = created_at WHERE id = ?", "g"},
+		{"an event of a change that never committed", "INSERT INTO order_events (event_id, order_id, last_order_id, type, status, at) SELECT MD5(RAND()), id, id, 'paid', 'paid', created_at FROM orders WHERE id = ?", "c"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -43,6 +46,7 @@ func TestAudit_Events(t *testing.T) {
 			}
 			s := repository.NewMySQL(db, repository.WithEvents())
 			sku, ids := sale(t, s, time.Now().UTC())
+			batch(t, s, sku, ids, "f", "g", "h")
 			if tc.breach != "" {
 				var args []any
 				if tc.order != "" && strings.Contains(tc.breach, "?") {
@@ -57,8 +61,8 @@ func TestAudit_Events(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if r.EventOrders != 6 {
-				t.Errorf("%d orders' events checked; want the sale's 6", r.EventOrders)
+			if r.EventOrders != 9 {
+				t.Errorf("%d orders' events checked; want the sale's 9", r.EventOrders)
 			}
 			want := []audit.Invariant{}
 			if tc.breach != "" {
@@ -74,9 +78,28 @@ func TestAudit_Events(t *testing.T) {
 				t.Errorf("audit without events = %+v, %v; want no failure, no order's events checked", off, err)
 			}
 			// e was created two minutes before: out of a 90 s retention's reach.
-			if short, err := audit.SKU(ctx, sqlDB, sku, audit.WithEvents(90*time.Second)); err != nil || short.EventOrders != 5 {
-				t.Errorf("audit with a retention of 90s checked %d orders' events (%v); want 5 (all but e)", short.EventOrders, err)
+			if short, err := audit.SKU(ctx, sqlDB, sku, audit.WithEvents(90*time.Second)); err != nil || short.EventOrders != 8 {
+				t.Errorf("audit with a retention of 90s checked %d orders' events (%v); want 8 (all but e)", short.EventOrders, err)
 			}
 		})
+	}
+}
+
+// batch sells one unit to each of users in one batch: one run of events.
+func batch(t *testing.T, s *repository.MySQL, sku int64, ids map[string][]int64, users ...string) {
+	t.Helper()
+	b := service.Batch{SKUID: sku, Now: time.Now().UTC(), PaymentTimeout: window}
+	for _, u := range users {
+		b.Requests = append(b.Requests, service.OrderRequest{SKUID: sku, UserID: u, Quantity: 1})
+	}
+	res, err := s.CommitBatch(context.Background(), b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, o := range res.Outcomes {
+		if o.Err != nil {
+			t.Fatalf("order of %s: %v", users[i], o.Err)
+		}
+		ids[users[i]] = append(ids[users[i]], o.Placed.Order.ID)
 	}
 }

@@ -1,7 +1,6 @@
 package testenv
 
 import (
-	"fmt"
 	"strings"
 	"testing"
 
@@ -10,37 +9,52 @@ import (
 	"github.com/seckill/seckill/service"
 )
 
-// Event is one outbox row as the tests read it, or one message of the
-// stream.
+// Event is one event of the outbox as the tests read it (a row expanded:
+// service.EventRun), or one message of the stream.
 type Event struct {
-	ID      int64  // the outbox row's number: its order
-	EventID string // the broker's and consumers' id
-	OrderID int64
-	Type    service.EventType
-	Status  service.OrderStatus
-}
-
-// legal is each event type's status before it: "" for none.
-var legal = map[service.EventType][]service.OrderStatus{
-	service.EventCreated:   {""},
-	service.EventPaid:      {service.OrderPending},
-	service.EventCancelled: {service.OrderPending, service.OrderWaiting},
-	service.EventExpired:   {service.OrderPending},
-	service.EventAllocated: {service.OrderWaiting},
-	service.EventLapsed:    {service.OrderWaiting},
+	ID        int64  // the outbox row's number: its order; a run's events share it
+	EventID   string // the broker's and consumers' id
+	OrderID   int64
+	Type      service.EventType
+	Status    service.OrderStatus
+	Published bool // the row is marked published
 }
 
 // CheckEvents asserts the outbox's invariant (docs/design.md, invariant
 // 21) over every order of the database: its events, in id order, are one
 // created, then one per change of status, each from a status it can
-// leave, and the last has the order's status. An event of a change that
-// did not commit, or a change without its event, breaks the chain. It
-// returns the events in id order.
+// leave (service.CheckChain), and the last has the order's status. An
+// event of a change that did not commit, or a change without its event,
+// breaks the chain. It returns the events in id order, a run's in its
+// orders' order.
 func CheckEvents(t testing.TB, db *gorm.DB) []Event {
 	t.Helper()
-	var evs []Event
-	if err := db.Raw("SELECT id, event_id, order_id, type, status FROM order_events ORDER BY id").Scan(&evs).Error; err != nil {
+	var rows []struct {
+		ID          int64
+		EventID     string
+		OrderID     int64
+		LastOrderID int64
+		Step        int64
+		Type        service.EventType
+		Status      service.OrderStatus
+		Published   bool
+	}
+	if err := db.Raw("SELECT id, event_id, order_id, last_order_id, step, type, status, published_at IS NOT NULL AS published FROM order_events ORDER BY id").
+		Scan(&rows).Error; err != nil {
 		t.Fatalf("CheckEvents: %v", err)
+	}
+	var evs []Event
+	var chain []service.OrderEvent
+	for _, r := range rows {
+		run := service.EventRun{ID: r.ID, EventID: r.EventID, First: r.OrderID, Last: r.LastOrderID, Step: r.Step, Type: r.Type, Status: r.Status}
+		if run.Len() == 0 {
+			t.Errorf("event row %d is not a run: orders %d to %d by %d", r.ID, r.OrderID, r.LastOrderID, r.Step)
+		}
+		for k := range run.Len() {
+			e := run.Event(k)
+			chain = append(chain, e)
+			evs = append(evs, Event{ID: e.ID, EventID: e.EventID, OrderID: e.OrderID, Type: e.Type, Status: e.Status, Published: r.Published})
+		}
 	}
 	var orders []struct {
 		ID     int64
@@ -53,7 +67,7 @@ func CheckEvents(t testing.TB, db *gorm.DB) []Event {
 	for _, o := range orders {
 		last[o.ID] = ""
 	}
-	for _, err := range Chain(evs, last) {
+	for _, err := range service.CheckChain(chain, last) {
 		t.Error(err)
 	}
 	seen := map[string]int64{}
@@ -72,38 +86,4 @@ func CheckEvents(t testing.TB, db *gorm.DB) []Event {
 		}
 	}
 	return evs
-}
-
-// Chain walks evs, in the order given, from the statuses in last (an
-// order absent from it is unknown), leaving in last each order's status
-// after its events, and returns each breach of the chain.
-func Chain(evs []Event, last map[int64]service.OrderStatus) []error {
-	var errs []error
-	for _, e := range evs {
-		before, known := last[e.OrderID]
-		if !known {
-			errs = append(errs, fmt.Errorf("event %d of order %d, which does not exist", e.ID, e.OrderID))
-			continue
-		}
-		ok := false
-		for _, s := range legal[e.Type] {
-			ok = ok || s == before
-		}
-		if !ok || !lands(e) {
-			errs = append(errs, fmt.Errorf("event %d: order %d %s from %q (to %s)", e.ID, e.OrderID, e.Type, before, e.Status))
-		}
-		last[e.OrderID] = e.Status
-	}
-	return errs
-}
-
-// lands reports whether e's status is one its type leads to.
-func lands(e Event) bool {
-	switch e.Type {
-	case service.EventCreated:
-		return e.Status == service.OrderPending || e.Status == service.OrderPaid || e.Status == service.OrderWaiting
-	case service.EventAllocated:
-		return e.Status == service.OrderPending || e.Status == service.OrderPaid
-	}
-	return string(e.Status) == string(e.Type)
 }
