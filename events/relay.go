@@ -78,6 +78,8 @@ type Relay struct {
 	cfg    Config
 	log    *slog.Logger
 	obs    Observer
+	// backlogAt is when the backlog was last read (observeBacklog).
+	backlogAt time.Time
 }
 
 // NewRelay returns a relay of outbox to pub, elected by elect (nil: it
@@ -157,7 +159,7 @@ func (r *Relay) Round(ctx context.Context, fence int64) (more bool, err error) {
 			r.obs.PublishFailed()
 			r.log.Warn("event relay round failed; backing off", "err", err)
 		}
-		r.observeBacklog(ctx)
+		r.observeBacklog(ctx, more)
 	}()
 	evs, err := r.outbox.Unpublished(ctx, r.cfg.Batch)
 	if err != nil {
@@ -230,11 +232,19 @@ func (r *Relay) publish(ctx context.Context, w []service.OrderEvent, fence int64
 	return failed
 }
 
-// observeBacklog tells the observer the backlog after a round.
-func (r *Relay) observeBacklog(ctx context.Context) {
-	if ctx.Err() != nil {
+// backlogEvery is how often a relay that is behind reads its backlog: the
+// read counts every unpublished event, so once a round would make a long
+// backlog quadratic.
+const backlogEvery = time.Second
+
+// observeBacklog tells the observer the backlog after a round: after every
+// round that drained the outbox (more is false), and at most once per
+// backlogEvery while rounds find it full.
+func (r *Relay) observeBacklog(ctx context.Context, more bool) {
+	if ctx.Err() != nil || more && time.Since(r.backlogAt) < backlogEvery {
 		return
 	}
+	r.backlogAt = time.Now()
 	n, oldest, err := r.outbox.Backlog(ctx)
 	if err != nil {
 		r.log.Debug("event backlog read", "err", err)

@@ -20,7 +20,7 @@ type Events struct {
 	// holds what the stream has not acknowledged, plus retention.
 	StreamMaxAge    time.Duration `yaml:"stream_max_age" default:"168h" valid:">=0" help:"the stream drops events older than this; 0: never"`
 	DuplicateWindow time.Duration `yaml:"duplicate_window" default:"2m" valid:"1s..24h" help:"the stream drops a message whose event id it stored this recently: the relay's republications"`
-	Batch           int           `yaml:"batch" default:"256" valid:"1..10000" help:"events read, published and marked per round"`
+	Batch           int           `yaml:"batch" default:"1024" valid:"1..10000" help:"events read, published and marked per round"`
 	Interval        time.Duration `yaml:"interval" default:"100ms" valid:"10ms..1m" help:"the relay's wait when the outbox is empty, and a follower's between tries for the lease"`
 	MaxBackoff      time.Duration `yaml:"max_backoff" default:"5s" valid:"10ms..5m" help:"the longest wait after a failed round (the broker down): the wait doubles from interval up to it"`
 	PublishTimeout  time.Duration `yaml:"publish_timeout" default:"5s" valid:"10ms..1m" help:"one round's publications and their acknowledgements"`
