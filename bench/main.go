@@ -32,6 +32,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/seckill/seckill/internal/testenv/natsserver"
 	"github.com/seckill/seckill/loadtest/harness"
 	"github.com/seckill/seckill/lock/zookeeper/zktest"
 )
@@ -100,13 +101,13 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		variants = append(variants, variant{label: fmt.Sprintf("traced %g", o.traceRatio), bin: variants[0].bin, env: sink.env(o.traceRatio)})
 	}
 	if o.events {
-		ns, err := startNATS(ctx, o.out)
+		ns, err := natsserver.Start(ctx, o.out)
 		if err != nil {
-			return err
+			return fmt.Errorf("-events: %w", err)
 		}
-		defer ns.stop()
+		defer ns.Kill()
 		// The worktree's build; no design row (they write no events).
-		variants = append(variants, variant{label: "events on", bin: variants[0].bin, env: ns.env()})
+		variants = append(variants, variant{label: "events on", bin: variants[0].bin, env: ns.Env()})
 	}
 	cases := plan(o)
 	b, err := start(ctx, o, root, k6, cases)
