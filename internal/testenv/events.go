@@ -1,89 +1,62 @@
 package testenv
 
 import (
-	"strings"
+	"context"
+	"database/sql"
 	"testing"
+	"time"
 
 	"gorm.io/gorm"
 
-	"github.com/seckill/seckill/service"
+	"github.com/seckill/seckill/internal/testenv/eventcheck"
 )
 
 // Event is one event of the outbox as the tests read it (a row expanded:
-// service.EventRun), or one message of the stream.
-type Event struct {
-	ID        int64  // the outbox row's number: its order; a run's events share it
-	EventID   string // the broker's and consumers' id
-	OrderID   int64
-	Type      service.EventType
-	Status    service.OrderStatus
-	Published bool // the row is marked published
-}
+// service.EventRun).
+type Event = eventcheck.Event
 
 // CheckEvents asserts the outbox's invariant (docs/design.md, invariant
-// 21) over every order of the database: its events, in id order, are one
-// created, then one per change of status, each from a status it can
-// leave (service.CheckChain), and the last has the order's status. An
-// event of a change that did not commit, or a change without its event,
-// breaks the chain. It returns the events in id order, a run's in its
-// orders' order.
+// 21) over every order of the database (eventcheck.Outbox) and returns
+// the events in id order, a run's in its orders' order.
 func CheckEvents(t testing.TB, db *gorm.DB) []Event {
 	t.Helper()
-	var rows []struct {
-		ID          int64
-		EventID     string
-		OrderID     int64
-		LastOrderID int64
-		Step        int64
-		Type        service.EventType
-		Status      service.OrderStatus
-		Published   bool
-	}
-	if err := db.Raw("SELECT id, event_id, order_id, last_order_id, step, type, status, published_at IS NOT NULL AS published FROM order_events ORDER BY id").
-		Scan(&rows).Error; err != nil {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	evs, breaches, err := eventcheck.Outbox(ctx, sqlDB(t, db))
+	if err != nil {
 		t.Fatalf("CheckEvents: %v", err)
 	}
-	var evs []Event
-	var chain []service.OrderEvent
-	for _, r := range rows {
-		run := service.EventRun{ID: r.ID, EventID: r.EventID, First: r.OrderID, Last: r.LastOrderID, Step: r.Step, Type: r.Type, Status: r.Status}
-		if run.Len() == 0 {
-			t.Errorf("event row %d is not a run: orders %d to %d by %d", r.ID, r.OrderID, r.LastOrderID, r.Step)
-		}
-		for k := range run.Len() {
-			e := run.Event(k)
-			chain = append(chain, e)
-			evs = append(evs, Event{ID: e.ID, EventID: e.EventID, OrderID: e.OrderID, Type: e.Type, Status: e.Status, Published: r.Published})
-		}
-	}
-	var orders []struct {
-		ID     int64
-		Status service.OrderStatus
-	}
-	if err := db.Raw("SELECT id, status FROM orders").Scan(&orders).Error; err != nil {
-		t.Fatalf("CheckEvents: %v", err)
-	}
-	last := map[int64]service.OrderStatus{}
-	for _, o := range orders {
-		last[o.ID] = ""
-	}
-	for _, err := range service.CheckChain(chain, last) {
-		t.Error(err)
-	}
-	seen := map[string]int64{}
-	for _, e := range evs {
-		if len(e.EventID) != 32 || strings.Trim(e.EventID, "0123456789abcdef") != "" {
-			t.Errorf("event %d: id %q; want 32 hex digits", e.ID, e.EventID)
-		}
-		if prev, dup := seen[e.EventID]; dup {
-			t.Errorf("events %d and %d share the id %s", prev, e.ID, e.EventID)
-		}
-		seen[e.EventID] = e.ID
-	}
-	for _, o := range orders {
-		if last[o.ID] != o.Status {
-			t.Errorf("order %d is %s; its last event says %q", o.ID, o.Status, last[o.ID])
-		}
+	for _, b := range breaches {
+		t.Error(b)
 	}
 	return evs
+}
+
+// CheckStream asserts that stream, on the NATS server at url, replayed
+// from its first message and deduplicated by event id, is the outbox of
+// db (eventcheck.Stream: decode turns the order id shoppers see into the
+// row's). Call it once the outbox is all published and nothing is
+// pruned. It returns how many messages the stream holds, republications
+// included.
+func CheckStream(t testing.TB, db *gorm.DB, url, stream string, decode func(string) (int64, bool)) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rep, err := eventcheck.Stream(ctx, sqlDB(t, db), url, stream, decode)
+	if err != nil {
+		t.Fatalf("CheckStream: %v", err)
+	}
+	for _, b := range rep.Breaches {
+		t.Error(b)
+	}
+	return rep.Messages
+}
+
+func sqlDB(t testing.TB, db *gorm.DB) *sql.DB {
+	t.Helper()
+	s, err := db.DB()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
