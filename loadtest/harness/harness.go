@@ -99,6 +99,11 @@ type Config struct {
 
 	Log io.Writer // progress; nil discards
 
+	// Events runs the instances with order events on, relayed to a
+	// private nats-server, and holds the stream to the outbox after the
+	// run (checkStream); not in target mode.
+	Events bool
+
 	// SoldOutBound is the only staleness of a sold_out answer the history
 	// check accepts, default DefaultSoldOutBound (sold_out.local_ttl + sold_out.recheck).
 	SoldOutBound time.Duration
@@ -132,6 +137,7 @@ func Default() Config {
 		RedisKill:        1,
 		MySQLDSN:         "root@tcp(127.0.0.1:3306)/",
 		MySQLMinReplicas: 1,
+		Events:           true,
 	}
 }
 

@@ -21,6 +21,7 @@ import (
 
 	"github.com/seckill/seckill/internal/orderid"
 	"github.com/seckill/seckill/internal/testenv/mariadb"
+	"github.com/seckill/seckill/internal/testenv/natsserver"
 	"github.com/seckill/seckill/lock/locktest"
 	"github.com/seckill/seckill/lock/zookeeper/zktest"
 )
@@ -49,6 +50,7 @@ type run struct {
 	zk         *zktest.ZooKeeper       // with -lock zookeeper
 	mariadb    *mariadb.Server         // with the mysql fault
 	myfail     *mysqlFailoverSetup     // with the mysql-failover fault
+	nats       *natsserver.Server      // with -events
 	instances  []*locktest.Process
 	baseURLs   []string
 	skuID      int64   // the first of skuIDs
@@ -136,6 +138,11 @@ func (r *run) bringUp(ctx context.Context) error {
 	}
 	if err := r.startLockStore(ctx); err != nil {
 		return err
+	}
+	if r.cfg.Events {
+		if err := r.startNATS(ctx); err != nil {
+			return err
+		}
 	}
 	runDSN, maxConns, err := r.createDatabase(ctx)
 	if err != nil {
@@ -295,6 +302,9 @@ func (r *run) instanceEnv(runDSN string, maxConns int) ([]string, error) {
 	}
 	if r.myfail != nil {
 		env = append(env, r.mysqlFailoverEnv()...)
+	}
+	if r.nats != nil {
+		env = append(env, r.nats.Env()...)
 	}
 	return append(env, r.cfg.Env...), nil
 }

@@ -29,7 +29,7 @@ type scenario struct {
 func (sc scenario) start(ctx context.Context, cfg Config) (*run, error) {
 	cfg, err := normalize(Config{Instances: cfg.Instances, MySQLDSN: cfg.MySQLDSN, ServiceBin: cfg.ServiceBin, K6: cfg.K6,
 		Keep: cfg.Keep, Log: cfg.Log, SoldOutBound: cfg.SoldOutBound, Env: sc.env, ExpectSoldOut: sc.soldOut,
-		Fault: sc.fault, FaultFor: cfg.FaultFor})
+		Fault: sc.fault, FaultFor: cfg.FaultFor, Events: cfg.Events && sc.units > 0}) // events of a SKU's orders
 	if err != nil {
 		return nil, err
 	}
@@ -121,13 +121,15 @@ func (r *run) checkAnswers(ctx context.Context, res *ScenarioResult, stock int64
 	if err != nil {
 		return err
 	}
+	audit := r.audit(ctx)
+	stream, vs := r.checkStream(ctx)
 	s := Summary{Database: c.dbRep, API: c.apiRep, History: &c.history, Acknowledged: len(clients.Acknowledged),
-		Unanswered: len(clients.Unsure), RefusedAfterUnknown: len(clients.Refused)}
+		Unanswered: len(clients.Unsure), RefusedAfterUnknown: len(clients.Refused), Stream: stream}
 	s.writeFindings(res.line)
-	for _, v := range c.violations {
+	for _, v := range append(c.violations, vs...) {
 		res.bad("%s", v)
 	}
-	res.Violations = append(res.Violations, r.audit(ctx)...)
+	res.Violations = append(res.Violations, audit...)
 	res.line("  results       %s", r.dir)
 	return nil
 }

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/seckill/seckill/internal/testenv/eventcheck"
 	"github.com/seckill/seckill/loadtest/verify"
 	"github.com/seckill/seckill/lock/locktest"
 )
@@ -26,6 +27,7 @@ const (
 	AuditFailed              = "audit"                      // `seckill audit` finds a SKU of the run's database breaking an invariant, or could not read it
 	LockInspectionFailed     = "lock_inspection"            // GET /admin/v1/skus/{id}/lock showed a holder without owner or with more than a token prefix, a fence lower than before, or a lock held after the sale
 	AcknowledgedWriteMissing = "acknowledged_write_missing" // -fault mysql-failover: a write answered 200/201 is not on the survivor, or none was acknowledged after the failover
+	EventsStream             = "events_stream"              // -events: the stream replayed and deduplicated is not the outbox, the outbox breaks an order's chain, or the relay left it unpublished
 )
 
 // Summary is what a run measured and concluded; it is written as
@@ -90,6 +92,8 @@ type Summary struct {
 
 	// Locks is what the lock inspection API showed during and after the sale.
 	Locks *LockInspection `json:"lock_inspection,omitempty"`
+	// Stream is what the order events' check counted (-events).
+	Stream *eventcheck.Report `json:"order_events,omitempty"`
 
 	Violations []verify.Violation `json:"violations"`
 	Pass       bool               `json:"pass"`
@@ -153,6 +157,9 @@ func (r *run) verify(ctx context.Context, k6Start time.Time, k6res k6Result) (Su
 		s.Violations = append(s.Violations, fw.violations()...)
 	}
 	s.Violations = append(s.Violations, violationsOf(AuditFailed, r.audit(ctx)...)...)
+	var vs []verify.Violation
+	s.Stream, vs = r.checkStream(ctx)
+	s.Violations = append(s.Violations, vs...)
 	if r.locks != nil {
 		r.finishLocks(ctx, r.locks)
 		s.Locks = r.locks
@@ -388,6 +395,9 @@ func (s Summary) writeFindings(p func(string, ...any)) {
 	}
 	if s.Locks != nil {
 		p("  lock inspection: %s", s.Locks)
+	}
+	if e := s.Stream; e != nil {
+		p("  events        %d in the stream (%d distinct), %d in the outbox", e.Messages, e.Distinct, e.Outbox)
 	}
 	for _, u := range s.UnexpSample {
 		p("  unexpected    %s", u)
