@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -122,7 +123,9 @@ func (r *run) checkSKU(ctx context.Context, id, stock int64, clients *verify.Cli
 		c.violations = append(c.violations, rep.Violations...)
 	}
 	vctx, cancel := context.WithTimeout(ctx, time.Minute)
-	c.api, err = verify.FromAPI(vctx, r.client, r.baseURLs[0], r.token, id)
+	c.api, err = verify.FromAPI(vctx, func(ctx context.Context, url string, v any) error {
+		return r.admin(ctx, http.MethodGet, url, "", http.StatusOK, v)
+	}, r.baseURLs[0], id)
 	cancel()
 	if err != nil {
 		return c, err

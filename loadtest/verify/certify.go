@@ -7,33 +7,23 @@ import (
 	"time"
 )
 
-// certify tries to prove h linearizable without a search. Refusals
-// (sold_out, limit_exceeded) change no state, yet they are what makes
-// Porcupine's search blow up: every subset of the concurrent refusals is a
-// distinct state; long requests (a paused instance answers seconds late)
-// do the same to sales. So certify gives every sale and restock a moment
-// within its interval by construction (placeWrites), checks that the
-// sequence never sells a unit that is not there, and then looks for each
-// refusal's moment within its interval at which that sequence refuses it.
-// Moments on one clock keep every real-time order, so success is a
-// linearization of the whole history: a proof. Failure proves nothing
-// (other moments might fit): the caller then runs the full search, and
-// misfit names the first operation the certificate found no moment for
-// (a lead when the search does not conclude either).
+// certify tries to prove h linearizable without a search, whose every
+// subset of concurrent refusals is a distinct state: it gives every sale
+// and restock a moment within its interval (placeWrites), checks that the
+// sequence never sells a unit that is not there, and finds each refusal a
+// moment within its interval at which the sequence refuses it. Moments on
+// one clock keep every real-time order, so success is a proof. Failure
+// proves nothing; misfit names the first operation left without a moment.
 func certify(h History, bound time.Duration) (ok bool, misfit string) {
-	if hasKind(h, Returned, Waited, Allotted, Left) {
-		// Returned units raise the stock between restocks, and a waitlist
-		// moves units to its line, which placeWrites does not model: the
-		// search decides.
+	if hasKind(h, Returned, Waited, Allotted, Left) { // not modelled by placeWrites
 		return false, "returned units or a waitlist, left to the search"
 	}
 	if !hasKind(h, Maybe) {
 		return certifyResolved(h, bound)
 	}
-	// An undecided outcome may be taken either way (the model steps it
-	// both ways): a linearization with each one decided is one of the
-	// history. Not taken leaves more units for the others; taken (at the
-	// end of the history, as a resolved sale) empties the stock sooner.
+	// A linearization with each undecided outcome taken, or each not, is
+	// one of the history: not taken leaves more units for the others,
+	// taken (as a resolved sale) empties the stock sooner.
 	for _, taken := range []bool{false, true} {
 		if ok, m := certifyResolved(decideMaybes(h, taken), bound); ok {
 			return true, ""
@@ -157,17 +147,13 @@ func (seq sequence) end(k int) int64 {
 	return seq.at[k]
 }
 
-// placeWrites orders the sales and restocks of h and gives each a moment
-// within its interval. A restock sets the stock, so a unit left before it
-// is lost: selling as much as possible before each restock never hurts a
-// later sale, and it opens each sold-out window as early as it can open.
-// So between two restocks every sale invoked by the next one's moment that
-// the stock allows is placed, earliest deadline first, each at its
-// invocation (or the previous restock). A restock takes effect at its
-// response, or earlier where a sale left without a unit before it had to
-// take one by then (it bought from the restocked units: the restock
-// committed before the sale answered). misfit, when not empty, says why no
-// such moments were found. h has no undecided outcome.
+// placeWrites orders the sales and restocks of h, which has no undecided
+// outcome, and gives each a moment within its interval. A restock sets the
+// stock, so a unit left before it is lost: before each restock every sale
+// invoked by its moment that the stock allows is placed, earliest deadline
+// first, each at its invocation (or the previous restock). A restock
+// takes effect at its response, or earlier where a sale left without a
+// unit had to take one by then. misfit says why no moments were found.
 func placeWrites(h History) (ops []Op, at []int64, misfit string) {
 	sales, restocks := ofKinds(h.Ops, Bought, Restock)
 	sort.Slice(restocks, func(i, j int) bool { return restocks[i].Return.Before(restocks[j].Return) })
@@ -206,15 +192,12 @@ func placeWrites(h History) (ops []Op, at []int64, misfit string) {
 }
 
 // sellBefore chooses the sales of waiting placed before a restock that
-// can take effect from from to until (no restock: until is the end of
-// time), with stock units left since the previous one, at prev: the sales
-// invoked by the restock's moment, earliest deadline first, while the
-// stock lasts. Every sale left over must be able to wait for the restock:
-// when one's deadline comes before the moment, the moment moves to that
-// deadline and the choice is made again (the moment only moves earlier, so
-// this ends). epoch is ordered by invocation; misfit names a sale that
-// must take effect before the previous restock, or one left without a
-// unit when no moment fits.
+// can take effect from from to until (no restock: the end of time), with
+// stock units left since the previous one, at prev: those invoked by the
+// restock's moment, earliest deadline first, while the stock lasts. When a
+// sale left over is due before the moment, the moment moves to its
+// deadline and the choice is made again (only earlier: this ends). epoch
+// is by invocation; misfit names a sale no moment fits.
 func sellBefore(waiting []dueSale, stock, prev, from, until int64) (epoch, left []dueSale, moment int64, misfit string) {
 	byDue := append([]dueSale(nil), waiting...)
 	sort.SliceStable(byDue, func(a, b int) bool { return byDue[a].due < byDue[b].due })

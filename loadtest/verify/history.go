@@ -7,36 +7,18 @@ import (
 	"time"
 )
 
-// Kinds of recorded answer to an order request, and the restock.
+// Kinds of operation: the answers to an order request, and what changed
+// the stock beside them, each at some moment within its interval.
 const (
-	// Bought: the request took Qty units (201, or 200 for a retry whose
-	// earlier attempt's answer was lost, or an unknown outcome whose order
-	// the database holds).
-	Bought = "bought"
-	// SoldOutAnswer: 409 sold_out, the buyer was told no unit was left.
-	SoldOutAnswer = "sold_out"
-	// LimitAnswer: 409 limit_exceeded.
-	LimitAnswer = "limit_exceeded"
-	// Maybe: an unknown outcome the database cannot decide (a buyer
-	// without Idempotency-Key who has more such requests than unclaimed
-	// orders): it may or may not have taken a unit.
-	Maybe = "maybe"
-	// Restock: an admin PUT of the remaining stock.
-	Restock = "restock"
-	// Returned: an order's units went back to stock (a cancel, or the
-	// sweeper's expiry) at some moment within the operation's interval;
-	// the buyer's holdings fall by as much.
-	Returned = "returned"
-	// Waited: 202, the buyer was given a waiting order, which holds no
-	// unit but counts toward the limit: no unit could serve it then.
-	Waited = "waited"
-	// Allotted: units that came back went to the buyer's waiting order,
-	// within the interval (the time its transaction recorded, and the
-	// slack of its commit).
-	Allotted = "allotted"
-	// Left: the buyer's waiting order left the line without units (it
-	// lapsed at the sale's end, or was cancelled) within the interval.
-	Left = "left"
+	Bought        = "bought"         // took Qty units: 201, a retry's 200 after a lost answer, or an unknown outcome whose order exists
+	SoldOutAnswer = "sold_out"       // 409 sold_out
+	LimitAnswer   = "limit_exceeded" // 409 limit_exceeded
+	Maybe         = "maybe"          // an unknown outcome the database cannot decide: it may or may not have taken a unit
+	Restock       = "restock"        // an admin PUT of the remaining stock
+	Returned      = "returned"       // an order's units back to stock (a cancel, an expiry); its buyer's holdings fall by as much
+	Waited        = "waited"         // 202: a waiting order, holding no unit but counting toward the limit
+	Allotted      = "allotted"       // units that came back given to the buyer's waiting order
+	Left          = "left"           // a waiting order left the line without units (lapsed, or cancelled)
 )
 
 // Op is one operation of a sale's history: a request's input, its answer
@@ -53,9 +35,7 @@ type Op struct {
 	Status   int   // HTTP status of the answer, 0 for a dropped connection
 	OrderID  int64 // Bought: the order
 	Stock    int64 // Restock: the remaining stock set
-	// Resolved: an unknown outcome (503, dropped, timed out) decided from
-	// the database; Return is then the end of the history.
-	Resolved bool
+	Resolved bool  // an unknown outcome decided from the database; Return is the end of the history
 }
 
 func (o Op) String() string {
@@ -96,10 +76,8 @@ type History struct {
 }
 
 // Resolution counts the requests (a purchase and its retries with one key)
-// left with an unknown outcome (503, dropped, timed out) and how they were
-// decided: by a later attempt's answer (200 with the order) or by the
-// database. An unknown attempt followed by a 201 did not buy and is not
-// counted.
+// left with an unknown outcome (503, dropped, timed out) and how a later
+// answer (200 with the order) or the database decided them.
 type Resolution struct {
 	Unknown   int `json:"unknown"`   // requests whose answers said nothing of the outcome
 	Happened  int `json:"happened"`  // the order exists: the purchase took place

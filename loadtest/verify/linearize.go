@@ -28,51 +28,31 @@ const (
 
 // HistoryOptions bound the history check.
 type HistoryOptions struct {
-	// SoldOutBound is the only staleness the model accepts: a sold_out
-	// answer is correct if the stock was below the quantity at some
-	// point within [invocation - SoldOutBound, response]. It is the
-	// service's documented bound for a sold-out mark to follow a restock
-	// made through another instance (sold_out.local_ttl + sold_out.recheck).
+	// SoldOutBound is the only staleness the model accepts: a sold_out is
+	// correct if the stock was below its quantity at some point within
+	// [invocation - SoldOutBound, response] (sold_out.local_ttl + sold_out.recheck).
 	SoldOutBound time.Duration
-	// MaxOps bounds the operations given to Porcupine, whose search keeps
-	// a bitset of the history per step (memory grows with the square of
-	// the operations); a longer history the certificate cannot prove is
-	// not concluded. Zero: 40,000 (about 200 MB at worst). Sold_out
-	// answers settled without the search (see settledSoldOuts) and
-	// refusals implied by another (dominatedReads) do not count; the
-	// certificate, linear in the operations, is tried whatever their number.
-	MaxOps int
-	// Timeout bounds Porcupine's search. Zero: one minute.
-	Timeout time.Duration
-	// FinalStock is the SKU's stock after the sale settled; negative when
-	// unknown (the sold_out-while-stock-remained witness is then skipped).
-	FinalStock int64
-	// Visualization, when not empty, is where Porcupine's HTML
-	// visualization of a violating history is written.
-	Visualization string
+	// MaxOps bounds the operations searched by Porcupine, whose memory
+	// grows with their square; zero: 40,000 (about 200 MB at worst).
+	MaxOps        int
+	Timeout       time.Duration // Porcupine's search; zero: one minute
+	FinalStock    int64         // after the sale settled; negative when unknown
+	Visualization string        // where a violating history is drawn, if not empty
 }
 
 // HistoryVerdict is the outcome of CheckHistory.
 type HistoryVerdict struct {
-	Result        string `json:"result"`
-	Ops           int    `json:"operations"`
-	Bought        int    `json:"bought"`
-	SoldOut       int    `json:"sold_out"`
-	LimitExceeded int    `json:"limit_exceeded"`
-	Restocks      int    `json:"restocks"`
-	Returns       int    `json:"returns"`
-	// Settled counts the sold_out answers asked after every change to
-	// the stock, which one of them stands for in the search.
-	Settled int `json:"sold_out_settled"`
-	// Dominated counts the refusals left out of the search because the
-	// interval of another, of the same kind, lies within theirs.
-	Dominated int `json:"refusals_dominated"`
-	// Searched counts the operations left for the certificate and, if
-	// it fails, Porcupine: Ops less Settled and Dominated.
-	Searched int `json:"searched"`
-	// Certified: the sales and restocks were ordered alone and every
-	// refusal fitted that order (see certify); no full search was needed.
-	Certified     bool        `json:"certified,omitempty"`
+	Result        string      `json:"result"`
+	Ops           int         `json:"operations"`
+	Bought        int         `json:"bought"`
+	SoldOut       int         `json:"sold_out"`
+	LimitExceeded int         `json:"limit_exceeded"`
+	Restocks      int         `json:"restocks"`
+	Returns       int         `json:"returns"`
+	Settled       int         `json:"sold_out_settled"`    // sold_out answers after every change, one standing for all (settledSoldOuts)
+	Dominated     int         `json:"refusals_dominated"`  // refusals implied by another (dominatedReads)
+	Searched      int         `json:"searched"`            // Ops less Settled and Dominated
+	Certified     bool        `json:"certified,omitempty"` // proved by certify, without a search
 	Resolution    Resolution  `json:"unknown_outcomes"`
 	BoundMS       int64       `json:"sold_out_bound_ms"`
 	Witnesses     []string    `json:"witnesses,omitempty"`
@@ -101,18 +81,15 @@ func (v HistoryVerdict) String() string {
 	return s
 }
 
-// witnessedSearch bounds the search of a history a witness already
-// proved violated.
-const witnessedSearch = 10 * time.Second
-
-// maxWitnesses bounds the witnesses reported.
-const maxWitnesses = 5
+const (
+	witnessedSearch = 10 * time.Second // the search of a history a witness proved violated: only its drawing
+	maxWitnesses    = 5
+)
 
 // CheckHistory checks that every answer of h is linearizable against one
-// stock counter with per-user holdings. The exact witnesses run first
-// (sold_out then a sale with no restock between; sold_out while the stock
-// that remained at the end was there); then Porcupine searches for a
-// linearization. A violation is reported with the operations involved.
+// stock counter with per-user holdings: the exact witnesses first, then
+// the certificate, then Porcupine's search (loadtest/README.md). A
+// violation is reported with the operations involved.
 func CheckHistory(h History, opt HistoryOptions) HistoryVerdict {
 	start := time.Now()
 	if opt.MaxOps == 0 {
@@ -179,9 +156,7 @@ func (v *HistoryVerdict) search(searched History, opt HistoryOptions) {
 	ops := porcupineOps(searched, opt.SoldOutBound)
 	timeout := opt.Timeout
 	if len(v.Violations) > 0 {
-		// A witness already decided: the search only adds its drawing,
-		// and proving a violated history must exhaust every order.
-		timeout = min(timeout, witnessedSearch)
+		timeout = min(timeout, witnessedSearch) // proving it violated would exhaust every order
 	}
 	res, info := porcupine.CheckOperationsVerbose(model, ops, timeout)
 	switch res {

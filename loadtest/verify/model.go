@@ -9,11 +9,10 @@ import (
 	"github.com/anishathalye/porcupine"
 )
 
-// stockState is the model's state: the remaining stock, the holdings
-// of the users with more than one operation (a user's first purchase
-// starts from zero, so only repeat buyers need remembering) and the
-// waiting orders' quantities by buyer (one each). It is never mutated: a
-// step that changes it copies it.
+// stockState is the model's state, never mutated (a step copies it): the
+// remaining stock, the holdings of the users with more than one operation
+// (a first purchase starts from zero) and the waiting orders' quantities
+// by buyer.
 type stockState struct {
 	stock   int64
 	held    map[string]int64
@@ -29,9 +28,8 @@ type stockInput struct {
 var hashSeed = maphash.MakeSeed()
 
 // stockModel is one SKU: a stock counter, per-user holdings up to the
-// limit, restocks that set the remaining stock and returned orders that
-// add theirs back (and leave their buyer's holdings). Outcomes that may or
-// may not have happened (Maybe) step either way.
+// limit, restocks that set the stock, returns that add to it, and a
+// waitlist; a Maybe steps either way.
 func stockModel(h History) porcupine.Model {
 	nm := porcupine.NondeterministicModel{
 		Init: func() []any {
@@ -160,9 +158,8 @@ func (s stockState) moved(in stockInput, units, held int64) stockState {
 }
 
 // porcupineOps converts h for Porcupine: nanoseconds on one clock, a
-// sold_out's invocation moved back by the bound (the only staleness the
-// model accepts), each user tracked only if it has more than one
-// operation.
+// sold_out's invocation moved back by the bound, each user tracked only
+// with more than one operation.
 func porcupineOps(h History, bound time.Duration) []porcupine.Operation {
 	count := map[string]int{}
 	maxClient := 0

@@ -5,22 +5,18 @@ import (
 	"time"
 )
 
-// settledSoldOuts keeps, of the sold_out answers asked (even moved back
-// by the bound) after every operation that changes the stock had
-// returned, one per quantity: real time puts them all after every change,
-// where the state no longer moves, so one is correct exactly when all
-// are, and they constrain nothing else (they change no state). The tail
-// of a sale, thousands of sold_out answers after the sell-out, so costs
-// the search one operation.
+// settledSoldOuts keeps, of the sold_out answers asked (moved back by the
+// bound) after every change to the stock had returned, one per quantity:
+// where the state no longer moves one is correct exactly when all are,
+// and refusals change no state. A sale's tail costs the search one
+// operation.
 func settledSoldOuts(h History, bound time.Duration) (History, int) {
 	var lastChange time.Time
 	for _, op := range h.Ops {
 		end := op.Return
 		if op.Resolved || op.Kind == Maybe {
-			// Answered at the end of the history only because its answer
-			// was lost: it can be moved to just after its invocation (and
-			// after what returned before that), which only lowers the
-			// stock and raises holdings the refusals in between see.
+			// Its answer was lost: moved to its invocation, it only lowers
+			// the stock and raises the holdings the refusals see.
 			end = op.Call
 		}
 		switch op.Kind {
@@ -49,12 +45,9 @@ func settledSoldOuts(h History, bound time.Duration) (History, int) {
 
 // dominatedReads leaves out of the search every refusal (sold_out, or
 // limit_exceeded of one buyer) whose interval, a sold_out's moved back by
-// the bound, contains the interval of another refusal of the same kind
-// and quantity. Refusals change no state, so wherever a linearization
-// places the inner one, the outer one fits right beside it, with every
-// real-time order kept: the two histories are linearizable together or
-// not at all. Many concurrent refusals are what make the search blow up
-// (every subset of them is a distinct state), so this keeps it small.
+// the bound, contains another's of the same kind and quantity: refusals
+// change no state, so the outer one fits right beside the inner one
+// wherever it goes. Concurrent refusals are what blow the search up.
 func dominatedReads(h History, bound time.Duration) (History, int) {
 	type group struct {
 		kind, user string
@@ -77,9 +70,8 @@ func dominatedReads(h History, bound time.Duration) (History, int) {
 	}
 	drop := map[int]bool{}
 	for _, spans := range groups {
-		// By call, the longest first among equal calls; scanning from the
-		// end, a span that reaches the earliest return seen after it
-		// contains that span.
+		// By call, the longest first; from the end, a span reaching the
+		// earliest return seen after it contains that span.
 		sort.Slice(spans, func(a, b int) bool {
 			if !spans[a].call.Equal(spans[b].call) {
 				return spans[a].call.Before(spans[b].call)

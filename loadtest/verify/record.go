@@ -8,18 +8,16 @@ import (
 )
 
 // Attempt is one HTTP order request as the load generator recorded it.
-// sale.js writes one console line per request:
+// The k6 scripts write one console line per request (lib.js, history):
 //
 //	hist <call ms> <return ms> <vu> <iteration> <call> <attempt> <instance> <user> <key|-> <qty> <status> <code|-> <order id|->
 //
-// where call is "order" (a purchase and its retries, one Idempotency-Key),
-// "replay" (the same key sent again after a 201) or "conflict" (the key
-// reused with another body). Times are k6's Date.now(), milliseconds.
+// Times are k6's Date.now(), milliseconds.
 type Attempt struct {
 	Call, Return time.Time
 	VU           int
 	Iteration    int64
-	Kind         string // order, replay, conflict
+	Kind         string // order (a purchase and its retries, one key), replay (the key again after a 201), conflict (the key with another body)
 	Attempt      int
 	Instance     string
 	User         string
@@ -28,9 +26,7 @@ type Attempt struct {
 	Status       int
 	Code         string
 	OrderID      int64
-	// OrderRef is the order id as the buyer was told it, when it is not a
-	// number (the service's opaque ids): the caller decodes it into OrderID.
-	OrderRef string
+	OrderRef     string // the opaque order id the buyer was told, for the caller to decode into OrderID
 }
 
 // ParseAttempt parses one history line (see Attempt).
@@ -68,18 +64,13 @@ func unknownOutcome(status int) bool { return status == 503 || status == 504 || 
 
 // BuildHistory turns the recorded attempts and restocks of one SKU, which
 // started the sale with initialStock units, into a History, resolving every
-// unknown outcome from the database's orders in snap: an Idempotency-Key or
-// a buyer with a single unknown request names the order or proves there is
-// none. An order that exists took place at some time after the request was
-// sent, so it is given the end of the history as its answer time; one that
-// does not exist is left out. Only a keyless buyer with more unknown
-// requests than unclaimed orders stays undecided (Maybe). Answers that
-// touch no stock (400, 413, 429, idempotency_conflict, replays) are not
-// operations of the model.
-//
-// Milliseconds are widened to the whole millisecond: a request sent at
-// Date.now() = t was sent within [t, t+1ms), so its interval is taken as
-// [call, return+1ms], which can only admit more orders, never fewer.
+// unknown outcome from the database's orders in snap (loadtest/README.md,
+// "Unknown outcomes"): an order that exists took place between the request
+// and the end of the history; one that does not is left out; a keyless
+// buyer with more unknown requests than unclaimed orders stays undecided
+// (Maybe). Answers that touch no stock are not operations of the model.
+// Intervals are widened to [call, return+1ms]: k6's clock is in
+// milliseconds, and a wider interval only admits more.
 func BuildHistory(initialStock int64, snap Snapshot, attempts []Attempt, restocks []Op) History {
 	b := newHistoryBuilder(initialStock, snap, attempts, restocks)
 	for _, as := range callsOf(attempts) {

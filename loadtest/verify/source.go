@@ -3,13 +3,9 @@ package verify
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -106,16 +102,18 @@ func FromDB(ctx context.Context, db *sql.DB, skuID int64) (Snapshot, error) {
 const maxPages = 2000
 
 // FromAPI reads SKU skuID and pages through its orders with the admin API at
-// baseURL. user_purchases is not visible there, so it is not checked.
-func FromAPI(ctx context.Context, c *http.Client, baseURL, token string, skuID int64) (Snapshot, error) {
+// baseURL, each page read into v by get (an authorized GET that fails
+// unless answered 200). user_purchases is not visible there, so it is not
+// checked.
+func FromAPI(ctx context.Context, get func(ctx context.Context, url string, v any) error, baseURL string, skuID int64) (Snapshot, error) {
 	s := Snapshot{Source: "api"}
 	base := strings.TrimRight(baseURL, "/")
 	var sku struct {
 		SKU
 		TotalStock *int64 `json:"total_stock"` // nil when not shown (see HasTotal)
 	}
-	if err := getJSON(ctx, c, fmt.Sprintf("%s/admin/v1/skus/%d", base, skuID), token, &sku); err != nil {
-		return s, err
+	if err := get(ctx, fmt.Sprintf("%s/admin/v1/skus/%d", base, skuID), &sku); err != nil {
+		return s, fmt.Errorf("verify: %w", err)
 	}
 	s.SKU = sku.SKU
 	if sku.TotalStock != nil {
@@ -139,8 +137,8 @@ func FromAPI(ctx context.Context, c *http.Client, baseURL, token string, skuID i
 			} `json:"orders"`
 			NextAfter *string `json:"next_after"` // an opaque cursor
 		}
-		if err := getJSON(ctx, c, fmt.Sprintf("%s/admin/v1/skus/%d/orders?%s", base, skuID, q.Encode()), token, &page); err != nil {
-			return s, err
+		if err := get(ctx, fmt.Sprintf("%s/admin/v1/skus/%d/orders?%s", base, skuID, q.Encode()), &page); err != nil {
+			return s, fmt.Errorf("verify: %w", err)
 		}
 		for _, o := range page.Orders {
 			if o.ID == 0 {
@@ -170,31 +168,4 @@ func parseTime(v string) time.Time {
 		}
 	}
 	return time.Time{}
-}
-
-func getJSON(ctx context.Context, c *http.Client, u, token string, v any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return fmt.Errorf("verify: %w", err)
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := c.Do(req)
-	if err != nil {
-		return fmt.Errorf("verify: GET %s: %w", u, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		return fmt.Errorf("verify: GET %s: %w", u, err)
-	}
-	if resp.StatusCode == http.StatusNotFound {
-		return fmt.Errorf("%w: GET %s: %s", ErrNotFound, u, strings.TrimSpace(string(body)))
-	}
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("verify: GET %s: status %s: %s", u, strconv.Itoa(resp.StatusCode), strings.TrimSpace(string(body)))
-	}
-	if err := json.Unmarshal(body, v); err != nil {
-		return fmt.Errorf("verify: GET %s: %w", u, err)
-	}
-	return nil
 }

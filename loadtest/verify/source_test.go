@@ -43,7 +43,7 @@ func TestFromAPI(t *testing.T) {
 			const token = "0123456789abcdef-token"
 			srv := httptest.NewServer(fakeAdmin(t, token, skuID, tc.sold, seedStock-tc.sold, tc.orders))
 			t.Cleanup(srv.Close)
-			apiSnap, err := verify.FromAPI(context.Background(), srv.Client(), srv.URL, token, skuID)
+			apiSnap, err := verify.FromAPI(context.Background(), getter(srv.Client(), token), srv.URL, skuID)
 			if err != nil {
 				t.Fatalf("FromAPI() error: %v", err)
 			}
@@ -63,10 +63,31 @@ func TestFromAPI(t *testing.T) {
 	t.Run("wrong token", func(t *testing.T) {
 		srv := httptest.NewServer(fakeAdmin(t, "right-token-0123456", skuID, 0, 0, nil))
 		t.Cleanup(srv.Close)
-		if _, err := verify.FromAPI(context.Background(), srv.Client(), srv.URL, "wrong-token-0123456", skuID); err == nil || !strings.Contains(err.Error(), "401") {
+		if _, err := verify.FromAPI(context.Background(), getter(srv.Client(), "wrong-token-0123456"), srv.URL, skuID); err == nil || !strings.Contains(err.Error(), "401") {
 			t.Fatalf("FromAPI(wrong token) error = %v; want status 401", err)
 		}
 	})
+}
+
+// getter is FromAPI's get as the load test's runner does it: an
+// authorized GET, refused unless answered 200.
+func getter(c *http.Client, token string) func(context.Context, string, any) error {
+	return func(ctx context.Context, url string, v any) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := c.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("GET %s: %d", url, resp.StatusCode)
+		}
+		return json.NewDecoder(resp.Body).Decode(v)
+	}
 }
 
 // fakeAdmin serves the admin API's SKU and paged order list, three orders a

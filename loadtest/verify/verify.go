@@ -49,13 +49,10 @@ type Order struct {
 	Quantity       int64     `json:"quantity"`
 	IdempotencyKey string    `json:"idempotency_key,omitempty"`
 	CreatedAt      time.Time `json:"created_at"`
-	// Status is pending, paid, cancelled or expired ("" where unknown:
-	// taken as live); SettledAt, from the database only, is when a
-	// cancelled, expired or later paid order was settled.
-	Status    string     `json:"status,omitempty"`
-	SettledAt *time.Time `json:"settled_at,omitempty"`
-	// Waited: the order was placed waiting ("wait": true, 202); AllocatedAt
-	// is when it was given its units, nil if never (the database only).
+	Status         string    `json:"status,omitempty"` // "" where unknown: taken as live
+	// SettledAt, AllocatedAt (when a waiting order was given its units)
+	// and Waited (placed waiting: 202) are the database's only.
+	SettledAt   *time.Time `json:"settled_at,omitempty"`
 	Waited      bool       `json:"waited,omitempty"`
 	AllocatedAt *time.Time `json:"allocated_at,omitempty"`
 }
@@ -68,15 +65,11 @@ func (o Order) Live() bool {
 
 // Snapshot is everything the checks look at, read from one source.
 type Snapshot struct {
-	Source string // "database" or "api"
-	SKU    SKU
-	Orders []Order
-	// Purchases is user_purchases by user; nil when the source cannot see
-	// the table (the API), and then it is not checked.
-	Purchases map[string]int64
-	// HasTotal is false when the source does not show total_stock (the
-	// API); then total_stock is taken as stock + sold.
-	HasTotal bool
+	Source    string // "database" or "api"
+	SKU       SKU
+	Orders    []Order
+	Purchases map[string]int64 // user_purchases by user; nil (not checked) from the API
+	HasTotal  bool             // total_stock is shown; without it, taken as stock + sold
 }
 
 // Ack is an order a client was told about (201 Created or a 200 replay).
@@ -95,27 +88,16 @@ type Refusal struct {
 
 // Clients is the complete record of what the load's clients were told.
 type Clients struct {
-	// Acknowledged lists the orders clients were answered with; each must
-	// exist, for the same user.
-	Acknowledged []Ack
-	// Unsure lists, once per request, the users left without an answer:
-	// only they may own an order nobody was told about.
-	Unsure []string
-	// Refused lists refusals after an unknown outcome; their keys must
-	// name no order.
-	Refused []Refusal
+	Acknowledged []Ack     // each must exist, for the same user
+	Unsure       []string  // once per request, the users left without an answer: only they may own an order nobody was told about
+	Refused      []Refusal // after an unknown outcome: their keys must name no order
 }
 
 // Expect is what the sale should have ended with.
 type Expect struct {
-	// InitialStock is the stock the SKU was created with.
 	InitialStock int64
-	// SoldOut requires sold == InitialStock and stock == 0: set it when the
-	// load offered more buyers than stock.
-	SoldOut bool
-	// Clients, when set, is checked against the orders: nothing a client
-	// was told may be contradicted, and no order may lack a buyer.
-	Clients *Clients
+	SoldOut      bool     // require sold == InitialStock and stock == 0
+	Clients      *Clients // when set, no order contradicts what a client was told, and none lacks a buyer
 }
 
 // Violation is one broken invariant.
@@ -128,14 +110,13 @@ func (v Violation) String() string { return v.Name + ": " + v.Message }
 
 // Report is the outcome of Check.
 type Report struct {
-	Source     string `json:"source"`
-	SKU        SKU    `json:"sku"`
-	Orders     int64  `json:"orders"`
-	Units      int64  `json:"units"`
-	Users      int    `json:"users"`
-	MaxPerUser int64  `json:"max_per_user"`
-	// Lost counts the acknowledged orders not there for their buyer.
-	Lost       int         `json:"acknowledged_missing"`
+	Source     string      `json:"source"`
+	SKU        SKU         `json:"sku"`
+	Orders     int64       `json:"orders"`
+	Units      int64       `json:"units"`
+	Users      int         `json:"users"`
+	MaxPerUser int64       `json:"max_per_user"`
+	Lost       int         `json:"acknowledged_missing"` // acknowledged orders not there for their buyer
 	Violations []Violation `json:"violations"`
 }
 
@@ -152,7 +133,7 @@ func (r Report) Names() []string {
 	return slices.Compact(names)
 }
 
-// ErrNotFound is returned by FromDB and FromAPI when the SKU does not exist.
+// ErrNotFound is returned by FromDB when the SKU does not exist.
 var ErrNotFound = errors.New("verify: sku not found")
 
 // maxListed bounds how many offenders one message names.

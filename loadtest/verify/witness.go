@@ -6,12 +6,10 @@ import (
 	"time"
 )
 
-// saleAfterSoldOut finds a 201 invoked after a sold_out answer returned,
-// with no restock or returned order whose interval reaches past the
-// sold_out's invocation minus the bound and starts before the sale
-// returned: the stock only falls between them, so the sale took a unit
-// that was not there (or the sold_out was false). O(n log n) without
-// returns.
+// saleAfterSoldOut finds a 201 invoked after a sold_out answer returned
+// with no restock or returned order that can fall between them (the
+// sold_out's invocation moved back by the bound): the stock only falls
+// between them. O(n log n) without returns.
 func saleAfterSoldOut(ops []Op, bound time.Duration) []Violation {
 	var soldOuts, restocks []Op
 	for _, op := range ops {
@@ -73,11 +71,10 @@ func restockBetween(restocks []Op, from, to time.Time) bool {
 }
 
 // soldPastZero counts, between each restock and the next (the initial
-// stock before the first), the units of the sales invoked after the one
-// answered and answered before the next was invoked: they can only be
-// linearized between the two, where at most the stock the first set was
-// there, plus the units of returned orders that can fall between them.
-// More is an oversell, whatever the order. O(n log n) without returns.
+// stock before the first), the units of the sales that can only fall
+// between the two: more than the first set, and the returns that can fall
+// between them, is an oversell whatever the order. O(n log n) without
+// returns.
 func soldPastZero(h History) []Violation {
 	restocks, returns := ofKinds(h.Ops, Restock, Returned)
 	sort.Slice(restocks, func(i, j int) bool { return restocks[i].Call.Before(restocks[j].Call) })
@@ -136,9 +133,9 @@ func epochReturns(returns, restocks []Op) []int64 {
 }
 
 // soldOutWhileStockRemained finds sold_out answers invoked more than the
-// bound after the last restock or returned order, when the sale ended
-// with at least their quantity left: the stock only falls after the last
-// of those, so it was there all along.
+// bound after the last restock or returned order while the sale ended
+// with their quantity left: the stock only falls after that, so it was
+// there all along.
 func soldOutWhileStockRemained(ops []Op, bound time.Duration, final int64) []Violation {
 	if final <= 0 {
 		return nil
