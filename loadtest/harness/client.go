@@ -19,7 +19,7 @@ import (
 // admin sends an admin API request and decodes its answer into v (if not
 // nil); an answer other than want is an error with its body.
 func (r *run) admin(ctx context.Context, method, url, body string, want int, v any) error {
-	p, err := r.send(ctx, method, url, body, r.token, "")
+	p, err := r.send(ctx, method, url, body, r.token)
 	switch {
 	case err != nil:
 		return err
@@ -59,8 +59,9 @@ type orderAnswer struct {
 // reply is an answer to a request the runner sent.
 type reply struct {
 	status     int
-	body       []byte        // its first 64 KiB
+	body       []byte        // its first 16 MiB
 	retryAfter time.Duration // what it asked for, 1s when it named none
+	etag       string
 }
 
 // answer decodes the body as an order's answer (zero if it is not one).
@@ -70,9 +71,9 @@ func (p reply) answer() orderAnswer {
 	return a
 }
 
-// send sends a JSON request, with the bearer token and the
-// Idempotency-Key when not empty.
-func (r *run) send(ctx context.Context, method, url, body, token, key string) (reply, error) {
+// send sends a JSON request with the bearer token and the headers of hdr
+// (name, value, ...) whose value is not empty.
+func (r *run) send(ctx context.Context, method, url, body, token string, hdr ...string) (reply, error) {
 	p := reply{retryAfter: time.Second}
 	req, err := http.NewRequestWithContext(ctx, method, url, strings.NewReader(body))
 	if err != nil {
@@ -80,17 +81,19 @@ func (r *run) send(ctx context.Context, method, url, body, token, key string) (r
 	}
 	req.Header.Set("Content-Type", "application/json")
 	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
+		hdr = append(hdr, "Authorization", "Bearer "+token)
 	}
-	if key != "" {
-		req.Header.Set("Idempotency-Key", key)
+	for i := 0; i+1 < len(hdr); i += 2 {
+		if hdr[i+1] != "" {
+			req.Header.Set(hdr[i], hdr[i+1])
+		}
 	}
 	resp, err := r.client.Do(req)
 	if err != nil {
 		return p, err
 	}
 	defer resp.Body.Close()
-	p.status = resp.StatusCode
+	p.status, p.etag = resp.StatusCode, resp.Header.Get("ETag")
 	if s, perr := strconv.Atoi(resp.Header.Get("Retry-After")); perr == nil && s >= 0 {
 		p.retryAfter = time.Duration(s) * time.Second
 	}
@@ -101,7 +104,7 @@ func (r *run) send(ctx context.Context, method, url, body, token, key string) (r
 // metric reads one series (name and labels, then a space) from instance
 // i's /metrics; found is false when the instance does not show it.
 func (r *run) metric(ctx context.Context, i int, series string) (v float64, found bool, err error) {
-	p, err := r.send(ctx, http.MethodGet, r.baseURLs[i]+"/metrics", "", "", "")
+	p, err := r.send(ctx, http.MethodGet, r.baseURLs[i]+"/metrics", "", "")
 	if err != nil {
 		return 0, false, err
 	}

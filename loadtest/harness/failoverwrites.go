@@ -71,9 +71,8 @@ func (w FailoverWrites) violations() []verify.Violation {
 
 // failoverWrites is what the fault's clients were told.
 type failoverWrites struct {
-	sku      int64
-	payToken string
-	pending  sync.WaitGroup // payments, cancels and the restock under way
+	sku     int64
+	pending sync.WaitGroup // payments, cancels and the restock under way
 
 	mu      sync.Mutex
 	orders  map[int64]ordered   // acknowledged: order id → buyer, when
@@ -90,7 +89,7 @@ type ordered struct {
 }
 
 func newFailoverWrites() *failoverWrites {
-	return &failoverWrites{payToken: randomHex(16), orders: map[int64]ordered{}, paid: map[int64]time.Time{},
+	return &failoverWrites{orders: map[int64]ordered{}, paid: map[int64]time.Time{},
 		cancels: map[int64]time.Time{}, answers: map[string]int64{}}
 }
 
@@ -109,7 +108,7 @@ func (r *run) failoverWrites(ctx context.Context) {
 		user := fmt.Sprintf("%s-w%d", r.id, k)
 		token, _ := r.shopperToken(user) // HS256 over a generated secret: cannot fail
 		base := r.baseURLs[k%len(r.baseURLs)]
-		p, err := r.send(ctx, http.MethodPost, base+"/api/v1/orders", fmt.Sprintf(`{"sku_id":%d,"quantity":1}`, w.sku), token, user)
+		p, err := r.send(ctx, http.MethodPost, base+"/api/v1/orders", fmt.Sprintf(`{"sku_id":%d,"quantity":1}`, w.sku), token, "Idempotency-Key", user)
 		w.count("order", p.status, err)
 		ref := p.answer().OrderID
 		id, ok := r.orderIDs.Decode(ref)
@@ -119,7 +118,7 @@ func (r *run) failoverWrites(ctx context.Context) {
 		w.note(func() { w.orders[id] = ordered{user, time.Now()} })
 		w.pending.Go(func() {
 			sleepCtx(ctx, writeDelay) // the buyer pays (or cancels) a little later
-			path, tok, kind, acked := "/internal/v1/orders/"+ref+"/paid", w.payToken, "pay", w.paid
+			path, tok, kind, acked := "/internal/v1/orders/"+ref+"/paid", r.payToken, "pay", w.paid
 			if k%4 == 3 {
 				path, tok, kind, acked = "/api/v1/orders/"+ref+"/cancel", token, "cancel", w.cancels
 			}
@@ -153,7 +152,7 @@ func (r *run) retried(ctx context.Context, kind string, k int, method, path, tok
 	var p reply
 	for attempt := range writeTries {
 		var err error
-		p, err = r.send(ctx, method, r.baseURLs[(k+attempt)%len(r.baseURLs)]+path, body, token, "")
+		p, err = r.send(ctx, method, r.baseURLs[(k+attempt)%len(r.baseURLs)]+path, body, token)
 		r.myfail.writes.count(kind, p.status, err)
 		if err == nil && p.status != http.StatusServiceUnavailable {
 			return p

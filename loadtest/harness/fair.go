@@ -132,7 +132,7 @@ func (fr *fairRun) warm(ctx context.Context, n int) {
 	var wg sync.WaitGroup
 	for _, url := range fr.baseURLs {
 		for range n {
-			wg.Go(func() { _, _ = fr.run.send(ctx, http.MethodGet, url+"/healthz", "", "", "") })
+			wg.Go(func() { _, _ = fr.run.send(ctx, http.MethodGet, url+"/healthz", "", "") })
 		}
 	}
 	wg.Wait()
@@ -170,7 +170,7 @@ func (fr *fairRun) buy(ctx context.Context, k int) {
 	for try := 0; try < maxFairTries && ctx.Err() == nil; try++ {
 		i := (k + try) % len(fr.baseURLs)
 		call := time.Now()
-		p, err := fr.run.send(ctx, http.MethodPost, fr.baseURLs[i]+"/api/v1/orders", body, "", key)
+		p, err := fr.run.send(ctx, http.MethodPost, fr.baseURLs[i]+"/api/v1/orders", body, "", "Idempotency-Key", key)
 		a := p.answer()
 		b.orderID, _ = fr.orderIDs.Decode(a.OrderID)
 		b.ref, b.state, b.position, b.instance = a.OrderID, a.Status, a.Position, i

@@ -32,87 +32,54 @@ const (
 // Faults lists the fault modes.
 var Faults = []string{FaultNone, FaultRedis, FaultInstance, FaultMySQL, FaultFailover, FaultPause, FaultZKLeader, FaultMySQLFailover}
 
-// Config is one load run. Zero numbers and strings take the defaults of
-// Default; booleans do not, so start from Default or Smoke.
+// Config is one load run; cmd/loadtest's flags say what each field means.
+// Zero numbers and strings take the defaults of Default; booleans do not,
+// so start from Default or Smoke.
 type Config struct {
-	Instances int   // service instances started, default 3
-	Stock     int64 // initial stock of the SKU (with SKUs, of them all)
-	// SKUs is how many SKUs the sale spreads Stock over (each its share,
-	// sold and checked on its own). Default 1; DefaultClusterSKUs with
-	// Redis "cluster", so that the sale's keys spread over the slots.
-	SKUs         int
-	PerUserLimit int64         // the SKU's per-user limit, default 2
-	StartRate    int           // k6 arrival rate at the start, orders/s
-	Rate         int           // peak arrival rate, orders/s
-	Ramp         time.Duration // time to reach Rate
-	Hold         time.Duration // time at Rate
-	MaxVUs       int           // k6 VU ceiling; past it k6 drops arrivals
-	// P95 and P99 bound the latency of an order request; zero takes the
-	// defaults: 1.5s and 3s, or 3s and 6s in a fault run, whose degraded
-	// path and retries are slower.
+	Instances    int
+	Stock        int64 // of the sale's SKUs together
+	SKUs         int   // default 1, DefaultClusterSKUs on Redis Cluster (the keys spread over the slots)
+	PerUserLimit int64
+	StartRate    int // k6's arrivals, orders/s, from StartRate to Rate over Ramp, then Hold
+	Rate         int
+	Ramp, Hold   time.Duration
+	MaxVUs       int
+	// P95 and P99 bound an order request's latency; zero: 1.5s and 3s, or
+	// 3s and 6s in a fault run, whose degraded path and retries are slower.
 	P95, P99      time.Duration
-	ExpectSoldOut bool // require sold == stock at the end
+	ExpectSoldOut bool
 
-	Fault    string        // one of Faults
-	FaultAt  float64       // share of the stock sold when the fault strikes, default 0.3
-	FaultFor time.Duration // how long the victim stays down, default 3s
-	// UnavailableGrace is how long after the victim is back 503s are still
-	// accepted (reconnects, pool refill), default 10s.
-	UnavailableGrace time.Duration
+	Fault            string  // one of Faults
+	FaultAt          float64 // share of the stock sold when the fault strikes
+	FaultFor         time.Duration
+	UnavailableGrace time.Duration // 503s accepted this long after the victim is back
 
-	// Target mode: verify a deployment already running at BaseURLs.
-	Target     bool
-	BaseURLs   []string
-	AdminToken string
-	// ShopperSecret is the service's auth.jwt.secret: k6 signs each
-	// buyer's HS256 token with it (target mode; generated otherwise).
-	// Empty in target mode: the buyers send no token (auth.shopper none).
+	// Target mode: verify a deployment already running at BaseURLs, whose
+	// auth.jwt.secret (empty for auth.shopper none) and auth.order_id_key
+	// the runner is given; otherwise it generates them.
+	Target        bool
+	BaseURLs      []string
+	AdminToken    string
 	ShopperSecret string
-	// OrderIDKey is the service's auth.order_id_key, to match the opaque
-	// ids buyers were told to the database's (target mode; generated otherwise).
-	OrderIDKey string
+	OrderIDKey    string
 
-	// RedisServers is how many private redis-servers to start, default 1;
-	// more than one puts the service in Redlock mode.
-	RedisServers int
-	// RedisKill is how many of them the redis fault kills, default 1:
-	// with 3 servers, 1 is a minority (the quorum holds), 2 a majority.
-	RedisKill int
-	// Redis is the topology the failover fault runs on: "sentinel" (the
-	// default) or "cluster" (3 masters + 3 replicas).
-	Redis string
-	// Lock is the instances' lock backend: LockRedis (the default) or
-	// LockZooKeeper (a private 3-node ensemble, no Redis).
-	Lock string
-
-	// MySQLMinReplicas is the instances' mysql.min_replicas under the
-	// mysql-failover fault, default 1; 0 shows the loss it prevents.
-	MySQLMinReplicas int
-
-	MySQLDSN   string   // server DSN without a database, default root@tcp(127.0.0.1:3306)/
-	RedisAddrs []string // use these instead of private redis-servers (no Redis fault then)
-	ServiceBin string   // prebuilt seckill binary; empty builds ./cmd/seckill
-	Env        []string // extra KEY=VALUE for every instance (SECKILL_ORDER_LINGER=0, ...)
-	K6         string   // k6 binary; empty finds or installs it
-	Keep       bool     // keep the database and the work directory
-	Name       string   // run name in loadtest/results, default time + fault
-
-	Log io.Writer // progress; nil discards
-
-	// Events runs the instances with order events on, relayed to a
-	// private nats-server, and holds the stream to the outbox after the
-	// run (checkStream); not in target mode.
-	Events bool
-
-	// SoldOutBound is the only staleness of a sold_out answer the history
-	// check accepts, default DefaultSoldOutBound (sold_out.local_ttl + sold_out.recheck).
-	SoldOutBound time.Duration
-	// Restocks is how many times k6 restocks the SKU during the sale,
-	// each time it sells out, to a quarter of Stock; default 0.
-	Restocks int
-	// HistoryMaxOps bounds the operations the history check's search
-	// takes; past it the check is not concluded. Zero: 40,000.
-	HistoryMaxOps int
+	RedisServers     int    // private redis-servers; more than one: Redlock
+	RedisKill        int    // of them, killed by the redis fault
+	Redis            string // the failover fault's topology: RedisSentinel or RedisCluster
+	Lock             string // LockRedis or LockZooKeeper
+	MySQLMinReplicas int    // under the mysql-failover fault
+	MySQLDSN         string // a server, without a database: each run creates its own
+	RedisAddrs       []string
+	ServiceBin       string // empty: ./cmd/seckill built
+	Env              []string
+	K6               string // empty: found or installed
+	Keep             bool
+	Name             string
+	Log              io.Writer // progress; nil discards
+	Events           bool      // the instances relay order events to a private nats-server (checkStream)
+	SoldOutBound     time.Duration
+	Restocks         int
+	HistoryMaxOps    int
 
 	moduleRoot string // the seckill module: sale.js, the results, the service's source
 }

@@ -28,11 +28,10 @@ const (
 // the outcome in the database and every answer as a history.
 func RunLifecycle(ctx context.Context, cfg Config, units int64) (res ScenarioResult, err error) {
 	orDefault(&units, 1000)
-	payToken := randomHex(16)
 	// Three or more instances: one is frozen, another killed. Buyers are
 	// named in the body; the opaque order id is the cancel's key.
 	sc := scenario{name: "lifecycle", minInstances: 3, units: units, soldOut: true, env: []string{"SECKILL_AUTH_SHOPPER=none",
-		"SECKILL_ORDER_PAYMENT_TIMEOUT=" + paymentTimeout.String(), "SECKILL_AUTH_PAYMENT_TOKENS=" + payToken}}
+		"SECKILL_ORDER_PAYMENT_TIMEOUT=" + paymentTimeout.String()}}
 	r, err := sc.start(ctx, cfg)
 	defer r.stop()
 	if err != nil {
@@ -44,7 +43,7 @@ func RunLifecycle(ctx context.Context, cfg Config, units int64) (res ScenarioRes
 	var frozen, killed string
 	go func() { faults <- r.injectFaults(fctx, &frozen, &killed) }()
 	k6res, err := r.runScript(ctx, "lifecycle.js", "k6", scriptLimit, map[string]string{"BASE_URLS": strings.Join(r.baseURLs, ","),
-		"SKU_ID": strconv.FormatInt(r.skuID, 10), "VUS": strconv.Itoa(lifecycleBuyers)}, "PAY_TOKEN="+payToken)
+		"SKU_ID": strconv.FormatInt(r.skuID, 10), "VUS": strconv.Itoa(lifecycleBuyers)}, "PAY_TOKEN="+r.payToken)
 	stopFaults()
 	if ferr := <-faults; err == nil && ferr != nil && fctx.Err() == nil {
 		err = fmt.Errorf("fault injection: %w", ferr)
@@ -63,13 +62,8 @@ func RunLifecycle(ctx context.Context, cfg Config, units int64) (res ScenarioRes
 // leader past its lease, kills the instance that takes the lease over,
 // and resumes the frozen one.
 func (r *run) injectFaults(ctx context.Context, frozenName, killedName *string) error {
-	if err := locktest.Poll(ctx, "the first expiry", 2*time.Minute, 100*time.Millisecond, func(ctx context.Context) error {
-		var n int64
-		if err := r.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM orders WHERE status = 'expired'").Scan(&n); err != nil || n == 0 {
-			return fmt.Errorf("no order expired yet (%v)", err)
-		}
-		return nil
-	}); err != nil {
+	if err := r.awaitCount(ctx, "the first expiry", 2*time.Minute, func(n int64) bool { return n > 0 },
+		"SELECT COUNT(*) FROM orders WHERE status = 'expired'"); err != nil {
 		return err
 	}
 	frozen, err := r.sweeperLeader(ctx, -1)

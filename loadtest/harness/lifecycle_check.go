@@ -2,12 +2,10 @@ package harness
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"time"
 
 	"github.com/seckill/seckill/loadtest/verify"
-	"github.com/seckill/seckill/lock/locktest"
 )
 
 // cancelUnknown is what lifecycle.js says of an order whose cancel got no
@@ -25,13 +23,8 @@ const expirySlack = time.Second
 // answer, cancel and expiry as a history) and the lifecycle's own: every
 // unit paid, every answer what the order is, returned units sold again.
 func (r *run) checkLifecycle(ctx context.Context, res *ScenarioResult, k6res k6Result, units int64) error {
-	if err := locktest.Poll(ctx, "every order settled", time.Minute, 100*time.Millisecond, func(ctx context.Context) error {
-		var n int64
-		if err := r.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM orders WHERE status = 'pending'").Scan(&n); err != nil || n > 0 {
-			return fmt.Errorf("%d orders still pending (%v)", n, err)
-		}
-		return nil
-	}); err != nil {
+	if err := r.awaitCount(ctx, "no order pending", time.Minute, func(n int64) bool { return n == 0 },
+		"SELECT COUNT(*) FROM orders WHERE status = 'pending'"); err != nil {
 		res.bad("%v", err)
 	}
 	rec, err := readConsole(k6res.Console, r.orderIDs, &restockLog{}) // its restocks: none
@@ -46,7 +39,7 @@ func (r *run) checkLifecycle(ctx context.Context, res *ScenarioResult, k6res k6R
 	for _, o := range snap.Orders {
 		orders[o.ID] = o
 	}
-	r.addReturns(res, rec, orders)
+	r.addReturns(res, rec, snap.Orders)
 	res.line("  answers: %d orders created; payments %d paid, %d order_expired; %d cancelled, %d cancels unanswered; stale-fence sweeps refused: %d",
 		rec.told["pending"], rec.told["paid"], rec.told["expired"], rec.told["cancelled"], rec.told[cancelUnknown], r.metricSum(ctx, `seckill_sweep_seconds_count{outcome="stale_fence"} `))
 	r.checkSaid(res, rec, orders)
@@ -58,7 +51,7 @@ func (r *run) checkLifecycle(ctx context.Context, res *ScenarioResult, k6res k6R
 // returned its unit within its cancel's interval (by the history's end
 // when the cancel went unanswered), an expired one within expirySlack of
 // its settled_at.
-func (r *run) addReturns(res *ScenarioResult, rec consoleLog, orders map[int64]verify.Order) {
+func (r *run) addReturns(res *ScenarioResult, rec consoleLog, orders []verify.Order) {
 	end := time.Now() // after every answer and every sweep
 	cancelled := map[int64]bool{}
 	for _, c := range rec.cancels {
@@ -68,17 +61,40 @@ func (r *run) addReturns(res *ScenarioResult, rec consoleLog, orders map[int64]v
 		c.Key, cancelled[c.OrderID] = "", true
 		r.restocks.ops = append(r.restocks.ops, c)
 	}
-	for id, o := range orders {
+	for _, o := range orders {
 		switch {
-		case o.Status == "cancelled" && !cancelled[id]:
-			res.bad("order %d is cancelled, yet no cancel of it was sent", id)
+		case o.Status == "cancelled" && !cancelled[o.ID]:
+			res.bad("order %d is cancelled, yet no cancel of it was sent", o.ID)
 		case o.Status == "expired" && o.SettledAt == nil:
-			res.bad("order %d expired without settled_at", id)
-		case o.Status == "expired":
-			r.restocks.ops = append(r.restocks.ops, verify.Op{Kind: verify.Returned, User: o.UserID, Qty: o.Quantity, OrderID: id,
-				Instance: "sweeper", Call: *o.SettledAt, Return: o.SettledAt.Add(expirySlack)})
+			res.bad("order %d expired without settled_at", o.ID)
 		}
 	}
+	r.restocks.ops = append(r.restocks.ops, databaseOps(orders)...)
+}
+
+// databaseOps is what the database did beside the answers: the expiries,
+// the allotments and the lapses, each within expirySlack of the time its
+// transaction recorded.
+func databaseOps(orders []verify.Order) []verify.Op {
+	var ops []verify.Op
+	for _, o := range orders {
+		add := func(kind string, at *time.Time) {
+			if at != nil {
+				ops = append(ops, verify.Op{Kind: kind, User: o.UserID, Qty: o.Quantity, OrderID: o.ID,
+					Instance: "database", Call: *at, Return: at.Add(expirySlack)})
+			}
+		}
+		if o.Waited {
+			add(verify.Allotted, o.AllocatedAt)
+		}
+		switch {
+		case o.Status == "expired":
+			add(verify.Returned, o.SettledAt)
+		case o.Status == "lapsed" || (o.Status == "cancelled" && o.Waited && o.AllocatedAt == nil):
+			add(verify.Left, o.SettledAt)
+		}
+	}
+	return ops
 }
 
 // checkSaid holds every order to what its buyer was last told.

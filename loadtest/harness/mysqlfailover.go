@@ -32,28 +32,20 @@ type mysqlFailoverSetup struct {
 	writes *failoverWrites
 }
 
-func (s *mysqlFailoverSetup) stop() {
-	if s == nil {
-		return
-	}
-	if s.mover != nil {
-		s.mover.Close()
-	}
-	s.set.Stop()
-}
-
 // startMySQLFailover starts the fault's servers and returns the root DSN
 // of the moving address, without a database.
 func (r *run) startMySQLFailover(ctx context.Context) (string, error) {
 	r.event("starting a MariaDB primary and two replicas (GTID, semi-sync AFTER_SYNC, 1s timeout)")
 	set, err := mariadb.StartSet(ctx, filepath.Join(r.work, "mysql"), 2, true)
-	r.myfail = &mysqlFailoverSetup{set: set, writes: newFailoverWrites()} // stopped with the run, whatever happens next
+	r.stops = append(r.stops, set.Stop) // whatever happens next
+	r.myfail = &mysqlFailoverSetup{set: set, writes: newFailoverWrites()}
 	if err != nil {
 		return "", err
 	}
 	if r.myfail.mover, err = mariadb.NewMover(set.Primary.Addr); err != nil {
 		return "", err
 	}
+	r.stops = append(r.stops, r.myfail.mover.Close)
 	return "root@tcp(" + r.myfail.mover.Addr + ")/", nil
 }
 
@@ -69,7 +61,6 @@ func (r *run) mysqlFailoverEnv() []string {
 		"SECKILL_MYSQL_DSN=" + mariadb.AppDSN(r.myfail.mover.Addr, r.dbName),
 		"SECKILL_MYSQL_REPLICAS=" + strings.Join(replicas, ","),
 		"SECKILL_MYSQL_MIN_REPLICAS=" + strconv.Itoa(r.cfg.MySQLMinReplicas),
-		"SECKILL_AUTH_PAYMENT_TOKENS=" + r.myfail.writes.payToken,
 	}
 }
 

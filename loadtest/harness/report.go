@@ -41,7 +41,7 @@ func (r *run) saveMetrics(ctx context.Context) {
 		if i < len(r.instances) && !r.instances[i].Alive() {
 			continue
 		}
-		p, err := r.send(ctx, http.MethodGet, base+"/metrics", "", "", "")
+		p, err := r.send(ctx, http.MethodGet, base+"/metrics", "", "")
 		if err == nil {
 			err = os.WriteFile(filepath.Join(r.dir, fmt.Sprintf("metrics-instance-%d.txt", i)), p.body, 0o644)
 		}

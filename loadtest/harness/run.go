@@ -37,6 +37,7 @@ type run struct {
 	client *http.Client
 
 	token      string
+	payToken   string         // the payment system's (auth.payment_tokens)
 	shopper    string         // the HS256 secret k6 signs buyers' tokens with
 	orderIDs   *orderid.Codec // reads the ids buyers were told
 	dbName     string
@@ -109,7 +110,6 @@ func (r *run) tearDown() {
 		}
 		r.db.Close()
 	}
-	r.myfail.stop()
 	for i := len(r.stops) - 1; i >= 0; i-- {
 		r.stops[i]()
 	}
@@ -275,7 +275,7 @@ func (r *run) createDatabase(ctx context.Context) (runDSN string, maxConns int, 
 func (r *run) instanceEnv(runDSN string, maxConns int) ([]string, error) {
 	// Leave the server room for the verifier and everyone else.
 	perInstance := min(64, max(4, (maxConns-30)/r.cfg.Instances))
-	r.token = randomHex(16)
+	r.token, r.payToken = randomHex(16), randomHex(16)
 	// Buyers are verified (auth.shopper jwt, the default): k6 signs each
 	// one's token with this secret; -env SECKILL_AUTH_SHOPPER=none still works.
 	r.shopper = randomHex(32)
@@ -290,6 +290,7 @@ func (r *run) instanceEnv(runDSN string, maxConns int) ([]string, error) {
 		"SECKILL_REDIS_ADDRS="+strings.Join(r.redisAddrs, ","),
 		"SECKILL_REDIS_MODE="+r.redisMode(),
 		"SECKILL_ADMIN_TOKEN="+r.token,
+		"SECKILL_AUTH_PAYMENT_TOKENS="+r.payToken,
 		"SECKILL_LOG_LEVEL=warn",
 		"SECKILL_LOCK_PREFIX=seckill:lt:"+r.id+":",
 		"SECKILL_MYSQL_MAX_OPEN_CONNS="+strconv.Itoa(perInstance),
@@ -342,7 +343,7 @@ func (r *run) startInstance(ctx context.Context, i int, bin string, env []string
 // ready answers nil once the instance at base is ready.
 func (r *run) ready(base string) func(context.Context) error {
 	return func(ctx context.Context) error {
-		p, err := r.send(ctx, http.MethodGet, base+"/readyz", "", "", "")
+		p, err := r.send(ctx, http.MethodGet, base+"/readyz", "", "")
 		if err == nil && p.status != http.StatusOK {
 			err = fmt.Errorf("GET %s/readyz: %d", base, p.status)
 		}

@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -14,16 +15,10 @@ import (
 	"github.com/seckill/seckill/lock/locktest"
 )
 
-// The waitlist run (-scenario waitlist) is a sale's second act: a SKU of
-// waitHolders units is sold to as many holders; then waitBuyers more ask
-// with "wait": true, spread over waitOver across the instances, and each
-// long-polls its order on an instance that no unit comes back through.
-// Of the holders, waitCancels cancel, waitPays pay and the rest let their
-// orders expire; the units they return, then a restock of waitRestock,
-// must go to the earliest waiters by arrival at the service (the packets'
-// clock), each once; a waiter given a unit pays for it at once, and the
-// sale's end lapses the rest. -fault instance, redis or mysql strikes
-// while the units come back.
+// The waitlist run (-scenario waitlist, loadtest/README.md): waitHolders
+// hold the SKU's units, waitBuyers wait for them, and the units returned
+// (waitCancels cancelled, those not among waitPays expired) and a restock
+// must go to the earliest waiters by the packets' clock, each once.
 const (
 	waitHolders   = 200
 	waitBuyers    = 1000
@@ -43,7 +38,6 @@ var WaitFaults = []string{FaultNone, FaultInstance, FaultRedis, FaultMySQL}
 // waitRun is the state of one waitlist run.
 type waitRun struct {
 	*run
-	payToken         string
 	holders, waiters *fairRun
 	pollOn           []int       // the instances the waiters long-poll
 	heard            []waitHeard // by waiter
@@ -60,27 +54,22 @@ type waitHeard struct {
 	final     string
 }
 
-// RunWaitlist starts the database, a private Redis and cfg's instances
-// (3 by default), runs the waitlist's two acts with cfg.Fault and holds
-// everything to the sale's checks and the waitlist's own.
+// RunWaitlist starts the database, a private Redis and cfg's instances,
+// runs the waitlist's two acts with cfg.Fault and holds everything to the
+// sale's checks and the waitlist's own.
 func RunWaitlist(ctx context.Context, cfg Config) (res ScenarioResult, err error) {
-	fault := cfg.Fault
-	if fault == "" {
-		fault = FaultNone
-	}
+	fault := cmp.Or(cfg.Fault, FaultNone)
 	if !slices.Contains(WaitFaults, fault) {
 		return res, fmt.Errorf("-scenario waitlist strikes %s, not %q", strings.Join(WaitFaults, ", "), fault)
 	}
-	payToken := randomHex(16)
 	sc := scenario{name: "waitlist", minInstances: 2, conns: waitBuyers, units: waitHolders, fault: fault,
-		env: append([]string{"SECKILL_AUTH_SHOPPER=none", "SECKILL_ORDER_PAYMENT_TIMEOUT=" + waitPayment.String(),
-			"SECKILL_AUTH_PAYMENT_TOKENS=" + payToken}, cfg.Env...)}
+		env: append([]string{"SECKILL_AUTH_SHOPPER=none", "SECKILL_ORDER_PAYMENT_TIMEOUT=" + waitPayment.String()}, cfg.Env...)}
 	r, err := sc.start(ctx, cfg)
 	defer r.stop()
 	if err != nil {
 		return res, err
 	}
-	w := &waitRun{run: r, payToken: payToken, heard: make([]waitHeard, waitBuyers),
+	w := &waitRun{run: r, heard: make([]waitHeard, waitBuyers),
 		holders: &fairRun{run: r, name: "holder", buyers: make([]fairBuyer, waitHolders)},
 		waiters: &fairRun{run: r, name: "waiter", wait: true, buyers: make([]fairBuyer, waitBuyers)}}
 	w.holders.warm(ctx, waitBuyers/len(r.instances)+1)
@@ -100,7 +89,7 @@ func RunWaitlist(ctx context.Context, cfg Config) (res ScenarioResult, err error
 // returns (and the fault), the restock and the sale's end.
 func (w *waitRun) acts(ctx context.Context) error {
 	r := w.run
-	r.event("waitlist: %d holders", waitHolders)
+	w.event("waitlist: %d holders", waitHolders)
 	w.holders.send(ctx, waitOver/2)
 	w.each(waitCancels, waitCancels+waitPays, func(k int) { w.pay(ctx, k, w.holders.buyers[k].ref) })
 	r.event("waitlist: %d waiters over %s", waitBuyers, waitOver)
@@ -203,11 +192,10 @@ func (w *waitRun) restock(ctx context.Context) error {
 // or expired, the waiters given units paid or expired) and then reads
 // whether units were free while waiters waited.
 func (w *waitRun) settled(ctx context.Context) error {
-	r := w.run
 	return locktest.Poll(ctx, "the returned units settled", 2*time.Minute, 100*time.Millisecond, func(ctx context.Context) error {
 		var pending, stock, waiters int64
-		err := r.db.QueryRowContext(ctx, `SELECT (SELECT COUNT(*) FROM orders WHERE sku_id = ? AND status = 'pending'), stock, waiters
-			FROM skus WHERE id = ?`, r.skuID, r.skuID).Scan(&pending, &stock, &waiters)
+		err := w.db.QueryRowContext(ctx, `SELECT (SELECT COUNT(*) FROM orders WHERE sku_id = ? AND status = 'pending'), stock, waiters
+			FROM skus WHERE id = ?`, w.skuID, w.skuID).Scan(&pending, &stock, &waiters)
 		switch {
 		case err != nil:
 			return err
@@ -256,7 +244,7 @@ func (w *waitRun) retried(ctx context.Context, i int, path, token string) reply 
 	var p reply
 	for try := 0; try < waitMaxTries && ctx.Err() == nil; try++ {
 		var err error
-		p, err = w.run.send(ctx, http.MethodPost, w.baseURLs[(i+try)%len(w.baseURLs)]+path, "", token, "")
+		p, err = w.run.send(ctx, http.MethodPost, w.baseURLs[(i+try)%len(w.baseURLs)]+path, "", token)
 		if err == nil && p.status != http.StatusServiceUnavailable && p.status != http.StatusTooManyRequests {
 			return p
 		}
@@ -304,24 +292,14 @@ func (w *waitRun) follow(ctx context.Context, k int) {
 // read reads the order ref on instance i, holding the read while the
 // order's ETag is tag; it returns the status and ETag of a 200.
 func (w *waitRun) read(ctx context.Context, i int, ref, tag string) (status, etag string, code int, err error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, w.baseURLs[i]+"/api/v1/orders/"+ref, nil)
-	if err != nil {
-		return "", "", 0, err
+	prefer := waitPoll
+	if tag == "" {
+		prefer = ""
 	}
-	if tag != "" {
-		req.Header.Set("If-None-Match", tag)
-		req.Header.Set("Prefer", waitPoll)
+	p, err := w.run.send(ctx, http.MethodGet, w.baseURLs[i]+"/api/v1/orders/"+ref, "", "", "If-None-Match", tag, "Prefer", prefer)
+	var o orderAnswer
+	if err == nil && p.status == http.StatusOK {
+		err = json.Unmarshal(p.body, &o)
 	}
-	resp, err := w.client.Do(req)
-	if err != nil {
-		return "", "", 0, err
-	}
-	defer resp.Body.Close()
-	var o struct {
-		Status string `json:"status"`
-	}
-	if resp.StatusCode == http.StatusOK {
-		err = json.NewDecoder(resp.Body).Decode(&o)
-	}
-	return o.Status, resp.Header.Get("ETag"), resp.StatusCode, err
+	return o.Status, p.etag, p.status, err
 }

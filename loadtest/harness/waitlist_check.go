@@ -147,33 +147,16 @@ func (w *waitRun) checkHeard(res *ScenarioResult, orders map[int64]verify.Order)
 	}
 }
 
-// addHistory gives the history what the database did beside the answers:
-// the expiries, the allotments and the lapses, each within expirySlack
-// of the time its transaction recorded.
+// addHistory gives the history what the database did beside the answers
+// (databaseOps); a cancel never answered returned its unit by the end.
 func (w *waitRun) addHistory(orders []verify.Order) {
 	end := time.Now() // after every answer and every sweep
 	for i, op := range w.restocks.ops {
 		if op.Kind == verify.Returned && op.Status != http.StatusOK && op.Status != http.StatusConflict {
-			w.restocks.ops[i].Return = end // a cancel never answered: by the end
+			w.restocks.ops[i].Return = end
 		}
 	}
-	for _, o := range orders {
-		add := func(kind string, at *time.Time) {
-			if at != nil {
-				w.restocks.ops = append(w.restocks.ops, verify.Op{Kind: kind, User: o.UserID, Qty: o.Quantity, OrderID: o.ID,
-					Instance: "database", Call: *at, Return: at.Add(expirySlack)})
-			}
-		}
-		if o.Waited {
-			add(verify.Allotted, o.AllocatedAt)
-		}
-		switch {
-		case o.Status == "expired":
-			add(verify.Returned, o.SettledAt)
-		case o.Status == "lapsed" || (o.Status == "cancelled" && o.Waited && o.AllocatedAt == nil):
-			add(verify.Left, o.SettledAt)
-		}
-	}
+	w.restocks.ops = append(w.restocks.ops, databaseOps(orders)...)
 }
 
 func msf(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
