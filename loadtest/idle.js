@@ -1,16 +1,7 @@
-// idle.js — sell-outs, idle gaps and restocks (-scenario idle-restock), for k6.
-//
-// ROUNDS times: VU 1 sells the SKU out through every instance but the
-// first, one buyer after another, until each of them has answered
-// sold_out (so each holds a sold-out mark); nobody orders for IDLE_MS
-// (past sold_out.local_ttl + sold_out.recheck: every mark is stale); VU 1
-// restocks to UNITS through the first instance; AFTER_MS later (past the
-// sold-out bound) the BURST VUs buy once each at the others, all at once.
-// Each of them must buy, since units remain throughout. The VUs keep step
-// on the wall clock from one start (setup); a step that overruns its slot
-// fails the run rather than shorten the idle gap.
-//
-// The record is sale.js's ("hist", "ack", "unsure") plus lib.js's restock lines.
+// idle.js — sell-outs, idle gaps and restocks (-scenario idle-restock,
+// README.md), for k6. The VUs keep step on the wall clock from one start
+// (setup); a step that overruns its slot fails the run rather than
+// shorten the idle gap. The record is sale.js's plus lib.js's restocks.
 import exec from 'k6/execution';
 import { sleep } from 'k6';
 import { Counter } from 'k6/metrics';

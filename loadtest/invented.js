@@ -1,8 +1,6 @@
 // invented.js — orders for SKU ids that do not exist (-scenario
-// invented-skus), for k6: COUNT orders, VUS at a time, for the ids FIRST,
-// FIRST+1, ..., each from a shopper of its own, round-robin over the
-// instances. Every answer must be 404 sku_not_found; what the instances
-// kept of them the runner measures.
+// invented-skus), for k6: COUNT orders, VUS at a time, for FIRST, FIRST+1,
+// ..., round-robin over the instances; each must be 404 sku_not_found.
 import http from 'k6/http';
 import exec from 'k6/execution';
 import { Counter } from 'k6/metrics';

@@ -1,21 +1,9 @@
-// lifecycle.js — buyers who pay, cancel or walk away (-scenario lifecycle), for k6.
-//
-// Each VU sends buyers one after another, each ordering one unit at the
-// next instance. Of each ten buyers six pay at once (POST
-// /internal/v1/orders/{id}/paid with PAY_TOKEN, as the payment system
-// does), one cancels, two never pay and one pays after expires_at (it
-// must be refused 409 order_expired). A VU stops once it has been
-// answered only sold_out for QUIET_MS, longer than an order's payment
-// window and a sweeper's failover: no unit was left to come back. The
-// runner freezes and kills instances meanwhile, so an instance may not
-// answer: an order without an answer is "unsure", a payment is sent
-// again at the next instance.
-//
-// The record is sale.js's ("hist", "ack", "unsure") plus "said <order id>
-// <status>" each time a buyer learns what became of their order (paid,
-// cancelled, expired, or cancel-unanswered when a cancel got no answer)
-// and "cancel <call ms> <return ms> <order id> <user> <instance> <status>"
-// for every cancel, whose units come back within its interval.
+// lifecycle.js — buyers who pay, cancel or walk away (-scenario lifecycle,
+// README.md), for k6: each VU sends buyers one after another until it has
+// been answered only sold_out for QUIET_MS. The record is sale.js's plus
+// "said <order id> <status>" each time a buyer learns what became of its
+// order (paid, cancelled, expired, or cancel-unanswered) and "cancel <call
+// ms> <return ms> <order id> <user> <instance> <status>" for every cancel.
 import http from 'k6/http';
 import exec from 'k6/execution';
 import { sleep } from 'k6';

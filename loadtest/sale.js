@@ -1,25 +1,16 @@
 // sale.js — a flash-sale spike against one SKU or several, for k6 (v1.8).
+// The arrivals, the crowd, the keys and replays, the malformed share and
+// the thresholds: README.md, "The load".
 //
-// The arrivals (START_RATE to RATE orders/s over RAMP, then HOLD, across
-// BASE_URLS), the crowd, the keys and replays, the malformed share, the
-// shoppers' tokens (SHOPPER_SECRET) and the thresholds: README.md, "The load".
-//
-// The console output is the clients' record, checked by the runner against
-// the database: "ack <order_id> <user>" for every order a buyer was told
-// about (it must exist), "unsure <user>" for a buyer left without an answer
-// (only such a buyer may own an order nobody was told about), "refused
-// <key> <user> <code>" for a keyed buyer refused after an attempt of
-// unknown outcome (its key must name no order), and "unavail <unix ms>
-// <status>" for every 503 or dropped connection (they must fall inside the
-// fault window). "hist ..." records every order request with its
-// invocation and response time, its input and its answer: the history the
-// runner checks for linearizability (loadtest/verify/record.go), with
-// "restock ..." for each restock (RESTOCKS, see restocker).
-//
-// With SKU_IDS (comma-separated) instead of SKU_ID, iteration i buys SKU
-// i mod N, and every buyer's id names its SKU ("<run>-s<sku>-u<i>") so the
-// runner can split the clients' record by SKU; the per-user limit is per
-// SKU, so a repeat buyer is one SKU's.
+// The console output is the clients' record, held by the runner to the
+// database (harness/k6.go, readConsole): "ack <order_id> <user>" for every
+// order a buyer was told about, "unsure <user>" for a buyer left without
+// an answer, "refused <key> <user> <code>" for a keyed buyer refused after
+// an attempt of unknown outcome, "unavail <unix ms> <status>" for every
+// 503 or dropped connection, lib.js's "hist" for every order request and
+// "restock" for each restock (RESTOCKS, see restocker). With SKU_IDS,
+// iteration i buys SKU i mod N and its buyer's id names its SKU
+// ("<run>-s<sku>-u<i>"), so that the record splits by SKU.
 //
 // Run it through `make loadtest`; by hand:
 //   k6 run -e BASE_URLS=http://127.0.0.1:8080 -e SKU_ID=1 loadtest/sale.js

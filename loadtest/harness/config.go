@@ -35,37 +35,20 @@ func orDefault[T comparable](v *T, def T) {
 	}
 }
 
+// withDefaults fills what the rest of cfg implies: the SKUs (more on
+// Redis Cluster), the latency bounds (slower in a fault run: the degraded
+// path and the retries) and a nil Log.
 func withDefaults(cfg Config) Config {
-	d := Default()
-	orDefault(&cfg.Instances, d.Instances)
-	orDefault(&cfg.StartRate, d.StartRate)
-	orDefault(&cfg.Rate, d.Rate)
-	orDefault(&cfg.MaxVUs, d.MaxVUs)
-	orDefault(&cfg.RedisServers, 1)
-	orDefault(&cfg.RedisKill, 1)
-	orDefault(&cfg.Stock, d.Stock)
-	orDefault(&cfg.PerUserLimit, d.PerUserLimit)
-	orDefault(&cfg.Ramp, d.Ramp)
-	orDefault(&cfg.Hold, d.Hold)
-	orDefault(&cfg.FaultFor, d.FaultFor)
-	orDefault(&cfg.UnavailableGrace, d.UnavailableGrace)
-	orDefault(&cfg.Fault, FaultNone)
-	skus := 1
+	skus, p95, p99 := 1, 1500*time.Millisecond, 3*time.Second
 	if cfg.Redis == RedisCluster {
 		skus = DefaultClusterSKUs
 	}
-	orDefault(&cfg.SKUs, skus)
-	orDefault(&cfg.Lock, LockRedis)
-	// A fault run's degraded path and retries are slower.
-	p95, p99 := 1500*time.Millisecond, 3*time.Second
 	if cfg.Fault != FaultNone {
 		p95, p99 = 3*time.Second, 6*time.Second
 	}
+	orDefault(&cfg.SKUs, skus)
 	orDefault(&cfg.P95, p95)
 	orDefault(&cfg.P99, p99)
-	orDefault(&cfg.SoldOutBound, DefaultSoldOutBound)
-	orDefault(&cfg.FaultAt, d.FaultAt)
-	orDefault(&cfg.MySQLDSN, d.MySQLDSN)
 	orDefault(&cfg.Log, io.Discard)
 	return cfg
 }

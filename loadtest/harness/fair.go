@@ -13,12 +13,9 @@ import (
 	"github.com/seckill/seckill/loadtest/verify"
 )
 
-// The first-come-first-served run (-scenario fair): distinct buyers, one
-// unit each, arrive evenly spread over fairOver, round-robin over the
-// instances. A buyer told 429 or 503 waits Retry-After and sends the same
-// request with the same Idempotency-Key to the next instance, as a
-// well-behaved client does. The run then counts the buyers served out of
-// arrival order by more than fairTolerance.
+// The first-come-first-served run (-scenario fair, loadtest/README.md)
+// spreads its buyers over fairOver and counts those served out of arrival
+// order by more than fairTolerance.
 const (
 	fairOver      = time.Second
 	fairTolerance = 100 * time.Millisecond
@@ -27,15 +24,12 @@ const (
 // fairBuyer is one buyer's first arrival and final answer.
 type fairBuyer struct {
 	arrived, answered time.Time
-	status            int
+	status, tries     int
 	code              string
-	tries             int
 	orderID           int64
-	ref               string // the order id as the buyer was told it
-	state             string // the order's status as the buyer was told it
+	ref, state        string // the order's id and status as the buyer was told them
 	position          int64  // a waiting order's place in line
 	unsure            bool   // an attempt's outcome was unknown (503 or no answer)
-	instance          int    // the instance that gave the final answer
 }
 
 // joined reports whether the buyer was told its order waits: 202, or 200
@@ -47,10 +41,10 @@ func (b fairBuyer) joined() bool {
 // maxFairTries bounds each buyer's attempts.
 const maxFairTries = 20
 
-// RunFair starts the database, a private Redis and cfg's instances, sends
-// the buyers (default 12,000) for a SKU of units (default 3,000), counts
-// who was served out of arrival order and holds every answer to the
-// sale's checks. cfg.Env goes to every instance.
+// RunFair starts the database, a private Redis and cfg's instances (with
+// cfg.Env), sends the buyers (default 12,000) for a SKU of units (default
+// 3,000), counts who was served out of arrival order and holds every
+// answer to the sale's checks.
 func RunFair(ctx context.Context, cfg Config, units int64, buyers int) (res ScenarioResult, err error) {
 	orDefault(&units, 3000)
 	orDefault(&buyers, 12000)
@@ -87,9 +81,7 @@ func RunFair(ctx context.Context, cfg Config, units int64, buyers int) (res Scen
 	return res, r.checkAnswers(ctx, &res, units, fr.clients(), fr.attempts)
 }
 
-// clients is what the buyers were told, as sale.js records it: the
-// orders acknowledged, the buyers left without an answer, the refusals
-// after an unknown outcome.
+// clients is what the buyers were told, as sale.js records it.
 func (fr *fairRun) clients() verify.Clients {
 	var c verify.Clients
 	for k, b := range fr.buyers {
@@ -120,14 +112,12 @@ type fairRun struct {
 func (fr *fairRun) user(k int) string { return fr.name + "-" + strconv.Itoa(k) }
 func (fr *fairRun) key(k int) string  { return fr.name + "-key-" + strconv.Itoa(k) }
 
-// fairConnsPerInstance bounds the connections the client keeps open to
-// each instance.
+// fairConnsPerInstance bounds the connections kept open to each instance.
 const fairConnsPerInstance = 12000
 
-// warm opens n connections to every instance before the sale, so that
-// buyers do not each dial one: a dial on a busy box can take longer than
-// the tolerance, and would reorder the arrivals before the service sees
-// them.
+// warm opens n connections to every instance before the sale: a dial on a
+// busy box can take longer than the tolerance, and would reorder the
+// arrivals before the service sees them.
 func (fr *fairRun) warm(ctx context.Context, n int) {
 	var wg sync.WaitGroup
 	for _, url := range fr.baseURLs {
@@ -151,11 +141,7 @@ func (fr *fairRun) send(ctx context.Context, over time.Duration) {
 		if ctx.Err() != nil {
 			break
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			fr.buy(ctx, k)
-		}()
+		wg.Go(func() { fr.buy(ctx, k) })
 	}
 	wg.Wait()
 }
@@ -173,7 +159,7 @@ func (fr *fairRun) buy(ctx context.Context, k int) {
 		p, err := fr.run.send(ctx, http.MethodPost, fr.baseURLs[i]+"/api/v1/orders", body, "", "Idempotency-Key", key)
 		a := p.answer()
 		b.orderID, _ = fr.orderIDs.Decode(a.OrderID)
-		b.ref, b.state, b.position, b.instance = a.OrderID, a.Status, a.Position, i
+		b.ref, b.state, b.position = a.OrderID, a.Status, a.Position
 		b.tries++
 		b.status, b.code, b.answered = p.status, a.Error.Code, time.Now()
 		if err != nil {

@@ -33,8 +33,8 @@ const (
 var Faults = []string{FaultNone, FaultRedis, FaultInstance, FaultMySQL, FaultFailover, FaultPause, FaultZKLeader, FaultMySQLFailover}
 
 // Config is one load run; cmd/loadtest's flags say what each field means.
-// Zero numbers and strings take the defaults of Default; booleans do not,
-// so start from Default or Smoke.
+// Start from Default or Smoke: zero SKUs, P95 and P99 take the defaults
+// the topology and the fault imply.
 type Config struct {
 	Instances    int
 	Stock        int64 // of the sale's SKUs together
@@ -104,6 +104,8 @@ func Default() Config {
 		RedisKill:        1,
 		MySQLDSN:         "root@tcp(127.0.0.1:3306)/",
 		MySQLMinReplicas: 1,
+		Lock:             LockRedis,
+		SoldOutBound:     DefaultSoldOutBound,
 		Events:           true,
 	}
 }

@@ -113,21 +113,26 @@ func TestUnavailableOutside(t *testing.T) {
 func TestNormalize_refuses(t *testing.T) {
 	tests := []struct {
 		name string
-		cfg  Config
+		set  func(*Config)
 		want string
 	}{
-		{name: "unknown fault", cfg: Config{Fault: "disk"}, want: "fault"},
-		{name: "target without token", cfg: Config{Target: true, BaseURLs: []string{"http://x"}}, want: "admin token"},
-		{name: "target with fault", cfg: Config{Target: true, BaseURLs: []string{"http://x"}, AdminToken: strings.Repeat("t", 16), Fault: FaultRedis}, want: "cannot inject"},
-		{name: "redis fault on shared redis", cfg: Config{Fault: FaultRedis, RedisAddrs: []string{"127.0.0.1:6379"}}, want: "own redis-server"},
-		{name: "instance fault alone", cfg: Config{Fault: FaultInstance, Instances: 1}, want: "at least 2"},
-		{name: "fault-at past the stock", cfg: Config{FaultAt: 1}, want: "fault-at"},
-		{name: "killing more redis-servers than started", cfg: Config{Fault: FaultRedis, RedisServers: 3, RedisKill: 4}, want: "redis-kill"},
+		{name: "unknown fault", set: func(c *Config) { c.Fault = "disk" }, want: "fault"},
+		{name: "no instance", set: func(c *Config) { c.Instances = 0 }, want: "instances"},
+		{name: "target without token", set: func(c *Config) { c.Target, c.BaseURLs = true, []string{"http://x"} }, want: "admin token"},
+		{name: "target with fault", set: func(c *Config) {
+			c.Target, c.BaseURLs, c.AdminToken, c.Fault = true, []string{"http://x"}, strings.Repeat("t", 16), FaultRedis
+		}, want: "cannot inject"},
+		{name: "redis fault on shared redis", set: func(c *Config) { c.Fault, c.RedisAddrs = FaultRedis, []string{"127.0.0.1:6379"} }, want: "own redis-server"},
+		{name: "instance fault alone", set: func(c *Config) { c.Fault, c.Instances = FaultInstance, 1 }, want: "at least 2"},
+		{name: "fault-at past the stock", set: func(c *Config) { c.FaultAt = 1 }, want: "fault-at"},
+		{name: "killing more redis-servers than started", set: func(c *Config) { c.Fault, c.RedisServers, c.RedisKill = FaultRedis, 3, 4 }, want: "redis-kill"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := normalize(tt.cfg); err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("normalize(%+v) error = %v; want it to mention %q", tt.cfg, err, tt.want)
+			cfg := Default()
+			tt.set(&cfg)
+			if _, err := normalize(cfg); err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("normalize(%+v) error = %v; want it to mention %q", cfg, err, tt.want)
 			}
 		})
 	}

@@ -35,14 +35,10 @@ func (r *run) checkLifecycle(ctx context.Context, res *ScenarioResult, k6res k6R
 	if err != nil {
 		return err
 	}
-	orders := make(map[int64]verify.Order, len(snap.Orders))
-	for _, o := range snap.Orders {
-		orders[o.ID] = o
-	}
 	r.addReturns(res, rec, snap.Orders)
 	res.line("  answers: %d orders created; payments %d paid, %d order_expired; %d cancelled, %d cancels unanswered; stale-fence sweeps refused: %d",
 		rec.told["pending"], rec.told["paid"], rec.told["expired"], rec.told["cancelled"], rec.told[cancelUnknown], r.metricSum(ctx, `seckill_sweep_seconds_count{outcome="stale_fence"} `))
-	r.checkSaid(res, rec, orders)
+	r.checkSaid(res, rec, snap.ByID())
 	r.checkResold(res, snap.Orders, units)
 	return r.checkScript(ctx, res, k6res, units)
 }

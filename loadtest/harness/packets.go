@@ -21,12 +21,10 @@ import (
 	"github.com/seckill/seckill/lock/locktest"
 )
 
-// packetClock times each order request as the service's machine sees
-// it: the kernel's timestamp of the request's first packet on loopback,
-// captured by tshark (Debian's wireshark tools) as it goes, keyed by its
-// Idempotency-Key. A client goroutine's own stamp is taken before the
-// request is written, and on a busy 2-core box it can be off by hundreds
-// of milliseconds; the packet's is not.
+// packetClock times each order request as the service's machine sees it
+// (loadtest/README.md, -scenario fair): the kernel's timestamp of its
+// first packet on loopback, captured by tshark, keyed by its
+// Idempotency-Key.
 type packetClock struct {
 	cmd  *exec.Cmd
 	port int           // where probes go
@@ -35,11 +33,9 @@ type packetClock struct {
 	seen map[string]time.Time // the first packet of each key
 }
 
-// startPackets captures the first packet of every POST sent to ports (a
-// segment whose payload starts with "POST"). It returns once a probe sent
-// to the first port has been captured; an error when tshark is not
-// installed or cannot capture (the caller then keeps its own stamps and
-// says so).
+// startPackets captures the first packet of every POST sent to ports,
+// and returns once a probe sent to the first port has been captured; an
+// error when tshark is not installed or cannot capture.
 func startPackets(ctx context.Context, dir string, ports []int) (*packetClock, error) {
 	dst := make([]string, len(ports))
 	for i, p := range ports {
@@ -117,11 +113,9 @@ func (c *packetClock) read(out io.Reader, log io.Closer) {
 	}
 }
 
-// arrivals stops the capture once tshark has printed every packet (it
-// prints them in order, and a stop does not wait for those behind) and
-// returns the first packet's time of each Idempotency-Key it saw: a
-// request sent again with its key keeps the first arrival, as the
-// service does.
+// arrivals stops the capture once tshark has printed every packet (in
+// order: a probe sent last) and returns the first packet's time of each
+// Idempotency-Key: a retry keeps the first arrival, as the service does.
 func (c *packetClock) arrivals(ctx context.Context) (map[string]time.Time, error) {
 	if err := c.probe(ctx, "end"); err != nil {
 		return nil, err
@@ -152,9 +146,8 @@ func (c *packetClock) stop() {
 	}
 }
 
-// timeArrivals gives the crowds' buyers their first request's packet time
-// as their arrival, in place of their own stamps, and says which clock
-// timed them.
+// timeArrivals gives the crowds' buyers their first packet's time as
+// their arrival, and says which clock timed them.
 func timeArrivals(ctx context.Context, clock *packetClock, startErr error, crowds ...*fairRun) string {
 	seen, err := map[string]time.Time(nil), startErr
 	if err == nil {

@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -27,9 +28,11 @@ type scenario struct {
 // database, a private Redis, the instances, and its SKU. The caller
 // defers stop at once, whatever the error: what was started is stopped.
 func (sc scenario) start(ctx context.Context, cfg Config) (*run, error) {
-	cfg, err := normalize(Config{Instances: cfg.Instances, MySQLDSN: cfg.MySQLDSN, ServiceBin: cfg.ServiceBin, K6: cfg.K6,
-		Keep: cfg.Keep, Log: cfg.Log, SoldOutBound: cfg.SoldOutBound, Env: sc.env, ExpectSoldOut: sc.soldOut,
-		Fault: sc.fault, FaultFor: cfg.FaultFor, Events: cfg.Events && sc.units > 0}) // events of a SKU's orders
+	c := Default()
+	c.Instances, c.MySQLDSN, c.ServiceBin, c.K6, c.Keep, c.Log = cfg.Instances, cfg.MySQLDSN, cfg.ServiceBin, cfg.K6, cfg.Keep, cfg.Log
+	c.SoldOutBound, c.FaultFor, c.Env, c.ExpectSoldOut = cfg.SoldOutBound, cfg.FaultFor, sc.env, sc.soldOut
+	c.Fault, c.Events = cmp.Or(sc.fault, FaultNone), cfg.Events && sc.units > 0 // events of a SKU's orders
+	cfg, err := normalize(c)
 	if err != nil {
 		return nil, err
 	}

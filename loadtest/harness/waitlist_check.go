@@ -9,20 +9,14 @@ import (
 	"github.com/seckill/seckill/loadtest/verify"
 )
 
-// check holds the run to the waitlist's own checks (every waiter
-// answered 202 with its position, units given by arrival, each once,
-// heard at once, none free while someone waits, the rest lapsed) and to
-// the sale's (the books, every answer and every return as a history, the
-// audit).
+// check holds the run to the waitlist's own checks (loadtest/README.md)
+// and to the sale's.
 func (w *waitRun) check(ctx context.Context, res *ScenarioResult) error {
 	snap, err := verify.FromDB(ctx, w.db, w.skuID)
 	if err != nil {
 		return err
 	}
-	orders := map[int64]verify.Order{}
-	for _, o := range snap.Orders {
-		orders[o.ID] = o
-	}
+	orders := snap.ByID()
 	answers := map[int]int{}
 	for _, b := range w.holders.buyers {
 		if b.status != http.StatusCreated {
@@ -45,18 +39,16 @@ func (w *waitRun) check(ctx context.Context, res *ScenarioResult) error {
 		res.bad("once the units had come back: %s", w.freeWhileWaiting)
 	}
 	w.addHistory(snap.Orders)
-	clients := w.holders.clients()
-	more := w.waiters.clients()
+	clients, more := w.holders.clients(), w.waiters.clients()
 	clients.Acknowledged = append(clients.Acknowledged, more.Acknowledged...)
 	clients.Refused = append(clients.Refused, more.Refused...)
 	clients.Unsure = append(clients.Unsure, more.Unsure...)
 	return w.checkAnswers(ctx, res, waitHolders, clients, append(w.holders.attempts, w.waiters.attempts...))
 }
 
-// checkAllocations holds who was given units to arrival: the K waiters
-// given units must be the K earliest, within fairTolerance; without a
-// fault K is exactly every unit that came back, each one paid, and every
-// other waiter lapsed.
+// checkAllocations holds the K waiters given units to the K earliest,
+// within fairTolerance; without a fault K is every unit that came back,
+// each paid, and every other waiter lapsed.
 func (w *waitRun) checkAllocations(res *ScenarioResult, orders map[int64]verify.Order) {
 	given, lapsed, paid := 0, 0, 0
 	var firstPassed, lastGiven time.Time // arrivals: the earliest waiter passed over, the latest given units
@@ -117,9 +109,8 @@ func (w *waitRun) checkPositions(res *ScenarioResult) {
 	}
 }
 
-// checkHeard measures how long after its allocation's commit (its
-// allocated_at, on the same machine's clock) each waiter heard of it on
-// its long-poll.
+// checkHeard measures how long after its allocation's commit each waiter
+// heard of it on its long-poll.
 func (w *waitRun) checkHeard(res *ScenarioResult, orders map[int64]verify.Order) {
 	var heard []time.Duration
 	missed := 0

@@ -10,7 +10,7 @@ import (
 func Check(s Snapshot, want Expect) Report {
 	r := Report{Source: s.Source, SKU: s.SKU}
 	r.checkStock(s, want)
-	t := tallyOrders(s.Orders)
+	t := tallyOrders(s)
 	r.Orders, r.Units, r.Users, r.MaxPerUser = t.orders, t.units, len(t.perUser), t.maxPerUser
 	r.checkUnits()
 	r.checkLimit(t.perUser)
@@ -66,10 +66,9 @@ type orderTally struct {
 	dupKeys                   []string
 }
 
-func tallyOrders(orders []Order) orderTally {
-	t := orderTally{perUser: map[string]int64{}, byKey: map[[2]string]int64{}, byID: make(map[int64]Order, len(orders))}
-	for _, o := range orders {
-		t.byID[o.ID] = o
+func tallyOrders(s Snapshot) orderTally {
+	t := orderTally{perUser: map[string]int64{}, byKey: map[[2]string]int64{}, byID: s.ByID()}
+	for _, o := range s.Orders {
 		switch {
 		case o.Live():
 			t.orders++

@@ -72,6 +72,15 @@ type Snapshot struct {
 	HasTotal  bool             // total_stock is shown; without it, taken as stock + sold
 }
 
+// ByID is the snapshot's orders by id.
+func (s Snapshot) ByID() map[int64]Order {
+	out := make(map[int64]Order, len(s.Orders))
+	for _, o := range s.Orders {
+		out[o.ID] = o
+	}
+	return out
+}
+
 // Ack is an order a client was told about (201 Created or a 200 replay).
 type Ack struct {
 	OrderID int64
@@ -164,10 +173,7 @@ func Compare(db, api Snapshot) []Violation {
 		diffs = append(diffs, fmt.Sprintf("sku %d: database stock %d sold %d limit %d, API stock %d sold %d limit %d",
 			db.SKU.ID, db.SKU.Stock, db.SKU.Sold, db.SKU.PerUserLimit, api.SKU.Stock, api.SKU.Sold, api.SKU.PerUserLimit))
 	}
-	apiByID := make(map[int64]Order, len(api.Orders))
-	for _, o := range api.Orders {
-		apiByID[o.ID] = o
-	}
+	apiByID := api.ByID()
 	var orderDiffs []string
 	for _, o := range db.Orders {
 		a, ok := apiByID[o.ID]
