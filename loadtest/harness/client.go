@@ -117,8 +117,8 @@ func (r *run) metric(ctx context.Context, i int, series string) (v float64, foun
 	return 0, false, nil
 }
 
-// metricSum sums series over the instances; one that does not answer (a
-// killed one) counts nothing: the run's answers are what it judges.
+// metricSum sums series over the instances; one that does not answer
+// counts nothing.
 func (r *run) metricSum(ctx context.Context, series string) int64 {
 	var n float64
 	for i := range r.baseURLs {

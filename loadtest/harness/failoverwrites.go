@@ -11,13 +11,11 @@ import (
 	"github.com/seckill/seckill/loadtest/verify"
 )
 
-// The writes of the mysql-failover fault besides k6's orders, as issue 46
-// tried them: on a SKU of their own, a buyer orders a unit every
-// writeEvery and, writeDelay after the 201, pays it (three in four, as
-// the payment system) or cancels it; the admin sets that SKU's stock once
-// in the middle of the replicas' stall. A write answered 503 or not at
-// all is sent again (each is idempotent) up to writeTries times. Each one
-// answered 200/201 must be on the survivor.
+// The writes of the mysql-failover fault beside k6's orders, on a SKU of
+// their own: a buyer orders a unit every writeEvery and, writeDelay after
+// the 201, pays it (three in four) or cancels it; the admin sets the
+// stock once mid-stall. A write answered 503 or not at all is sent again
+// (each is idempotent). Each one answered 200/201 must be on the survivor.
 const (
 	writeEvery = 50 * time.Millisecond
 	writeDelay = 3 * time.Second
@@ -26,8 +24,7 @@ const (
 )
 
 // FailoverWrites counts, by kind, the writes acknowledged and those the
-// survivor lacks: an order not there, a payment whose order is not paid,
-// a cancel whose order is not cancelled, a stock not as the answer left it.
+// survivor lacks.
 type FailoverWrites struct {
 	Orders       WriteCount       `json:"orders"`
 	Payments     WriteCount       `json:"payments"`
@@ -36,8 +33,7 @@ type FailoverWrites struct {
 	Answers      map[string]int64 `json:"answers"` // by kind and status
 }
 
-// WriteCount is one kind's acknowledged writes, the missing among them,
-// and those acknowledged after the failover.
+// WriteCount is one kind's acknowledged writes.
 type WriteCount struct {
 	Acknowledged int `json:"acknowledged"`
 	Missing      int `json:"missing"`
@@ -53,8 +49,8 @@ func (w FailoverWrites) String() string {
 		w.Payments, w.Cancels, w.StockChanges, w.Orders)
 }
 
-// violations is a missing write of any kind, payments that stopped, or
-// a stock change never acknowledged.
+// violations is a missing write, payments that stopped, or a stock change
+// never acknowledged.
 func (w FailoverWrites) violations() []verify.Violation {
 	var out []string
 	if n := w.Orders.Missing + w.Payments.Missing + w.Cancels.Missing + w.StockChanges.Missing; n > 0 {
@@ -176,9 +172,8 @@ func (w *failoverWrites) count(kind string, status int, err error) {
 	w.note(func() { w.answers[key]++ })
 }
 
-// checkFailoverWrites reads the survivor and counts, by kind, the
-// acknowledged writes it lacks; after is when the address moved. The
-// writes are over: no lock is taken.
+// checkFailoverWrites counts, by kind, the acknowledged writes the
+// survivor lacks; after is when the address moved. The writes are over.
 func (r *run) checkFailoverWrites(ctx context.Context, after time.Time) (FailoverWrites, error) {
 	w := r.myfail.writes
 	out := FailoverWrites{Answers: w.answers}
@@ -208,8 +203,7 @@ func (r *run) checkFailoverWrites(ctx context.Context, after time.Time) (Failove
 	return out, nil
 }
 
-// tally counts one acknowledged write: there or missing, and whether it
-// was acknowledged after the failover.
+// tally counts one acknowledged write.
 func tally(c *WriteCount, there bool, at, after time.Time) {
 	c.Acknowledged++
 	if !there {

@@ -55,9 +55,8 @@ func (r *run) victims() ([]victim, error) {
 	return vs, nil
 }
 
-// strike notes the fault's victims and when it struck, says what it
-// does, runs it (until the victims, or the survivors, serve again) and
-// notes when it was over; done says how.
+// strike notes the fault's victims and window around fault, which
+// returns once they (or the survivors) serve again, saying how.
 func (r *run) strike(victims, what string, fault func() (done string, err error)) error {
 	m := &r.monitor
 	m.victims, m.faultStart = victims, time.Now()
@@ -94,12 +93,10 @@ func (r *run) killAndRestart(ctx context.Context, victims []victim) error {
 	})
 }
 
-// injectPause freezes the last instance with SIGSTOP for FaultFor (give it
-// more than lock.ttl, 3s, to outlive its lease: -fault-for 5s), then
-// resumes it with SIGCONT: a process paused mid-sale, a GC pause or a VM
-// stall. Its lease expires meanwhile; on resume its stale writes must be
-// refused and its stale hints (a sold-out mark) must not be believed
-// beyond the documented bound.
+// injectPause freezes the last instance with SIGSTOP for FaultFor (past
+// lock.ttl, 3s, it outlives its lease: -fault-for 5s), then resumes it: a
+// GC pause or a VM stall, whose stale writes must be refused and stale
+// hints not believed beyond the documented bound.
 func (r *run) injectPause(ctx context.Context) error {
 	i := len(r.instances) - 1
 	victim, name := r.instances[i], instanceName(i)

@@ -20,9 +20,8 @@ import (
 // follow a restock made elsewhere, sold_out.local_ttl + sold_out.recheck.
 var DefaultSoldOutBound = config.Default().SoldOut.LocalTTL + config.Default().SoldOut.Recheck
 
-// restockLog is what changed the stock beside the buyers' orders, read
-// from a script's record after the run: restocks and, in the lifecycle
-// run, the orders' returns.
+// restockLog is what changed the stock beside the buyers' orders:
+// restocks and the orders' returns.
 type restockLog struct {
 	ops    []verify.Op
 	total  int64 // total_stock after the last restock, 0 before any
@@ -97,9 +96,8 @@ func (l *restockLog) parse(msg string) error {
 
 // checkHistory checks every recorded answer to one SKU, which started the
 // sale with initialStock, against one stock counter (verify.CheckHistory),
-// resolving unknown outcomes from snap, the settled state of the SKU. It
-// is kept in the results as history.jsonl and, violating, drawn as
-// history.html (history-<sku>.* of a sale of many SKUs).
+// resolving unknown outcomes from snap; the history is kept as
+// history.jsonl and, violating, drawn as history.html (history-<sku>.*).
 func (r *run) checkHistory(attempts []verify.Attempt, snap verify.Snapshot, initialStock int64) (verify.HistoryVerdict, error) {
 	h := verify.BuildHistory(initialStock, snap, attempts, r.restocks.ops)
 	name := "history"
@@ -129,8 +127,7 @@ func (r *run) checkHistory(attempts []verify.Attempt, snap verify.Snapshot, init
 	return v, nil
 }
 
-// writeHistory keeps the checked history, one operation a line, for a
-// second look at a run's answers.
+// writeHistory keeps the checked history, one operation a line.
 func writeHistory(path string, h verify.History) error {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)

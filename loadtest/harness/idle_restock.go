@@ -9,12 +9,9 @@ import (
 	"github.com/seckill/seckill/internal/config"
 )
 
-// The idle-restock run (-scenario idle-restock), driven by loadtest/idle.js:
-// a SKU of idleUnits units sells out at every instance but the first,
-// nobody orders for longer than sold_out.local_ttl + sold_out.recheck (so
-// every sold-out mark is stale), it is restocked to idleUnits through the
-// first instance and, once the sold-out bound has passed, idleBurst
-// buyers hit the others at once: each must buy. idleRounds times over.
+// The idle-restock run (-scenario idle-restock, loadtest/README.md):
+// idleRounds of a sell-out, an idle gap that leaves every sold-out mark
+// stale, a restock to idleUnits and idleBurst buyers who must each buy.
 const (
 	idleUnits  = 30
 	idleBurst  = 20
@@ -22,8 +19,7 @@ const (
 )
 
 // RunIdleRestock starts the database, a private Redis and cfg's instances,
-// runs idle.js and holds
-// every answer to the sale's checks, the history's among them.
+// runs idle.js and holds every answer to the sale's checks.
 func RunIdleRestock(ctx context.Context, cfg Config) (res ScenarioResult, err error) {
 	// Two or more instances: the first restocks, the others sell; buyers
 	// are named in the body.

@@ -23,18 +23,17 @@ func (r *run) usage(ctx context.Context, i int) (u usage, err error) {
 
 func mb(b int64) float64 { return float64(b) / (1 << 20) }
 
-// maxRSSGrowth is the bound the run asserts per instance.
-const maxRSSGrowth = 100 << 20
-
-// poolGoroutines is the goroutines an instance's MySQL pool may add
-// between two readings: one per open connection, up to the default
-// mysql.max_open_conns. Nothing per id: the defect left thousands.
-const poolGoroutines = 64
+const (
+	maxRSSGrowth = 100 << 20 // per instance
+	// poolGoroutines is what an instance's MySQL pool may add: one per
+	// connection, up to mysql.max_open_conns. Nothing per id.
+	poolGoroutines      = 64
+	inventedConcurrency = 64 // orders in flight at once
+)
 
 // RunInvented starts the database, a private Redis and cfg's instances,
 // sends requests (default 20,000) orders for SKU ids that do not exist
-// (loadtest/invented.js) and measures what stayed: RSS, goroutines and
-// the Redis keys of SKUs.
+// (loadtest/invented.js) and measures what stayed.
 func RunInvented(ctx context.Context, cfg Config, requests int) (res ScenarioResult, err error) {
 	orDefault(&requests, 20000)
 	r, err := scenario{name: "invented"}.start(ctx, cfg)
@@ -82,8 +81,7 @@ func RunInvented(ctx context.Context, cfg Config, requests int) (res ScenarioRes
 	return res, nil
 }
 
-// invent runs invented.js: n orders for the ids first, first+1, ...,
-// inventedConcurrency at a time; its summary is returned.
+// invent runs invented.js: n orders for the ids first, first+1, ...
 func (r *run) invent(ctx context.Context, name string, first int64, n int) (k6Summary, error) {
 	k6res, err := r.runScript(ctx, "invented.js", name, scriptLimit, map[string]string{"BASE_URLS": strings.Join(r.baseURLs, ","),
 		"FIRST": strconv.FormatInt(first, 10), "COUNT": strconv.Itoa(n), "VUS": strconv.Itoa(inventedConcurrency)},
@@ -93,10 +91,6 @@ func (r *run) invent(ctx context.Context, name string, first int64, n int) (k6Su
 	}
 	return readK6Summary(k6res.Summary)
 }
-
-// inventedConcurrency is how many orders for invented SKU ids the run
-// has in flight at once.
-const inventedConcurrency = 64
 
 // usageAfter reads instance i's RSS and goroutines after the burst and
 // checks their growth.
@@ -135,10 +129,9 @@ func (r *run) gauge(ctx context.Context, i int, series string) (int64, error) {
 	return int64(v), err
 }
 
-// skuKeys counts a Redis server's keys of SKUs (a lock, its fence, its
-// sold-out mark: "{sku:<id>}" in the name), which an invented id must not
-// create. Other keys (the sweeper's lease, a refused contender's mark on
-// it) come and go with their own TTLs, whatever the burst does.
+// skuKeys counts a Redis server's keys of SKUs ("{sku:<id>}" in the name:
+// a lock, its fence, its sold-out mark), which an invented id must not
+// create; the sweeper's lease comes and goes on its own TTL.
 func skuKeys(ctx context.Context, addr string) (int, error) {
 	rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
 	defer rdb.Close()

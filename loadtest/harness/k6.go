@@ -70,12 +70,11 @@ func (r *run) runK6(ctx context.Context) (k6Result, error) {
 		"ADMIN_TOKEN="+r.token)
 }
 
-// runScript runs loadtest/<script> with k6 (cfg.K6, found or installed),
-// vars on its command line and env (secrets) in its environment, for at
-// most limit, and leaves its summary, its console (the clients' record)
-// and its output in the results as <name>-summary.json,
-// <name>-console.log and <name>.txt. A failed threshold is k6's exit
-// code, not an error.
+// runScript runs loadtest/<script> with k6, vars on its command line and
+// env (secrets) in its environment, for at most limit, and leaves
+// <name>-summary.json, <name>-console.log (the clients' record) and
+// <name>.txt in the results. A failed threshold is an exit code, not an
+// error.
 func (r *run) runScript(ctx context.Context, script, name string, limit time.Duration, vars map[string]string, env ...string) (k6Result, error) {
 	res := k6Result{
 		Summary: filepath.Join(r.dir, name+"-summary.json"),
@@ -122,9 +121,8 @@ type consoleLog struct {
 	Unavailable []time.Time      // 503s and dropped connections
 	Unexpected  []string         // samples of answers outside the contract
 
-	// lifecycle.js's: what each order (by the id its buyer was told) was
-	// last said to be, the answers by what they said, and the cancels
-	// (the order id in Key until decoded).
+	// lifecycle.js's: each order's last answer (by the id its buyer was
+	// told), the answers by status, the cancels (the order id in Key).
 	said    map[string]string
 	told    map[string]int
 	cancels []verify.Op

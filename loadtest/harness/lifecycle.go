@@ -11,12 +11,10 @@ import (
 	"github.com/seckill/seckill/lock/locktest"
 )
 
-// The lifecycle run (-scenario lifecycle): loadtest/lifecycle.js's buyers,
-// of whom 60% pay, 10% cancel, 20% never pay and 10% pay too late, keep
-// coming until every unit is paid, which only the returned units make
-// possible. Mid-run the sweeper's leader is frozen (SIGSTOP) past its
-// lease, the instance that takes the lease over is killed (SIGKILL), and
-// the frozen one resumes: process faults, which k6 cannot cause.
+// The lifecycle run (-scenario lifecycle, loadtest/README.md):
+// lifecycle.js's buyers pay, cancel or abandon until every unit is paid,
+// while the sweeper's leader is frozen past its lease and its successor
+// killed: process faults, which k6 cannot cause.
 const (
 	lifecycleBuyers = 32
 	paymentTimeout  = 3 * time.Second
@@ -24,8 +22,7 @@ const (
 )
 
 // RunLifecycle starts the database, a private Redis and cfg's instances,
-// sells units (default 1,000) with its faults, and verifies
-// the outcome in the database and every answer as a history.
+// sells units (default 1,000) with its faults, and verifies the outcome.
 func RunLifecycle(ctx context.Context, cfg Config, units int64) (res ScenarioResult, err error) {
 	orDefault(&units, 1000)
 	// Three or more instances: one is frozen, another killed. Buyers are

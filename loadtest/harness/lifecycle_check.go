@@ -12,16 +12,13 @@ import (
 // answer or a 503.
 const cancelUnknown = "cancel-unanswered"
 
-// expirySlack is how long after an expired order's settled_at (the
-// sweeper's clock, read before its transaction) its units are taken to
-// be back: the sweep's transaction commits within it.
+// expirySlack is how long after a settled_at or allocated_at (read before
+// its transaction commits) the change is taken to have committed.
 const expirySlack = time.Second
 
 // checkLifecycle waits until no order is pending, then runs the sale's
-// checks (checkScript: the database, the API, every order told to its
-// buyer or explained by one left unanswered, the audit, and every order
-// answer, cancel and expiry as a history) and the lifecycle's own: every
-// unit paid, every answer what the order is, returned units sold again.
+// checks (checkScript) and the lifecycle's own: every unit paid, every
+// answer what the order is, returned units sold again.
 func (r *run) checkLifecycle(ctx context.Context, res *ScenarioResult, k6res k6Result, units int64) error {
 	if err := r.awaitCount(ctx, "no order pending", time.Minute, func(n int64) bool { return n == 0 },
 		"SELECT COUNT(*) FROM orders WHERE status = 'pending'"); err != nil {
@@ -43,10 +40,8 @@ func (r *run) checkLifecycle(ctx context.Context, res *ScenarioResult, k6res k6R
 	return r.checkScript(ctx, res, k6res, units)
 }
 
-// addReturns gives the history the orders' returns: a cancelled order
-// returned its unit within its cancel's interval (by the history's end
-// when the cancel went unanswered), an expired one within expirySlack of
-// its settled_at.
+// addReturns gives the history the orders' returns: a cancel's within its
+// interval (by the history's end when unanswered), then databaseOps.
 func (r *run) addReturns(res *ScenarioResult, rec consoleLog, orders []verify.Order) {
 	end := time.Now() // after every answer and every sweep
 	cancelled := map[int64]bool{}

@@ -16,15 +16,12 @@ import (
 
 const (
 	lockSampleEvery = 100 * time.Millisecond
-	lockMaxSamples  = 5000 // answers kept in the count; polling stops past it
-	lockMaxSKUs     = 3    // SKUs sampled of a sale spread over many
-	lockMaxChanges  = 64   // holder changes kept for the report
-	lockMaxProblems = 20   // violations kept; the rest are counted
-	lockTokenMax    = 8    // the longest token prefix the API may show
-	// lockIdleWait bounds the wait for every lock to be free after the
-	// sale: a worker keeps its lease lock.hold_idle (1s) after its last
-	// order, and an abandoned lease runs out within lock.ttl.
-	lockIdleWait = 20 * time.Second
+	lockMaxSamples  = 5000             // answers kept in the count; polling stops past it
+	lockMaxSKUs     = 3                // SKUs sampled of a sale spread over many
+	lockMaxChanges  = 64               // holder changes kept for the report
+	lockMaxProblems = 20               // violations kept; the rest are counted
+	lockTokenMax    = 8                // the longest token prefix the API may show
+	lockIdleWait    = 20 * time.Second // past lock.hold_idle (1s) and an abandoned lease's lock.ttl
 )
 
 // LockInspection is what the inspection API showed during and after the sale.
@@ -35,11 +32,9 @@ type LockInspection struct {
 	Holders    int          `json:"holders"`
 	Changes    []LockChange `json:"holder_changes,omitempty"` // the first lockMaxChanges
 	Increasing bool         `json:"fences_increasing"`
-	// Grew counts the holder changes whose fence was above the previous
-	// holder's in the same view: the evidence behind Increasing.
-	Grew     int      `json:"fences_grew"`
-	Idle     string   `json:"idle"` // the after-sale answer: free, or what held on
-	Problems []string `json:"problems,omitempty"`
+	Grew       int          `json:"fences_grew"` // holder changes whose fence was above the last's: Increasing's evidence
+	Idle       string       `json:"idle"`        // the after-sale answer: free, or what held on
+	Problems   []string     `json:"problems,omitempty"`
 
 	owners  map[string]bool
 	last    map[string]LockChange // the last holder by view: the SKU, or instance and SKU (see add)
@@ -78,9 +73,8 @@ func (li *LockInspection) problem(format string, args ...any) {
 }
 
 // add checks one answer for sku; view names whose answers must show
-// fences that never decrease: the SKU with one store every instance reads
-// alike (Redis), the instance and SKU with ZooKeeper, whose followers may
-// answer one session a little behind another.
+// fences that never decrease: the SKU on Redis, the instance and SKU on
+// ZooKeeper, whose followers may answer one session behind another.
 func (li *LockInspection) add(view string, sku int64, a lockAnswer) {
 	li.Samples++
 	if !a.Held {
@@ -113,8 +107,8 @@ func (li *LockInspection) add(view string, sku int64, a lockAnswer) {
 }
 
 // follows checks the fence of cur, seen in view after prev: it never
-// decreases, and a new holder's is above its predecessor's. A fence of 0
-// is a store that keeps none (Redlock): nothing to grow.
+// decreases, and a new holder's is above its predecessor's (but 0: a store
+// that keeps none, Redlock).
 func (li *LockInspection) follows(view string, sku int64, prev, cur LockChange, newHolder bool) {
 	switch {
 	case cur.Fence < prev.Fence:
@@ -156,8 +150,8 @@ func (li *LockInspection) violations() []verify.Violation {
 }
 
 // sampleLocks polls the inspection API of every instance every 100ms
-// until ctx ends or lockMaxSamples answers; one goroutine, one request at
-// a time, so that a later answer of one store never precedes an earlier one.
+// until ctx ends or lockMaxSamples answers, one request at a time, so
+// that a later answer never precedes an earlier one.
 func (r *run) sampleLocks(ctx context.Context, li *LockInspection) {
 	tick := time.NewTicker(lockSampleEvery)
 	defer tick.Stop()
@@ -171,9 +165,8 @@ func (r *run) sampleLocks(ctx context.Context, li *LockInspection) {
 	}
 }
 
-// lockRound reads the lock of every sampled SKU (the first lockMaxSKUs)
-// at every instance once, checking each answer, and describes those held
-// or unread.
+// lockRound reads and checks the lock of every sampled SKU at every
+// instance once, and describes those held or unread.
 func (r *run) lockRound(ctx context.Context, li *LockInspection) (held []string) {
 	for _, base := range r.baseURLs {
 		for _, sku := range r.skuIDs[:min(len(r.skuIDs), lockMaxSKUs)] {
@@ -203,10 +196,9 @@ func (r *run) lockRound(ctx context.Context, li *LockInspection) (held []string)
 	return held
 }
 
-// finishLocks completes the inspection after the sale and logs its line:
-// it waits, bounded, for every sampled SKU's lock to be free on every
-// instance, checking each answer as during the sale (not in target mode,
-// where other traffic may hold it).
+// finishLocks waits, bounded, for every sampled lock to be free, checking
+// each answer (not in target mode, where other traffic may hold it), and
+// logs the inspection's line.
 func (r *run) finishLocks(ctx context.Context, li *LockInspection) {
 	li.Idle = "not checked (target mode: other traffic may hold it)"
 	if !r.cfg.Target {

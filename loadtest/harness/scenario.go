@@ -23,10 +23,9 @@ type scenario struct {
 	fault        string   // the fault it strikes itself (waitlist), "" for none
 }
 
-// start brings up the scenario on cfg's instances, database, binary, k6,
-// sold-out bound and Keep: its results and work directories, its
-// database, a private Redis, the instances, and its SKU. The caller
-// defers stop at once, whatever the error: what was started is stopped.
+// start brings up the scenario on cfg's instances, database, binary and
+// k6: a private Redis, the instances and its SKU. The caller defers stop
+// at once, whatever the error: what was started is stopped.
 func (sc scenario) start(ctx context.Context, cfg Config) (*run, error) {
 	c := Default()
 	c.Instances, c.MySQLDSN, c.ServiceBin, c.K6, c.Keep, c.Log = cfg.Instances, cfg.MySQLDSN, cfg.ServiceBin, cfg.K6, cfg.Keep, cfg.Log
@@ -116,9 +115,8 @@ func (r *run) checkScript(ctx context.Context, res *ScenarioResult, k6res k6Resu
 	return r.checkAnswers(ctx, res, stock, cons.Clients, cons.Attempts)
 }
 
-// checkAnswers runs the sale's checks of the run's SKU (checkSKU: the
-// database, the API, the clients' record, every answer as a history) and
-// the audit, and adds their findings to res.
+// checkAnswers runs the sale's checks of the run's SKU (checkSKU), the
+// audit and the events' (checkStream), and adds their findings to res.
 func (r *run) checkAnswers(ctx context.Context, res *ScenarioResult, stock int64, clients verify.Clients, attempts []verify.Attempt) error {
 	c, err := r.checkSKU(ctx, r.skuID, stock, &clients, attempts)
 	if err != nil {

@@ -14,8 +14,7 @@ import (
 )
 
 // DefaultClusterSKUs is how many SKUs a sale on Redis Cluster spreads its
-// stock over: enough that every master serves some of them, so the killed
-// master's slots are a part of the sale and not all of it.
+// stock over: the killed master's slots are a part of the sale, not all.
 const DefaultClusterSKUs = 100
 
 // skuStock is the initial stock of the sale's i-th SKU: Stock spread
@@ -51,10 +50,8 @@ func (r *run) skuList() string {
 	return strings.Join(ids, ",")
 }
 
-// bySKU splits records by the SKU their buyer (user) names,
-// "<run>-s<sku>-...", as sale.js builds it; with one SKU every record is
-// its. A buyer naming no SKU of the sale is an error: it could hide a
-// lost order.
+// bySKU splits records by the SKU their buyer names ("<run>-s<sku>-...",
+// sale.js); a buyer naming no SKU of the sale could hide a lost order.
 func bySKU[T any](r *run, records []T, user func(T) string) (map[int64][]T, error) {
 	out := make(map[int64][]T, len(r.skuIDs))
 	for _, x := range records {
@@ -103,9 +100,8 @@ type SKUVerdict struct {
 	OK      bool   `json:"ok"`
 }
 
-// checkSKU verifies one SKU: the database's numbers and orders against
-// the clients' record, the API against the database, and every recorded
-// answer against one stock counter (the history check).
+// checkSKU verifies one SKU: the database against the clients' record,
+// the API against the database, every answer as a history.
 func (r *run) checkSKU(ctx context.Context, id, stock int64, clients *verify.Clients, attempts []verify.Attempt) (skuCheck, error) {
 	var c skuCheck
 	// Restocks (one SKU only) raise what the sale had to sell in all.
@@ -138,8 +134,7 @@ func (r *run) checkSKU(ctx context.Context, id, stock int64, clients *verify.Cli
 	c.apiRep = &rep
 	histSnap := c.api
 	if r.db != nil {
-		// The database's findings are already listed; the API's own are
-		// only news where it disagrees.
+		// The API's own findings are news only where it disagrees.
 		c.violations = append(c.violations, verify.Compare(c.db, c.api)...)
 		histSnap = c.db
 	} else {
@@ -158,9 +153,8 @@ func (r *run) checkSKU(ctx context.Context, id, stock int64, clients *verify.Cli
 	return c, nil
 }
 
-// checkSKUs verifies every SKU of the sale and fills the summary: for one
-// SKU its reports as they are; for many, their sums, one verdict per SKU
-// and the violations of each.
+// checkSKUs verifies every SKU of the sale and fills the summary: one
+// SKU's reports as they are; many SKUs' sums and a verdict each.
 func (r *run) checkSKUs(ctx context.Context, s *Summary, cons consoleLog) error {
 	byAttempts, err := bySKU(r, cons.Attempts, func(a verify.Attempt) string { return a.User })
 	if err != nil {
@@ -216,9 +210,8 @@ func (r *run) checkSKUs(ctx context.Context, s *Summary, cons consoleLog) error 
 	return nil
 }
 
-// addReport adds one SKU's report to the sale's sums; the SKU line holds
-// the sums of stock and sold, the largest per-user holding is the largest
-// of any SKU.
+// addReport adds one SKU's report to the sale's sums (the largest holding
+// is the largest of any SKU).
 func addReport(sum *verify.Report, rep verify.Report) {
 	sum.SKU.TotalStock += rep.SKU.TotalStock
 	sum.SKU.Stock += rep.SKU.Stock
@@ -274,12 +267,10 @@ func skuLine(skus []SKUVerdict) string {
 }
 
 // ClusterSale is the default sale of -redis cluster: DefaultClusterSKUs
-// SKUs of 50 units at up to 350 orders/s. One SKU sells a batch per lock
-// hold (hundreds of orders per transaction); a hundred SKUs at a
-// hundredth of the rate each sell a few orders per transaction, so one
-// machine that also runs the six redis-servers serves far fewer orders/s.
-// The rate is kept low enough that buyers are not queued past their
-// deadlines before the fault: the run is about the failover.
+// SKUs of 50 units at up to 350 orders/s. A hundred SKUs sell a few orders
+// per transaction each, where one sells hundreds, so the rate is kept low
+// enough that no buyer queues past its deadline: the run is about the
+// failover.
 func ClusterSale() Config {
 	c := Default()
 	c.SKUs = DefaultClusterSKUs

@@ -71,9 +71,7 @@ type Summary struct {
 	Victims     string  `json:"fault_victims,omitempty"`
 	Unavailable int     `json:"unavailable_answers"`
 
-	// With the mysql-failover fault: mysql.min_replicas, the acknowledged
-	// orders missing on the survivor, the units acknowledged beyond the
-	// stock, and the runner's payments, cancels and stock change.
+	// With the mysql-failover fault.
 	MySQLMinReplicas *int            `json:"mysql_min_replicas,omitempty"`
 	FailoverLost     int             `json:"failover_lost_orders"`
 	FailoverOversold int64           `json:"failover_oversold_units"`
@@ -86,14 +84,9 @@ type Summary struct {
 	API                 *verify.Report `json:"api"`
 
 	History *verify.HistoryVerdict `json:"history,omitempty"` // every answer checked for linearizability
-	// SKUs is each SKU's verdict when the sale spread over several (their
-	// sums are in Database, API and History).
-	SKUs []SKUVerdict `json:"per_sku,omitempty"`
-
-	// Locks is what the lock inspection API showed during and after the sale.
-	Locks *LockInspection `json:"lock_inspection,omitempty"`
-	// Stream is what the order events' check counted (-events).
-	Stream *eventcheck.Report `json:"order_events,omitempty"`
+	SKUs    []SKUVerdict           `json:"per_sku,omitempty"` // with several; their sums are in Database, API and History
+	Locks   *LockInspection        `json:"lock_inspection,omitempty"`
+	Stream  *eventcheck.Report     `json:"order_events,omitempty"` // -events
 
 	Violations []verify.Violation `json:"violations"`
 	Pass       bool               `json:"pass"`
@@ -124,9 +117,7 @@ func (r *run) settle(ctx context.Context) {
 }
 
 // verify settles the sale and fills its summary: k6's figures, the
-// clients' record, what the monitor saw, then every check: each SKU's
-// database, API and history, the failover's loss, the audit, the lock
-// inspection, the 503s outside the fault and k6's thresholds.
+// clients' record, what the monitor saw, then every check.
 func (r *run) verify(ctx context.Context, k6Start time.Time, k6res k6Result) (Summary, error) {
 	r.settle(ctx)
 	s := r.newSummary(k6res)
@@ -180,17 +171,17 @@ func (r *run) verify(ctx context.Context, k6Start time.Time, k6res k6Result) (Su
 // newSummary is the summary's description of the sale.
 func (r *run) newSummary(k6res k6Result) Summary {
 	cfg := r.cfg
-	s := Summary{
-		Run: r.id, Mode: "local", Fault: cfg.Fault, BaseURLs: r.baseURLs, SKUID: r.skuID, SKUCount: len(r.skuIDs),
+	mode := "local"
+	if cfg.Target {
+		mode = "target"
+	}
+	return Summary{
+		Run: r.id, Mode: mode, Fault: cfg.Fault, BaseURLs: r.baseURLs, SKUID: r.skuID, SKUCount: len(r.skuIDs),
 		Stock: cfg.Stock, PerUserLimit: cfg.PerUserLimit, PeakRate: cfg.Rate,
 		Duration: (cfg.Ramp + cfg.Hold).String(), K6ExitCode: k6res.ExitCode,
 		BoundMS: Latency{P95: float64(cfg.P95.Milliseconds()), P99: float64(cfg.P99.Milliseconds())},
 		Machine: fmt.Sprintf("%d CPUs, load average %s before, %s after", runtime.NumCPU(), r.loadBefore, loadAverage()),
 	}
-	if cfg.Target {
-		s.Mode = "target"
-	}
-	return s
 }
 
 // addK6 takes k6's counts, latencies and failed thresholds.
@@ -267,13 +258,10 @@ func (r *run) unavailableOutside(at []time.Time) []verify.Violation {
 		len(outside), outside[0].Format("15:04:05.000"), outside[len(outside)-1].Format("15:04:05.000"), window)}}
 }
 
-// longestStall is the longest stretch between the first 1% sold and the
-// sell-out in which less than 1% of the stock sold: a stuck lock or a dead
-// database shows here even when every invariant holds, and a trickle of
-// fallback sales does not hide it.
+// longestStall is the longest stretch between the first 1% sold (the
+// ramp's gentle start is no stall) and the sell-out in which less than 1%
+// of the stock sold: a stuck lock shows even when every invariant holds.
 func longestStall(samples []sample, stock int64) float64 {
-	// The count starts once 1% is sold, so that a gentle start of the
-	// arrival ramp is not taken for a stall.
 	limit := max(1, stock/100)
 	var live []sample
 	for _, x := range samples {
@@ -336,13 +324,11 @@ func (s Summary) writeSale(p func(string, ...any)) {
 	if s.Machine != "" {
 		p("  machine       %s", s.Machine)
 	}
+	skus := fmt.Sprintf("sku %d, stock %d", s.SKUID, s.Stock)
 	if s.SKUCount > 1 {
-		p("  sale          %d SKUs (the first %d), stock %d in all, per-user limit %d each; arrivals ramp to %d/s over %s",
-			s.SKUCount, s.SKUID, s.Stock, s.PerUserLimit, s.PeakRate, s.Duration)
-	} else {
-		p("  sale          sku %d, stock %d, per-user limit %d; arrivals ramp to %d/s over %s",
-			s.SKUID, s.Stock, s.PerUserLimit, s.PeakRate, s.Duration)
+		skus = fmt.Sprintf("%d SKUs (the first %d), stock %d in all", s.SKUCount, s.SKUID, s.Stock)
 	}
+	p("  sale          %s, per-user limit %d; arrivals ramp to %d/s over %s", skus, s.PerUserLimit, s.PeakRate, s.Duration)
 	p("  requests      %d (%.0f/s), %d retried, %d gave up, %d arrivals dropped by k6 (machine limit)",
 		s.Requests, s.ReqPerSec, s.Retried, s.GaveUp, s.Dropped)
 	p("  by status     %s", counts(s.ByStatus))
@@ -361,8 +347,7 @@ func (s Summary) writeSale(p func(string, ...any)) {
 	}
 }
 
-// writeFindings prints what the checks read: the database, the API, the
-// clients, the failover's loss, the history and the lock inspection.
+// writeFindings prints what the checks read.
 func (s Summary) writeFindings(p func(string, ...any)) {
 	if d := s.Database; d != nil {
 		p("  database      sold %d, stock %d, %d orders holding %d units, %d users, at most %d per user",
