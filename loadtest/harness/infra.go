@@ -2,19 +2,13 @@ package harness
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
-
-	"github.com/go-sql-driver/mysql"
-
-	"github.com/seckill/seckill/lock/locktest"
 )
 
 // K6Version is the k6 the runner installs when none is found.
@@ -90,43 +84,4 @@ func Build(ctx context.Context, root, pkg, bin string) error {
 		return fmt.Errorf("go build %s: %w\n%s", pkg, err, out)
 	}
 	return nil
-}
-
-func pingDB(dsn string) func(context.Context) error {
-	return func(ctx context.Context) error {
-		db, err := sql.Open("mysql", dsn)
-		if err != nil {
-			return err
-		}
-		defer db.Close()
-		return db.PingContext(ctx)
-	}
-}
-
-// ensureSharedMySQL makes sure the MariaDB at dsn answers, starting the
-// system's mariadbd when it is local and down.
-func ensureSharedMySQL(ctx context.Context, dsn string, log io.Writer) error {
-	if pingDB(dsn)(ctx) == nil {
-		return nil
-	}
-	cfg, err := mysql.ParseDSN(dsn)
-	if err != nil {
-		return fmt.Errorf("mysql dsn: %w", err)
-	}
-	host, _, _ := net.SplitHostPort(cfg.Addr)
-	if host != "127.0.0.1" && host != "localhost" {
-		return fmt.Errorf("MySQL at %s does not answer", cfg.Addr)
-	}
-	fmt.Fprintln(log, "MariaDB is down: starting /usr/sbin/mariadbd")
-	if err := os.MkdirAll("/run/mysqld", 0o755); err != nil {
-		return fmt.Errorf("start MariaDB: %w", err)
-	}
-	if out, err := exec.CommandContext(ctx, "chown", "mysql:mysql", "/run/mysqld").CombinedOutput(); err != nil {
-		return fmt.Errorf("start MariaDB: chown /run/mysqld: %w: %s", err, out)
-	}
-	if out, err := exec.CommandContext(ctx, "start-stop-daemon", "--start", "--oknodo", "--background",
-		"--exec", "/usr/sbin/mariadbd").CombinedOutput(); err != nil {
-		return fmt.Errorf("start MariaDB: %w: %s", err, out)
-	}
-	return locktest.Poll(ctx, "MariaDB", 60*time.Second, 250*time.Millisecond, pingDB(dsn))
 }

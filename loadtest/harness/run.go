@@ -191,7 +191,7 @@ func (r *run) startDatabase(ctx context.Context) error {
 	case FaultMySQL:
 		return r.startMariaDB(ctx)
 	}
-	return ensureSharedMySQL(ctx, r.serverDSN, r.log)
+	return mariadb.EnsureLocal(ctx, r.serverDSN, r.log)
 }
 
 // startMariaDB starts a private mariadbd, so that killing it disrupts

@@ -11,6 +11,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -107,7 +108,7 @@ func Start(ctx context.Context, template, dir string, id int, extra ...string) (
 		}
 		// Without --log-error the error log is the process's output.
 		s.proc = locktest.Process{Path: bin("mariadbd"), Args: append(args, extra...),
-			Log: filepath.Join(dir, "error.log"), Ready: s.ping}
+			Log: filepath.Join(dir, "error.log"), Ready: ping(s.RootDSN())}
 		if err = s.Restart(ctx); err == nil {
 			return s, nil
 		}
@@ -124,13 +125,44 @@ func (s *Server) Restart(ctx context.Context) error {
 	return nil
 }
 
-func (s *Server) ping(ctx context.Context) error {
-	db, err := sql.Open("mysql", s.RootDSN())
-	if err != nil {
-		return err
+// ping answers nil once the server at dsn answers.
+func ping(dsn string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		db, err := sql.Open("mysql", dsn)
+		if err != nil {
+			return err
+		}
+		defer db.Close()
+		return db.PingContext(ctx)
 	}
-	defer db.Close()
-	return db.PingContext(ctx)
+}
+
+// EnsureLocal makes sure the server at dsn answers, starting the system's
+// mariadbd (as its Debian package would) when it is local and down: the
+// load test's shared server.
+func EnsureLocal(ctx context.Context, dsn string, log io.Writer) error {
+	if ping(dsn)(ctx) == nil {
+		return nil
+	}
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return fmt.Errorf("mysql dsn: %w", err)
+	}
+	if host, _, _ := net.SplitHostPort(cfg.Addr); host != "127.0.0.1" && host != "localhost" {
+		return fmt.Errorf("MySQL at %s does not answer", cfg.Addr)
+	}
+	fmt.Fprintln(log, "MariaDB is down: starting", bin("mariadbd"))
+	if err := os.MkdirAll("/run/mysqld", 0o755); err != nil {
+		return fmt.Errorf("start MariaDB: %w", err)
+	}
+	if out, err := exec.CommandContext(ctx, "chown", "mysql:mysql", "/run/mysqld").CombinedOutput(); err != nil {
+		return fmt.Errorf("start MariaDB: chown /run/mysqld: %w: %s", err, out)
+	}
+	if out, err := exec.CommandContext(ctx, "start-stop-daemon", "--start", "--oknodo", "--background",
+		"--exec", bin("mariadbd")).CombinedOutput(); err != nil {
+		return fmt.Errorf("start MariaDB: %w: %s", err, out)
+	}
+	return locktest.Poll(ctx, "MariaDB", 60*time.Second, 250*time.Millisecond, ping(dsn))
 }
 
 // Kill SIGKILLs the server, as the loss of its machine would, and waits
