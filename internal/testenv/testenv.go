@@ -11,18 +11,17 @@ package testenv
 import (
 	"cmp"
 	"context"
-	"database/sql"
 	"io"
 	"log/slog"
 	"os"
 	"testing"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
 	"github.com/seckill/seckill/internal/database"
+	"github.com/seckill/seckill/internal/testenv/mariadb"
 	"github.com/seckill/seckill/lock/locktest"
 )
 
@@ -41,31 +40,21 @@ func Name(prefix string) string { return locktest.Name(prefix) }
 // database is dropped when the test ends.
 func Database(t testing.TB) string {
 	t.Helper()
-	mc, err := mysql.ParseDSN(MySQLDSN())
-	if err != nil {
-		t.Fatalf("SECKILL_TEST_MYSQL_DSN: %v", err)
-	}
 	name := Name("seckill_test_")
-	admin, err := sql.Open("mysql", mc.FormatDSN())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	dsn, err := mariadb.CreateDatabase(ctx, MySQLDSN(), name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { admin.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if _, err := admin.ExecContext(ctx, "CREATE DATABASE "+name); err != nil {
-		t.Fatalf("create test database (is MariaDB running on %s?): %v", mc.Addr, err)
-	}
+	db := DB(t, dsn)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if _, err := admin.ExecContext(ctx, "DROP DATABASE "+name); err != nil {
+		if err := db.WithContext(ctx).Exec("DROP DATABASE " + name).Error; err != nil {
 			t.Errorf("drop test database: %v", err)
 		}
 	})
-	mc.DBName = name
-	dsn := mc.FormatDSN()
-	db := DB(t, dsn)
 	if err := database.Migrate(ctx, db, "up", io.Discard); err != nil {
 		t.Fatalf("migrate: %v", err)
 	}

@@ -243,31 +243,21 @@ func (r *run) startLockStore(ctx context.Context) error {
 // verifier's pool on it (times parsed); it returns the service's DSN of
 // it, as given, and the server's max_connections.
 func (r *run) createDatabase(ctx context.Context) (runDSN string, maxConns int, err error) {
-	mcfg, err := mysql.ParseDSN(r.serverDSN)
-	if err != nil {
-		return "", 0, fmt.Errorf("mysql dsn: %w", err)
-	}
-	mcfg.DBName = ""
-	if r.db, err = sql.Open("mysql", mcfg.FormatDSN()); err != nil {
-		return "", 0, err
-	}
-	r.db.SetMaxOpenConns(4)
-	if err := r.db.QueryRowContext(ctx, "SELECT @@max_connections").Scan(&maxConns); err != nil {
-		return "", 0, fmt.Errorf("mysql: %w", err)
-	}
 	r.dbName = "seckill_lt_" + strings.ReplaceAll(r.id, "-", "_") + "_" + randomHex(3)
-	if _, err := r.db.ExecContext(ctx, "CREATE DATABASE "+r.dbName); err != nil {
-		return "", 0, fmt.Errorf("create database: %w", err)
+	if runDSN, err = mariadb.CreateDatabase(ctx, r.serverDSN, r.dbName); err != nil {
+		return "", 0, err
 	}
-	mcfg.DBName = r.dbName
-	runDSN = mcfg.FormatDSN()
+	mcfg, err := mysql.ParseDSN(runDSN)
+	if err != nil {
+		return "", 0, err
+	}
 	mcfg.ParseTime = true
-	r.db.Close()
 	if r.db, err = sql.Open("mysql", mcfg.FormatDSN()); err != nil {
 		return "", 0, err
 	}
 	r.db.SetMaxOpenConns(4)
-	return runDSN, maxConns, nil
+	err = r.db.QueryRowContext(ctx, "SELECT @@max_connections").Scan(&maxConns)
+	return runDSN, maxConns, err
 }
 
 // instanceEnv is every instance's environment: the run's database, lock

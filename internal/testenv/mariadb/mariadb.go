@@ -137,6 +137,26 @@ func ping(dsn string) func(context.Context) error {
 	}
 }
 
+// CreateDatabase creates the database name on the server at dsn and
+// returns the DSN of it.
+func CreateDatabase(ctx context.Context, dsn, name string) (string, error) {
+	mc, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return "", fmt.Errorf("mysql dsn: %w", err)
+	}
+	mc.DBName = ""
+	db, err := sql.Open("mysql", mc.FormatDSN())
+	if err != nil {
+		return "", err
+	}
+	defer db.Close()
+	if _, err := db.ExecContext(ctx, "CREATE DATABASE "+name); err != nil {
+		return "", fmt.Errorf("create database %s (is MariaDB running on %s?): %w", name, mc.Addr, err)
+	}
+	mc.DBName = name
+	return mc.FormatDSN(), nil
+}
+
 // EnsureLocal makes sure the server at dsn answers, starting the system's
 // mariadbd (as its Debian package would) when it is local and down: the
 // load test's shared server.
