@@ -22,9 +22,7 @@ const sentinelMaster = "seckill"
 
 // startSentinels starts the failover fault's Sentinel group: a master, two
 // replicas and three sentinels (quorum 2), which declare the master down
-// after 1s without an answer, a common production setting being 5–30s:
-// the selling gap scales with it. The instances get the sentinels as
-// SECKILL_REDIS_ADDRS.
+// after 1s (5–30s in production: the selling gap scales with it).
 func (r *run) startSentinels(ctx context.Context) error {
 	g, err := locktest.StartSentinelGroup(ctx, r.work, locktest.SentinelOptions{
 		Name: sentinelMaster, Replicas: 2, FailoverTimeout: 10 * time.Second, ParallelSyncs: 2})

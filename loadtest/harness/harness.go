@@ -1,11 +1,7 @@
-// Package harness runs the load test end to end: it brings up MariaDB,
-// Redis and N service instances, creates a SKU, drives k6 at it
-// (optionally killing Redis, an instance or MariaDB mid-sale), then checks
-// from the database and the API that nothing was oversold, lost or
-// doubled; and the other scenarios (invented-skus, lifecycle,
-// idle-restock, fair) on the same bring-up.
-//
-// Everything it starts it stops, however the run ends.
+// Package harness runs the load test end to end (loadtest/README.md): it
+// brings up the servers and the service's instances, drives the sale or a
+// scenario, strikes the fault, and checks everything; everything it
+// starts it stops, however the run ends.
 package harness
 
 import (

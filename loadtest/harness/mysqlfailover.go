@@ -11,17 +11,10 @@ import (
 	"github.com/seckill/seckill/internal/testenv/mariadb"
 )
 
-// FaultMySQLFailover loses the MariaDB primary's machine mid-sale: the
-// run starts its own primary and two replicas (GTID replication,
-// semi-sync AFTER_SYNC with a 1 s timeout), the instances reach the
-// primary through one address the runner moves. At FaultAt the replicas'
-// IO threads stop for FaultFor (a slow link: semi-sync falls back to
-// asynchronous), then the primary is SIGKILLed, the more advanced replica
-// promoted, the other re-pointed to it (MASTER_USE_GTID) and the address
-// moved. Beside k6's orders the runner pays, cancels and restocks
-// (failoverwrites.go). The verifier then reads the survivor: an
-// acknowledged order missing there is lost, and its unit was sold again;
-// so is an acknowledged payment, cancel or stock change not there.
+// FaultMySQLFailover loses the MariaDB primary's machine mid-sale
+// (loadtest/README.md, "MariaDB failover"): the replicas of its own
+// primary stall, the primary is SIGKILLed, the more advanced replica
+// promoted and the one address the instances reach moved to it.
 const FaultMySQLFailover = "mysql-failover"
 
 // mysqlFailoverSetup is the fault's servers and address, and the writes

@@ -21,10 +21,8 @@ import (
 	"github.com/seckill/seckill/lock/locktest"
 )
 
-// packetClock times each order request as the service's machine sees it
-// (loadtest/README.md, -scenario fair): the kernel's timestamp of its
-// first packet on loopback, captured by tshark, keyed by its
-// Idempotency-Key.
+// packetClock times each order request by its first packet on loopback,
+// captured by tshark, keyed by its Idempotency-Key (loadtest/README.md).
 type packetClock struct {
 	cmd  *exec.Cmd
 	port int           // where probes go

@@ -10,10 +10,8 @@ import (
 	"strings"
 )
 
-// writeResults writes summary.json (the numbers, units sold over time
-// among them) and summary.txt (the text printed, then the timeline)
-// beside k6's files (its report.html draws the requests over time) and
-// points results/latest at the run.
+// writeResults writes summary.json and summary.txt (the text printed,
+// then the timeline) and points results/latest at the run.
 func (r *run) writeResults(s Summary) error {
 	raw, err := json.MarshalIndent(s, "", "  ")
 	if err == nil {
@@ -34,8 +32,7 @@ func (r *run) writeResults(s Summary) error {
 }
 
 // saveMetrics keeps every live instance's /metrics as the sale left them
-// (metrics-instance-N.txt in the results): the lock's acquire times and
-// attempts, the batch sizes and commit times that explain a verdict.
+// (metrics-instance-N.txt): what explains a verdict.
 func (r *run) saveMetrics(ctx context.Context) {
 	for i, base := range r.baseURLs {
 		if i < len(r.instances) && !r.instances[i].Alive() {

@@ -267,10 +267,8 @@ func skuLine(skus []SKUVerdict) string {
 }
 
 // ClusterSale is the default sale of -redis cluster: DefaultClusterSKUs
-// SKUs of 50 units at up to 350 orders/s. A hundred SKUs sell a few orders
-// per transaction each, where one sells hundreds, so the rate is kept low
-// enough that no buyer queues past its deadline: the run is about the
-// failover.
+// SKUs of 50 units at up to 350 orders/s, each selling a few orders per
+// transaction, so that no buyer queues past its deadline.
 func ClusterSale() Config {
 	c := Default()
 	c.SKUs = DefaultClusterSKUs

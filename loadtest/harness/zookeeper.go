@@ -46,10 +46,8 @@ func (r *run) zkEnv() []string {
 }
 
 // zkLeaderFault SIGKILLs the ensemble's leader and waits until a survivor
-// leads. The instances' sessions move to the survivors; a holder connected
-// to the dead leader keeps its lock only if it reconnects within the
-// session timeout, and the zxid fence (a new epoch) orders every lock
-// granted after the election above every lock granted before it.
+// leads: the zxid fence (a new epoch) orders every lock granted after the
+// election above every lock granted before it.
 func (r *run) zkLeaderFault(ctx context.Context) error {
 	old := r.zk.Leader()
 	if old == nil {

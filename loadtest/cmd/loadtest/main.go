@@ -1,8 +1,5 @@
-// Command loadtest runs the flash-sale load test and prints its verdict:
-// it starts MariaDB, Redis and N seckill instances (or targets a running
-// deployment), drives k6 at one SKU, optionally kills Redis, an instance or
-// MariaDB mid-sale, and verifies that nothing was oversold, lost or
-// doubled. It exits 1 on any violated invariant, 2 when the run itself
+// Command loadtest runs the flash-sale load test (make loadtest) and
+// prints its verdict: 0 on PASS, 1 on a violated invariant, 2 when the run
 // could not be carried out. loadtest/README.md shows its runs, -h every flag.
 package main
 
