@@ -150,3 +150,18 @@ func (s *MySQL) UpdateSKU(ctx context.Context, id int64, ch service.SKUChange, n
 	})
 	return out, err
 }
+
+// Unpublished is gormStore.Unpublished confirmed with the replicas: the
+// relay publishes an event only once mysql.min_replicas replicas have the
+// rows it was read from (the position read after the read, on the same
+// connection, covers them), so that a failover never loses a change the
+// stream has told (docs/design.md, invariants 18 and 21). Not confirmed
+// in time, it fails, and the relay backs off and reads again.
+func (s *MySQL) Unpublished(ctx context.Context, limit int) ([]service.OrderEvent, error) {
+	var evs []service.OrderEvent
+	err := s.confirmed(ctx, func(g gormStore) (err error) {
+		evs, err = g.Unpublished(ctx, limit)
+		return err
+	})
+	return evs, err
+}
