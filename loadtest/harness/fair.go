@@ -78,21 +78,23 @@ func RunFair(ctx context.Context, cfg Config, units int64, buyers int) (res Scen
 	res.line("  arrivals: %s", arrivals)
 	fr.count(&res, units)
 	res.line("  orders sold without the lock (degraded, in one instance's order): %d", fr.metricSum(ctx, "seckill_orders_unlocked_total "))
-	return res, r.checkAnswers(ctx, &res, units, fr.clients(), fr.attempts)
+	return res, r.checkAnswers(ctx, &res, units, clientsOf(fr), fr.attempts)
 }
 
-// clients is what the buyers were told, as sale.js records it.
-func (fr *fairRun) clients() verify.Clients {
+// clientsOf is what the crowds' buyers were told, as sale.js records it.
+func clientsOf(crowds ...*fairRun) verify.Clients {
 	var c verify.Clients
-	for k, b := range fr.buyers {
-		user := fr.user(k)
-		switch {
-		case b.status == http.StatusCreated || b.status == http.StatusOK || b.status == http.StatusAccepted:
-			c.Acknowledged = append(c.Acknowledged, verify.Ack{OrderID: b.orderID, UserID: user})
-		case b.unsure && b.status == http.StatusConflict:
-			c.Refused = append(c.Refused, verify.Refusal{Key: fr.key(k), UserID: user, Code: b.code})
-		case b.unsure:
-			c.Unsure = append(c.Unsure, user)
+	for _, fr := range crowds {
+		for k, b := range fr.buyers {
+			user := fr.user(k)
+			switch {
+			case b.status == http.StatusCreated || b.status == http.StatusOK || b.status == http.StatusAccepted:
+				c.Acknowledged = append(c.Acknowledged, verify.Ack{OrderID: b.orderID, UserID: user})
+			case b.unsure && b.status == http.StatusConflict:
+				c.Refused = append(c.Refused, verify.Refusal{Key: fr.key(k), UserID: user, Code: b.code})
+			case b.unsure:
+				c.Unsure = append(c.Unsure, user)
+			}
 		}
 	}
 	return c

@@ -12,6 +12,8 @@ import (
 // (or, when it stays dead, once the survivors have taken over).
 func (r *run) inject(ctx context.Context) error {
 	switch r.cfg.Fault {
+	case FaultNone:
+		return nil
 	case FaultPause:
 		return r.injectPause(ctx)
 	case FaultFailover:

@@ -142,13 +142,7 @@ func (w *waitRun) acts(ctx context.Context) error {
 func (w *waitRun) returns(ctx context.Context) error {
 	r := w.run
 	fault := make(chan error, 1)
-	go func() {
-		if r.cfg.Fault == FaultNone {
-			fault <- nil
-			return
-		}
-		fault <- r.inject(ctx)
-	}()
+	go func() { fault <- r.inject(ctx) }()
 	r.event("waitlist: %d cancels; %d orders expire", waitCancels, waitHolders-waitCancels-waitPays)
 	w.each(0, waitCancels, func(k int) {
 		b := w.holders.buyers[k]

@@ -39,11 +39,7 @@ func (w *waitRun) check(ctx context.Context, res *ScenarioResult) error {
 		res.bad("once the units had come back: %s", w.freeWhileWaiting)
 	}
 	w.addHistory(snap.Orders)
-	clients, more := w.holders.clients(), w.waiters.clients()
-	clients.Acknowledged = append(clients.Acknowledged, more.Acknowledged...)
-	clients.Refused = append(clients.Refused, more.Refused...)
-	clients.Unsure = append(clients.Unsure, more.Unsure...)
-	return w.checkAnswers(ctx, res, waitHolders, clients, append(w.holders.attempts, w.waiters.attempts...))
+	return w.checkAnswers(ctx, res, waitHolders, clientsOf(w.holders, w.waiters), append(w.holders.attempts, w.waiters.attempts...))
 }
 
 // checkAllocations holds the K waiters given units to the K earliest,
