@@ -62,9 +62,11 @@ type bench struct {
 	k6    string
 	rs    *redisServer
 	dbPID int // MariaDB's, for its CPU; 0 when unknown
-	tp    *topologies
-	rp    *replicated
-	zk    *zktest.ZooKeeper
+	// brokerPID is -events' nats-server's, for its CPU; 0 without it.
+	brokerPID int
+	tp        *topologies
+	rp        *replicated
+	zk        *zktest.ZooKeeper
 }
 
 func run(ctx context.Context, args []string, stdout io.Writer) error {
@@ -99,12 +101,14 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		// The worktree's build; no design row (they do not trace).
 		variants = append(variants, variant{label: fmt.Sprintf("traced %g", o.traceRatio), bin: variants[0].bin, env: sink.env(o.traceRatio)})
 	}
+	brokerPID := 0
 	if o.events {
 		ns, err := startNATS(ctx, o.out)
 		if err != nil {
 			return err
 		}
 		defer ns.stop()
+		brokerPID = ns.p.Pid()
 		// The worktree's build; no design row (they write no events).
 		variants = append(variants, variant{label: "events on", bin: variants[0].bin, env: ns.env()})
 	}
@@ -114,6 +118,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	b.brokerPID = brokerPID
 	fmt.Fprintf(stdout, "bench: %d cases × %d variants of %s on %d CPUs (load average %s); results in %s\n",
 		len(cases), len(variants), o.duration, runtime.NumCPU(), loadAverage(), b.o.out)
 	rows, failed, err := b.runAll(ctx, cases, variants, stdout)
