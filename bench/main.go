@@ -28,6 +28,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -201,26 +202,39 @@ func (b *bench) stop() {
 // per row; failed reports a row oversold or answered outside the contract.
 func (b *bench) runAll(ctx context.Context, cases []benchCase, variants []variant, stdout io.Writer) (rows []row, failed bool, err error) {
 	i := 0
-	for _, c := range cases {
-		for _, v := range variants {
-			if c.ceiling && v.label != "" && !v.runtime { // the ceiling is the same for every other variant
-				continue
+	for rep := range b.o.repeat {
+		for _, c := range cases {
+			for _, v := range sideOrder(variants, rep) {
+				if c.ceiling && v.label != "" && !v.runtime { // the ceiling is the same for every other variant
+					continue
+				}
+				if c.design() && v.compare == "" { // a design's code is not the ref's
+					continue
+				}
+				r, err := b.runCase(ctx, c, v, i)
+				i++
+				if err != nil {
+					return rows, failed, fmt.Errorf("%s: %w", c.label(), err)
+				}
+				fmt.Fprintf(stdout, "  %-44s %-9s %-10s %8.0f orders/s %8.0f rejects/s %5d 503s  p50 %5.1f p99 %6.1f ms  cpu %5.0f µs/req (k6 %2.0f%%, other %.1f cores)  %s\n",
+					r.Case, r.Load, r.Variant, r.OrdersPerSec, r.RejectsPerSec, r.Unavailable, r.P50, r.P99, r.CPU.Total(), 100*r.CPU.K6Share, r.CPU.OtherCores, r.Verified)
+				failed = failed || strings.HasPrefix(r.Verified, "VIOLATED") || r.Unexpected > 0
+				rows = append(rows, r)
 			}
-			if c.design() && v.compare == "" { // a design's code is not the ref's
-				continue
-			}
-			r, err := b.runCase(ctx, c, v, i)
-			i++
-			if err != nil {
-				return rows, failed, fmt.Errorf("%s: %w", c.label(), err)
-			}
-			fmt.Fprintf(stdout, "  %-44s %-9s %-10s %8.0f orders/s %8.0f rejects/s %5d 503s  p50 %5.1f p99 %6.1f ms  cpu %5.0f µs/req (k6 %2.0f%%, other %.1f cores)  %s\n",
-				r.Case, r.Load, r.Variant, r.OrdersPerSec, r.RejectsPerSec, r.Unavailable, r.P50, r.P99, r.CPU.Total(), 100*r.CPU.K6Share, r.CPU.OtherCores, r.Verified)
-			failed = failed || strings.HasPrefix(r.Verified, "VIOLATED") || r.Unexpected > 0
-			rows = append(rows, r)
 		}
 	}
 	return rows, failed, nil
+}
+
+// sideOrder is the order of the sides in the rep-th run: as given, then
+// reversed, and so on.
+func sideOrder(variants []variant, rep int) []variant {
+	if rep%2 == 0 {
+		return variants
+	}
+	rev := slices.Clone(variants)
+	slices.Reverse(rev)
+	return rev
 }
 
 // writeResults prints the tables and writes them, and every row, into the
