@@ -279,11 +279,11 @@ func (b *bench) measure(ctx context.Context, c benchCase, i int, base string, id
 	if debugBase != "" {
 		prof.start(ctx, debugBase, b.o.out, fmt.Sprintf("%02d", i), b.o.duration)
 	}
-	m.cpu0 = sampleCPU(svcPID, b.dbPID, b.rs.Pid())
+	m.cpu0 = sampleCPU(svcPID, b.dbPID, b.rs.Pid(), b.brokerPID)
 	started := time.Now()
 	err = k.Run()
 	m.wall = time.Since(started)
-	m.cpu1 = sampleCPU(svcPID, b.dbPID, b.rs.Pid())
+	m.cpu1 = sampleCPU(svcPID, b.dbPID, b.rs.Pid(), b.brokerPID)
 	if k.ProcessState != nil {
 		m.k6CPU = k.ProcessState.UserTime() + k.ProcessState.SystemTime()
 	}

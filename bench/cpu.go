@@ -62,14 +62,14 @@ func mariadbPID(ctx context.Context, admin *sql.DB) (int, error) {
 }
 
 // cpuSample is the CPU counters of one moment: the service, MariaDB, the
-// benchmark's Redis and the whole machine.
+// benchmark's Redis, -events' broker and the whole machine.
 type cpuSample struct {
-	svc, db, redis, box time.Duration
+	svc, db, redis, broker, box time.Duration
 }
 
 // sampleCPU reads the counters; a process whose counter cannot be read
 // (MariaDB elsewhere) counts zero, and the table says n/a for it.
-func sampleCPU(svc, db, redis int) cpuSample {
+func sampleCPU(svc, db, redis, broker int) cpuSample {
 	read := func(pid int) time.Duration {
 		if pid <= 0 {
 			return 0
@@ -78,7 +78,7 @@ func sampleCPU(svc, db, redis int) cpuSample {
 		return d
 	}
 	box, _ := boxCPU()
-	return cpuSample{svc: read(svc), db: read(db), redis: read(redis), box: box}
+	return cpuSample{svc: read(svc), db: read(db), redis: read(redis), broker: read(broker), box: box}
 }
 
 // cpuCost is what one row cost in CPU, per answered request (µs), and
@@ -87,6 +87,8 @@ type cpuCost struct {
 	SvcUS   float64 `json:"service_cpu_us_per_req"`
 	DBUS    float64 `json:"mariadb_cpu_us_per_req"`
 	RedisUS float64 `json:"redis_cpu_us_per_req"`
+	// BrokerUS is -events' nats-server: the relay's publications stored.
+	BrokerUS float64 `json:"broker_cpu_us_per_req,omitempty"`
 	// K6Share is the load generator's part of the machine's busy CPU.
 	K6Share float64 `json:"k6_share_of_busy_cpu"`
 	// OtherCores is the CPU, in cores, used by processes that are none of
@@ -94,8 +96,9 @@ type cpuCost struct {
 	OtherCores float64 `json:"other_load_cores"`
 }
 
-// Total is the order path's CPU per request: service, MariaDB and Redis.
-func (c cpuCost) Total() float64 { return c.SvcUS + c.DBUS + c.RedisUS }
+// Total is the order path's CPU per request: service, MariaDB, Redis and
+// the events' broker.
+func (c cpuCost) Total() float64 { return c.SvcUS + c.DBUS + c.RedisUS + c.BrokerUS }
 
 // costOf divides the counters' growth between before and after by the
 // requests answered; k6 is the load generator's own CPU over the row.
@@ -105,15 +108,16 @@ func costOf(before, after cpuSample, k6 time.Duration, wall time.Duration, reque
 	}
 	per := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(requests) }
 	c := cpuCost{
-		SvcUS:   per(after.svc - before.svc),
-		DBUS:    per(after.db - before.db),
-		RedisUS: per(after.redis - before.redis),
+		SvcUS:    per(after.svc - before.svc),
+		DBUS:     per(after.db - before.db),
+		RedisUS:  per(after.redis - before.redis),
+		BrokerUS: per(after.broker - before.broker),
 	}
 	busy := after.box - before.box
 	if busy > 0 {
 		c.K6Share = float64(k6) / float64(busy)
 	}
-	ours := (after.svc - before.svc) + (after.db - before.db) + (after.redis - before.redis) + k6
+	ours := (after.svc - before.svc) + (after.db - before.db) + (after.redis - before.redis) + (after.broker - before.broker) + k6
 	if wall > 0 && busy > ours {
 		c.OtherCores = float64(busy-ours) / float64(wall)
 	}

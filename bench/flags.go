@@ -32,6 +32,9 @@ type options struct {
 	// ratio into an OTLP sink of this process (otlpsink.go).
 	traceRatio float64
 	events     bool // also run every selected case with events.enabled, relayed to a private nats-server
+	// repeat runs every selected case this many times, the sides in
+	// reverse order every other time; the tables average the runs.
+	repeat int
 }
 
 // variant is one side of an A/B comparison: a service binary and the
@@ -73,6 +76,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	abRefs := fs.String("ab-ref", "", "also run every selected case with the service built from each of these comma-separated git refs, next to the worktree's (A/B in one run)")
 	fs.BoolVar(&o.profile, "profile", false, "write the service's CPU and allocation profiles of every order row (pprof) into the results directory")
 	abEnv := fs.String("ab-env", "", "also run every selected case with these settings (SECKILL_*, OTEL_* or the Go runtime's GOGC, GOMEMLIMIT, GODEBUG, GOMAXPROCS): 'label:KEY=V,KEY=V;label2:KEY=V'")
+	fs.IntVar(&o.repeat, "repeat", 1, "run the selected cases this many times (1..20), each case's sides in reverse order every other time, so no side always runs first; the tables average the runs")
 	fs.BoolVar(&o.events, "events", false, "also run every selected case with order events on (events.enabled), relayed to a private nats-server: what the outbox and its relay cost")
 	fs.Float64Var(&o.traceRatio, "trace-ratio", 0, "also run every selected case with tracing on at this sampling ratio (OTEL_TRACES_SAMPLER parentbased_traceidratio), the spans posted over OTLP/HTTP to a sink in this process that reads and discards them; 0: no traced side")
 	if err := fs.Parse(args); err != nil {
@@ -101,6 +105,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	o.abEnv = vs
 	if o.traceRatio < 0 || o.traceRatio > 1 {
 		return o, fmt.Errorf("-trace-ratio %g: want a ratio from 0 to 1", o.traceRatio)
+	}
+	if o.repeat < 1 || o.repeat > 20 {
+		return o, fmt.Errorf("-repeat %d: want 1 to 20", o.repeat)
 	}
 	return o, nil
 }

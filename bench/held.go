@@ -271,11 +271,11 @@ func (b *bench) measureHeld(ctx context.Context, c benchCase, i int, base string
 		prof.start(ctx, debugBase, b.o.out, fmt.Sprintf("%02d", i), b.o.duration)
 	}
 	self0 := selfCPU()
-	m.cpu0 = sampleCPU(svcPID, b.dbPID, b.rs.Pid())
+	m.cpu0 = sampleCPU(svcPID, b.dbPID, b.rs.Pid(), b.brokerPID)
 	started := time.Now()
 	h, err := l.run(ctx)
 	m.wall = time.Since(started)
-	m.cpu1 = sampleCPU(svcPID, b.dbPID, b.rs.Pid())
+	m.cpu1 = sampleCPU(svcPID, b.dbPID, b.rs.Pid(), b.brokerPID)
 	m.k6CPU = selfCPU() - self0
 	for _, perr := range prof.wait() {
 		fmt.Fprintln(os.Stderr, "bench:", perr)

@@ -28,6 +28,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -63,9 +64,11 @@ type bench struct {
 	k6    string
 	rs    *redisServer
 	dbPID int // MariaDB's, for its CPU; 0 when unknown
-	tp    *topologies
-	rp    *replicated
-	zk    *zktest.ZooKeeper
+	// brokerPID is -events' nats-server's, for its CPU; 0 without it.
+	brokerPID int
+	tp        *topologies
+	rp        *replicated
+	zk        *zktest.ZooKeeper
 }
 
 func run(ctx context.Context, args []string, stdout io.Writer) error {
@@ -100,12 +103,14 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		// The worktree's build; no design row (they do not trace).
 		variants = append(variants, variant{label: fmt.Sprintf("traced %g", o.traceRatio), bin: variants[0].bin, env: sink.env(o.traceRatio)})
 	}
+	brokerPID := 0
 	if o.events {
 		ns, err := natsserver.Start(ctx, o.out)
 		if err != nil {
 			return fmt.Errorf("-events: %w", err)
 		}
 		defer ns.Kill()
+		brokerPID = ns.Pid()
 		// The worktree's build; no design row (they write no events).
 		variants = append(variants, variant{label: "events on", bin: variants[0].bin, env: ns.Env()})
 	}
@@ -115,6 +120,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	b.brokerPID = brokerPID
 	fmt.Fprintf(stdout, "bench: %d cases × %d variants of %s on %d CPUs (load average %s); results in %s\n",
 		len(cases), len(variants), o.duration, runtime.NumCPU(), loadAverage(), b.o.out)
 	rows, failed, err := b.runAll(ctx, cases, variants, stdout)
@@ -197,26 +203,39 @@ func (b *bench) stop() {
 // per row; failed reports a row oversold or answered outside the contract.
 func (b *bench) runAll(ctx context.Context, cases []benchCase, variants []variant, stdout io.Writer) (rows []row, failed bool, err error) {
 	i := 0
-	for _, c := range cases {
-		for _, v := range variants {
-			if c.ceiling && v.label != "" && !v.runtime { // the ceiling is the same for every other variant
-				continue
+	for rep := range b.o.repeat {
+		for _, c := range cases {
+			for _, v := range sideOrder(variants, rep) {
+				if c.ceiling && v.label != "" && !v.runtime { // the ceiling is the same for every other variant
+					continue
+				}
+				if c.design() && v.compare == "" { // a design's code is not the ref's
+					continue
+				}
+				r, err := b.runCase(ctx, c, v, i)
+				i++
+				if err != nil {
+					return rows, failed, fmt.Errorf("%s: %w", c.label(), err)
+				}
+				fmt.Fprintf(stdout, "  %-44s %-9s %-10s %8.0f orders/s %8.0f rejects/s %5d 503s  p50 %5.1f p99 %6.1f ms  cpu %5.0f µs/req (k6 %2.0f%%, other %.1f cores)  %s\n",
+					r.Case, r.Load, r.Variant, r.OrdersPerSec, r.RejectsPerSec, r.Unavailable, r.P50, r.P99, r.CPU.Total(), 100*r.CPU.K6Share, r.CPU.OtherCores, r.Verified)
+				failed = failed || strings.HasPrefix(r.Verified, "VIOLATED") || r.Unexpected > 0
+				rows = append(rows, r)
 			}
-			if c.design() && v.compare == "" { // a design's code is not the ref's
-				continue
-			}
-			r, err := b.runCase(ctx, c, v, i)
-			i++
-			if err != nil {
-				return rows, failed, fmt.Errorf("%s: %w", c.label(), err)
-			}
-			fmt.Fprintf(stdout, "  %-44s %-9s %-10s %8.0f orders/s %8.0f rejects/s %5d 503s  p50 %5.1f p99 %6.1f ms  cpu %5.0f µs/req (k6 %2.0f%%, other %.1f cores)  %s\n",
-				r.Case, r.Load, r.Variant, r.OrdersPerSec, r.RejectsPerSec, r.Unavailable, r.P50, r.P99, r.CPU.Total(), 100*r.CPU.K6Share, r.CPU.OtherCores, r.Verified)
-			failed = failed || strings.HasPrefix(r.Verified, "VIOLATED") || r.Unexpected > 0
-			rows = append(rows, r)
 		}
 	}
 	return rows, failed, nil
+}
+
+// sideOrder is the order of the sides in the rep-th run: as given, then
+// reversed, and so on.
+func sideOrder(variants []variant, rep int) []variant {
+	if rep%2 == 0 {
+		return variants
+	}
+	rev := slices.Clone(variants)
+	slices.Reverse(rev)
+	return rev
 }
 
 // writeResults prints the tables and writes them, and every row, into the

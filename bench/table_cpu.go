@@ -41,6 +41,7 @@ func meanOf(rows []row, name, load, variant string) *cpuRow {
 		m.cpu.SvcUS += r.CPU.SvcUS
 		m.cpu.DBUS += r.CPU.DBUS
 		m.cpu.RedisUS += r.CPU.RedisUS
+		m.cpu.BrokerUS += r.CPU.BrokerUS
 		m.cpu.K6Share += r.CPU.K6Share
 		m.cpu.OtherCores += r.CPU.OtherCores
 		m.reqPerSec += r.ReqPerSec
@@ -56,7 +57,7 @@ func meanOf(rows []row, name, load, variant string) *cpuRow {
 		return nil
 	}
 	f := float64(m.n)
-	m.cpu = cpuCost{SvcUS: m.cpu.SvcUS / f, DBUS: m.cpu.DBUS / f, RedisUS: m.cpu.RedisUS / f, K6Share: m.cpu.K6Share / f, OtherCores: m.cpu.OtherCores / f}
+	m.cpu = cpuCost{SvcUS: m.cpu.SvcUS / f, DBUS: m.cpu.DBUS / f, RedisUS: m.cpu.RedisUS / f, BrokerUS: m.cpu.BrokerUS / f, K6Share: m.cpu.K6Share / f, OtherCores: m.cpu.OtherCores / f}
 	m.reqPerSec, m.p50, m.p99, m.dbCores = m.reqPerSec/f, m.p50/f, m.p99/f, m.dbCores/f
 	return &m
 }
@@ -77,12 +78,12 @@ func ceilingCPU(rows []row, load, variant string) float64 {
 // writeCPUTable prints what every row cost in CPU per answered request,
 // against the ceiling's at the same load.
 func writeCPUTable(w io.Writer, rows []row, o options) {
-	fmt.Fprintln(w, "CPU time per answered request (µs), from /proc/<pid>/stat before and after each row; × ceiling is (service + MariaDB + Redis) over the ceiling's service CPU at the same load.")
+	fmt.Fprintln(w, "CPU time per answered request (µs), from /proc/<pid>/stat before and after each row; × ceiling is (service + MariaDB + Redis + broker, -events' nats-server) over the ceiling's service CPU at the same load.")
 	fmt.Fprintln(w, "MariaDB is the box's shared server: its counter also counts other work on it (its figure in the ceiling rows, where we send it nothing, is that background).")
 	fmt.Fprintln(w, "k6 share is the load generator's part of the box's busy CPU; other cores is the CPU of everything else on the box (other engineers) during the row.")
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| case | load | req/s | service | MariaDB | Redis | total | ceiling | × ceiling | p50 ms | p99 ms | orders/batch | k6 share | other cores | load avg |")
-	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+	fmt.Fprintln(w, "| case | load | req/s | service | MariaDB | Redis | broker | total | ceiling | × ceiling | p50 ms | p99 ms | orders/batch | k6 share | other cores | load avg |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
 	for _, r := range rows {
 		ceil := ceilingCPU(rows, r.Load, r.Variant)
 		times := "n/a"
@@ -93,8 +94,8 @@ func writeCPUTable(w io.Writer, rows []row, o options) {
 		if r.Batches > 0 && r.Orders > 0 {
 			perBatch = fmt.Sprintf("%.1f", float64(r.Orders)/float64(r.Batches))
 		}
-		fmt.Fprintf(w, "| %s | %s | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %s | %.1f | %.1f | %s | %.0f%% | %.2f | %s |\n",
-			caseLabel(r), r.Load, r.ReqPerSec, r.CPU.SvcUS, r.CPU.DBUS, r.CPU.RedisUS, r.CPU.Total(), ceil, times,
+		fmt.Fprintf(w, "| %s | %s | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %s | %.1f | %.1f | %s | %.0f%% | %.2f | %s |\n",
+			caseLabel(r), r.Load, r.ReqPerSec, r.CPU.SvcUS, r.CPU.DBUS, r.CPU.RedisUS, r.CPU.BrokerUS, r.CPU.Total(), ceil, times,
 			r.P50, r.P99, perBatch, 100*r.CPU.K6Share, r.CPU.OtherCores, r.LoadAvg)
 	}
 	fmt.Fprintln(w)
@@ -171,8 +172,8 @@ func writeAB(w io.Writer, rows []row) {
 			fmt.Fprintln(w)
 			fmt.Fprintln(w, "A/B in this run (µs of CPU per answered request; the first side is the worktree's default):")
 			fmt.Fprintln(w)
-			fmt.Fprintln(w, "| case | load | side | service | MariaDB | Redis | total | total / default | × its ceiling | p50 ms | p99 ms | orders/batch | req/s |")
-			fmt.Fprintln(w, "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+			fmt.Fprintln(w, "| case | load | side | service | MariaDB | Redis | broker | total | total / default | × its ceiling | p50 ms | p99 ms | orders/batch | req/s |")
+			fmt.Fprintln(w, "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 			header = true
 		}
 		base := meanOf(rows, k.name, k.load, "")
@@ -190,8 +191,8 @@ func writeAB(w io.Writer, rows []row) {
 			if c := ceilingCPU(rows, k.load, v); c > 0 && k.name != caseCeiling {
 				ofCeiling = fmt.Sprintf("%.2f×", m.cpu.Total()/c)
 			}
-			fmt.Fprintf(w, "| %s | %s | %s | %.0f | %.0f | %.0f | %.0f | %s | %s | %.1f | %.1f | %.1f | %.0f |\n",
-				k.name, k.load, side, m.cpu.SvcUS, m.cpu.DBUS, m.cpu.RedisUS, m.cpu.Total(), rel, ofCeiling, m.p50, m.p99, m.perBatch(), m.reqPerSec)
+			fmt.Fprintf(w, "| %s | %s | %s | %.0f | %.0f | %.0f | %.0f | %.0f | %s | %s | %.1f | %.1f | %.1f | %.0f |\n",
+				k.name, k.load, side, m.cpu.SvcUS, m.cpu.DBUS, m.cpu.RedisUS, m.cpu.BrokerUS, m.cpu.Total(), rel, ofCeiling, m.p50, m.p99, m.perBatch(), m.reqPerSec)
 		}
 	}
 }

@@ -66,8 +66,11 @@ func newEventID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// createdRun is a run of a batch's new orders, consecutive in the orders'
-// INSERT, created with one status at one time: one event row.
+// createdRun is a run of a round's new orders, consecutive in the orders'
+// INSERT, created with one status: one event row, whatever SKUs and
+// batches of the round they belong to. The row's at is its first order's
+// creation; each created event's own is its order's created_at
+// (eventOrders).
 type createdRun struct {
 	first  int // the run's first order's place in the INSERT
 	n      int
@@ -77,7 +80,7 @@ type createdRun struct {
 
 // addCreated extends runs with the next order of the INSERT.
 func addCreated(runs []createdRun, status service.OrderStatus, at time.Time, place int) []createdRun {
-	if k := len(runs) - 1; k >= 0 && runs[k].status == status && runs[k].at.Equal(at) && runs[k].first+runs[k].n == place {
+	if k := len(runs) - 1; k >= 0 && runs[k].status == status && runs[k].first+runs[k].n == place {
 		runs[k].n++
 		return runs
 	}
@@ -165,8 +168,9 @@ func (s *gormStore) Unpublished(ctx context.Context, limit int) ([]service.Order
 }
 
 // eventOrders fills in each event's SKU, buyer and quantity from its
-// order, in one read on the primary key. An event whose order does not
-// exist is an error: orders are never deleted.
+// order, and a created event's time (its order's created_at: a run's row
+// keeps its first order's), in one read on the primary key. An event
+// whose order does not exist is an error: orders are never deleted.
 func (s *gormStore) eventOrders(ctx context.Context, evs []service.OrderEvent) error {
 	if len(evs) == 0 {
 		return nil
@@ -179,7 +183,7 @@ func (s *gormStore) eventOrders(ctx context.Context, evs []service.OrderEvent) e
 			ids = append(ids, e.OrderID)
 		}
 	}
-	rows, err := s.db.WithContext(ctx).Raw("SELECT id, sku_id, user_id, quantity FROM orders WHERE id IN ?", ids).Rows()
+	rows, err := s.db.WithContext(ctx).Raw("SELECT id, sku_id, user_id, quantity, created_at FROM orders WHERE id IN ?", ids).Rows()
 	if err != nil {
 		return translate(err, service.ErrNotFound)
 	}
@@ -187,12 +191,13 @@ func (s *gormStore) eventOrders(ctx context.Context, evs []service.OrderEvent) e
 	type order struct {
 		sku, qty int64
 		user     string
+		created  time.Time
 	}
 	found := make([]order, 0, len(ids))
 	for rows.Next() {
 		var id int64
 		var o order
-		if err := rows.Scan(&id, &o.sku, &o.user, &o.qty); err != nil {
+		if err := rows.Scan(&id, &o.sku, &o.user, &o.qty, &o.created); err != nil {
 			return translate(err, service.ErrNotFound)
 		}
 		seen[id] = len(found)
@@ -207,6 +212,9 @@ func (s *gormStore) eventOrders(ctx context.Context, evs []service.OrderEvent) e
 			return fmt.Errorf("repository: order event row %d tells order %d, which does not exist", evs[i].ID, evs[i].OrderID)
 		}
 		evs[i].SKUID, evs[i].UserID, evs[i].Quantity = found[k].sku, found[k].user, found[k].qty
+		if evs[i].Type == service.EventCreated {
+			evs[i].At = found[k].created
+		}
 	}
 	return nil
 }

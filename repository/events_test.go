@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -83,6 +84,17 @@ func TestEvents_OnePerCommittedChange(t *testing.T) {
 				t.Fatalf("sweep = %d expired, %d lapsed; want 2 (c, w0; d was paid at creation) and 1 (w2)", ex.Orders, ex.Lapsed)
 			}
 			evs := testenv.CheckEvents(t, db)
+			read, err := s.(interface {
+				Unpublished(context.Context, int) ([]service.OrderEvent, error)
+			}).Unpublished(ctx, 100)
+			if err != nil || len(read) != len(evs) {
+				t.Errorf("the relay's read = %d events, %v; want the outbox's %d", len(read), err, len(evs))
+			}
+			for i := range min(len(read), len(evs)) {
+				if read[i].EventID != evs[i].EventID || read[i].At.IsZero() || read[i].UserID == "" {
+					t.Errorf("the relay's event %d = %+v; want the outbox's %+v, with its time and buyer", i, read[i], evs[i])
+				}
+			}
 			count := map[service.EventType]int{}
 			for _, e := range evs {
 				count[e.Type]++
@@ -126,19 +138,20 @@ func TestEvents_OffWritesNothing(t *testing.T) {
 	}
 }
 
-// TestEvents_ABatchIsARowPerRun: a batch's new orders are told by one
-// outbox row per run of them created alike, its orders step apart, cut
-// so that no row spans more than service.MaxRunSpan ids; expanded, the
-// rows are exactly the orders' created events (testenv.CheckEvents), and
-// the relay's read fills each in from its order.
+// TestEvents_ABatchIsARowPerRun: a round's new orders are told by one
+// outbox row per run of them created with one status, whatever SKU and
+// batch they belong to, its orders step apart, cut so that no row spans
+// more than service.MaxRunSpan ids; expanded, the rows are exactly the
+// orders' created events (testenv.CheckEvents), and the relay's read
+// fills each in from its order, its time its order's creation.
 func TestEvents_ABatchIsARowPerRun(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		step, rows int64
 	}{
-		{1, 2},     // the pending run and the waiting run
+		{1, 2},     // the pending run (both SKUs) and the waiting run
 		{3, 2},     // a Galera node's step
-		{40000, 4}, // two orders a row: pending 2+1, waiting 1+2
+		{40000, 4}, // two orders a row: pending 2+2+1, waiting 2
 	} {
 		t.Run(fmt.Sprintf("step %d", tc.step), func(t *testing.T) {
 			t.Parallel()
@@ -149,31 +162,74 @@ func TestEvents_ABatchIsARowPerRun(t *testing.T) {
 			mc.Params = map[string]string{"auto_increment_increment": fmt.Sprint(tc.step)} // this session's only
 			db := testenv.DB(t, mc.FormatDSN())
 			s := repository.NewMySQL(db, repository.WithPaymentTimeout(window), repository.WithEvents())
-			sku := newSaleSKU(t, s, 3, 1, nil)
-			placed := line(t, s, sku.ID, 1, "a", "b", "c", "w0", "w1", "w2")
+			ctx := context.Background()
+			// Two SKUs' batches, a millisecond apart, in one round: the
+			// first sells out and its last two buyers wait; the second's
+			// buyers all get a unit.
+			second := newSaleSKU(t, s, 10, 1, nil) // the lower id: its batch's orders first
+			first := newSaleSKU(t, s, 3, 1, nil)
+			now := time.Now().UTC().Truncate(time.Microsecond)
+			b1 := service.Batch{SKUID: first.ID, Now: now, PaymentTimeout: window, WaitlistMax: waitlistMax}
+			for i, u := range []string{"a", "b", "c", "w0", "w1"} {
+				b1.Requests = append(b1.Requests, service.OrderRequest{SKUID: first.ID, UserID: u, Quantity: 1, Wait: true, Arrival: int64(i + 1)})
+			}
+			b2 := batch(second.ID, 0, "d", "e")
+			b2.Now, b2.PaymentTimeout = now.Add(time.Millisecond), window
+			res, err := s.CommitRound(ctx, []service.Batch{b2, b1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var placed []service.Order
+			for _, r := range res {
+				if r.Err != nil {
+					t.Fatal(r.Err)
+				}
+				for _, o := range r.Outcomes {
+					if o.Err != nil {
+						t.Fatal(o.Err)
+					}
+					placed = append(placed, o.Placed.Order)
+				}
+			}
 			var rows int64
 			if err := db.Raw("SELECT COUNT(*) FROM order_events").Scan(&rows).Error; err != nil {
 				t.Fatal(err)
 			}
 			if rows != tc.rows {
-				t.Errorf("%d event rows for a batch of 3 pending and 3 waiting orders at step %d; want %d", rows, tc.step, tc.rows)
+				t.Errorf("%d event rows for a round of 5 pending and 2 waiting orders at step %d; want %d", rows, tc.step, tc.rows)
 			}
 			evs := testenv.CheckEvents(t, db)
 			if len(evs) != len(placed) {
 				t.Fatalf("%d events for %d orders", len(evs), len(placed))
 			}
-			got, err := s.Unpublished(context.Background(), 100)
+			got, err := s.Unpublished(ctx, 100)
 			if err != nil {
 				t.Fatal(err)
 			}
-			for i, o := range placed {
-				want := service.OrderEvent{ID: got[i].ID, EventID: evs[i].EventID, Type: service.EventCreated, OrderID: o.Placed.Order.ID, SKUID: sku.ID,
-					UserID: o.Placed.Order.UserID, Quantity: 1, Status: o.Placed.Order.Status, At: got[i].At}
-				if got[i] != want {
-					t.Errorf("event %d = %+v; want %+v", i, got[i], want)
+			byOrder := map[int64]service.OrderEvent{}
+			for _, e := range got {
+				byOrder[e.OrderID] = e
+			}
+			for _, o := range placed {
+				e := byOrder[o.ID]
+				if !e.At.Equal(o.CreatedAt) {
+					t.Errorf("order %d's event at %v; want its creation, %v", o.ID, e.At, o.CreatedAt)
 				}
-				if i > 0 && o.Placed.Order.ID-placed[i-1].Placed.Order.ID != tc.step {
-					t.Errorf("orders %d and %d of one batch at step %d", placed[i-1].Placed.Order.ID, o.Placed.Order.ID, tc.step)
+				e.At = o.CreatedAt
+				want := service.OrderEvent{ID: e.ID, EventID: e.EventID, Type: service.EventCreated, OrderID: o.ID, SKUID: o.SKUID,
+					UserID: o.UserID, Quantity: 1, Status: o.Status, At: o.CreatedAt}
+				if e != want {
+					t.Errorf("order %d's event = %+v; want %+v", o.ID, e, want)
+				}
+			}
+			ids := make([]int64, len(placed))
+			for i, o := range placed {
+				ids[i] = o.ID
+			}
+			slices.Sort(ids)
+			for i := 1; i < len(ids); i++ {
+				if ids[i]-ids[i-1] != tc.step {
+					t.Errorf("orders %d and %d of one round at step %d", ids[i-1], ids[i], tc.step)
 				}
 			}
 		})

@@ -130,6 +130,7 @@ func TestMigrate(t *testing.T) {
 		{"up", hasSchema, "the schema", regexp.MustCompile(`(?m)^applied 00001_init\.sql \(`)},
 		{"up", hasSchema, "the schema (a second up is a no-op)", regexp.MustCompile(`^nothing to apply: the database is at version \d+, the latest\n$`)},
 		{"status", hasSchema, "the schema", regexp.MustCompile(`^VERSION +MIGRATION +STATE +APPLIED AT \(UTC\)\n1 +00001_init\.sql +applied +\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\n2 +00002_orders_by_user\.sql +applied `)},
+		{"down", hasSchema, "the schema before order events by the run (00007 undone)", regexp.MustCompile(`^rolled back 00007_order_event_runs\.sql \(`)},
 		{"down", hasSchema, "the schema before order events (00006 undone)", regexp.MustCompile(`^rolled back 00006_order_events\.sql \(`)},
 		{"down", hasSchema, "the schema before the waitlist (00005 undone)", regexp.MustCompile(`^rolled back 00005_waitlist\.sql \(`)},
 		{"down", hasSchema, "the schema before ids were compared by bytes (00004 undone)", regexp.MustCompile(`^rolled back 00004_ids_by_bytes\.sql \(`)},

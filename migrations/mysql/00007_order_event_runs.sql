@@ -1,8 +1,10 @@
 -- Order events by the batch (issue 51's cost). A row of order_events
 -- tells one change of the orders order_id, order_id + step, ...,
--- last_order_id, all alike: a batch commit's new orders created with one
--- status at one time are one row (a run), not a row each, and every other
--- change is a run of one order. One INSERT of a row or a few per batch
+-- last_order_id, all alike: a commit round's new orders created with one
+-- status are one row (a run), whatever SKUs and batches they belong to,
+-- not a row each, and every other change is a run of one order. A run's
+-- at is its first order's creation; each created event's time is its
+-- order's created_at. One INSERT of a row or a few per batch
 -- replaces an INSERT ... SELECT of a row per order, and the relay's mark
 -- and prune touch as few rows. The relay, the audit and the tests expand
 -- a run into one event per order (service.EventRun); the k-th order's

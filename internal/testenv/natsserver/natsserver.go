@@ -59,6 +59,9 @@ func (s *Server) Restart(ctx context.Context) error {
 // Kill SIGKILLs the server, as a crash, and waits for it to exit.
 func (s *Server) Kill() { s.p.Kill() }
 
+// Pid is the server's process id (for its CPU), 0 before it started.
+func (s *Server) Pid() int { return s.p.Pid() }
+
 // Env is a service instance's environment that turns the order events
 // on, relayed to this server.
 func (s *Server) Env() []string {
