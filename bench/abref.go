@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/seckill/seckill/loadtest/harness"
+	"github.com/seckill/seckill/internal/toolchain"
 )
 
 // buildRef builds the service of a git ref (git archive into dir, then go
@@ -29,7 +29,7 @@ func buildRef(ctx context.Context, root, ref, dir string) (string, error) {
 		return "", fmt.Errorf("git archive %s: %w\n%s", ref, err, out)
 	}
 	bin := filepath.Join(dir, "seckill-"+name)
-	if err := harness.Build(ctx, src, "./cmd/seckill", bin); err != nil {
+	if err := toolchain.Build(ctx, src, "./cmd/seckill", bin); err != nil {
 		return "", fmt.Errorf("%s: %w", ref, err)
 	}
 	return bin, nil

@@ -34,7 +34,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/internal/testenv/natsserver"
-	"github.com/seckill/seckill/loadtest/harness"
+	"github.com/seckill/seckill/internal/toolchain"
 	"github.com/seckill/seckill/lock/zookeeper/zktest"
 )
 
@@ -76,7 +76,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	root, err := harness.ModuleRoot(".")
+	root, err := toolchain.ModuleRoot(".")
 	if err != nil {
 		return err
 	}
@@ -86,7 +86,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := os.MkdirAll(o.out, 0o755); err != nil {
 		return err
 	}
-	k6, err := harness.EnsureK6(ctx, o.k6, os.Stderr)
+	k6, err := toolchain.EnsureK6(ctx, o.k6, os.Stderr)
 	if err != nil {
 		return err
 	}
@@ -139,12 +139,12 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 // buildVariants builds the worktree's service and the designs' server,
 // and each -ab-ref's service: the sides every selected case runs on.
 func buildVariants(ctx context.Context, o options, root string) ([]variant, error) {
-	bin, err := harness.BuildService(ctx, root, o.out)
+	bin, err := toolchain.BuildService(ctx, root, o.out)
 	if err != nil {
 		return nil, err
 	}
 	compareBin := filepath.Join(o.out, "compare")
-	if err := harness.Build(ctx, root, "./bench/cmd/compare", compareBin); err != nil {
+	if err := toolchain.Build(ctx, root, "./bench/cmd/compare", compareBin); err != nil {
 		return nil, err
 	}
 	variants := []variant{{bin: bin, compare: compareBin}}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/internal/toolchain"
 	"github.com/seckill/seckill/loadtest/harness"
 )
 
@@ -25,7 +26,7 @@ func TestSmoke(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the smoke load test takes about 30 seconds; -short skips it")
 	}
-	if _, err := harness.FindK6(""); err != nil {
+	if _, err := toolchain.FindK6(""); err != nil {
 		t.Fatalf("%v (make test installs it)", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -67,7 +68,7 @@ func TestSmokeFailover(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the failover smoke load test takes about 40 seconds; -short skips it")
 	}
-	if _, err := harness.FindK6(""); err != nil {
+	if _, err := toolchain.FindK6(""); err != nil {
 		t.Fatalf("%v (make test installs it)", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)

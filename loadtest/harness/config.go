@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/seckill/seckill/internal/toolchain"
 )
 
 // normalize fills cfg's zero values with the defaults and refuses a
@@ -19,7 +21,7 @@ func normalize(cfg Config) (Config, error) {
 			return cfg, err
 		}
 	}
-	root, err := ModuleRoot(".")
+	root, err := toolchain.ModuleRoot(".")
 	if err != nil {
 		return cfg, err
 	}

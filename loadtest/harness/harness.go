@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/seckill/seckill/internal/toolchain"
 	"github.com/seckill/seckill/loadtest/verify"
 )
 
@@ -142,7 +143,7 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 	if err != nil {
 		return res, err
 	}
-	if r.cfg.K6, err = EnsureK6(ctx, cfg.K6, r.log); err != nil { // before any server starts
+	if r.cfg.K6, err = toolchain.EnsureK6(ctx, cfg.K6, r.log); err != nil { // before any server starts
 		return res, err
 	}
 	if err := r.prepareSale(ctx); err != nil {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/internal/orderid"
+	"github.com/seckill/seckill/internal/toolchain"
 	"github.com/seckill/seckill/loadtest/verify"
 	"github.com/seckill/seckill/lock/locktest"
 )
@@ -81,7 +82,7 @@ func (r *run) runScript(ctx context.Context, script, name string, limit time.Dur
 		Console: filepath.Join(r.dir, name+"-console.log"),
 		Stdout:  filepath.Join(r.dir, name+".txt"),
 	}
-	k6, err := EnsureK6(ctx, r.cfg.K6, r.log)
+	k6, err := toolchain.EnsureK6(ctx, r.cfg.K6, r.log)
 	if err != nil {
 		return res, err
 	}

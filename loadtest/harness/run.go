@@ -22,6 +22,7 @@ import (
 	"github.com/seckill/seckill/internal/orderid"
 	"github.com/seckill/seckill/internal/testenv/mariadb"
 	"github.com/seckill/seckill/internal/testenv/natsserver"
+	"github.com/seckill/seckill/internal/toolchain"
 	"github.com/seckill/seckill/lock/locktest"
 	"github.com/seckill/seckill/lock/zookeeper/zktest"
 )
@@ -175,7 +176,7 @@ func (r *run) serviceBinary(ctx context.Context) (string, error) {
 		return r.cfg.ServiceBin, nil
 	}
 	r.event("building the service")
-	return BuildService(ctx, r.cfg.moduleRoot, r.work)
+	return toolchain.BuildService(ctx, r.cfg.moduleRoot, r.work)
 }
 
 // startDatabase sets the server the run's database goes on: a private

@@ -18,6 +18,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/seckill/seckill/internal/toolchain"
 	"github.com/seckill/seckill/loadtest/harness"
 )
 
@@ -137,7 +138,7 @@ func parseWith(def harness.Config, args []string, stderr io.Writer) (options, er
 		cfg.Env = append(cfg.Env, v)
 		return nil
 	})
-	fs.StringVar(&cfg.K6, "k6", "", "k6 binary (default: PATH, then $(go env GOPATH)/bin, else go install go.k6.io/k6@"+harness.K6Version+")")
+	fs.StringVar(&cfg.K6, "k6", "", "k6 binary (default: PATH, then $(go env GOPATH)/bin, else go install go.k6.io/k6@"+toolchain.K6Version+")")
 	fs.StringVar(&cfg.Name, "name", "", "run name (default: time and fault)")
 	fs.BoolVar(&cfg.Keep, "keep", false, "keep the run's database and work directory")
 	fs.DurationVar(&cfg.SoldOutBound, "soldout-bound", harness.DefaultSoldOutBound, "the history check accepts a sold_out answer if the stock was gone at some point this long before it was asked (sold_out.local_ttl + sold_out.recheck)")

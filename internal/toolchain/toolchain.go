@@ -1,4 +1,7 @@
-package harness
+// Package toolchain finds and builds what the load test and the bench
+// run: k6 (installed with go install when missing), the module's root and
+// its binaries.
+package toolchain
 
 import (
 	"context"
