@@ -1,12 +1,14 @@
 package audit
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"fmt"
 	"maps"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/seckill/seckill/service"
@@ -39,9 +41,8 @@ func WithEvents(retention time.Duration) Option {
 
 // checkEvents checks r's SKU's events in tx, when asked to: the orders
 // created in the window, and every outbox row that may tell one of them
-// (a run's first order is at most service.MaxRunSpan ids below each it
-// tells), expanded and walked in id order by service.CheckChain, as
-// testenv.CheckEvents walks the whole database. Each order's events must
+// (eventRows), expanded and walked in id order by service.CheckChain, as
+// the tests walk the whole outbox (internal/testenv/eventcheck). Each order's events must
 // be one created, then one per change, each from a status it can leave,
 // the last its status now; an order without any is broken.
 func (o options) checkEvents(ctx context.Context, tx *sql.Tx, r *Report) error {
@@ -65,12 +66,12 @@ func (o options) checkEvents(ctx context.Context, tx *sql.Tx, r *Report) error {
 	if err != nil || len(current) == 0 {
 		return wrapEvents(r, err)
 	}
+	runs, err := eventRows(ctx, tx, current, lo, hi)
+	if err != nil {
+		return wrapEvents(r, err)
+	}
 	var chain []service.OrderEvent
-	err = each(ctx, tx, func(rows *sql.Rows) error {
-		var run service.EventRun
-		if err := rows.Scan(&run.ID, &run.EventID, &run.First, &run.Last, &run.Step, &run.Type, &run.Status); err != nil {
-			return err
-		}
+	for _, run := range runs {
 		for k := range run.Len() {
 			if e := run.Event(k); e.OrderID >= lo && e.OrderID <= hi {
 				if _, ours := current[e.OrderID]; ours {
@@ -78,11 +79,6 @@ func (o options) checkEvents(ctx context.Context, tx *sql.Tx, r *Report) error {
 				}
 			}
 		}
-		return nil
-	}, "SELECT id, event_id, order_id, last_order_id, step, type, status FROM order_events WHERE order_id BETWEEN ? AND ? ORDER BY id",
-		lo-service.MaxRunSpan, hi)
-	if err != nil {
-		return wrapEvents(r, err)
 	}
 	bad := map[int64]bool{}
 	for _, b := range service.CheckChain(chain, last) {
@@ -100,6 +96,45 @@ func (o options) checkEvents(ctx context.Context, tx *sql.Tx, r *Report) error {
 			len(bad), r.EventOrders, window, first)
 	}
 	return nil
+}
+
+// eventsChunk bounds the ids of one IN list.
+const eventsChunk = 1000
+
+// eventRows returns, in id order, the outbox rows that may tell an order
+// of ours, all of whose ids lie from lo to hi: every created row whose
+// first order is at most service.MaxRunSpan ids below lo (migration
+// 00007's order_events_created: the rounds', not the orders'), and every
+// other row of one of ours (order_events_order). An audit reads its
+// SKU's events and the rounds around them, not every SKU's.
+func eventRows(ctx context.Context, tx *sql.Tx, ours map[int64]service.OrderStatus, lo, hi int64) ([]service.EventRun, error) {
+	byID := map[int64]service.EventRun{}
+	scan := func(rows *sql.Rows) error {
+		var run service.EventRun
+		if err := rows.Scan(&run.ID, &run.EventID, &run.First, &run.Last, &run.Step, &run.Type, &run.Status); err != nil {
+			return err
+		}
+		byID[run.ID] = run
+		return nil
+	}
+	const cols = "SELECT id, event_id, order_id, last_order_id, step, type, status FROM order_events WHERE "
+	if err := each(ctx, tx, scan, cols+"type = 'created' AND order_id BETWEEN ? AND ?", lo-service.MaxRunSpan, hi); err != nil {
+		return nil, err
+	}
+	ids := slices.Sorted(maps.Keys(ours))
+	for chunk := range slices.Chunk(ids, eventsChunk) {
+		args := make([]any, len(chunk))
+		for i, id := range chunk {
+			args[i] = id
+		}
+		q := cols + "type <> 'created' AND order_id IN (?" + strings.Repeat(", ?", len(chunk)-1) + ")"
+		if err := each(ctx, tx, scan, q, args...); err != nil {
+			return nil, err
+		}
+	}
+	runs := slices.Collect(maps.Values(byID))
+	slices.SortFunc(runs, func(a, b service.EventRun) int { return cmp.Compare(a.ID, b.ID) })
+	return runs, nil
 }
 
 // each runs query in tx and calls scan on each row.

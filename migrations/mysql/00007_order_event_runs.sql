@@ -11,8 +11,8 @@
 -- event id derives from the row's (service.RunEventID).
 --
 -- A run spans at most 65535 ids, so that the audit finds the runs that
--- may tell an order among the rows of order_id at most that far below it
--- (order_events_order).
+-- may tell an order among the created rows of order_id at most that far
+-- below it (order_events_created: one row a round, not a row an order).
 
 -- +goose Up
 ALTER TABLE order_events
@@ -21,9 +21,11 @@ ALTER TABLE order_events
 UPDATE order_events SET last_order_id = order_id;
 ALTER TABLE order_events ADD CONSTRAINT order_events_run
     CHECK (step >= 1 AND last_order_id >= order_id AND last_order_id - order_id <= 65535 AND MOD(last_order_id - order_id, step) = 0);
+CREATE INDEX order_events_created ON order_events (type, order_id);
 
 -- +goose Down
 -- A run of several orders becomes its first order's event: drain the
 -- relay (no unpublished run) before going down.
+DROP INDEX order_events_created ON order_events;
 ALTER TABLE order_events DROP CONSTRAINT order_events_run;
 ALTER TABLE order_events DROP COLUMN step, DROP COLUMN last_order_id;
