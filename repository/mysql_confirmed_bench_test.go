@@ -3,14 +3,11 @@ package repository
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/seckill/seckill/internal/database"
 	"github.com/seckill/seckill/service"
 )
 
@@ -24,23 +21,10 @@ import (
 func BenchmarkPayOrder(b *testing.B) {
 	rig := newReplicaRig(b, 1)
 	ctx := context.Background()
-	if err := rig.set.Primary.Exec(ctx, "CREATE DATABASE seckill"); err != nil {
-		b.Fatal(err)
-	}
 	if err := rig.set.Replicas[0].Exec(ctx, "STOP SLAVE", "SET GLOBAL slave_parallel_threads = 4", "SET GLOBAL slave_parallel_mode = 'optimistic'", "START SLAVE"); err != nil {
 		b.Fatal(err)
 	}
-	db, err := database.OpenMySQL("root@tcp("+rig.mover.Addr+")/seckill", database.Options{MaxOpenConns: 24, MaxIdleConns: 24})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { database.Close(db) })
-	if err := database.Migrate(ctx, db, "up", io.Discard); err != nil {
-		b.Fatal(err)
-	}
-	r := NewReplicas(ReplicasConfig{Nodes: []ReplicaConfig{openReplicaAt(b, rig.set.Replicas[0].Addr)}, Min: 1,
-		Timeout: time.Second, Primary: rig.primary, Log: slog.New(slog.DiscardHandler)})
-	b.Cleanup(func() { r.Close() })
+	db, r := confirmedDB(b, rig, 24, time.Second)
 	for _, tc := range []struct {
 		name string
 		s    *MySQL

@@ -8,9 +8,35 @@ import (
 	"testing"
 	"time"
 
+	"gorm.io/gorm"
+
 	"github.com/seckill/seckill/internal/database"
 	"github.com/seckill/seckill/service"
 )
+
+// confirmedDB creates the database seckill on rig's primary, migrated,
+// opens it through rig's mover with at most conns connections, and
+// returns it with the replicas confirming its writes (mysql.min_replicas
+// 1, waiting up to timeout).
+func confirmedDB(t testing.TB, rig *replicaRig, conns int, timeout time.Duration) (*gorm.DB, *Replicas) {
+	t.Helper()
+	ctx := context.Background()
+	if err := rig.set.Primary.Exec(ctx, "CREATE DATABASE seckill"); err != nil {
+		t.Fatal(err)
+	}
+	db, err := database.OpenMySQL("root@tcp("+rig.mover.Addr+")/seckill", database.Options{MaxOpenConns: conns, MaxIdleConns: conns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { database.Close(db) })
+	if err := database.Migrate(ctx, db, "up", io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	r := NewReplicas(ReplicasConfig{Nodes: []ReplicaConfig{openReplicaAt(t, rig.set.Replicas[0].Addr)}, Min: 1,
+		Timeout: timeout, Primary: rig.primary, Log: slog.New(slog.DiscardHandler)})
+	t.Cleanup(func() { r.Close() })
+	return db, r
+}
 
 // TestMySQL_EveryAcknowledgedWriteWaitsForTheReplicas (issue 46, 1): with
 // the only replica stalled, a payment, a cancel, a restock, a sweep, a SKU
@@ -21,20 +47,7 @@ import (
 func TestMySQL_EveryAcknowledgedWriteWaitsForTheReplicas(t *testing.T) {
 	rig := newReplicaRig(t, 1)
 	ctx := context.Background()
-	if err := rig.set.Primary.Exec(ctx, "CREATE DATABASE seckill"); err != nil {
-		t.Fatal(err)
-	}
-	db, err := database.OpenMySQL("root@tcp("+rig.mover.Addr+")/seckill", database.Options{MaxOpenConns: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { database.Close(db) })
-	if err := database.Migrate(ctx, db, "up", io.Discard); err != nil {
-		t.Fatal(err)
-	}
-	r := NewReplicas(ReplicasConfig{Nodes: []ReplicaConfig{openReplicaAt(t, rig.set.Replicas[0].Addr)}, Min: 1,
-		Timeout: 300 * time.Millisecond, Primary: rig.primary, Log: slog.New(slog.DiscardHandler)})
-	t.Cleanup(func() { r.Close() })
+	db, r := confirmedDB(t, rig, 4, 300*time.Millisecond)
 	s := NewMySQL(db, WithReplicas(r))
 
 	now := time.Now().UTC().Truncate(time.Microsecond)

@@ -3,12 +3,9 @@ package repository
 import (
 	"context"
 	"errors"
-	"io"
-	"log/slog"
 	"testing"
 	"time"
 
-	"github.com/seckill/seckill/internal/database"
 	"github.com/seckill/seckill/service"
 )
 
@@ -21,20 +18,7 @@ import (
 func TestMySQL_EventsWaitForTheReplicas(t *testing.T) {
 	rig := newReplicaRig(t, 1)
 	ctx := context.Background()
-	if err := rig.set.Primary.Exec(ctx, "CREATE DATABASE seckill"); err != nil {
-		t.Fatal(err)
-	}
-	db, err := database.OpenMySQL("root@tcp("+rig.mover.Addr+")/seckill", database.Options{MaxOpenConns: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { database.Close(db) })
-	if err := database.Migrate(ctx, db, "up", io.Discard); err != nil {
-		t.Fatal(err)
-	}
-	r := NewReplicas(ReplicasConfig{Nodes: []ReplicaConfig{openReplicaAt(t, rig.set.Replicas[0].Addr)}, Min: 1,
-		Timeout: 300 * time.Millisecond, Primary: rig.primary, Log: slog.New(slog.DiscardHandler)})
-	t.Cleanup(func() { r.Close() })
+	db, r := confirmedDB(t, rig, 4, 300*time.Millisecond)
 	s := NewMySQL(db, WithReplicas(r), WithEvents())
 
 	now := time.Now().UTC().Truncate(time.Microsecond)
