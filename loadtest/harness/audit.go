@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/seckill/seckill/internal/audit"
+	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/loadtest/verify"
 )
 
@@ -18,13 +19,17 @@ func (r *run) audit(ctx context.Context) []string {
 	}
 	var out []string
 	audited := 0
+	var opts []audit.Option
+	if r.nats != nil { // each order's chain of events too (events_tell_changes)
+		opts = append(opts, audit.WithEvents(config.Default().Events.Retention))
+	}
 	err := audit.All(ctx, r.db, 0, func(rep audit.Report) error {
 		audited++
 		for _, f := range rep.Failures {
 			out = append(out, fmt.Sprintf("sku %d %s: %s", rep.SKU, f.Invariant, f.Detail))
 		}
 		return nil
-	})
+	}, opts...)
 	if err != nil {
 		out = append(out, err.Error())
 	}
