@@ -2,7 +2,6 @@ package handler_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,32 +9,19 @@ import (
 	"net/http/httptest"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/seckill/seckill/handler"
 	"github.com/seckill/seckill/internal/logging"
+	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/service"
 )
 
-// syncBuffer is a bytes.Buffer safe for the server's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) lines(t *testing.T) []map[string]any {
+// logLines decodes each JSON line written to buf.
+func logLines(t *testing.T, buf *testenv.SyncBuffer) []map[string]any {
 	t.Helper()
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	var out []map[string]any
-	sc := bufio.NewScanner(bytes.NewReader(s.b.Bytes()))
+	sc := bufio.NewScanner(strings.NewReader(buf.String()))
 	for sc.Scan() {
 		var m map[string]any
 		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
@@ -64,7 +50,7 @@ func TestAccessLog(t *testing.T) {
 	}
 	for _, run := range []struct{ on, with bool }{{true, false}, {false, false}, {true, true}} {
 		on := run.on
-		var buf syncBuffer
+		var buf testenv.SyncBuffer
 		log := logging.New(&buf, "info", "json")
 		if run.with {
 			log = log.With("instance", "a")
@@ -87,7 +73,7 @@ func TestAccessLog(t *testing.T) {
 			resp.Body.Close()
 		}
 		srv.Close() // waits for the handlers: every line is written
-		lines := buf.lines(t)
+		lines := logLines(t, &buf)
 		if !on {
 			if len(lines) != 0 {
 				t.Errorf("log.access off: %d lines (%v); want none", len(lines), lines)
@@ -134,7 +120,7 @@ func (failingOrders) Place(context.Context, service.OrderRequest) (service.Place
 // access line's latency is a number of milliseconds.
 func TestRequestIDReachesLogsErrorsAndHeader(t *testing.T) {
 	t.Parallel()
-	var buf syncBuffer
+	var buf testenv.SyncBuffer
 	h, err := handler.New(handler.Config{Orders: failingOrders{}, Log: logging.New(&buf, "info", "json"), AccessLog: true, MaxBodyBytes: 4096})
 	if err != nil {
 		t.Fatal(err)
@@ -174,7 +160,7 @@ func TestRequestIDReachesLogsErrorsAndHeader(t *testing.T) {
 	}
 	srv.Close() // waits for the handlers: every line is written
 	byID := map[string][]map[string]any{}
-	for _, l := range buf.lines(t) {
+	for _, l := range logLines(t, &buf) {
 		id, _ := l["request_id"].(string)
 		byID[id] = append(byID[id], l)
 	}

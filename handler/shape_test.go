@@ -16,6 +16,7 @@ import (
 
 	"github.com/seckill/seckill/handler"
 	"github.com/seckill/seckill/internal/logging"
+	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/metrics"
 )
 
@@ -203,7 +204,7 @@ func TestSKUsOnSale(t *testing.T) {
 // lines differ.
 func TestAccessLogNamesTheOutcome(t *testing.T) {
 	t.Parallel()
-	var buf syncBuffer
+	var buf testenv.SyncBuffer
 	s := newStack(t, func(o *stackOptions) { o.log = logging.New(&buf, "info", "json") })
 	sku := s.createSKU(t, `{"name":"log","stock":2,"per_user_limit":1}`)
 	body := func(user string) string { return fmt.Sprintf(`{"sku_id":%d,"user_id":%q,"quantity":1}`, sku, user) }
@@ -228,7 +229,7 @@ func TestAccessLogNamesTheOutcome(t *testing.T) {
 		}
 	}
 	var orders []map[string]any
-	for _, l := range buf.lines(t) {
+	for _, l := range logLines(t, &buf) {
 		if l["msg"] == "request" && l["route"] == "/api/v1/orders" && l["method"] == "POST" {
 			orders = append(orders, l)
 		}
