@@ -163,7 +163,7 @@ func (b *bench) serviceEnv(ctx context.Context, c benchCase, v variant, i int, d
 	}
 	env = append(env, d.replicaEnv...)
 	env = append(env, v.env...)
-	if b.o.profile && !c.ceiling {
+	if b.o.profile {
 		dport, err := locktest.FreePort()
 		if err != nil {
 			return nil, "", err

@@ -74,7 +74,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.held, "held", 10000, "connections of the held-connections rows (a Go client, each connection a closed-loop buyer; 0: no such rows)")
 	rows := fs.String("rows", "", "run only the cases whose \"name @load\" matches this regexp (the ceilings always run: every ratio needs them)")
 	abRefs := fs.String("ab-ref", "", "also run every selected case with the service built from each of these comma-separated git refs, next to the worktree's (A/B in one run)")
-	fs.BoolVar(&o.profile, "profile", false, "write the service's CPU and allocation profiles of every order row (pprof) into the results directory")
+	fs.BoolVar(&o.profile, "profile", false, "write the service's CPU and allocation profiles of every row (pprof), and its memory statistics halfway through it, into the results directory")
 	abEnv := fs.String("ab-env", "", "also run every selected case with these settings (SECKILL_*, OTEL_* or the Go runtime's GOGC, GOMEMLIMIT, GODEBUG, GOMAXPROCS): 'label:KEY=V,KEY=V;label2:KEY=V'")
 	fs.IntVar(&o.repeat, "repeat", 1, "run the selected cases this many times (1..20), each case's sides in reverse order every other time, so no side always runs first; the tables average the runs")
 	fs.BoolVar(&o.events, "events", false, "also run every selected case with order events on (events.enabled), relayed to a private nats-server: what the outbox and its relay cost")

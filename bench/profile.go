@@ -12,25 +12,39 @@ import (
 )
 
 // profiler fetches the service's CPU and allocation profiles over a row's
-// run (-profile): net/http/pprof on the instance's debug address. Read
-// them with `go tool pprof -top <bin> <file>`. Sampling costs the service
-// a little CPU, so the CPU table of a profiled run reads a bit high.
+// run (-profile), and its memory statistics halfway through it:
+// net/http/pprof on the instance's debug address. Read the profiles with
+// `go tool pprof -top <bin> <file>`; the statistics (the runtime.MemStats
+// at the end of the text heap profile: StackInuse, HeapInuse, Sys) say
+// where a row's resident memory goes. Sampling costs the service a little
+// CPU, so the CPU table of a profiled run reads a bit high.
 type profiler struct {
 	wg   sync.WaitGroup
 	errs []error
 	mu   sync.Mutex
 }
 
-// start fetches both profiles for d, in the background, into dir as
+// start fetches, in the background, into dir, both profiles for d as
 // <prefix>-cpu.pprof and <prefix>-allocs.pprof (the allocations made
-// during d).
+// during d), and the text heap profile at d/2 as <prefix>-heap.txt.
 func (p *profiler) start(ctx context.Context, debugBase, dir, prefix string, d time.Duration) {
 	secs := max(int(d.Seconds()), 1)
-	for _, prof := range []struct{ path, file string }{
-		{fmt.Sprintf("/debug/pprof/profile?seconds=%d", secs), prefix + "-cpu.pprof"},
-		{fmt.Sprintf("/debug/pprof/allocs?seconds=%d", secs), prefix + "-allocs.pprof"},
+	for _, prof := range []struct {
+		path, file string
+		after      time.Duration
+	}{
+		{fmt.Sprintf("/debug/pprof/profile?seconds=%d", secs), prefix + "-cpu.pprof", 0},
+		{fmt.Sprintf("/debug/pprof/allocs?seconds=%d", secs), prefix + "-allocs.pprof", 0},
+		{"/debug/pprof/heap?debug=1", prefix + "-heap.txt", d / 2},
 	} {
 		p.wg.Go(func() {
+			t := time.NewTimer(prof.after)
+			defer t.Stop()
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				return
+			}
 			if err := fetchTo(ctx, debugBase+prof.path, filepath.Join(dir, prof.file), d+30*time.Second); err != nil {
 				p.mu.Lock()
 				p.errs = append(p.errs, err)
@@ -40,7 +54,7 @@ func (p *profiler) start(ctx context.Context, debugBase, dir, prefix string, d t
 	}
 }
 
-// wait returns once both profiles are written, with what failed.
+// wait returns once every profile is written, with what failed.
 func (p *profiler) wait() []error {
 	p.wg.Wait()
 	return p.errs
