@@ -158,7 +158,7 @@ func TestRelay_BrokerDownThenBack(t *testing.T) {
 
 // broker starts a private nats-server and returns it, an order id codec
 // and a publisher to the test stream with duplicate window dup.
-func broker(t *testing.T, dup time.Duration) (*testenv.NATSServer, *orderid.Codec, *events.JetStream) {
+func broker(t testing.TB, dup time.Duration) (*testenv.NATSServer, *orderid.Codec, *events.JetStream) {
 	t.Helper()
 	ns := testenv.StartNATS(t)
 	key, _ := orderid.ParseKey(orderid.RandomKey())
