@@ -45,14 +45,26 @@ func (c *claims) UnmarshalJSON(data []byte) error {
 }
 
 // decodePlain decodes data if it has the plain shape and reports whether
-// it did; false leaves the decoding to encoding/json.
+// it did; false leaves the decoding to encoding/json. It skips the
+// values of other members without checking them: data must be valid
+// JSON (golang-jwt has checked it, or hs256 has).
 func (c *claims) decodePlain(data []byte) bool {
+	ok, _ := c.decodeKnown(data)
+	return ok
+}
+
+// decodeKnown is decodePlain, also reporting whether data held only
+// registered claims: then every byte of it was read as JSON's grammar
+// asks, so a true ok and a true only mean data is valid JSON.
+func (c *claims) decodeKnown(data []byte) (ok, only bool) {
 	c.RegisteredClaims = jwt.RegisteredClaims{}
 	var seen [nClaims]bool
-	return plainjson.Object(data, func(key []byte, i int) (int, bool) {
+	only = true
+	ok = plainjson.Object(data, func(key []byte, i int) (int, bool) {
 		claim := claimIndex(key)
 		switch {
 		case claim < 0:
+			only = false
 			return skipValue(data, i)
 		case claim >= nClaims, seen[claim]:
 			return 0, false // folds to a claim's name, or a duplicate: encoding/json's rules
@@ -60,6 +72,7 @@ func (c *claims) decodePlain(data []byte) bool {
 		seen[claim] = true
 		return c.set(claim, data, i)
 	})
+	return ok, only
 }
 
 // claimIndex returns the index of the claim named key, -1 for another

@@ -84,7 +84,14 @@ func (h *hs256) verify(token string, c *claims) (handled bool, err error) {
 	}
 	s.payload = s.payload[:0]
 	s.payload, err = base64.RawURLEncoding.AppendDecode(s.payload, s.in[len(header)+1:len(signed)])
-	if err != nil || !json.Valid(s.payload) {
+	if err != nil {
+		return false, nil
+	}
+	// The usual payload, registered claims alone, is decoded and known
+	// valid JSON in one pass; any other is checked whole first.
+	decoded, only := c.decodeKnown(s.payload)
+	if !(decoded && only) && !json.Valid(s.payload) {
+		*c = claims{}
 		return false, nil
 	}
 	s.mac.Reset()
@@ -92,8 +99,10 @@ func (h *hs256) verify(token string, c *claims) (handled bool, err error) {
 	if !hmac.Equal(s.mac.Sum(s.sum[:0]), s.sig[:]) {
 		return true, fmt.Errorf("%w: %w: %w", ErrInvalidToken, jwt.ErrTokenSignatureInvalid, jwt.ErrSignatureInvalid)
 	}
-	if err := c.UnmarshalJSON(s.payload); err != nil {
-		return true, fmt.Errorf("%w: %w: %w", ErrInvalidToken, jwt.ErrTokenMalformed, err)
+	if !decoded {
+		if err := c.UnmarshalJSON(s.payload); err != nil {
+			return true, fmt.Errorf("%w: %w: %w", ErrInvalidToken, jwt.ErrTokenMalformed, err)
+		}
 	}
 	if err := h.validator.Validate(c); err != nil {
 		return true, fmt.Errorf("%w: %w: %w", ErrInvalidToken, jwt.ErrTokenInvalidClaims, err)

@@ -144,6 +144,15 @@ func FuzzHS256FastPath(f *testing.F) {
 		`{"sub":"alice","iss":"idp","aud":"seckill","exp":null}`,
 		`{"SUB":"alice","iss":"idp","aud":"seckill","exp":` + itoa(now+60) + `}`,
 		`{"sub":"alice","sub":"bob","iss":"idp","aud":"seckill","exp":` + itoa(now+60) + `}`,
+		// Registered claims alone, decoded without json.Valid: not JSON.
+		`{"sub":"alice","iss":"idp","aud":"seckill","exp":` + itoa(now+60) + `,}`,
+		`{"sub":"alice","iss":"idp","aud":"seckill","exp":` + itoa(now+60),
+		`{"sub":"alice" "iss":"idp","aud":"seckill","exp":` + itoa(now+60) + `}`,
+		`{"sub":"alice","iss":"idp","aud":["seckill",],"exp":` + itoa(now+60) + `}`,
+		`{"sub":"alice","iss":"idp","aud":"seckill","exp":` + itoa(now+60) + `}x`,
+		// Another member's value, skipped unread: json.Valid must decide.
+		`{"sub":"alice","iss":"idp","aud":"seckill","exp":` + itoa(now+60) + `,"scope":tru}`,
+		`{"sub":"alice","iss":"idp","aud":"seckill","exp":` + itoa(now+60) + `,"roles":[1,}`,
 	} {
 		f.Add(`{"alg":"HS256","typ":"JWT"}`, p, byte(0))
 	}
