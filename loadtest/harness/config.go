@@ -112,6 +112,8 @@ func checkFaults(cfg Config) error {
 		return fmt.Errorf("mysql-min-replicas %d: the mysql-failover fault has 2 replicas: want 0 to 2", cfg.MySQLMinReplicas)
 	case cfg.Fault == FaultInstance && cfg.Instances < 2:
 		return errors.New("the instance fault needs at least 2 instances")
+	case cfg.Fault == FaultBroker && (!cfg.Events || cfg.Target):
+		return errors.New("the broker fault kills the runner's own nats-server: it needs -events, and no -target")
 	}
 	return nil
 }

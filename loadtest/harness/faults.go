@@ -6,6 +6,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/seckill/seckill/loadtest/verify"
 )
 
 // inject strikes the configured fault and returns once the victim is back
@@ -51,6 +53,8 @@ func (r *run) victims() ([]victim, error) {
 		vs = append(vs, victim{instanceName(i), p.Kill, func(ctx context.Context) error { return p.Start(ctx, instanceReady) }})
 	case FaultMySQL:
 		vs = append(vs, victim{"mariadbd", r.mariadb.Kill, r.mariadb.Restart})
+	case FaultBroker:
+		vs = append(vs, victim{"nats-server", r.nats.Kill, r.nats.Restart})
 	default:
 		return nil, fmt.Errorf("unknown fault %q", r.cfg.Fault)
 	}
@@ -84,7 +88,7 @@ func (r *run) killAndRestart(ctx context.Context, victims []victim) error {
 		for _, v := range victims {
 			v.kill()
 		}
-		time.Sleep(r.cfg.FaultFor)
+		r.holdDown(ctx)
 		r.event("FAULT: restarting %s", name)
 		for _, v := range victims {
 			if err := v.restart(ctx); err != nil {
@@ -113,4 +117,49 @@ func (r *run) injectPause(ctx context.Context) error {
 		}
 		return name + " resumed", victim.Await(ctx, instanceReady)
 	})
+}
+
+// holdDown keeps the victims down for FaultFor. Under the broker fault it
+// reads, meanwhile, the outbox's backlog and its age that the instances
+// show (the relay leader's), and what is sold: the sale must go on and
+// the metrics must show the events waiting.
+func (r *run) holdDown(ctx context.Context) {
+	if r.cfg.Fault != FaultBroker {
+		time.Sleep(r.cfg.FaultFor)
+		return
+	}
+	m := &r.monitor
+	for end := time.Now().Add(r.cfg.FaultFor); time.Now().Before(end); sleepCtx(ctx, 500*time.Millisecond) {
+		for i := range r.baseURLs {
+			mctx, cancel := context.WithTimeout(ctx, time.Second)
+			n, _, _ := r.metric(mctx, i, "seckill_events_backlog ")
+			age, _, _ := r.metric(mctx, i, "seckill_events_oldest_unpublished_seconds ")
+			cancel()
+			m.outage.Backlog, m.outage.AgeS = max(m.outage.Backlog, int64(n)), max(m.outage.AgeS, age)
+		}
+	}
+	if _, sold, err := r.stockReading(ctx); err == nil {
+		m.outage.Sold = sold - m.faultSold
+	}
+}
+
+// BrokerOutage is what the broker fault saw while nats-server was down.
+type BrokerOutage struct {
+	Backlog int64   `json:"max_backlog"`      // seckill_events_backlog, the largest read
+	AgeS    float64 `json:"max_oldest_age_s"` // seckill_events_oldest_unpublished_seconds, the largest read
+	Sold    int64   `json:"sold_while_down"`  // units sold meanwhile
+	Left    int64   `json:"stock_at_fault"`   // what was left to sell when it struck
+}
+
+// violations: the sale stopped, or the metrics never showed the events
+// waiting, while the broker was down.
+func (o BrokerOutage) violations(down time.Duration) []verify.Violation {
+	var msgs []string
+	if o.Left > 0 && o.Sold == 0 {
+		msgs = append(msgs, fmt.Sprintf("nothing sold in the %v the broker was down, with %d units left", down, o.Left))
+	}
+	if o.Backlog == 0 || o.AgeS == 0 {
+		msgs = append(msgs, fmt.Sprintf("the instances' metrics never showed the events waiting while the broker was down (backlog %d, oldest %.1fs)", o.Backlog, o.AgeS))
+	}
+	return violationsOf(BrokerDown, msgs...)
 }

@@ -24,10 +24,11 @@ const (
 	FaultMySQL    = "mysql"    // SIGKILL MariaDB (a private one), restart it
 	FaultFailover = "failover" // Sentinel: SIGKILL the master, let Sentinel promote a replica
 	FaultPause    = "pause"    // SIGSTOP one service instance, SIGCONT it
+	FaultBroker   = "broker"   // SIGKILL the events' nats-server, restart it (-fault-for 30s: issue 51's outage)
 )
 
 // Faults lists the fault modes.
-var Faults = []string{FaultNone, FaultRedis, FaultInstance, FaultMySQL, FaultFailover, FaultPause, FaultZKLeader, FaultMySQLFailover}
+var Faults = []string{FaultNone, FaultRedis, FaultInstance, FaultMySQL, FaultFailover, FaultPause, FaultZKLeader, FaultMySQLFailover, FaultBroker}
 
 // Config is one load run; cmd/loadtest's flags say what each field means.
 // Start from Default or Smoke: zero SKUs, P95 and P99 take the defaults

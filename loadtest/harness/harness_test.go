@@ -148,3 +148,24 @@ func TestLongestStall(t *testing.T) {
 		t.Errorf("longestStall(moving) = %v; want 0", got)
 	}
 }
+
+// TestBrokerOutage_Violations: the broker fault fails a run whose sale
+// stopped, or whose metrics never showed the events waiting, while the
+// broker was down; a sale that had sold out before is not blamed.
+func TestBrokerOutage_Violations(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		o    BrokerOutage
+		want int
+	}{
+		{"sold on, backlog shown", BrokerOutage{Backlog: 900, AgeS: 28, Sold: 500, Left: 900}, 0},
+		{"nothing sold", BrokerOutage{Backlog: 900, AgeS: 28, Sold: 0, Left: 900}, 1},
+		{"no backlog shown", BrokerOutage{Backlog: 0, AgeS: 0, Sold: 500, Left: 900}, 1},
+		{"backlog without an age", BrokerOutage{Backlog: 900, AgeS: 0, Sold: 500, Left: 900}, 1},
+		{"both", BrokerOutage{Left: 900}, 2},
+	} {
+		if got := tc.o.violations(30 * time.Second); len(got) != tc.want {
+			t.Errorf("%s: %d violations %v; want %d", tc.name, len(got), got, tc.want)
+		}
+	}
+}

@@ -18,6 +18,7 @@ type monitorState struct {
 	faultSold  int64     // units sold when the fault struck
 	victims    string    // what the fault killed
 	faultErr   error
+	outage     BrokerOutage // -fault broker
 	samples    []sample
 }
 
@@ -93,7 +94,7 @@ func (r *run) watch(ctx context.Context, start time.Time) {
 					m.faultErr = fmt.Errorf("the sale sold out before the %s fault could strike: raise -stock or lower -fault-at", r.cfg.Fault)
 					continue
 				}
-				m.faultSold = sold
+				m.faultSold, m.outage.Left = sold, stock
 				// Restoring the victim must finish even when k6 is done.
 				fault.Go(func() { m.faultErr = r.inject(context.WithoutCancel(ctx)) })
 			}

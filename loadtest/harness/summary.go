@@ -28,6 +28,7 @@ const (
 	LockInspectionFailed     = "lock_inspection"            // GET /admin/v1/skus/{id}/lock showed a holder without owner or with more than a token prefix, a fence lower than before, or a lock held after the sale
 	AcknowledgedWriteMissing = "acknowledged_write_missing" // -fault mysql-failover: a write answered 200/201 is not on the survivor, or none was acknowledged after the failover
 	EventsStream             = "events_stream"              // -events: the stream replayed and deduplicated is not the outbox, the outbox breaks an order's chain, or the relay left it unpublished
+	BrokerDown               = "broker_down"                // -fault broker: nothing sold while nats-server was down, or the metrics never showed the events waiting
 )
 
 // Summary is what a run measured and concluded; it is written as
@@ -76,6 +77,8 @@ type Summary struct {
 	FailoverLost     int             `json:"failover_lost_orders"`
 	FailoverOversold int64           `json:"failover_oversold_units"`
 	FailoverWrites   *FailoverWrites `json:"failover_writes,omitempty"`
+
+	Outage *BrokerOutage `json:"broker_outage,omitempty"` // -fault broker
 
 	Acknowledged        int            `json:"acknowledged_orders"`
 	Unanswered          int            `json:"unanswered_requests"`   // the buyer never learned the outcome
@@ -146,6 +149,10 @@ func (r *run) verify(ctx context.Context, k6Start time.Time, k6res k6Result) (Su
 		}
 		s.FailoverWrites = &fw
 		s.Violations = append(s.Violations, fw.violations()...)
+	}
+	if r.cfg.Fault == FaultBroker && !r.monitor.faultBack.IsZero() {
+		s.Outage = &r.monitor.outage
+		s.Violations = append(s.Violations, s.Outage.violations(r.cfg.FaultFor)...)
 	}
 	s.Violations = append(s.Violations, violationsOf(AuditFailed, r.audit(ctx)...)...)
 	var vs []verify.Violation
@@ -241,7 +248,8 @@ func (r *run) unavailableOutside(at []time.Time) []verify.Violation {
 	from, to := m.faultStart.Add(-time.Second), m.faultBack.Add(r.cfg.UnavailableGrace)
 	var outside []time.Time
 	for _, t := range at {
-		if m.faultStart.IsZero() || t.Before(from) || t.After(to) {
+		// The broker's loss is no excuse: orders sell on without it.
+		if m.faultStart.IsZero() || r.cfg.Fault == FaultBroker || t.Before(from) || t.After(to) {
 			outside = append(outside, t)
 		}
 	}
@@ -344,6 +352,9 @@ func (s Summary) writeSale(p func(string, ...any)) {
 	if s.Fault != FaultNone {
 		p("  fault         %s: %s %s at %.1fs (sold %d), back at %.1fs; %d answers 503/dropped",
 			s.Fault, s.Victims, faultVerb(s.Fault), s.FaultStart, s.SoldAtFault, s.FaultBack, s.Unavailable)
+	}
+	if o := s.Outage; o != nil {
+		p("  broker down   %d units sold meanwhile (of %d left); the metrics showed up to %d events waiting, the oldest %.1fs", o.Sold, o.Left, o.Backlog, o.AgeS)
 	}
 }
 

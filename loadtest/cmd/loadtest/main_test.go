@@ -52,6 +52,7 @@ func TestRun_refuses(t *testing.T) {
 		{name: "unknown lock", args: []string{"-lock", "etcd"}, want: "lock"},
 		{name: "zk-leader on redis", args: []string{"-fault", "zk-leader"}, want: "-lock zookeeper"},
 		{name: "redis fault without redis", args: []string{"-lock", "zookeeper", "-fault", "redis"}, want: "without Redis"},
+		{name: "broker fault without events", args: []string{"-fault", "broker", "-events=false"}, want: "needs -events"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
