@@ -125,19 +125,32 @@ func runAudit(ctx context.Context, cfg config.Config, f auditFlags, stdout io.Wr
 		if err := audit.All(ctx, sqlDB, 0, out.add, opts...); err != nil {
 			return usageError(err)
 		}
+		if cfg.Events.Enabled { // the events no SKU's audit sees
+			o, err := audit.Outbox(ctx, sqlDB, opts...)
+			if err != nil {
+				return usageError(err)
+			}
+			out.outbox = &o
+		}
 	}
 	if err := out.end(); err != nil {
 		return usageError(err)
 	}
-	if out.failed == 0 {
+	var failed []string
+	if o := out.outbox; o != nil && !o.OK() {
+		failed = append(failed, fmt.Sprintf("the order events' outbox fails %s: %s", o.Failures[0].Invariant, o.Failures[0].Detail))
+	}
+	if out.failed > 0 {
+		more := ""
+		if out.failed > len(out.named) {
+			more = fmt.Sprintf(" and %d more", out.failed-len(out.named))
+		}
+		failed = append(failed, fmt.Sprintf("%d of %d SKUs fail an invariant: %s%s", out.failed, out.audited, strings.Join(out.named, "; "), more))
+	}
+	if len(failed) == 0 {
 		return nil
 	}
-	more := ""
-	if out.failed > len(out.named) {
-		more = fmt.Sprintf(" and %d more", out.failed-len(out.named))
-	}
-	return &exitError{code: 1, err: fmt.Errorf("audit: %d of %d SKUs fail an invariant: %s%s",
-		out.failed, out.audited, strings.Join(out.named, "; "), more)}
+	return &exitError{code: 1, err: fmt.Errorf("audit: %s", strings.Join(failed, "; "))}
 }
 
 // auditable refuses a database with nothing to audit: no seckill schema,
@@ -165,7 +178,8 @@ type auditWriter struct {
 	json    bool
 	audited int
 	failed  int
-	named   []string // the first maxNamed failed SKUs with their invariants
+	named   []string            // the first maxNamed failed SKUs with their invariants
+	outbox  *audit.OutboxReport // the whole audit's, with events on
 }
 
 func newAuditWriter(w io.Writer, asJSON bool) *auditWriter {
@@ -235,9 +249,27 @@ func failedNames(r audit.Report, sep string) string {
 }
 
 func (a *auditWriter) end() error {
+	ok := a.failed == 0 && (a.outbox == nil || a.outbox.OK())
 	if a.json {
-		_, err := fmt.Fprintf(a.w, "\n],\"audited\":%d,\"failed\":%d,\"ok\":%t}\n", a.audited, a.failed, a.failed == 0)
+		outbox := ""
+		if a.outbox != nil {
+			b, err := json.Marshal(a.outbox)
+			if err != nil {
+				return err
+			}
+			outbox = `,"outbox":` + string(b)
+		}
+		_, err := fmt.Fprintf(a.w, "\n],\"audited\":%d,\"failed\":%d%s,\"ok\":%t}\n", a.audited, a.failed, outbox, ok)
 		return err
+	}
+	if o := a.outbox; o != nil {
+		result := "OK"
+		if !o.OK() {
+			result = "FAIL " + string(o.Failures[0].Invariant) + ": " + o.Failures[0].Detail
+		}
+		if _, err := fmt.Fprintf(a.w, "order events' outbox: %d rows, %d events: %s\n", o.Rows, o.Events, result); err != nil {
+			return err
+		}
 	}
 	_, err := fmt.Fprintf(a.w, "audited %d SKUs: %d OK, %d failed\n", a.audited, a.audited-a.failed, a.failed)
 	return err

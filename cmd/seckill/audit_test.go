@@ -212,3 +212,46 @@ func TestAuditCommand_UsageAndConnection(t *testing.T) {
 		})
 	}
 }
+
+// TestAuditCommand_Outbox: with events on, the whole audit also audits
+// the order events' outbox: a clean sale's passes, as a table and as
+// JSON; an event of an order that does not exist, in no SKU, exits 1
+// naming events_have_orders, though every SKU is OK.
+func TestAuditCommand_Outbox(t *testing.T) {
+	t.Parallel()
+	dsn := testenv.Database(t)
+	db := testenv.DB(t, dsn)
+	s := repository.NewMySQL(db, repository.WithEvents())
+	sellSKU(t, s, "events")
+	audit := func(args ...string) (int, string, error) {
+		t.Helper()
+		var stdout, stderr bytes.Buffer
+		err := run(context.Background(), append([]string{"audit"}, args...),
+			env(map[string]string{"SECKILL_MYSQL_DSN": dsn, "SECKILL_EVENTS_ENABLED": "true"}), &stdout, &stderr)
+		return exitCode(err), stdout.String(), err
+	}
+	code, out, err := audit()
+	if code != 0 || !strings.Contains(out, "order events' outbox: ") || !strings.Contains(out, " events: OK") {
+		t.Fatalf("audit with events after a clean sale = exit %d (%v); want 0 and the outbox OK:\n%s", code, err, out)
+	}
+	if err := db.Exec("INSERT INTO order_events (event_id, order_id, last_order_id, type, status, at) SELECT MD5(RAND()), MAX(id) + 1000, MAX(id) + 1000, 'paid', 'paid', UTC_TIMESTAMP(6) FROM orders").Error; err != nil {
+		t.Fatal(err)
+	}
+	code, out, err = audit()
+	if code != 1 || err == nil || !strings.Contains(err.Error(), "events_have_orders") || !strings.Contains(out, "FAIL events_have_orders: 1 of ") ||
+		!strings.Contains(out, "audited 1 SKUs: 1 OK, 0 failed") {
+		t.Errorf("audit with an event of no order = exit %d, %v; want 1 naming events_have_orders, the SKU OK:\n%s", code, err, out)
+	}
+	code, out, _ = audit("-json")
+	var doc struct {
+		Outbox *struct {
+			Rows, Events int64
+			Failures     []struct{ Invariant string }
+		}
+		OK bool
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil || code != 1 || doc.OK || doc.Outbox == nil ||
+		len(doc.Outbox.Failures) != 1 || doc.Outbox.Failures[0].Invariant != "events_have_orders" {
+		t.Errorf("audit -json with an event of no order = exit %d, %+v (%v); want 1, not ok, the outbox naming events_have_orders:\n%s", code, doc, err, out)
+	}
+}

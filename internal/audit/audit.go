@@ -84,6 +84,11 @@ const (
 	// committed change without its event, or an event of a change that
 	// did not commit, breaks the chain (events.go).
 	EventsTellChanges Invariant = "events_tell_changes"
+	// EventsHaveOrders (WithEvents, the outbox as a whole: Outbox): every
+	// event in the outbox tells an order that exists. An event of an
+	// order that never committed belongs to no SKU, so no SKU's audit
+	// sees it (events.go).
+	EventsHaveOrders Invariant = "events_have_orders"
 )
 
 // Invariants lists every invariant, in report order.

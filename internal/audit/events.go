@@ -98,6 +98,62 @@ func (o options) checkEvents(ctx context.Context, tx *sql.Tx, r *Report) error {
 	return nil
 }
 
+// OutboxReport is the outbox audited as a whole (Outbox).
+type OutboxReport struct {
+	Rows     int64     `json:"rows"`   // outbox rows read
+	Events   int64     `json:"events"` // the events they tell
+	Failures []Failure `json:"failures"`
+}
+
+// OK reports whether every event tells an order that exists.
+func (r OutboxReport) OK() bool { return len(r.Failures) == 0 }
+
+// Outbox audits the order events' outbox as a whole in one read-only
+// snapshot, with WithEvents (else it reads nothing): every row's events
+// must tell orders that exist (EventsHaveOrders): a run's orders are its
+// ids from order_id to last_order_id, step apart, each counted in orders
+// by primary key. The outbox holds what the relay has not published and
+// what it published within events.retention: its size follows the sale
+// of the last retention, not the database's history.
+func Outbox(ctx context.Context, db *sql.DB, opts ...Option) (OutboxReport, error) {
+	r := OutboxReport{Failures: []Failure{}}
+	if !optionsOf(opts).events {
+		return r, nil
+	}
+	tx, err := begin(ctx, db)
+	if err != nil {
+		return r, err
+	}
+	defer tx.Rollback() // read only: nothing to keep
+	var missing, firstRow int64
+	err = each(ctx, tx, func(rows *sql.Rows) error {
+		var run service.EventRun
+		var found int64
+		if err := rows.Scan(&run.ID, &run.First, &run.Last, &run.Step, &found); err != nil {
+			return err
+		}
+		n := int64(run.Len())
+		r.Rows, r.Events = r.Rows+1, r.Events+n
+		if found < n {
+			missing += n - found
+			if firstRow == 0 {
+				firstRow = run.ID
+			}
+		}
+		return nil
+	}, `SELECT e.id, e.order_id, e.last_order_id, e.step,
+		(SELECT COUNT(*) FROM orders o WHERE o.id BETWEEN e.order_id AND e.last_order_id AND MOD(o.id - e.order_id, e.step) = 0)
+		FROM order_events e ORDER BY e.id`)
+	if err != nil {
+		return r, fmt.Errorf("audit: the order events' outbox: %w", err)
+	}
+	if missing > 0 {
+		r.Failures = append(r.Failures, Failure{Invariant: EventsHaveOrders, Detail: fmt.Sprintf(
+			"%d of %d events tell orders that do not exist, outbox row %d first", missing, r.Events, firstRow)})
+	}
+	return r, tx.Commit()
+}
+
 // eventsChunk bounds the ids of one IN list.
 const eventsChunk = 1000
 

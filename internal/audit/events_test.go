@@ -103,3 +103,61 @@ func batch(t *testing.T, s *repository.MySQL, sku int64, ids map[string][]int64,
 		ids[users[i]] = append(ids[users[i]], o.Placed.Order.ID)
 	}
 }
+
+// TestAudit_Outbox: the outbox as a whole passes after a sale in every
+// state; an event of an order that does not exist fails it (an
+// invented event of an order in no SKU, a run reaching past its orders,
+// an order deleted under its events), naming the first row, and only
+// with WithEvents.
+func TestAudit_Outbox(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name    string
+		breach  string
+		missing int
+	}{
+		{"clean", "", 0},
+		{"an event of an order that never existed", "INSERT INTO order_events (event_id, order_id, last_order_id, type, status, at) SELECT MD5(RAND()), MAX(id) + 1000, MAX(id) + 1000, 'paid', 'paid', UTC_TIMESTAMP(6) FROM orders", 1},
+		{"a run reaching past its orders", "UPDATE order_events SET last_order_id = last_order_id + 2 * step WHERE last_order_id > order_id", 2},
+		{"an order deleted under its events", "DELETE FROM orders WHERE user_id = 'g'", 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			db := testenv.DB(t, testenv.Database(t))
+			sqlDB, err := db.DB()
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := repository.NewMySQL(db, repository.WithEvents())
+			sku, ids := sale(t, s, time.Now().UTC())
+			batch(t, s, sku, ids, "f", "g", "h")
+			if tc.breach != "" {
+				// The checks that would refuse the breach are the
+				// audit's to find: off for this session only.
+				if err := db.Exec("SET SESSION foreign_key_checks = 0, check_constraint_checks = 0; " + tc.breach).Error; err != nil {
+					t.Fatal(err)
+				}
+			}
+			ctx := context.Background()
+			r, err := audit.Outbox(ctx, sqlDB, audit.WithEvents(time.Hour))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Rows == 0 || r.Events < 9 {
+				t.Errorf("%d rows, %d events read; want the sale's", r.Rows, r.Events)
+			}
+			if tc.missing == 0 {
+				if !r.OK() {
+					t.Fatalf("a clean outbox fails: %+v", r.Failures)
+				}
+			} else if len(r.Failures) != 1 || r.Failures[0].Invariant != audit.EventsHaveOrders ||
+				!strings.HasPrefix(r.Failures[0].Detail, fmt.Sprintf("%d of %d events", tc.missing, r.Events)) {
+				t.Fatalf("failures %+v; want %s, %d events missing their orders", r.Failures, audit.EventsHaveOrders, tc.missing)
+			}
+			if off, err := audit.Outbox(ctx, sqlDB); err != nil || !off.OK() || off.Rows != 0 {
+				t.Errorf("the outbox audited without events = %+v, %v; want nothing read", off, err)
+			}
+		})
+	}
+}

@@ -33,6 +33,13 @@ func (r *run) audit(ctx context.Context) []string {
 	if err != nil {
 		out = append(out, err.Error())
 	}
+	ob, err := audit.Outbox(ctx, r.db, opts...) // events_have_orders: nothing without events
+	if err != nil {
+		out = append(out, err.Error())
+	}
+	for _, f := range ob.Failures {
+		out = append(out, fmt.Sprintf("the order events' outbox %s: %s", f.Invariant, f.Detail))
+	}
 	if len(out) == 0 {
 		r.event("audit: %d SKUs, every invariant holds", audited)
 	} else {
