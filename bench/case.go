@@ -258,6 +258,7 @@ type measurement struct {
 	wall, k6CPU    time.Duration
 	standaloneOnly bool       // the Redis counter counts this case's commands (no topology)
 	held           heldResult // a held-connections case's answers, in place of k6's summary
+	unpublished    int64      // order events the relay had not published when the row ended
 }
 
 // measure runs k6 against base (the ceiling's path for a ceiling case),
@@ -297,7 +298,11 @@ func (b *bench) measure(ctx context.Context, c benchCase, i int, base string, id
 			return m, fmt.Errorf("k6: %w", err)
 		}
 	}
-	m.after, err = b.counters(ctx, d)
+	if m.after, err = b.counters(ctx, d); err != nil {
+		return m, err
+	}
+	// After the counters' reads: not one of the row's statements.
+	m.unpublished, err = unpublished(ctx, d.db)
 	return m, err
 }
 
@@ -337,6 +342,7 @@ func (m measurement) fill(r *row, c benchCase) {
 		r.RedisPerReq = float64(m.after.commands-m.before.commands-1) / float64(r.Requests)
 	}
 	r.Batches = m.after.versions - m.before.versions
+	r.Unpublished = m.unpublished
 }
 
 // verifyCase checks every SKU of the case in the database and the orders

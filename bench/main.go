@@ -219,6 +219,9 @@ func (b *bench) runAll(ctx context.Context, cases []benchCase, variants []varian
 				}
 				fmt.Fprintf(stdout, "  %-44s %-9s %-10s %8.0f orders/s %8.0f rejects/s %5d 503s  p50 %5.1f p99 %6.1f ms  cpu %5.0f µs/req (k6 %2.0f%%, other %.1f cores)  %s\n",
 					r.Case, r.Load, r.Variant, r.OrdersPerSec, r.RejectsPerSec, r.Unavailable, r.P50, r.P99, r.CPU.Total(), 100*r.CPU.K6Share, r.CPU.OtherCores, r.Verified)
+				if r.Unpublished > 0 {
+					fmt.Fprintf(stdout, "  %-44s %d order events unpublished at the row's end: their relay and broker CPU fell outside it\n", "", r.Unpublished)
+				}
 				failed = failed || strings.HasPrefix(r.Verified, "VIOLATED") || r.Unexpected > 0
 				rows = append(rows, r)
 			}

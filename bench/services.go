@@ -33,6 +33,14 @@ func versions(ctx context.Context, db *sql.DB) (int64, error) {
 	return v.Int64, err
 }
 
+// unpublished counts the order events not yet published (a row of the
+// outbox is a run of orders' events; none without events.enabled).
+func unpublished(ctx context.Context, db *sql.DB) (int64, error) {
+	var n int64
+	err := db.QueryRowContext(ctx, "SELECT COALESCE(SUM((last_order_id - order_id) DIV step + 1), 0) FROM order_events WHERE published_at IS NULL").Scan(&n)
+	return n, err
+}
+
 func peakRSS(pid int) float64 {
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {

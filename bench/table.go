@@ -35,6 +35,9 @@ type row struct {
 	Held          int     `json:"held_connections,omitempty"` // -held rows: the connections held
 	IdleKBPerConn float64 `json:"idle_kb_per_connection,omitempty"`
 	Verified      string  `json:"verified"`
+	// Unpublished is -events' backlog when the row ended: the events
+	// whose relay work, and the broker's, fell outside the row's CPU.
+	Unpublished int64 `json:"events_unpublished,omitempty"`
 	CPU           cpuCost `json:"cpu"`
 	LoadAvg       string  `json:"loadavg_before"`
 }
