@@ -108,50 +108,82 @@ type OutboxReport struct {
 // OK reports whether every event tells an order that exists.
 func (r OutboxReport) OK() bool { return len(r.Failures) == 0 }
 
-// Outbox audits the order events' outbox as a whole in one read-only
-// snapshot, with WithEvents (else it reads nothing): every row's events
-// must tell orders that exist (EventsHaveOrders): a run's orders are its
-// ids from order_id to last_order_id, step apart, each counted in orders
-// by primary key. The outbox holds what the relay has not published and
-// what it published within events.retention: its size follows the sale
-// of the last retention, not the database's history.
+// Outbox audits the order events' outbox as a whole, with WithEvents
+// (else it reads nothing): every row's events must tell orders that
+// exist (EventsHaveOrders): a run's orders are its ids from order_id to
+// last_order_id, step apart, each counted in orders by primary key. It
+// reads outboxPage rows at a time, each page in its own read-only
+// snapshot, so that no snapshot outlives a page during a sale: an event
+// is written in its order's transaction, so a page never sees an event
+// without its order, whatever committed since the page before. The
+// outbox holds what the relay has not published and what it published
+// within events.retention: its size follows the last retention's sale.
 func Outbox(ctx context.Context, db *sql.DB, opts ...Option) (OutboxReport, error) {
+	return outbox(ctx, db, outboxPageRows, opts...)
+}
+
+// outbox is Outbox, pageRows rows a snapshot.
+func outbox(ctx context.Context, db *sql.DB, pageRows int, opts ...Option) (OutboxReport, error) {
 	r := OutboxReport{Failures: []Failure{}}
 	if !optionsOf(opts).events {
 		return r, nil
 	}
+	var missing, firstRow, after int64
+	for {
+		n, err := outboxPage(ctx, db, after, pageRows, func(run service.EventRun, found int64) {
+			n := int64(run.Len())
+			r.Rows, r.Events = r.Rows+1, r.Events+n
+			if found < n {
+				missing += n - found
+				if firstRow == 0 {
+					firstRow = run.ID
+				}
+			}
+			after = run.ID
+		})
+		if err != nil {
+			return r, fmt.Errorf("audit: the order events' outbox: %w", err)
+		}
+		if n < pageRows {
+			break
+		}
+	}
+	if missing > 0 {
+		r.Failures = append(r.Failures, Failure{Invariant: EventsHaveOrders, Detail: fmt.Sprintf(
+			"%d of %d events tell orders that do not exist, outbox row %d first", missing, r.Events, firstRow)})
+	}
+	return r, nil
+}
+
+// outboxPageRows is the outbox rows one snapshot of Outbox reads.
+const outboxPageRows = 10000
+
+// outboxPage reads, in one read-only snapshot, the outbox rows after the
+// row after, at most limit, calling row with each run and the number of
+// its orders that exist; it returns how many rows it read.
+func outboxPage(ctx context.Context, db *sql.DB, after int64, limit int, row func(service.EventRun, int64)) (int, error) {
 	tx, err := begin(ctx, db)
 	if err != nil {
-		return r, err
+		return 0, err
 	}
 	defer tx.Rollback() // read only: nothing to keep
-	var missing, firstRow int64
+	n := 0
 	err = each(ctx, tx, func(rows *sql.Rows) error {
 		var run service.EventRun
 		var found int64
 		if err := rows.Scan(&run.ID, &run.First, &run.Last, &run.Step, &found); err != nil {
 			return err
 		}
-		n := int64(run.Len())
-		r.Rows, r.Events = r.Rows+1, r.Events+n
-		if found < n {
-			missing += n - found
-			if firstRow == 0 {
-				firstRow = run.ID
-			}
-		}
+		n++
+		row(run, found)
 		return nil
 	}, `SELECT e.id, e.order_id, e.last_order_id, e.step,
 		(SELECT COUNT(*) FROM orders o WHERE o.id BETWEEN e.order_id AND e.last_order_id AND MOD(o.id - e.order_id, e.step) = 0)
-		FROM order_events e ORDER BY e.id`)
+		FROM order_events e WHERE e.id > ? ORDER BY e.id LIMIT ?`, after, limit)
 	if err != nil {
-		return r, fmt.Errorf("audit: the order events' outbox: %w", err)
+		return n, err
 	}
-	if missing > 0 {
-		r.Failures = append(r.Failures, Failure{Invariant: EventsHaveOrders, Detail: fmt.Sprintf(
-			"%d of %d events tell orders that do not exist, outbox row %d first", missing, r.Events, firstRow)})
-	}
-	return r, tx.Commit()
+	return n, tx.Commit()
 }
 
 // eventsChunk bounds the ids of one IN list.

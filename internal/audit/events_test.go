@@ -155,6 +155,11 @@ func TestAudit_Outbox(t *testing.T) {
 				!strings.HasPrefix(r.Failures[0].Detail, fmt.Sprintf("%d of %d events", tc.missing, r.Events)) {
 				t.Fatalf("failures %+v; want %s, %d events missing their orders", r.Failures, audit.EventsHaveOrders, tc.missing)
 			}
+			// Read a row a snapshot, every page after the last: the same.
+			if paged, err := audit.OutboxPaged(ctx, sqlDB, 1, audit.WithEvents(time.Hour)); err != nil ||
+				paged.Rows != r.Rows || paged.Events != r.Events || !slices.Equal(paged.Failures, r.Failures) {
+				t.Errorf("the outbox a row a snapshot = %+v, %v; want %+v", paged, err, r)
+			}
 			if off, err := audit.Outbox(ctx, sqlDB); err != nil || !off.OK() || off.Rows != 0 {
 				t.Errorf("the outbox audited without events = %+v, %v; want nothing read", off, err)
 			}
