@@ -37,9 +37,9 @@ type row struct {
 	Verified      string  `json:"verified"`
 	// Unpublished is -events' backlog when the row ended: the events
 	// whose relay work, and the broker's, fell outside the row's CPU.
-	Unpublished int64 `json:"events_unpublished,omitempty"`
-	CPU           cpuCost `json:"cpu"`
-	LoadAvg       string  `json:"loadavg_before"`
+	Unpublished int64   `json:"events_unpublished,omitempty"`
+	CPU         cpuCost `json:"cpu"`
+	LoadAvg     string  `json:"loadavg_before"`
 }
 
 // readSummary fills r from k6's handleSummary JSON.

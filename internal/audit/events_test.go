@@ -2,11 +2,14 @@ package audit_test
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"gorm.io/gorm"
 
 	"github.com/seckill/seckill/internal/audit"
 	"github.com/seckill/seckill/internal/testenv"
@@ -39,14 +42,7 @@ func TestAudit_Events(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			db := testenv.DB(t, testenv.Database(t))
-			sqlDB, err := db.DB()
-			if err != nil {
-				t.Fatal(err)
-			}
-			s := repository.NewMySQL(db, repository.WithEvents())
-			sku, ids := sale(t, s, time.Now().UTC())
-			batch(t, s, sku, ids, "f", "g", "h")
+			db, sqlDB, sku, ids := eventSale(t)
 			if tc.breach != "" {
 				var args []any
 				if tc.order != "" && strings.Contains(tc.breach, "?") {
@@ -83,6 +79,21 @@ func TestAudit_Events(t *testing.T) {
 			}
 		})
 	}
+}
+
+// eventSale is a sale in every lifecycle state, written with events, on
+// a database of its own, then f, g and h's orders in one batch (a run).
+func eventSale(t *testing.T) (*gorm.DB, *sql.DB, int64, map[string][]int64) {
+	t.Helper()
+	db := testenv.DB(t, testenv.Database(t))
+	sqlDB, err := db.DB()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := repository.NewMySQL(db, repository.WithEvents())
+	sku, ids := sale(t, s, time.Now().UTC())
+	batch(t, s, sku, ids, "f", "g", "h")
+	return db, sqlDB, sku, ids
 }
 
 // batch sells one unit to each of users in one batch: one run of events.
@@ -124,14 +135,7 @@ func TestAudit_Outbox(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			db := testenv.DB(t, testenv.Database(t))
-			sqlDB, err := db.DB()
-			if err != nil {
-				t.Fatal(err)
-			}
-			s := repository.NewMySQL(db, repository.WithEvents())
-			sku, ids := sale(t, s, time.Now().UTC())
-			batch(t, s, sku, ids, "f", "g", "h")
+			db, sqlDB, _, _ := eventSale(t)
 			if tc.breach != "" {
 				// The checks that would refuse the breach are the
 				// audit's to find: off for this session only.
