@@ -58,6 +58,8 @@ type options struct {
 	engines          []int
 	variants         []variant
 	rounds           int
+	clustered        bool   // also the raw loop with a batch's users side by side
+	cpuprofile       string // a directory: each row's measured window's CPU profile, NN-name.pprof
 }
 
 // variant is a set of settings (SECKILL_* variables) every row runs with.
@@ -76,6 +78,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	engines := fs.String("engines", "1,3", "engine counts to run, comma-separated; the first is also the raw loop's reference")
 	set := fs.String("set", "", "'label:SECKILL_X=V,...;label2:...': each variant runs every row, after the defaults")
 	fs.IntVar(&o.rounds, "rounds", 1, "times the whole sequence runs, interleaved")
+	fs.BoolVar(&o.clustered, "clustered", false, "also run the raw loop with each batch's users side by side in the user indexes (r<tx>-<i>), not spread as the buyers' are")
+	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "a directory: writes each row's CPU profile of this process (buyers, engines, the raw loop) over its measured window")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -138,7 +142,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	load, _ := os.ReadFile("/proc/loadavg")
 	fmt.Fprintf(stdout, "one hot SKU: %d buyers, %v rows after %v warm-up; %d CPUs, load %s; MariaDB %s\n",
 		o.buyers, o.duration, o.warmup, runtime.NumCPU(), strings.Join(strings.Fields(string(load))[:3], " "), strings.Join(durable[:2], " "))
-	fmt.Fprintf(stdout, "%-6s %-10s %-11s %9s %9s %8s %8s %9s %7s %7s %7s %7s %s\n", "round", "variant", "row", "orders/s",
+	fmt.Fprintf(stdout, "%-6s %-10s %-18s %9s %9s %8s %8s %9s %7s %7s %7s %7s %s\n", "round", "variant", "row", "orders/s",
 		"orders/tx", "holds/s", "reads/tx", "fsyncs/tx", "cpu µs", "self", "db", "redis", "other answers")
 	for r := range o.rounds {
 		for _, v := range o.variants {
@@ -220,11 +224,19 @@ func runVariant(ctx context.Context, o options, srv servers, v variant, round in
 		rw.print(stdout, round, v.label)
 		if i == 0 {
 			first = rw
-			raw, err := rawLoop(ctx, o, srv, max(1, int(first.perTx()+0.5)))
+			batch := max(1, int(first.perTx()+0.5))
+			raw, err := rawLoop(ctx, o, srv, batch, false)
 			if err != nil {
 				return fmt.Errorf("raw loop: %w", err)
 			}
 			raw.print(stdout, round, v.label)
+			if o.clustered {
+				cl, err := rawLoop(ctx, o, srv, batch, true)
+				if err != nil {
+					return fmt.Errorf("raw loop, clustered: %w", err)
+				}
+				cl.print(stdout, round, v.label)
+			}
 			fmt.Fprintf(stdout, "%-6d %-10s ratio: %s / raw loop at its batch = %.2f× orders/s, %.2f× CPU/order\n", round, v.label,
 				first.name, first.rate()/raw.rate(), first.cpuPerOrder()/raw.cpuPerOrder())
 			continue
@@ -271,7 +283,7 @@ func (r row) print(w io.Writer, round int, label string) {
 		other = fmt.Sprint(r.other)
 	}
 	tx := float64(max(r.tx, 1))
-	fmt.Fprintf(w, "%-6d %-10s %-11s %9.0f %9.1f %8.0f %8.2f %9.2f %7.1f %7.1f %7.1f %7.1f %s\n", round, label, r.name, r.rate(), r.perTx(),
+	fmt.Fprintf(w, "%-6d %-10s %-18s %9.0f %9.1f %8.0f %8.2f %9.2f %7.1f %7.1f %7.1f %7.1f %s\n", round, label, r.name, r.rate(), r.perTx(),
 		float64(r.holds)/r.d.Seconds(), float64(r.reads)/2/tx, float64(r.fsyncs)/tx, r.cpuPerOrder(), per(r.self), per(r.db), per(r.redis), other)
 }
 

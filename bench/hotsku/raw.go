@@ -22,7 +22,11 @@ const rawFence = 1795883334326266
 // under the lock): START TRANSACTION, the row-lock wait, the conditional
 // UPDATE of the SKU, the orders' INSERT and the holdings' upsert in one,
 // then COMMIT. Nothing else: no lock, no queue, no answers.
-func rawLoop(ctx context.Context, o options, srv servers, batch int) (row, error) {
+//
+// With clustered, a batch's users are instead side by side in the
+// tables' user indexes ("r<tx>-<i>"): what the same statements cost when
+// a batch's rows share index pages, which no sale's buyers do.
+func rawLoop(ctx context.Context, o options, srv servers, batch int, clustered bool) (row, error) {
 	sku, err := createSKU(ctx, srv)
 	if err != nil {
 		return row{}, err
@@ -50,7 +54,7 @@ func rawLoop(ctx context.Context, o options, srv servers, batch int) (row, error
 				return
 			default:
 			}
-			q, args := rawBatch(sku, version, tx, batch)
+			q, args := rawBatch(sku, version, tx, batch, o.buyers, clustered)
 			res, err := conn.ExecContext(ctx, q, args...)
 			if err == nil {
 				_, err = conn.ExecContext(ctx, "SET SESSION innodb_lock_wait_timeout = DEFAULT; COMMIT")
@@ -69,7 +73,11 @@ func rawLoop(ctx context.Context, o options, srv servers, batch int) (row, error
 		errc <- errors.New("raw loop: bound reached")
 	}()
 	var none atomic.Int64
-	rw, err := measure(ctx, o, srv, "raw @"+strconv.Itoa(batch), sold.Load, &none)
+	name := "raw @" + strconv.Itoa(batch)
+	if clustered {
+		name += " clustered"
+	}
+	rw, err := measure(ctx, o, srv, name, sold.Load, &none)
 	close(stop)
 	if err = errors.Join(err, <-errc); err != nil {
 		return rw, err
@@ -78,8 +86,12 @@ func rawLoop(ctx context.Context, o options, srv servers, batch int) (row, error
 }
 
 // rawBatch is the statement that begins transaction tx and writes its
-// batch orders, at the row's version, as mysql_writes.go shapes it.
-func rawBatch(sku, version, tx int64, batch int) (string, []any) {
+// batch orders, at the row's version, as mysql_writes.go shapes it. Its
+// users are the engine rows' (sell.go): the n-th order of the loop is
+// buyer n mod buyers's buy n / buyers, so a batch's holdings and orders
+// land across the tables' user indexes as an engine batch's do, one
+// buyer each, not side by side (unless clustered: see rawLoop).
+func rawBatch(sku, version, tx int64, batch, buyers int, clustered bool) (string, []any) {
 	now := time.Now().UTC().Truncate(time.Microsecond)
 	var q strings.Builder
 	q.WriteString("START TRANSACTION; SET SESSION innodb_lock_wait_timeout = 1; ")
@@ -90,7 +102,11 @@ func rawBatch(sku, version, tx int64, batch int) (string, []any) {
 	q.WriteString("; INSERT INTO orders (sku_id, user_id, quantity, idempotency_key, created_at, status, expires_at, arrival, joined_version) VALUES ")
 	users := make([]string, batch)
 	for i := range users {
-		users[i] = "r" + strconv.FormatInt(tx, 10) + "-" + strconv.Itoa(i)
+		n := tx*int64(batch) + int64(i)
+		users[i] = "b" + strconv.FormatInt(n%int64(buyers), 10) + "-" + strconv.FormatInt(n/int64(buyers), 10)
+		if clustered {
+			users[i] = "r" + strconv.FormatInt(tx, 10) + "-" + strconv.Itoa(i)
+		}
 		if i > 0 {
 			q.WriteString(", ")
 		}

@@ -6,7 +6,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -170,13 +174,43 @@ func measure(ctx context.Context, o options, srv servers, name string, orders fu
 	if err != nil {
 		return row{}, err
 	}
+	stopProfile, err := profile(o.cpuprofile, name)
+	if err != nil {
+		return row{}, err
+	}
 	select {
 	case <-time.After(o.duration):
 	case <-ctx.Done():
+		stopProfile()
 		return row{}, ctx.Err()
 	}
 	b, bt, err := sampleNow()
+	stopProfile()
 	return row{name: name, d: bt.Sub(at), counts: b.minus(a)}, err
+}
+
+// profiled numbers the rows profiled, in the order they ran.
+var profiled atomic.Int64
+
+// profile starts this process's CPU profile into dir (none when dir is
+// empty), NN-name.pprof; the function it returns stops it.
+func profile(dir, name string) (func(), error) {
+	if dir == "" {
+		return func() {}, nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	file := fmt.Sprintf("%02d-%s.pprof", profiled.Add(1), strings.NewReplacer(" ", "-", "(", "", ")", "", "@", "").Replace(name))
+	f, err := os.Create(filepath.Join(dir, file))
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
 // createSKU creates the row's SKU, of stock units, one per buyer, once
