@@ -1,6 +1,7 @@
 package handler
 
 import (
+	"hash/maphash"
 	"net/http"
 	"sync"
 	"time"
@@ -29,11 +30,23 @@ type Limits struct {
 // the token bucket of golang.org/x/time/rate, without its own mutex and
 // its two allocations per key, which a sale's stream of new buyers paid
 // on every order (docs/performance.md).
+//
+// The table holds no pointer: a key is kept as its maphash under the
+// limiter's random seed, and the buckets are slots of one slice, linked
+// by index in order of use. The collector never scans it, and a new key
+// allocates nothing once the table is full (a sale's buyers are new
+// keys, and a table of 100,000 keys, each a string and a bucket, was
+// marked at every cycle). Two keys of one hash would share a bucket: a
+// chance of about n²/2⁶⁵ among n keys (3 × 10⁻¹⁰ at 100,000), which a
+// client cannot aim at without the seed.
 type limiter struct {
-	mu      sync.Mutex
-	buckets map[string]*bucket
-	used    bucket // the use list's sentinel: used.next is the most recently used
-	epoch   time.Time
+	mu    sync.Mutex
+	seed  maphash.Seed
+	index map[uint64]int // a key's hash → its slot
+	// slots[0] is the use list's sentinel: slots[0].next is the most
+	// recently used; a bucket's slot never moves.
+	slots []slot
+	epoch time.Time
 	// interval is 1/rate in seconds, at most maxInterval; tolerance is
 	// (burst-1) intervals: how far ahead a bucket's time may be.
 	interval, tolerance float64
@@ -44,10 +57,11 @@ type limiter struct {
 // setting accepts makes the arithmetic infinite.
 const maxInterval = 1e12
 
-type bucket struct {
-	key        string
+// slot is one key's bucket and its place in the use list.
+type slot struct {
+	hash       uint64
 	tat        float64 // seconds since epoch at which the bucket is full again
-	prev, next *bucket
+	prev, next int     // slots' indexes
 }
 
 func newLimiter(perSecond float64, burst, max int) *limiter {
@@ -55,10 +69,8 @@ func newLimiter(perSecond float64, burst, max int) *limiter {
 		return nil
 	}
 	interval := min(1/perSecond, maxInterval)
-	l := &limiter{buckets: map[string]*bucket{}, epoch: time.Now(),
+	return &limiter{seed: maphash.MakeSeed(), index: map[uint64]int{}, slots: []slot{{}}, epoch: time.Now(),
 		interval: interval, tolerance: float64(max1(burst)-1) * interval, max: max1(max)}
-	l.used.prev, l.used.next = &l.used, &l.used
-	return l
 }
 
 func max1(n int) int { return max(n, 1) }
@@ -73,22 +85,27 @@ func (l *limiter) allow(key string) bool {
 
 // allowAt is allow at now seconds since the limiter's epoch.
 func (l *limiter) allowAt(key string, now float64) bool {
+	h := maphash.String(l.seed, key)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	b := l.buckets[key]
-	if b == nil {
-		if len(l.buckets) >= l.max {
-			lru := l.used.prev
-			lru.unlink()
-			delete(l.buckets, lru.key)
-		}
-		b = &bucket{key: key, tat: now}
-		l.buckets[key] = b
-	} else {
-		b.unlink()
+	i, ok := l.index[h]
+	switch {
+	case ok:
+		l.unlink(i)
+	case len(l.index) >= l.max: // the least recently used slot is the new key's
+		i = l.slots[0].prev
+		l.unlink(i)
+		delete(l.index, l.slots[i].hash)
+		l.slots[i] = slot{hash: h, tat: now}
+		l.index[h] = i
+	default:
+		i = len(l.slots)
+		l.slots = append(l.slots, slot{hash: h, tat: now})
+		l.index[h] = i
 	}
-	b.prev, b.next = &l.used, l.used.next // to the front
-	b.next.prev, l.used.next = b, b
+	b := &l.slots[i]
+	b.prev, b.next = 0, l.slots[0].next // to the front
+	l.slots[b.next].prev, l.slots[0].next = i, i
 	tat := max(b.tat, now)
 	if tat-now > l.tolerance {
 		return false
@@ -97,7 +114,11 @@ func (l *limiter) allowAt(key string, now float64) bool {
 	return true
 }
 
-func (b *bucket) unlink() { b.prev.next, b.next.prev = b.next, b.prev }
+// unlink takes slot i out of the use list.
+func (l *limiter) unlink(i int) {
+	p, n := l.slots[i].prev, l.slots[i].next
+	l.slots[p].next, l.slots[n].prev = n, p
+}
 
 // perIP refuses a client IP over its rate with 429 rate_limited.
 func perIP(l *limiter) gin.HandlerFunc {

@@ -27,12 +27,12 @@ func TestLimiter_NewKeysPastTheCapDoNotResetABusyKey(t *testing.T) {
 		if i%(keys/4) == 0 && l.allow("heavy") {
 			t.Fatalf("after %d rotating ids the heavy user was allowed again: its bucket was reset", i+1)
 		}
-		if n := len(l.buckets); n > keys {
+		if n := len(l.index); n > keys {
 			t.Fatalf("%d buckets after %d rotating ids; want at most %d", n, i+1, keys)
 		}
 	}
-	if n := l.listed(); n != len(l.buckets) {
-		t.Errorf("%d buckets listed by use, %d in the table", n, len(l.buckets))
+	if n := l.listed(); n != len(l.index) {
+		t.Errorf("%d buckets listed by use, %d in the table", n, len(l.index))
 	}
 }
 
@@ -60,8 +60,8 @@ func (l *limiter) listed() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	n := 0
-	for b := l.used.next; b != &l.used; b = b.next {
-		if l.buckets[b.key] != b || b.next.prev != b {
+	for i := l.slots[0].next; i != 0; i = l.slots[i].next {
+		if j, ok := l.index[l.slots[i].hash]; !ok || j != i || l.slots[l.slots[i].next].prev != i || n >= len(l.slots) {
 			return -1
 		}
 		n++
