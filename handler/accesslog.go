@@ -38,7 +38,7 @@ func accessLog(log *slog.Logger) gin.HandlerFunc {
 			Path:      c.Request.URL.Path,
 			Status:    status,
 			Outcome:   outcome(c, status),
-			Code:      c.GetString(errorCodeKey),
+			Code:      answerOf(c).code,
 			LatencyMS: float64(time.Since(start).Microseconds()) / 1000,
 			Bytes:     max(c.Writer.Size(), 0),
 			IP:        c.ClientIP(),
@@ -47,11 +47,8 @@ func accessLog(log *slog.Logger) gin.HandlerFunc {
 	}
 }
 
-// outcomeKey holds the outcome a route names for the access log.
-const outcomeKey = "seckill.outcome"
-
 func outcome(c *gin.Context, status int) string {
-	if o := c.GetString(outcomeKey); o != "" {
+	if o := answerOf(c).outcome; o != "" {
 		return o
 	}
 	switch {

@@ -76,15 +76,11 @@ func fail(c *gin.Context, log *slog.Logger, err error) {
 	abort(c, status, r.Code, msg)
 }
 
-// errorCodeKey holds the code of the request's error answer, for the
-// access log.
-const errorCodeKey = "seckill.error_code"
-
 // abort answers with an errorBody, written byte for byte as
 // encoding/json writes it (FuzzAppendError) without its reflection: a
 // sold-out refusal is most of a sale's answers.
 func abort(c *gin.Context, status int, code, message string) {
-	c.Set(errorCodeKey, code)
+	answerOf(c).code = code
 	c.Abort()
 	requestID, traceID := logging.IDs(c.Request.Context())
 	writeJSON(c, status, appendError(make([]byte, 0, 160), code, message, requestID, traceID))

@@ -86,7 +86,8 @@ func (h *orders) create(c *gin.Context) {
 		rateLimited(c)
 		return
 	}
-	c.Set(placeCalled, true)
+	a := answerOf(c)
+	a.placed = true
 	placed, err := h.orders.Place(c.Request.Context(), service.OrderRequest{
 		SKUID: *body.SKUID, UserID: user, Quantity: *body.Quantity, IdempotencyKey: key, Wait: body.Wait != nil && *body.Wait,
 	})
@@ -97,13 +98,13 @@ func (h *orders) create(c *gin.Context) {
 	id := h.ids.Encode(placed.Order.ID)
 	switch {
 	case placed.Created && placed.Order.Status == service.OrderWaiting:
-		c.Set(outcomeKey, service.ResultWaiting)
+		a.outcome = service.ResultWaiting
 		writeWaiting(c, id, placed)
 	case placed.Created:
-		c.Set(outcomeKey, service.ResultCreated)
+		a.outcome = service.ResultCreated
 		writeOrderAs(c, http.StatusCreated, id, placed.Order)
 	default:
-		c.Set(outcomeKey, service.ResultReplayed)
+		a.outcome = service.ResultReplayed
 		writeOrderAs(c, http.StatusOK, id, placed.Order)
 	}
 }

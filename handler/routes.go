@@ -265,7 +265,8 @@ func requestID() gin.HandlerFunc {
 			id = base + strconv.FormatUint(n.Add(1), 10)
 		}
 		c.Writer.Header()["X-Request-Id"] = []string{id}
-		c.Request = c.Request.WithContext(logging.WithRequestID(c.Request.Context(), id))
+		ctx := context.WithValue(logging.WithRequestID(c.Request.Context(), id), answerKey{}, &answer{})
+		c.Request = c.Request.WithContext(ctx)
 		c.Next()
 	}
 }

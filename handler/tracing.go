@@ -46,6 +46,6 @@ func traced(t Tracer) gin.HandlerFunc {
 			c.Request = c.Request.WithContext(logging.WithTraceID(ctx, id))
 		}
 		c.Next()
-		span.End(c.Writer.Status(), c.GetString(errorCodeKey))
+		span.End(c.Writer.Status(), answerOf(c).code)
 	}
 }
