@@ -171,7 +171,7 @@ func (v *Verifier) Verify(ctx context.Context, token string) (string, error) {
 				return "", err
 			}
 			sub, err := subject(&c)
-			if err == nil && v.cache != nil {
+			if err == nil && v.cache != nil && v.cache.again(token) {
 				v.cache.put(token, &c, now, verified{})
 			}
 			return sub, err

@@ -5,6 +5,7 @@ import (
 	"crypto"
 	"hash/maphash"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/MicahParks/keyfunc/v3"
@@ -20,6 +21,13 @@ import (
 // and while a JWK Set keeps its key. When full, an
 // arbitrary entry makes room: a flood of good tokens costs only
 // verifications.
+//
+// An HS256 token, whose fast path verifies it for about what entering it
+// costs (docs/performance.md), is entered only when it is verified a
+// second time (again): a sale's stream of new buyers, each token seen
+// once, then costs no entries, no evictions and no kept tokens for the
+// collector to mark, while a shopper's retries are answered from the
+// cache from the third on.
 type tokenCache struct {
 	mu      sync.Mutex
 	seed    maphash.Seed
@@ -28,6 +36,23 @@ type tokenCache struct {
 	ttl     time.Duration
 	leeway  time.Duration
 	jwks    keyfunc.Keyfunc // nil with a secret or a PEM key, which never change
+	// seen holds the hashes of tokens verified once, each at the slot
+	// its hash picks (a later one takes the slot): seenSlots(max) of
+	// them, no pointer.
+	seen []atomic.Uint64
+}
+
+// seenSlots is the size of the table of first sightings for a cache of
+// max entries: a power of two, four times max, from 1,024 to 2²⁰ (8
+// MiB). At the defaults (10,000 entries) it is 65,536 slots, 512 KiB:
+// after 65,000 new tokens a token seen before them is still remembered
+// with a chance of about e⁻¹ (37%); after 12,000, 83%.
+func seenSlots(max int) int {
+	n := 1024
+	for n < 4*max && n < 1<<20 {
+		n <<= 1
+	}
+	return n
 }
 
 // verified is what an entry keeps of a token that passed.
@@ -47,7 +72,22 @@ func newTokenCache(max int, ttl, leeway time.Duration, jwks keyfunc.Keyfunc) *to
 	if max <= 0 || ttl <= 0 {
 		return nil
 	}
-	return &tokenCache{seed: maphash.MakeSeed(), entries: make(map[uint64]verified), max: max, ttl: ttl, leeway: leeway, jwks: jwks}
+	return &tokenCache{seed: maphash.MakeSeed(), entries: make(map[uint64]verified), max: max, ttl: ttl, leeway: leeway, jwks: jwks,
+		seen: make([]atomic.Uint64, seenSlots(max))}
+}
+
+// again reports whether token was verified before, as far as the table
+// of first sightings remembers, and remembers it. A false yes (another
+// token of the same 64-bit hash) only enters a token early: the entry
+// still answers only for itself.
+func (c *tokenCache) again(token string) bool {
+	h := maphash.String(c.seed, token) | 1 // never 0, an empty slot
+	s := &c.seen[h&uint64(len(c.seen)-1)]
+	if s.Load() == h {
+		return true
+	}
+	s.Store(h)
+	return false
 }
 
 // get returns the subject of a token verified earlier that would pass

@@ -188,3 +188,41 @@ func TestTokenCacheForgetsRemovedKeys(t *testing.T) {
 	mustVerify(t, v, k2.token(t, "bob"), "bob", "a token of the new key k2")
 	mustRefuse(t, v, tok, "the cached token of the removed key k1")
 }
+
+// TestTokenCache_HS256IsEnteredOnItsSecondVerification: an HS256 token
+// (the fast path) is entered when verified a second time; a stream of
+// tokens each sent once enters none.
+func TestTokenCache_HS256IsEnteredOnItsSecondVerification(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	v := hsVerifier(t, func(c *auth.Config) { c.Algorithms = []string{"HS256"} })
+	now := time.Now()
+	mint256 := func(sub string) string {
+		tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.RegisteredClaims{
+			Subject: sub, Audience: jwt.ClaimStrings{"seckill"},
+			IssuedAt: jwt.NewNumericDate(now), ExpiresAt: jwt.NewNumericDate(now.Add(time.Hour)),
+		}).SignedString([]byte(cacheSecret))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	for i := range 1000 {
+		sub := "once-" + strconv.Itoa(i)
+		if got, err := v.Verify(ctx, mint256(sub)); err != nil || got != sub {
+			t.Fatalf("Verify(%s) = %q, %v", sub, got, err)
+		}
+	}
+	if n := auth.CacheLen(v); n != 0 {
+		t.Fatalf("%d cached tokens after 1,000 tokens sent once each; want 0", n)
+	}
+	tok := mint256("alice")
+	for i, want := range []int{0, 1, 1} {
+		if got, err := v.Verify(ctx, tok); err != nil || got != "alice" {
+			t.Fatalf("Verify #%d = %q, %v; want alice", i+1, got, err)
+		}
+		if n := auth.CacheLen(v); n != want {
+			t.Fatalf("after verification #%d: %d cached tokens; want %d", i+1, n, want)
+		}
+	}
+}
