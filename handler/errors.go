@@ -3,6 +3,7 @@ package handler
 import (
 	"log/slog"
 	"net/http"
+	"sync"
 
 	"github.com/gin-gonic/gin"
 
@@ -83,8 +84,17 @@ func abort(c *gin.Context, status int, code, message string) {
 	answerOf(c).code = code
 	c.Abort()
 	requestID, traceID := logging.IDs(c.Request.Context())
-	writeJSON(c, status, appendError(make([]byte, 0, 160), code, message, requestID, traceID))
+	buf := errorBuffers.Get().(*[]byte)
+	*buf = appendError((*buf)[:0], code, message, requestID, traceID)
+	writeJSON(c, status, *buf) // the writer copies it
+	// A rare long message does not stay pooled.
+	if cap(*buf) <= 4<<10 {
+		errorBuffers.Put(buf)
+	}
 }
+
+// errorBuffers holds abort's bodies.
+var errorBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 256); return &b }}
 
 // appendError appends errorBody{errorDetail{code, message, requestID, traceID}}'s JSON.
 func appendError(b []byte, code, message, requestID, traceID string) []byte {

@@ -19,6 +19,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/MicahParks/keyfunc/v3"
@@ -151,13 +152,16 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Verifier, error) {
 	return v, nil
 }
 
+// claimsPool holds Verify's claims: nothing keeps them past it (the
+// subject is its own string; the cache copies the times).
+var claimsPool = sync.Pool{New: func() any { return new(claims) }}
+
 // Verify returns the token's subject, the verified user, or an error
 // wrapping ErrInvalidToken. ctx bounds a JWKS refresh for an unknown kid.
 func (v *Verifier) Verify(ctx context.Context, token string) (string, error) {
 	if len(token) > v.max {
 		return "", fmt.Errorf("%w: longer than %d bytes", ErrInvalidToken, v.max)
 	}
-	var c claims
 	var now time.Time
 	if v.cache != nil {
 		now = time.Now()
@@ -165,20 +169,25 @@ func (v *Verifier) Verify(ctx context.Context, token string) (string, error) {
 			return sub, nil
 		}
 	}
+	c := claimsPool.Get().(*claims) // escapes into the Validator and golang-jwt: pooled, not allocated per token
+	defer func() {
+		*c = claims{}
+		claimsPool.Put(c)
+	}()
 	if v.hs != nil {
-		if handled, err := v.hs.verify(token, &c); handled {
+		if handled, err := v.hs.verify(token, c); handled {
 			if err != nil {
 				return "", err
 			}
-			sub, err := subject(&c)
+			sub, err := subject(c)
 			if err == nil && v.cache != nil && v.cache.again(token) {
-				v.cache.put(token, &c, now, verified{})
+				v.cache.put(token, c, now, verified{})
 			}
 			return sub, err
 		}
 	}
 	if v.cache == nil {
-		return v.verify(token, &c, v.keyfunc(ctx))
+		return v.verify(token, c, v.keyfunc(ctx))
 	}
 	var used verified
 	kf := v.keyfunc(ctx)
@@ -191,14 +200,14 @@ func (v *Verifier) Verify(ctx context.Context, token string) (string, error) {
 			return k, err
 		}
 	}
-	sub, err := v.verify(token, &c, kf)
+	sub, err := v.verify(token, c, kf)
 	if err != nil {
 		return "", err
 	}
 	if v.cache.jwks != nil && !v.cache.keyOf(ctx, &used) {
 		return sub, nil // no kid (the whole set was tried): not cached
 	}
-	v.cache.put(token, &c, now, used)
+	v.cache.put(token, c, now, used)
 	return sub, nil
 }
 
