@@ -27,6 +27,7 @@ type Metrics struct {
 	reg *prometheus.Registry
 
 	orders          *prometheus.CounterVec
+	orderResults    map[string]prometheus.Counter // orders' series of every known result, resolved once; read-only
 	lockAcquire     *prometheus.HistogramVec
 	lockAttempts    prometheus.Histogram
 	lockWaiters     *prometheus.GaugeVec
@@ -109,8 +110,9 @@ func New() *Metrics {
 	}
 	m.knownRows.WithLabelValues("used")
 	m.knownRows.WithLabelValues("read")
+	m.orderResults = map[string]prometheus.Counter{}
 	for _, r := range append(service.OrderResults(), handler.RefusedResults()...) { // every series a dashboard needs exists at 0
-		m.orders.WithLabelValues(r)
+		m.orderResults[r] = m.orders.WithLabelValues(r)
 	}
 	return m
 }
@@ -138,7 +140,15 @@ func (m *Metrics) Request(route string, status int, took time.Duration) {
 }
 
 // OrderResult implements service.Observer and handler.Observer.
-func (m *Metrics) OrderResult(result string) { m.orders.WithLabelValues(result).Inc() }
+// A known result's series is resolved once: a sold-out refusal, most of
+// a sale's answers, does not hash its label per request.
+func (m *Metrics) OrderResult(result string) {
+	if c, ok := m.orderResults[result]; ok {
+		c.Inc()
+		return
+	}
+	m.orders.WithLabelValues(result).Inc()
+}
 
 // QueueDepth implements engine.Observer; an empty queue's series is removed.
 func (m *Metrics) QueueDepth(skuID int64, depth int) {

@@ -85,6 +85,11 @@ const (
 
 // Refusal returns err's row of Results, or Internal.
 func Refusal(err error) Result {
+	for _, r := range Results { // the sentinels themselves, most refusals, without errors.Is's walk
+		if err == r.Err {
+			return r
+		}
+	}
 	for _, r := range Results {
 		if errors.Is(err, r.Err) {
 			return r
