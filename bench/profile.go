@@ -16,7 +16,8 @@ import (
 // net/http/pprof on the instance's debug address. Read the profiles with
 // `go tool pprof -top <bin> <file>`; the statistics (the runtime.MemStats
 // at the end of the text heap profile: StackInuse, HeapInuse, Sys) say
-// where a row's resident memory goes. Sampling costs the service a little
+// where a row's resident memory goes, and the goroutines where its
+// requests wait. Sampling costs the service a little
 // CPU, so the CPU table of a profiled run reads a bit high.
 type profiler struct {
 	wg   sync.WaitGroup
@@ -26,7 +27,9 @@ type profiler struct {
 
 // start fetches, in the background, into dir, both profiles for d as
 // <prefix>-cpu.pprof and <prefix>-allocs.pprof (the allocations made
-// during d), and the text heap profile at d/2 as <prefix>-heap.txt.
+// during d), and at d/2 the text heap profile as <prefix>-heap.txt and
+// the goroutines, grouped by stack, as <prefix>-goroutines.txt (where
+// requests in flight wait).
 func (p *profiler) start(ctx context.Context, debugBase, dir, prefix string, d time.Duration) {
 	secs := max(int(d.Seconds()), 1)
 	for _, prof := range []struct {
@@ -36,6 +39,7 @@ func (p *profiler) start(ctx context.Context, debugBase, dir, prefix string, d t
 		{fmt.Sprintf("/debug/pprof/profile?seconds=%d", secs), prefix + "-cpu.pprof", 0},
 		{fmt.Sprintf("/debug/pprof/allocs?seconds=%d", secs), prefix + "-allocs.pprof", 0},
 		{"/debug/pprof/heap?debug=1", prefix + "-heap.txt", d / 2},
+		{"/debug/pprof/goroutine?debug=1", prefix + "-goroutines.txt", d / 2},
 	} {
 		p.wg.Go(func() {
 			t := time.NewTimer(prof.after)

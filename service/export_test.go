@@ -32,3 +32,23 @@ func AgeSaleWindow(d *Directory, skuID int64, age time.Duration) {
 		}
 	}
 }
+
+// RowRead returns the end of the re-read of sku's row in flight in d, or
+// nil when none is.
+func RowRead(d *Directory, skuID int64) <-chan struct{} {
+	if e := d.peek(skuID); e != nil {
+		if r := e.reading.Load(); r != nil {
+			return r.done
+		}
+	}
+	return nil
+}
+
+// SoldOutConfirmed returns when the row read or commit that set sku's
+// local mark in d began.
+func SoldOutConfirmed(d *Directory, skuID int64) time.Time {
+	if e := d.peek(skuID); e != nil {
+		return time.Unix(0, e.confirmed.Load())
+	}
+	return time.Time{}
+}

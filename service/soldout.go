@@ -16,7 +16,11 @@ import (
 //   - A local "sold out" is trusted for SoldOutRecheck from the start of
 //     the commit or read that found no stock (a pause cannot stretch it),
 //     then re-read, so another instance's restock shows here within
-//     sold_out.local_ttl + sold_out.recheck whatever Redis does.
+//     sold_out.local_ttl + sold_out.recheck whatever Redis does. The
+//     re-read starts ahead, in the background, once half of that has
+//     passed (fresh): a SKU asked all the time is confirmed again before
+//     its mark expires, and its buyers wait for a read only when one
+//     took longer than half the recheck.
 //   - A shared "sold out" is checked against the database: its age is
 //     unknown.
 //   - A "not sold out" goes to the queue, where the transaction decides.
@@ -68,7 +72,7 @@ func abs(v int64) int64 {
 func (d *Directory) isSoldOut(ctx context.Context, e *skuEntry) (bool, error) {
 	now := time.Now().UnixNano()
 	if e.mark.Load() > 0 {
-		if now-e.confirmed.Load() < int64(d.cfg.SoldOutRecheck) {
+		if d.fresh(ctx, e, e.confirmed.Load(), now) {
 			return true, nil
 		}
 		r, err := d.reread(ctx, e)
@@ -97,30 +101,50 @@ type rowRead struct {
 	waiters atomic.Int32 // callers that joined it (for tests)
 }
 
-// reread returns the read of e's row in flight, else starts one. The read
-// ignores ctx's cancellation, so the caller that started it leaving does
-// not fail the others; each waits at most until its own ctx ends.
-func (d *Directory) reread(ctx context.Context, e *skuEntry) (*rowRead, error) {
-	r := e.reading.Load()
-	if r == nil {
-		fresh := &rowRead{done: make(chan struct{})}
-		if e.reading.CompareAndSwap(nil, fresh) {
-			r = fresh
-			go func() {
-				r.soldOut, r.sku, r.err = d.recheck(context.WithoutCancel(ctx), e)
-				e.reading.Store(nil)
-				close(r.done)
-			}()
-		} else if r = e.reading.Load(); r == nil { // ended between the two loads
-			return d.reread(ctx, e)
-		}
+// fresh reports whether what e's row showed at confirmed (unix nanos)
+// may still answer at now: for SoldOutRecheck. Past half of it, it starts
+// the row's re-read unless one is in flight, and does not wait for it.
+func (d *Directory) fresh(ctx context.Context, e *skuEntry, confirmed, now int64) bool {
+	age, recheck := now-confirmed, int64(d.cfg.SoldOutRecheck)
+	if age >= recheck {
+		return false
 	}
+	if age >= recheck/2 && e.reading.Load() == nil {
+		d.startRead(ctx, e)
+	}
+	return true
+}
+
+// reread returns the read of e's row in flight, else starts one, once it
+// ends. The read ignores ctx's cancellation, so the caller that started
+// it leaving does not fail the others; each waits at most until its own
+// ctx ends.
+func (d *Directory) reread(ctx context.Context, e *skuEntry) (*rowRead, error) {
+	r := d.startRead(ctx, e)
 	r.waiters.Add(1)
 	select {
 	case <-r.done:
 		return r, r.err
 	case <-ctx.Done():
 		return &rowRead{}, fmt.Errorf("%w: waiting for the sku's row: %w", ErrUnavailable, ctx.Err())
+	}
+}
+
+// startRead returns the read of e's row in flight, else starts one.
+func (d *Directory) startRead(ctx context.Context, e *skuEntry) *rowRead {
+	for {
+		if r := e.reading.Load(); r != nil {
+			return r
+		}
+		r := &rowRead{done: make(chan struct{})}
+		if e.reading.CompareAndSwap(nil, r) {
+			go func() {
+				r.soldOut, r.sku, r.err = d.recheck(context.WithoutCancel(ctx), e)
+				e.reading.Store(nil)
+				close(r.done)
+			}()
+			return r
+		}
 	}
 }
 

@@ -33,14 +33,15 @@ func (w *saleWindow) open(now int64) bool {
 
 // saleClosed reports whether e's sale is known to be off, refusing the
 // buyer before the queue. The window is trusted for SoldOutRecheck after
-// its read, then re-read, so another instance's change shows within that.
+// its read, then re-read (ahead, from half of it: fresh), so another
+// instance's change shows within that.
 func (d *Directory) saleClosed(ctx context.Context, e *skuEntry) (bool, error) {
 	w := e.window.Load()
 	now := time.Now().UnixNano()
 	if w == nil || w.open(now) {
 		return false, nil
 	}
-	if now-w.read < int64(d.cfg.SoldOutRecheck) {
+	if d.fresh(ctx, e, w.read, now) {
 		return true, nil
 	}
 	r, err := d.reread(ctx, e)

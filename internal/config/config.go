@@ -211,7 +211,7 @@ type SoldOut struct {
 	SharedTTL time.Duration `yaml:"shared_ttl" default:"10m" valid:">0" help:"lifetime of the shared mark in Redis or ZooKeeper"`
 	// Recheck: a restock made through another instance is seen within
 	// LocalTTL + Recheck, whatever Redis does.
-	Recheck time.Duration `yaml:"recheck" default:"1s" valid:">0" help:"a local sold-out older than this is read again from the database (one read per SKU per instance per recheck)"`
+	Recheck time.Duration `yaml:"recheck" default:"1s" valid:">0" help:"a local sold-out older than this is read again from the database; the read starts ahead, in the background, at half of it (at most two reads per SKU per instance per recheck)"`
 }
 
 // Log configures log/slog.
