@@ -15,14 +15,17 @@ type Limits struct {
 	PerUserBurst int
 	PerIPRate    float64 // requests per second per client IP, on /api
 	PerIPBurst   int
-	MaxKeys      int // keys tracked per limiter; beyond it the least recently used is evicted
+	MaxKeys      int // keys tracked per limiter; beyond it a new key takes the slot of one not asked again lately
 }
 
 // limiter holds one token bucket per key. Keys come from clients, so the
-// table holds at most max of them and evicts the least recently used: a
-// flood of new keys forgets idle buckets (most of them full again, so
-// nothing is lost) but never the bucket of a key still in use, as
-// clearing the whole table would.
+// table holds at most max of them: past it a new key takes the slot of
+// one not used lately (CLOCK, the second chance: a hand sweeps the slots,
+// clearing each one's use bit and taking the first found clear; a key
+// used again before the hand comes back keeps its slot). A flood of new
+// keys forgets idle buckets (most of them full again, so nothing is
+// lost), and keys seen once before keys seen twice, but never the bucket
+// of a key still in use, as clearing the whole table would.
 //
 // A bucket is one number, its theoretical arrival time (GCRA): the
 // moment it is full again. A request is allowed while that moment is at
@@ -32,20 +35,19 @@ type Limits struct {
 // on every order (docs/performance.md).
 //
 // The table holds no pointer: a key is kept as its maphash under the
-// limiter's random seed, and the buckets are slots of one slice, linked
-// by index in order of use. The collector never scans it, and a new key
-// allocates nothing once the table is full (a sale's buyers are new
-// keys, and a table of 100,000 keys, each a string and a bucket, was
-// marked at every cycle). Two keys of one hash would share a bucket: a
-// chance of about n²/2⁶⁵ among n keys (3 × 10⁻¹⁰ at 100,000), which a
-// client cannot aim at without the seed.
+// limiter's random seed, and the buckets are slots of one slice. The
+// collector never scans it, a new key allocates nothing once it is full,
+// and a request touches its own slot alone (a list in order of use
+// touched three others, each a cache miss in a table of 100,000). Two
+// keys of one hash would share a bucket: a chance of about n²/2⁶⁵ among
+// n keys (3 × 10⁻¹⁰ at 100,000), which a client cannot aim at without
+// the seed.
 type limiter struct {
 	mu    sync.Mutex
 	seed  maphash.Seed
 	index map[uint64]int // a key's hash → its slot
-	// slots[0] is the use list's sentinel: slots[0].next is the most
-	// recently used; a bucket's slot never moves.
 	slots []slot
+	hand  int // the next slot the sweep looks at
 	epoch time.Time
 	// interval is 1/rate in seconds, at most maxInterval; tolerance is
 	// (burst-1) intervals: how far ahead a bucket's time may be.
@@ -57,11 +59,11 @@ type limiter struct {
 // setting accepts makes the arithmetic infinite.
 const maxInterval = 1e12
 
-// slot is one key's bucket and its place in the use list.
+// slot is one key's bucket.
 type slot struct {
-	hash       uint64
-	tat        float64 // seconds since epoch at which the bucket is full again
-	prev, next int     // slots' indexes
+	hash uint64
+	tat  float64 // seconds since epoch at which the bucket is full again
+	used bool    // asked again since the slot was taken or the hand passed it
 }
 
 func newLimiter(perSecond float64, burst, max int) *limiter {
@@ -69,7 +71,7 @@ func newLimiter(perSecond float64, burst, max int) *limiter {
 		return nil
 	}
 	interval := min(1/perSecond, maxInterval)
-	return &limiter{seed: maphash.MakeSeed(), index: map[uint64]int{}, slots: []slot{{}}, epoch: time.Now(),
+	return &limiter{seed: maphash.MakeSeed(), index: map[uint64]int{}, epoch: time.Now(),
 		interval: interval, tolerance: float64(max1(burst)-1) * interval, max: max1(max)}
 }
 
@@ -91,21 +93,18 @@ func (l *limiter) allowAt(key string, now float64) bool {
 	i, ok := l.index[h]
 	switch {
 	case ok:
-		l.unlink(i)
-	case len(l.index) >= l.max: // the least recently used slot is the new key's
-		i = l.slots[0].prev
-		l.unlink(i)
-		delete(l.index, l.slots[i].hash)
-		l.slots[i] = slot{hash: h, tat: now}
-		l.index[h] = i
-	default:
+		l.slots[i].used = true
+	case len(l.slots) < l.max:
 		i = len(l.slots)
 		l.slots = append(l.slots, slot{hash: h, tat: now})
 		l.index[h] = i
+	default:
+		i = l.sweep()
+		delete(l.index, l.slots[i].hash)
+		l.slots[i] = slot{hash: h, tat: now}
+		l.index[h] = i
 	}
 	b := &l.slots[i]
-	b.prev, b.next = 0, l.slots[0].next // to the front
-	l.slots[b.next].prev, l.slots[0].next = i, i
 	tat := max(b.tat, now)
 	if tat-now > l.tolerance {
 		return false
@@ -114,10 +113,19 @@ func (l *limiter) allowAt(key string, now float64) bool {
 	return true
 }
 
-// unlink takes slot i out of the use list.
-func (l *limiter) unlink(i int) {
-	p, n := l.slots[i].prev, l.slots[i].next
-	l.slots[p].next, l.slots[n].prev = n, p
+// sweep moves the hand to the first slot not used since it last passed,
+// clearing the use bits it passes, and returns that slot: within one turn
+// of the table, after which every bit is clear.
+func (l *limiter) sweep() int {
+	for range len(l.slots) + 1 {
+		i := l.hand
+		l.hand = (l.hand + 1) % len(l.slots)
+		if !l.slots[i].used {
+			return i
+		}
+		l.slots[i].used = false
+	}
+	panic("unreachable: a turn of the hand clears every slot")
 }
 
 // perIP refuses a client IP over its rate with 429 rate_limited.

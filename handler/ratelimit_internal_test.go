@@ -36,14 +36,15 @@ func TestLimiter_NewKeysPastTheCapDoNotResetABusyKey(t *testing.T) {
 	}
 }
 
-func TestLimiter_EvictsTheLeastRecentlyUsed(t *testing.T) {
+// A key asked again keeps its slot; the hand takes one asked only once.
+func TestLimiter_EvictsAKeyNotAskedAgain(t *testing.T) {
 	t.Parallel()
 	l := newLimiter(0.001, 1, 3)
 	for _, k := range []string{"a", "b", "c"} {
 		l.allow(k) // each bucket now empty
 	}
-	l.allow("a") // a is the most recently used; b the least
-	l.allow("d") // evicts b
+	l.allow("a") // a asked again; b and c only once
+	l.allow("d") // evicts b, the first past the hand not asked again
 	for _, tt := range []struct {
 		key  string
 		want bool
@@ -54,19 +55,20 @@ func TestLimiter_EvictsTheLeastRecentlyUsed(t *testing.T) {
 	}
 }
 
-// listed counts the buckets on the use list, checking that the table
-// and the list agree.
+// listed counts the buckets in the table, checking that the index and
+// the slots agree.
 func (l *limiter) listed() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	n := 0
-	for i := l.slots[0].next; i != 0; i = l.slots[i].next {
-		if j, ok := l.index[l.slots[i].hash]; !ok || j != i || l.slots[l.slots[i].next].prev != i || n >= len(l.slots) {
+	for i, sl := range l.slots {
+		if j, ok := l.index[sl.hash]; !ok || j != i {
 			return -1
 		}
-		n++
 	}
-	return n
+	if len(l.index) != len(l.slots) {
+		return -1
+	}
+	return len(l.slots)
 }
 
 // The limiter answers as golang.org/x/time/rate's token bucket of the same

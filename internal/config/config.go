@@ -50,7 +50,7 @@ type Limits struct {
 	PerUserBurst   int      `yaml:"per_user_burst" default:"40" valid:">0" help:"burst of the per-user limit"`
 	PerIPRate      float64  `yaml:"per_ip_rate" default:"0" valid:">=0" help:"requests/s per client IP on /api; 0 off (load tests share 127.0.0.1)"`
 	PerIPBurst     int      `yaml:"per_ip_burst" default:"200" valid:">0" help:"burst of the per-IP limit"`
-	MaxKeys        int      `yaml:"max_keys" default:"100000" valid:">0" help:"users or IPs tracked; beyond it the least recently used is evicted"`
+	MaxKeys        int      `yaml:"max_keys" default:"100000" valid:">0" help:"users or IPs tracked; beyond it a new key takes the slot of one not asked again lately (CLOCK: a key still in use keeps its bucket)"`
 	TrustedProxies []string `yaml:"trusted_proxies" help:"IPs or CIDRs allowed to set X-Forwarded-For; none: the client IP is the connection's"`
 }
 
