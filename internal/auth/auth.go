@@ -163,9 +163,10 @@ func (v *Verifier) Verify(ctx context.Context, token string) (string, error) {
 		return "", fmt.Errorf("%w: longer than %d bytes", ErrInvalidToken, v.max)
 	}
 	var now time.Time
+	var key uint64
 	if v.cache != nil {
-		now = time.Now()
-		if sub, ok := v.cache.get(ctx, token, now); ok {
+		now, key = time.Now(), v.cache.key(token)
+		if sub, ok := v.cache.get(ctx, key, token, now); ok {
 			return sub, nil
 		}
 	}
@@ -180,8 +181,8 @@ func (v *Verifier) Verify(ctx context.Context, token string) (string, error) {
 				return "", err
 			}
 			sub, err := subject(c)
-			if err == nil && v.cache != nil && v.cache.again(token) {
-				v.cache.put(token, c, now, verified{})
+			if err == nil && v.cache != nil && v.cache.again(key) {
+				v.cache.put(key, token, c, now, verified{})
 			}
 			return sub, err
 		}
@@ -207,7 +208,7 @@ func (v *Verifier) Verify(ctx context.Context, token string) (string, error) {
 	if v.cache.jwks != nil && !v.cache.keyOf(ctx, &used) {
 		return sub, nil // no kid (the whole set was tried): not cached
 	}
-	v.cache.put(token, c, now, used)
+	v.cache.put(key, token, c, now, used)
 	return sub, nil
 }
 

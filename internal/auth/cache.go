@@ -79,12 +79,12 @@ func newTokenCache(max int, ttl, leeway time.Duration, jwks keyfunc.Keyfunc) *to
 		seen: make([]atomic.Uint64, seenSlots(max))}
 }
 
-// again reports whether token was verified before, as far as the table
+// again reports whether the token of key was verified before, as far as the table
 // of first sightings remembers, and remembers it. A false yes (another
 // token of the same 64-bit hash) only enters a token early: the entry
 // still answers only for itself.
-func (c *tokenCache) again(token string) bool {
-	h := maphash.String(c.seed, token) | 1 // never 0, an empty slot
+func (c *tokenCache) again(key uint64) bool {
+	h := key | 1 // never 0, an empty slot
 	s := &c.seen[h&uint64(len(c.seen)-1)]
 	if s.Load() == h {
 		return true
@@ -93,10 +93,13 @@ func (c *tokenCache) again(token string) bool {
 	return false
 }
 
+// key is token's hash, by which get, again and put find it: hashed once
+// per verification.
+func (c *tokenCache) key(token string) uint64 { return maphash.String(c.seed, token) }
+
 // get returns the subject of a token verified earlier that would pass
-// verification now.
-func (c *tokenCache) get(ctx context.Context, token string, now time.Time) (string, bool) {
-	key := maphash.String(c.seed, token)
+// verification now; key is c.key(token).
+func (c *tokenCache) get(ctx context.Context, key uint64, token string, now time.Time) (string, bool) {
 	c.mu.Lock()
 	e, ok := c.entries[key]
 	ok = ok && sameToken(e.token, token)
@@ -154,8 +157,9 @@ func (c *tokenCache) keyOf(ctx context.Context, e *verified) bool {
 	return true
 }
 
-// put keeps a token that passed, verified at now with claims c.
-func (c *tokenCache) put(token string, cl *claims, now time.Time, e verified) {
+// put keeps a token that passed, verified at now with claims c; key is
+// c.key(token).
+func (c *tokenCache) put(key uint64, token string, cl *claims, now time.Time, e verified) {
 	if cl.ExpiresAt == nil { // exp is required: never cache what the rules did not bound
 		return
 	}
@@ -171,7 +175,6 @@ func (c *tokenCache) put(token string, cl *claims, now time.Time, e verified) {
 	if !e.usable(now) {
 		return
 	}
-	key := maphash.String(c.seed, token)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, ok := c.entries[key]; !ok && len(c.entries) >= c.max {

@@ -17,12 +17,12 @@ func TestTokenCacheAnswersOnlyItsToken(t *testing.T) {
 	t.Parallel()
 	c := newTokenCache(10, time.Minute, 0, nil)
 	now := time.Now()
-	c.put("token-a", &claims{RegisteredClaims: jwt.RegisteredClaims{Subject: "alice", ExpiresAt: jwt.NewNumericDate(now.Add(time.Hour))}}, now, verified{})
+	c.put(c.key("token-a"), "token-a", &claims{RegisteredClaims: jwt.RegisteredClaims{Subject: "alice", ExpiresAt: jwt.NewNumericDate(now.Add(time.Hour))}}, now, verified{})
 	c.entries[maphash.String(c.seed, "token-b")] = c.entries[maphash.String(c.seed, "token-a")] // a collision
-	if sub, ok := c.get(context.Background(), "token-b", now); ok {
+	if sub, ok := c.get(context.Background(), c.key("token-b"), "token-b", now); ok {
 		t.Errorf("get(token-b) = %q from token-a's entry; want a miss", sub)
 	}
-	if sub, ok := c.get(context.Background(), "token-a", now); !ok || sub != "alice" {
+	if sub, ok := c.get(context.Background(), c.key("token-a"), "token-a", now); !ok || sub != "alice" {
 		t.Errorf("get(token-a) = %q, %v; want alice", sub, ok)
 	}
 	if sameToken("token-a", "token-b") || !sameToken("token-a", "token-a") || sameToken("token-a", "token-aa") {

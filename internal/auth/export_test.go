@@ -24,7 +24,7 @@ func PrimeCache(v *Verifier, tok, sub string, at time.Time) error {
 	}
 	c.Subject = sub
 	before := v.cache.len()
-	v.cache.put(tok, &c, at, verified{})
+	v.cache.put(v.cache.key(tok), tok, &c, at, verified{})
 	if v.cache.len() != before+1 {
 		return errors.New("not cached: the token was not valid then")
 	}
