@@ -23,6 +23,15 @@ func TestConformance(t *testing.T) {
 	conformance.Run(t, zooKeeperBackend(t))
 }
 
+// ensembleOpTimeout bounds each request of the suite's clients in place
+// of the 1s default. A write to the three-JVM ensemble needs two of them,
+// and on a 2-core box running the suite under -race beside busy CPUs one
+// write has taken longer than 1s (CI: "no answer within 1s", two Obtains
+// of MutualExclusion failing together); the suite checks the contract, not
+// ZooKeeper's latency. TestZooKeeper_UnavailableFailsFast holds the
+// default's bound, and each clause's context (a minute) bounds the wait.
+const ensembleOpTimeout = 20 * time.Second
+
 // zkLocker adapts a *zookeeper.Client to the suite.
 type zkLocker struct{ *zookeeper.Client }
 
@@ -55,7 +64,7 @@ func zooKeeperBackend(t *testing.T) conformance.Backend {
 	return conformance.Backend{
 		Client: func(t *testing.T, owner string, _ time.Duration, _ bool) conformance.Locker {
 			conn := zktest.Conn(t, z.Addrs(), zkSession, nil)
-			return zkLocker{zookeeper.New(conn, zookeeper.Options{Root: root, Owner: owner})}
+			return zkLocker{zookeeper.New(conn, zookeeper.Options{Root: root, Owner: owner, OpTimeout: ensembleOpTimeout})}
 		},
 		Drop: func(t *testing.T, key string) {
 			dir := root + "/" + url.PathEscape(key)

@@ -121,10 +121,9 @@ const startTimeout = 2 * time.Minute
 // under dir, and sets its JVM's command line: small and quiet, for a
 // shared machine. Container nodes are swept every 500ms instead of every
 // minute so that tests can see them go. The transaction log is written but
-// not fsync'd (forceSync=no): a test's data dies with its directory, and on
-// a box whose disk the suite's MariaDB keeps busy one fsync can outlast a
-// client's whole OpTimeout (1s by default), failing an Obtain that measures
-// the disk, not the lock.
+// not fsync'd (forceSync=no): a test's data dies with its directory, and a
+// killed JVM's writes survive in the page cache, so an fsync would buy the
+// tests nothing but latency.
 func (s *ZKServer) configure(dir string, tick time.Duration, peers string) error {
 	sdir := filepath.Join(dir, "zookeeper-"+strconv.Itoa(s.ID))
 	data := filepath.Join(sdir, "data")
